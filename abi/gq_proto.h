@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gq_proto.h - the wire protocol between the injected preempt agent
+ * (libgpuqos-preempt.so, "P") and the node agent (gpuqos-agent, "A").
+ *
+ * Owns: message layouts, numbers and the one validator both ends use.
+ * Does not own: sockets or state. docs/protocol.md is the prose version;
+ * keep the two in step and bump GQ_PROTO_VERSION on any layout change.
+ *
+ * Transport: AF_UNIX SOCK_SEQPACKET, one message per datagram, host byte
+ * order (both ends run on the same machine). The node agent identifies a
+ * peer by SO_PEERCRED only; nothing a peer says about itself is trusted.
+ */
+#ifndef GPUQOS_GQ_PROTO_H
+#define GPUQOS_GQ_PROTO_H
+
+#include "rm_abi.h"
+
+#define GQ_PROTO_MAGIC 0x534f5147u /* "GQOS" in memory on little endian */
+#define GQ_PROTO_VERSION 1u
+#define GQ_MSG_MAX 256u /* no message is larger; receivers read this much */
+
+/* Default socket path; GPUQOS_SOCKET overrides it in the preempt agent,
+ * --socket in the node agent. */
+#define GQ_DEFAULT_SOCKET "/run/gpuqos/agent.sock"
+
+enum gq_type {
+	GQ_HELLO = 1,    /* P->A: first message on every connection */
+	GQ_POLICY = 2,   /* A->P: desired timeslices for TSGs libcuda creates */
+	GQ_TSG = 3,      /* P->A: a TSG exists / changed (upsert) */
+	GQ_TSG_GONE = 4, /* P->A: a TSG was freed (or its client or fd) */
+	GQ_COMMAND = 5,  /* A->P: issue one RM control on libcuda's own fd */
+	GQ_RESULT = 6,   /* P->A: the outcome of one COMMAND */
+	GQ_SYNCED = 7,   /* P->A: every live TSG has been reported since HELLO */
+};
+#define GQ_TYPE_MAX GQ_SYNCED
+
+struct gq_hdr {
+	rm_u32 magic;
+	rm_u16 version;
+	rm_u16 type;   /* enum gq_type */
+	rm_u32 length; /* whole message in bytes; equals the datagram size */
+	rm_u32 seq;    /* sender's counter; a COMMAND's seq is its id */
+};
+_Static_assert(sizeof(struct gq_hdr) == 16, "gq_hdr");
+
+#define GQ_COMM_LEN 16
+
+struct gq_hello {
+	struct gq_hdr hdr;
+	rm_u32 pid;         /* what the process thinks its pid is: logged only */
+	rm_u32 flags;       /* GQ_HELLO_F_* */
+	rm_u32 lib_version; /* GQ_PROTO_VERSION of the library */
+	rm_u32 ntsg;        /* TSGs that will follow before GQ_SYNCED */
+	char comm[GQ_COMM_LEN];
+};
+_Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
+#define GQ_HELLO_F_RECONNECT 0x1u /* not the first connection of this process */
+
+struct gq_policy {
+	struct gq_hdr hdr;
+	rm_u32 gr_timeslice_us;   /* 0: leave libcuda's value alone */
+	rm_u32 copy_timeslice_us; /* 0: leave libcuda's value alone */
+	rm_u32 flags;             /* reserved, 0 */
+	rm_u32 reserved;
+};
+_Static_assert(sizeof(struct gq_policy) == 32, "gq_policy");
+
+#define GQ_UNKNOWN 0xffffffffu
+
+struct gq_tsg {
+	struct gq_hdr hdr;
+	rm_handle h_client;
+	rm_handle h_tsg;
+	rm_handle h_device;
+	rm_u32 device_instance; /* GQ_UNKNOWN if the device was not seen */
+	rm_u32 engine_type;     /* NV2080_ENGINE_TYPE_* from the TSG's alloc */
+	rm_u32 fd;              /* libcuda's fd that owns the client */
+	rm_u32 timeslice_us;    /* last value RM accepted, GQ_UNKNOWN if none */
+	rm_u32 app_timeslice_us; /* last value the app/libcuda asked for, or GQ_UNKNOWN */
+	rm_u32 interleave;      /* last level RM accepted, GQ_UNKNOWN if none */
+	rm_u32 reserved;
+};
+_Static_assert(sizeof(struct gq_tsg) == 56, "gq_tsg");
+_Static_assert(__builtin_offsetof(struct gq_tsg, h_client) == 16, "gq_tsg.h_client");
+
+struct gq_tsg_gone {
+	struct gq_hdr hdr;
+	rm_handle h_client;
+	rm_handle h_tsg;
+};
+_Static_assert(sizeof(struct gq_tsg_gone) == 24, "gq_tsg_gone");
+
+enum gq_op {
+	GQ_OP_SET_TIMESLICE = 1, /* arg: microseconds */
+	GQ_OP_GET_TIMESLICE = 2, /* arg: unused; result value: microseconds */
+	GQ_OP_SET_INTERLEAVE = 3, /* arg: RM_INTERLEAVE_* */
+	GQ_OP_PREEMPT = 4,       /* arg: bit 0 = wait for completion */
+};
+#define GQ_OP_MAX GQ_OP_PREEMPT
+
+struct gq_command {
+	struct gq_hdr hdr; /* hdr.seq: command id, echoed in the result */
+	rm_u32 op;         /* enum gq_op */
+	rm_handle h_client;
+	rm_handle h_tsg;
+	rm_u32 deadline_us; /* not started within this budget: not issued */
+	rm_u64 arg RM_ALIGN8;
+};
+_Static_assert(sizeof(struct gq_command) == 40, "gq_command");
+_Static_assert(__builtin_offsetof(struct gq_command, arg) == 32, "gq_command.arg");
+
+/* err values beyond errno: the command was not issued. */
+#define GQ_ERR_UNKNOWN_TSG 10001 /* no such TSG in this process */
+#define GQ_ERR_EXPIRED 10002     /* its deadline passed before it started */
+#define GQ_ERR_BAD_OP 10003      /* op or arg out of range */
+
+struct gq_result {
+	struct gq_hdr hdr; /* hdr.seq: the command id */
+	rm_u32 op;
+	rm_handle h_client;
+	rm_handle h_tsg;
+	rm_u32 rm_status;  /* the RM's status word (valid when err == 0) */
+	rm_u32 err;        /* errno of ioctl(), GQ_ERR_*, or 0 */
+	rm_u32 reserved;
+	rm_u64 value RM_ALIGN8;      /* GET_TIMESLICE read-back, else the arg */
+	rm_u64 elapsed_ns RM_ALIGN8; /* time spent in ioctl() */
+};
+_Static_assert(sizeof(struct gq_result) == 56, "gq_result");
+
+struct gq_synced {
+	struct gq_hdr hdr;
+	rm_u32 ntsg; /* TSGs reported since HELLO */
+	rm_u32 reserved;
+};
+_Static_assert(sizeof(struct gq_synced) == 24, "gq_synced");
+
+/* Exact size of each message type; 0 for unknown types. */
+static inline rm_u32 gq_msg_size(rm_u32 type)
+{
+	switch (type) {
+	case GQ_HELLO:
+		return sizeof(struct gq_hello);
+	case GQ_POLICY:
+		return sizeof(struct gq_policy);
+	case GQ_TSG:
+		return sizeof(struct gq_tsg);
+	case GQ_TSG_GONE:
+		return sizeof(struct gq_tsg_gone);
+	case GQ_COMMAND:
+		return sizeof(struct gq_command);
+	case GQ_RESULT:
+		return sizeof(struct gq_result);
+	case GQ_SYNCED:
+		return sizeof(struct gq_synced);
+	default:
+		return 0;
+	}
+}
+
+enum gq_check {
+	GQ_CHECK_OK = 0,
+	GQ_CHECK_SHORT,   /* fewer bytes than a header */
+	GQ_CHECK_MAGIC,   /* not our protocol */
+	GQ_CHECK_VERSION, /* another protocol version */
+	GQ_CHECK_TYPE,    /* unknown message type */
+	GQ_CHECK_LENGTH,  /* length field disagrees with type or datagram */
+};
+
+/* Validate one received datagram of n bytes. Every receiver calls this
+ * before looking at anything past the header. */
+static inline enum gq_check gq_msg_check(const void *buf, unsigned long n)
+{
+	const struct gq_hdr *h = (const struct gq_hdr *)buf;
+	rm_u32 want;
+
+	if (n < sizeof(struct gq_hdr))
+		return GQ_CHECK_SHORT;
+	if (h->magic != GQ_PROTO_MAGIC)
+		return GQ_CHECK_MAGIC;
+	if (h->version != GQ_PROTO_VERSION)
+		return GQ_CHECK_VERSION;
+	want = gq_msg_size(h->type);
+	if (want == 0)
+		return GQ_CHECK_TYPE;
+	if (h->length != want || n != want)
+		return GQ_CHECK_LENGTH;
+	return GQ_CHECK_OK;
+}
+
+static inline const char *gq_check_name(enum gq_check c)
+{
+	switch (c) {
+	case GQ_CHECK_OK:
+		return "ok";
+	case GQ_CHECK_SHORT:
+		return "shorter than a header";
+	case GQ_CHECK_MAGIC:
+		return "bad magic";
+	case GQ_CHECK_VERSION:
+		return "unsupported protocol version";
+	case GQ_CHECK_TYPE:
+		return "unknown message type";
+	case GQ_CHECK_LENGTH:
+		return "length does not match type";
+	}
+	return "?";
+}
+
+static inline void gq_hdr_init(struct gq_hdr *h, enum gq_type type, rm_u32 seq)
+{
+	h->magic = GQ_PROTO_MAGIC;
+	h->version = GQ_PROTO_VERSION;
+	h->type = (rm_u16)type;
+	h->length = gq_msg_size(type);
+	h->seq = seq;
+}
+
+#endif /* GPUQOS_GQ_PROTO_H */

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy.h - what each TSG's scheduler settings should be.
+ *
+ * Owns: the pure decision (classes + observed TSGs -> desired settings),
+ * grouped per GPU and per runlist (engine). Does not own: where classes come
+ * from (standalone rules or Kubernetes), nor applying anything. No I/O.
+ */
+#ifndef GPUQOS_AGENT_POLICY_H
+#define GPUQOS_AGENT_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum gq_class {
+	GQ_CLASS_UNMANAGED = 0,
+	GQ_CLASS_BE = 1,
+	GQ_CLASS_LC = 2,
+};
+
+/* How BE TSGs are treated when several of them share a runlist with an LC
+ * TSG. Short BE timeslices there made BEs switch among themselves, starved
+ * one of them and once stalled the RM control path (DESIGN.md), so the
+ * default never goes below a floor. */
+enum policy_several_be {
+	POLICY_SEVERAL_BE_FLOOR = 0, /* BE timeslice = several_be_timeslice_us */
+	POLICY_SEVERAL_BE_LEAVE = 1, /* BEs keep their baseline */
+};
+
+#define POLICY_INTERLEAVE_LEAVE (-1)
+
+struct policy_config {
+	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
+	uint32_t be_timeslice_us;         /* the only BE TSG beside an LC */
+	uint32_t several_be_timeslice_us; /* each of several BEs beside an LC */
+	enum policy_several_be several_be;
+	int32_t lc_interleave; /* RM_INTERLEAVE_* or POLICY_INTERLEAVE_LEAVE */
+	int32_t be_interleave;
+	int manage_copy; /* also apply to copy-engine runlists */
+};
+
+struct policy_tsg_in {
+	uint32_t gpu;         /* device instance */
+	uint32_t engine_type; /* NV2080_ENGINE_TYPE_*: the runlist */
+	enum gq_class cls;
+	uint32_t baseline_timeslice_us; /* what the app/libcuda asked for */
+};
+
+struct policy_tsg_out {
+	uint32_t timeslice_us; /* desired */
+	int32_t interleave;    /* desired level, or POLICY_INTERLEAVE_LEAVE */
+	const char *reason;    /* static string for operators */
+};
+
+void policy_config_defaults(struct policy_config *cfg);
+
+/* Decide for all n TSGs at once (a TSG's setting depends on its runlist
+ * neighbours). Pure: same input, same output. */
+void policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
+		   struct policy_tsg_out *out);
+
+const char *gq_class_name(enum gq_class c);
+/* Parses "latency-critical"/"lc", "best-effort"/"be", "unmanaged"; -1 if bad. */
+int gq_class_parse(const char *s, enum gq_class *out);
+
+#endif
