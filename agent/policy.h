@@ -29,6 +29,21 @@ enum policy_several_be {
 
 #define POLICY_INTERLEAVE_LEAVE (-1)
 
+/* The level RM gives every new TSG (kchangrpapiConstruct sets MEDIUM). The
+ * level cannot be read back (GET_INTERLEAVE_LEVEL is not exported), so when
+ * a configured level stops applying, the TSG is put back to this one. */
+#define POLICY_INTERLEAVE_DRIVER_DEFAULT 1
+
+/* Limits a configuration must respect (policy_config_validate). RM accepts
+ * 0..1,000,000 us and more, but 0 is never meant and 10 s is already far
+ * beyond anything measured. */
+#define POLICY_TIMESLICE_MIN_US 1u
+#define POLICY_TIMESLICE_MAX_US 10000000u
+/* Several BEs beside an LC at 200 us lost 54 % of BE throughput and at
+ * 20 us stalled the RM control path (DESIGN.md); 500 us is the shortest
+ * value measured that did neither. */
+#define POLICY_SEVERAL_BE_SAFE_MIN_US 500u
+
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
 	uint32_t be_timeslice_us;         /* the only BE TSG beside an LC */
@@ -43,7 +58,10 @@ struct policy_tsg_in {
 	uint32_t gpu;         /* device instance */
 	uint32_t engine_type; /* NV2080_ENGINE_TYPE_*: the runlist */
 	enum gq_class cls;
-	uint32_t baseline_timeslice_us; /* what the app/libcuda asked for */
+	/* What the app/libcuda asked for; 0 = not known yet, and then the
+	 * driver default for the engine (2048 us GR, 1024 us copy) is used, so
+	 * a missing read never turns into a 0 us timeslice. */
+	uint32_t baseline_timeslice_us;
 };
 
 struct policy_tsg_out {
@@ -54,8 +72,16 @@ struct policy_tsg_out {
 
 void policy_config_defaults(struct policy_config *cfg);
 
+/* 0 if cfg respects the limits above; otherwise -1 and a sentence in err
+ * naming the field. A several_be_timeslice_us below
+ * POLICY_SEVERAL_BE_SAFE_MIN_US passes only with allow_unsafe_several_be. */
+int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_several_be,
+			   char *err, size_t errlen);
+
 /* Decide for all n TSGs at once (a TSG's setting depends on its runlist
- * neighbours). Pure: same input, same output. */
+ * neighbours). Pure: same input, same output; in is only read, out[i] is
+ * the decision for in[i]. Cost is n^2 comparisons, fine for the hundreds of
+ * TSGs a node holds. Rules: docs/policy.md. */
 void policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
 		   struct policy_tsg_out *out);
 

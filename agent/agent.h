@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * agent.h - the node agent's state: processes, preempt-agent peers, TSGs,
+ * in-flight commands, ctl connections, counters. Each subsystem file owns
+ * the functions over one of these; this header only declares them.
+ *
+ * Desired state (class, policy output) and observed state (what the
+ * preempt agent reports RM accepted) are kept apart in struct tsg.
+ */
+#ifndef GPUQOS_AGENT_AGENT_H
+#define GPUQOS_AGENT_AGENT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "abi/gq_proto.h"
+#include "agent/config.h"
+#include "agent/loop.h"
+#include "agent/policy.h"
+
+#define GQ_AGENT_VERSION "0.1.0"
+#define GQ_DEFAULT_CTL_SOCKET "/run/gpuqos/ctl.sock"
+#define GQ_DEFAULT_STATE_DIR "/run/gpuqos"
+#define GQ_DEFAULT_NVIDIACTL "/dev/nvidiactl"
+
+#define GQ_CMDS_PER_TICK 16       /* per peer: rate limit of reconcile */
+#define GQ_BACKOFF_MIN_MS 100u
+#define GQ_BACKOFF_MAX_MS 10000u
+/* P reconnects with backoff up to 2 s plus jitter (docs/protocol.md). */
+#define GQ_RESTART_GRACE_MS 3000u
+#define GQ_IL_NONE (-2)           /* no refused interleave level recorded */
+
+struct peer;
+struct ctl_conn;
+
+/* One host process that ever talked to us, kept across reconnects so a
+ * class survives a dropped connection. */
+struct proc {
+	struct proc *next;
+	pid_t pid;
+	uint64_t starttime; /* /proc/<pid>/stat field 22: detects pid reuse */
+	char comm[GQ_COMM_LEN + 1];
+	char exe[1024];
+	char cgroup[1024];
+	char run_class[64]; /* GPUQOS_RUN_CLASS from its environment, or "" */
+	enum gq_class cls;
+	const char *cls_source; /* "override" | "gpuqos-run" | "rule" | "default" */
+	struct peer *peer;      /* NULL while disconnected */
+};
+
+struct peer {
+	struct peer *next;
+	struct loop_watch w;
+	pid_t pid; /* SO_PEERCRED: the only identity we trust */
+	struct proc *proc;
+	int hello;       /* HELLO seen on this connection */
+	int syncing;     /* between HELLO and SYNCED */
+	uint32_t gen;    /* sync generation of this connection's HELLO */
+	int stalled;     /* a command missed its deadline */
+	int broken;      /* a send failed: closed after this batch */
+	uint32_t send_seq;
+	unsigned sent_this_tick;
+	int policy_valid; /* policy_gr/copy were sent */
+	uint32_t policy_gr, policy_copy;
+};
+
+struct tsg {
+	struct tsg *next;
+	pid_t pid;
+	rm_handle h_client, h_tsg, h_device;
+	uint32_t gpu, engine, fd;
+	uint32_t gen; /* sync generation of its last report */
+	/* observed, as the preempt agent reports it */
+	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
+	/* desired, from the last reconcile */
+	uint32_t desired_ts;
+	int32_t desired_il;
+	const char *reason;
+	/* control */
+	unsigned inflight;
+	uint64_t backoff_until;
+	uint32_t backoff_ms;
+	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or GQ_IL_NONE */
+	int has_last;
+	uint32_t last_op, last_status, last_errno;
+	int last_timeout, last_failed;
+	uint64_t last_elapsed_us;
+	char error[128];
+};
+
+struct cmd {
+	struct cmd *next;
+	uint32_t seq;
+	struct peer *peer;
+	pid_t pid;
+	rm_handle h_client, h_tsg;
+	uint32_t op;
+	uint64_t arg;
+	uint64_t deadline; /* now_us() clock */
+	int timed_out;     /* kept to recognise a late RESULT */
+	struct ctl_conn *ctl; /* waiting ctl request, or NULL */
+};
+
+struct counters {
+	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
+	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
+};
+
+struct options {
+	int standalone;
+	const char *config;
+	const char *socket;
+	const char *ctl_socket;
+	const char *state_dir;
+	const char *nvidiactl;
+};
+
+struct agent {
+	struct loop loop;
+	struct options opt;
+	char nvidiactl[4096]; /* canonical path a reported fd must point to */
+	char state_path[4096];
+	struct gq_config *cfg;
+	struct loop_watch sig_w, tick_w, wake_w, listen_w, ctl_w;
+	struct proc *procs;
+	struct peer *peers, *dead_peers;
+	struct tsg *tsgs;
+	struct cmd *cmds;
+	struct ctl_conn *ctls, *dead_ctls;
+	struct state_entry *overrides;
+	struct state_entry *expected; /* peers from before a restart, not back yet */
+	int exiting;
+	uint32_t next_seq, next_gen;
+	int dirty; /* something changed: reconcile after this batch */
+	uint64_t started_us;
+	struct counters n;
+};
+
+/* procinfo.c */
+struct procinfo {
+	uint64_t starttime;
+	char comm[GQ_COMM_LEN + 1];
+	char exe[1024];
+	char cgroup[1024];
+	char run_class[64];
+};
+int procinfo_starttime(pid_t pid, uint64_t *starttime);
+int procinfo_read(pid_t pid, struct procinfo *pi);
+int procinfo_fd_is(pid_t pid, uint32_t fd, const char *path);
+
+/* tsg.c: processes and TSGs */
+struct proc *proc_find(struct agent *a, pid_t pid);
+struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi);
+void proc_classify(struct agent *a, struct proc *p);
+void proc_reclassify_all(struct agent *a);
+void proc_gc(struct agent *a);
+struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
+struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen);
+void tsg_drop(struct agent *a, struct tsg *t);
+void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen);
+size_t tsg_count(const struct agent *a, pid_t pid);
+uint32_t tsg_baseline(const struct tsg *t);
+uint32_t tsg_effective_ts(const struct tsg *t);
+int tsg_ts_differs(const struct tsg *t);
+uint32_t tsg_effective_il(const struct tsg *t);
+int tsg_il_differs(const struct tsg *t);
+const char *tsg_state(const struct agent *a, const struct tsg *t);
+void proc_free_all(struct agent *a);
+
+/* peer.c */
+int mkdir_parents(const char *path, mode_t mode);
+int unix_listen(const char *path, int type, mode_t mode);
+int peer_listen(struct agent *a);
+int peer_send_command(struct agent *a, struct peer *p, struct cmd *c);
+int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy);
+void peer_close(struct agent *a, struct peer *p, const char *why);
+void peer_close_broken(struct agent *a);
+void peer_reap(struct agent *a);
+void peer_free_all(struct agent *a);
+
+/* cmd.c: in-flight commands and their deadlines */
+struct cmd *cmd_issue(struct agent *a, struct peer *p, struct tsg *t, uint32_t op, uint64_t arg,
+		      struct ctl_conn *ctl);
+void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r);
+void cmd_expire(struct agent *a);
+void cmd_fail_peer(struct agent *a, struct peer *p);
+void cmd_detach_ctl(struct agent *a, struct ctl_conn *c);
+uint64_t cmd_next_deadline(const struct agent *a);
+void cmd_free_all(struct agent *a);
+const char *gq_op_name(uint32_t op);
+
+/* reconcile.c */
+void reconcile(struct agent *a);
+void reconcile_tick(struct agent *a);
+/* The POLICY values (timeslices for TSGs it creates next) of peer p. */
+void reconcile_peer_policy(struct agent *a, const struct peer *p, uint32_t *gr, uint32_t *copy);
+int wake_init(struct agent *a);
+void wake_rearm(struct agent *a);
+void tick_rearm(struct agent *a);
+
+/* ctl.c */
+int ctl_listen(struct agent *a);
+/* a command issued for a ctl request finished: result is a cJSON object
+ * (ownership passes), or NULL with why set */
+void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t rm_status,
+		  uint32_t err, const char *err_word, uint64_t value, uint64_t elapsed_ns);
+void ctl_reap(struct agent *a);
+void ctl_free_all(struct agent *a);
+
+/* state.c: run-time class overrides, persisted */
+struct state_entry {
+	struct state_entry *next;
+	pid_t pid;
+	uint64_t starttime;
+	enum gq_class cls;
+};
+int state_load(struct agent *a);
+const struct state_entry *state_find(const struct agent *a, pid_t pid, uint64_t starttime);
+int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum gq_class cls);
+void state_gc(struct agent *a);
+int state_save(const struct agent *a);
+void state_peer_synced(struct agent *a, pid_t pid);
+int state_holding(struct agent *a, uint64_t now);
+void state_free_all(struct agent *a);
+
+#endif

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ctl_render.c - what gpuqosctl prints for each answer of docs/ctl.md.
+ *
+ * Members a table column shows are required (null allowed where the
+ * contract says a value can be unknown); members only `show` prints are
+ * optional, but a wrong type is still an error. Every answer is checked
+ * completely before the first byte is printed. Owns the presentation, not
+ * the transport or the command line.
+ */
+#include "agent/cli/ctl_render.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/cli/cli_table.h"
+
+struct oint {
+	int has;
+	long long v;
+};
+
+struct tsg_view {
+	long long pid;
+	struct oint gpu;
+	const char *comm, *engine, *cls, *path, *state, *status_name;
+	struct jerrno err;
+	struct oint ts_desired, ts_applied, ts_baseline, il_desired, il_applied;
+	/* shown by `show` only */
+	const char *class_source, *client, *tsg, *reason, *last_op;
+	struct oint last_status, elapsed;
+};
+
+struct proc_view {
+	long long pid, ntsg;
+	const char *comm, *exe, *cgroup, *cls, *class_source;
+	int connected, has_connected;
+};
+
+#define CELL 64
+#define NUM 24 /* a long long in decimal, sign and NUL included */
+#define NTSGCOL 10
+
+static int oint_get(struct jerr *e, const cJSON *o, const char *w, const char *k,
+		    int flags, struct oint *v)
+{
+	int r = j_int(e, o, w, k, flags, &v->v);
+
+	v->has = r > 0;
+	return r;
+}
+
+const char *ctl_errno_text(long long err, char *buf, size_t len)
+{
+	/* The preempt agent's own codes (docs/protocol.md, RESULT.err). */
+	switch (err) {
+	case 10001: return "unknown TSG";
+	case 10002: return "deadline expired before the control started";
+	case 10003: return "bad op or argument";
+	}
+	if (err > 0 && err < 4096)
+		snprintf(buf, len, "%s", strerror((int)err));
+	else
+		snprintf(buf, len, "errno %lld", err);
+	return buf;
+}
+
+static int is_object(struct jerr *e, const cJSON *o, const char *where)
+{
+	if (cJSON_IsObject(o))
+		return 1;
+	j_fail(e, "%s is not an object", where);
+	return 0;
+}
+
+static void parse_tsg_nested(struct jerr *e, const cJSON *o, const char *w,
+			     struct tsg_view *v)
+{
+	const cJSON *ts, *il;
+	char w2[80];
+
+	if (j_obj(e, o, w, "timeslice", J_REQ, &ts) > 0) {
+		snprintf(w2, sizeof(w2), "%s.timeslice", w);
+		oint_get(e, ts, w2, "desired", J_NULL, &v->ts_desired);
+		oint_get(e, ts, w2, "applied", J_NULL, &v->ts_applied);
+		oint_get(e, ts, w2, "baseline", J_ANY, &v->ts_baseline);
+	}
+	if (j_obj(e, o, w, "interleave", J_REQ, &il) > 0) {
+		snprintf(w2, sizeof(w2), "%s.interleave", w);
+		oint_get(e, il, w2, "desired", J_NULL, &v->il_desired);
+		oint_get(e, il, w2, "applied", J_NULL, &v->il_applied);
+	}
+}
+
+static int parse_tsg(struct jerr *e, const cJSON *o, const char *w, struct tsg_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (!is_object(e, o, w))
+		return -1;
+	j_int(e, o, w, "pid", J_REQ, &v->pid);
+	j_str(e, o, w, "comm", J_REQ, &v->comm);
+	/* The agent may not know the GPU yet (docs/ctl.md does not say). */
+	oint_get(e, o, w, "gpu", J_NULL, &v->gpu);
+	j_str(e, o, w, "engineName", J_REQ, &v->engine);
+	j_str(e, o, w, "class", J_NULL, &v->cls);
+	j_str(e, o, w, "path", J_NULL, &v->path);
+	j_str(e, o, w, "state", J_REQ, &v->state);
+	/* Before its first control a TSG has no last result. */
+	j_str(e, o, w, "lastStatusName", J_NULL, &v->status_name);
+	j_errno(e, o, w, "lastErrno", J_NULL, &v->err);
+	parse_tsg_nested(e, o, w, v);
+	j_str(e, o, w, "classSource", J_ANY, &v->class_source);
+	j_str(e, o, w, "client", J_ANY, &v->client);
+	j_str(e, o, w, "tsg", J_ANY, &v->tsg);
+	j_str(e, o, w, "reason", J_ANY, &v->reason);
+	j_str(e, o, w, "lastOp", J_ANY, &v->last_op);
+	oint_get(e, o, w, "lastStatus", J_ANY, &v->last_status);
+	oint_get(e, o, w, "lastElapsedUs", J_ANY, &v->elapsed);
+	return e->msg[0] ? -1 : 0;
+}
+
+static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (!is_object(e, o, w))
+		return -1;
+	j_int(e, o, w, "pid", J_REQ, &v->pid);
+	j_str(e, o, w, "comm", J_REQ, &v->comm);
+	j_int(e, o, w, "tsgs", J_REQ, &v->ntsg);
+	j_str(e, o, w, "exe", J_ANY, &v->exe);
+	j_str(e, o, w, "cgroup", J_ANY, &v->cgroup);
+	j_str(e, o, w, "class", J_ANY, &v->cls);
+	j_str(e, o, w, "classSource", J_ANY, &v->class_source);
+	v->has_connected = j_bool(e, o, w, "connected", J_ANY, &v->connected) > 0;
+	return e->msg[0] ? -1 : 0;
+}
+
+static const char *class_short(const char *cls)
+{
+	if (!cls || strcmp(cls, "unmanaged") == 0)
+		return "-";
+	if (strcmp(cls, "latency-critical") == 0)
+		return "LC";
+	if (strcmp(cls, "best-effort") == 0)
+		return "BE";
+	return cls; /* a class this gpuqosctl does not know yet: show it */
+}
+
+static const char *level_name(const struct oint *l, const char *absent, char *buf, size_t len)
+{
+	static const char *const names[] = { "LOW", "MEDIUM", "HIGH" };
+
+	if (!l->has)
+		return absent;
+	if (l->v >= 0 && l->v <= 2)
+		return names[l->v];
+	snprintf(buf, len, "%lld", l->v);
+	return buf;
+}
+
+static void fmt_oint(char *buf, size_t len, const struct oint *v, const char *absent)
+{
+	if (v->has)
+		snprintf(buf, len, "%lld", v->v);
+	else
+		snprintf(buf, len, "%s", absent);
+}
+
+static const char *status_text(const struct tsg_view *v, char *buf, size_t len)
+{
+	if (v->err.timeout)
+		return "timeout";
+	if (v->err.present && v->err.num != 0)
+		return ctl_errno_text(v->err.num, buf, len);
+	if (v->status_name)
+		return v->status_name;
+	if (v->last_status.has) {
+		snprintf(buf, len, "0x%llx", (unsigned long long)v->last_status.v);
+		return buf;
+	}
+	return "-";
+}
+
+static int tsg_row(struct table *t, const struct tsg_view *v)
+{
+	char pid[CELL], gpu[CELL], ts[CELL], il[CELL], st[CELL];
+	char a[NUM], d[NUM], la[16], ld[16];
+	const char *cells[NTSGCOL];
+
+	snprintf(pid, sizeof(pid), "%lld", v->pid);
+	fmt_oint(gpu, sizeof(gpu), &v->gpu, "?");
+	fmt_oint(a, sizeof(a), &v->ts_applied, "?");
+	fmt_oint(d, sizeof(d), &v->ts_desired, "-");
+	snprintf(ts, sizeof(ts), "%s/%s", a, d);
+	if (!v->il_applied.has && !v->il_desired.has)
+		snprintf(il, sizeof(il), "-");
+	else
+		snprintf(il, sizeof(il), "%s/%s", level_name(&v->il_applied, "?", la, sizeof(la)),
+			 level_name(&v->il_desired, "-", ld, sizeof(ld)));
+	cells[0] = pid;
+	cells[1] = v->comm;
+	cells[2] = gpu;
+	cells[3] = v->engine;
+	cells[4] = class_short(v->cls);
+	cells[5] = ts;
+	cells[6] = il;
+	cells[7] = v->path ? v->path : "-";
+	cells[8] = status_text(v, st, sizeof(st));
+	cells[9] = v->state;
+	return table_add(t, cells);
+}
+
+/* Checks every TSG and fills t; on error t is freed. */
+static int tsg_table(struct jerr *e, const cJSON *tsgs, struct table *t)
+{
+	static const char *const head[NTSGCOL] = {
+		"PID", "COMM", "GPU", "ENGINE", "CLASS", "TIMESLICE",
+		"INTERLEAVE", "PATH", "STATUS", "STATE",
+	};
+	const cJSON *it;
+	struct tsg_view v;
+	char w[32];
+	int i = 0;
+
+	if (table_init(t, NTSGCOL, head) != 0)
+		j_fail(e, "out of memory");
+	cJSON_ArrayForEach(it, tsgs) {
+		snprintf(w, sizeof(w), "tsgs[%d]", i++);
+		if (e->msg[0] || parse_tsg(e, it, w, &v) != 0 || tsg_row(t, &v) != 0) {
+			j_fail(e, "out of memory");
+			break;
+		}
+	}
+	if (e->msg[0]) {
+		table_free(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* Processes; with only_idle, just those without TSGs. On error t is freed. */
+static int proc_table(struct jerr *e, const cJSON *procs, int only_idle, struct table *t)
+{
+	static const char *const head[] = { "PID", "COMM", "CLASS", "SOURCE", "CONNECTED", "EXE" };
+	const cJSON *it;
+	struct proc_view v;
+	char w[32], pid[CELL];
+	int i = 0;
+
+	if (table_init(t, 6, head) != 0)
+		j_fail(e, "out of memory");
+	cJSON_ArrayForEach(it, procs) {
+		const char *cells[6];
+
+		snprintf(w, sizeof(w), "processes[%d]", i++);
+		if (e->msg[0] || parse_proc(e, it, w, &v) != 0)
+			break;
+		if (only_idle && v.ntsg != 0)
+			continue;
+		snprintf(pid, sizeof(pid), "%lld", v.pid);
+		cells[0] = pid;
+		cells[1] = v.comm;
+		cells[2] = class_short(v.cls);
+		cells[3] = v.class_source;
+		cells[4] = !v.has_connected ? "-" : v.connected ? "yes" : "no";
+		cells[5] = v.exe;
+		if (table_add(t, cells) != 0)
+			j_fail(e, "out of memory");
+	}
+	if (e->msg[0]) {
+		table_free(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* Both tables of an answer of the list/show shape; on error neither is kept. */
+static int list_tables(struct jerr *e, const cJSON *ans, int only_idle,
+		       struct table *tt, struct table *pt)
+{
+	const cJSON *tsgs, *procs;
+
+	if (j_arr(e, ans, "answer", "tsgs", J_REQ, &tsgs) < 0 ||
+	    j_arr(e, ans, "answer", "processes", J_REQ, &procs) < 0)
+		return -1;
+	if (tsg_table(e, tsgs, tt) != 0)
+		return -1;
+	if (proc_table(e, procs, only_idle, pt) != 0) {
+		table_free(tt);
+		return -1;
+	}
+	return 0;
+}
+
+int render_list(const cJSON *ans, FILE *out, struct jerr *e)
+{
+	struct table tt, pt;
+
+	if (list_tables(e, ans, 1, &tt, &pt) != 0)
+		return -1;
+	if (tt.nrows > 1)
+		table_print(&tt, out);
+	else
+		fprintf(out, "no TSGs\n");
+	if (pt.nrows > 1) {
+		fprintf(out, "\nprocesses without TSGs:\n");
+		table_print(&pt, out);
+	}
+	table_free(&tt);
+	table_free(&pt);
+	return 0;
+}
+
+static void detail(FILE *out, const char *name, const char *value)
+{
+	fprintf(out, "  %-14s ", name);
+	put_safe(out, value ? value : "-");
+	fputc('\n', out);
+}
+
+static void show_tsg_detail(FILE *out, const struct tsg_view *v)
+{
+	char buf[256], a[NUM], d[NUM], b[NUM], st[CELL], la[16], ld[16];
+
+	fprintf(out, "\nTSG ");
+	put_safe(out, v->tsg ? v->tsg : "?");
+	fprintf(out, " of pid %lld (", v->pid);
+	put_safe(out, v->comm);
+	fmt_oint(a, sizeof(a), &v->gpu, "?");
+	fprintf(out, "), GPU %s ", a);
+	put_safe(out, v->engine);
+	fprintf(out, ", client ");
+	put_safe(out, v->client ? v->client : "?");
+	fputc('\n', out);
+	snprintf(buf, sizeof(buf), "%s (from %s)", v->cls ? v->cls : "-",
+		 v->class_source ? v->class_source : "?");
+	detail(out, "class", buf);
+	detail(out, "state", v->state);
+	detail(out, "reason", v->reason);
+	fmt_oint(a, sizeof(a), &v->ts_applied, "?");
+	fmt_oint(d, sizeof(d), &v->ts_desired, "-");
+	fmt_oint(b, sizeof(b), &v->ts_baseline, "?");
+	snprintf(buf, sizeof(buf), "applied %s, desired %s, baseline %s (µs)", a, d, b);
+	detail(out, "timeslice", buf);
+	snprintf(buf, sizeof(buf), "applied %s, desired %s",
+		 level_name(&v->il_applied, "?", la, sizeof(la)),
+		 level_name(&v->il_desired, "-", ld, sizeof(ld)));
+	detail(out, "interleave", buf);
+	detail(out, "control path", v->path);
+	fmt_oint(a, sizeof(a), &v->elapsed, "?");
+	snprintf(buf, sizeof(buf), "%s: %s, %s µs", v->last_op ? v->last_op : "-",
+		 status_text(v, st, sizeof(st)), a);
+	detail(out, "last control", v->last_op ? buf : "none yet");
+}
+
+static void show_proc_detail(FILE *out, const struct proc_view *v)
+{
+	char buf[256];
+
+	fprintf(out, "\nprocess %lld (", v->pid);
+	put_safe(out, v->comm);
+	fprintf(out, ")\n");
+	detail(out, "exe", v->exe);
+	detail(out, "cgroup", v->cgroup);
+	snprintf(buf, sizeof(buf), "%s (from %s)", v->cls ? v->cls : "-",
+		 v->class_source ? v->class_source : "?");
+	detail(out, "class", buf);
+	detail(out, "preempt agent", !v->has_connected ? "?" :
+	       v->connected ? "connected" : "not connected");
+	snprintf(buf, sizeof(buf), "%lld", v->ntsg);
+	detail(out, "TSGs", buf);
+}
+
+int render_show(const cJSON *ans, long long pid, FILE *out, struct jerr *e)
+{
+	struct table tt, pt;
+	struct tsg_view tv;
+	struct proc_view pv;
+	const cJSON *it;
+
+	if (list_tables(e, ans, 0, &tt, &pt) != 0)
+		return -1;
+	if (tt.nrows > 1)
+		table_print(&tt, out);
+	else
+		fprintf(out, "pid %lld: no TSGs\n", pid);
+	/* Checked by list_tables: parsing again cannot fail. */
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(ans, "tsgs"))
+		if (parse_tsg(e, it, "tsg", &tv) == 0)
+			show_tsg_detail(out, &tv);
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(ans, "processes"))
+		if (parse_proc(e, it, "process", &pv) == 0)
+			show_proc_detail(out, &pv);
+	table_free(&tt);
+	table_free(&pt);
+	return 0;
+}
+
+static int result_row(struct jerr *e, const cJSON *o, const char *w, struct table *t)
+{
+	const char *tsg = NULL, *op = NULL, *name = NULL, *cells[6];
+	struct oint status = { 0 }, value = { 0 }, elapsed = { 0 };
+	struct jerrno err;
+	char st[CELL], val[CELL], el[CELL], en[160], words[128];
+
+	if (!is_object(e, o, w))
+		return -1;
+	j_str(e, o, w, "tsg", J_REQ, &tsg);
+	j_str(e, o, w, "op", J_REQ, &op);
+	oint_get(e, o, w, "rmStatus", J_NULL, &status);
+	j_str(e, o, w, "rmStatusName", J_NULL, &name);
+	j_errno(e, o, w, "errno", J_REQ, &err);
+	oint_get(e, o, w, "value", J_NULL, &value);
+	oint_get(e, o, w, "elapsedUs", J_NULL, &elapsed);
+	if (e->msg[0])
+		return -1;
+	if (name)
+		snprintf(st, sizeof(st), "%s", name);
+	else
+		fmt_oint(st, sizeof(st), &status, "-");
+	fmt_oint(val, sizeof(val), &value, "-");
+	fmt_oint(el, sizeof(el), &elapsed, "-");
+	if (err.timeout)
+		snprintf(en, sizeof(en), "timeout");
+	else if (err.num == 0)
+		snprintf(en, sizeof(en), "0");
+	else
+		snprintf(en, sizeof(en), "%lld (%s)", err.num,
+			 ctl_errno_text(err.num, words, sizeof(words)));
+	cells[0] = tsg;
+	cells[1] = op;
+	cells[2] = st;
+	cells[3] = val;
+	cells[4] = el;
+	cells[5] = en;
+	if (table_add(t, cells) != 0)
+		j_fail(e, "out of memory");
+	return e->msg[0] ? -1 : 0;
+}
+
+int render_results(const cJSON *ans, long long pid, FILE *out, struct jerr *e)
+{
+	static const char *const head[] = { "TSG", "OP", "STATUS", "VALUE", "ELAPSED_US", "ERRNO" };
+	const cJSON *results, *it;
+	struct table t;
+	char w[32];
+	int i = 0;
+
+	if (j_arr(e, ans, "answer", "results", J_REQ, &results) < 0)
+		return -1;
+	if (table_init(&t, 6, head) != 0)
+		j_fail(e, "out of memory");
+	cJSON_ArrayForEach(it, results) {
+		snprintf(w, sizeof(w), "results[%d]", i++);
+		if (e->msg[0] || result_row(e, it, w, &t) != 0)
+			break;
+	}
+	if (!e->msg[0]) {
+		if (t.nrows > 1)
+			table_print(&t, out);
+		else
+			fprintf(out, "pid %lld: no TSGs to act on\n", pid);
+	}
+	table_free(&t);
+	return e->msg[0] ? -1 : 0;
+}
+
+int render_status(const cJSON *ans, FILE *out, struct jerr *e)
+{
+	const char *w = "answer.agent", *version = NULL, *mode = NULL, *config = NULL;
+	long long pid = 0, uptime = 0, peers = 0, tsgs = 0;
+	const cJSON *a;
+
+	if (j_obj(e, ans, "answer", "agent", J_REQ, &a) < 0)
+		return -1;
+	j_str(e, a, w, "version", J_REQ, &version);
+	j_str(e, a, w, "mode", J_REQ, &mode);
+	j_int(e, a, w, "pid", J_REQ, &pid);
+	j_int(e, a, w, "uptimeS", J_REQ, &uptime);
+	j_int(e, a, w, "peers", J_REQ, &peers);
+	j_int(e, a, w, "tsgs", J_REQ, &tsgs);
+	j_str(e, a, w, "config", J_ANY, &config);
+	if (e->msg[0])
+		return -1;
+	fprintf(out, "version  ");
+	put_safe(out, version);
+	fprintf(out, "\nmode     ");
+	put_safe(out, mode);
+	fprintf(out, "\npid      %lld\nuptime   %lld s\npeers    %lld\ntsgs     %lld\nconfig   ",
+		pid, uptime, peers, tsgs);
+	put_safe(out, config ? config : "-");
+	fputc('\n', out);
+	return 0;
+}
+
+int render_set_class(const cJSON *ans, FILE *out, struct jerr *e)
+{
+	const char *cls = NULL;
+	long long pid = 0;
+
+	j_int(e, ans, "answer", "pid", J_REQ, &pid);
+	j_str(e, ans, "answer", "class", J_REQ, &cls);
+	if (e->msg[0])
+		return -1;
+	fprintf(out, "pid %lld: class ", pid);
+	put_safe(out, cls);
+	fputc('\n', out);
+	return 0;
+}

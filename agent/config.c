@@ -1,0 +1,587 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config.c - loads, validates and applies the standalone policy file.
+ *
+ * Owns: reading the file, the JSON format of docs/policy.md (every key,
+ * type and limit), the error sentences an operator sees, and classifying a
+ * process by rules. Does not own: when the file is (re)read, /proc, or the
+ * decision itself (policy.c). A file is accepted whole or not at all: it is
+ * parsed into a scratch copy and only a valid result reaches the caller.
+ */
+#include "agent/config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "abi/rm_abi.h"
+
+/* Where an error is reported: "policy file PATH" or "policy text". */
+struct ctx {
+	const char *name;
+	char *err;
+	size_t errlen;
+};
+
+/* What a parse builds; allow_unsafe is only needed until validation. */
+struct state {
+	struct gq_config cfg;
+	int allow_unsafe;
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(const struct ctx *x, const char *field,
+						      const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!x->err || !x->errlen)
+		return -1;
+	if (field)
+		n = snprintf(x->err, x->errlen, "%s: field \"%s\" ", x->name, field);
+	else
+		n = snprintf(x->err, x->errlen, "%s: ", x->name);
+	if (n < 0 || (size_t)n >= x->errlen)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(x->err + n, x->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static const char *type_name(const cJSON *j)
+{
+	if (cJSON_IsString(j))
+		return "a string";
+	if (cJSON_IsNumber(j))
+		return "a number";
+	if (cJSON_IsBool(j))
+		return "a boolean";
+	if (cJSON_IsNull(j))
+		return "null";
+	if (cJSON_IsArray(j))
+		return "an array";
+	if (cJSON_IsObject(j))
+		return "an object";
+	return "an invalid value";
+}
+
+/* ------------------------------------------------------------------ */
+/* Typed getters: each names the field and what it got                 */
+/* ------------------------------------------------------------------ */
+
+static int get_uint(const struct ctx *x, const char *field, const cJSON *j, uint32_t min,
+		    uint32_t max, uint32_t *out)
+{
+	double d;
+
+	if (!cJSON_IsNumber(j))
+		return fail(x, field, "must be an integer from %u to %u, got %s", min, max,
+			    type_name(j));
+	d = j->valuedouble;
+	/* The negated range test also catches NaN; the cast test catches
+	 * fractions once d is known to fit. */
+	if (!(d >= (double)min && d <= (double)max) || (double)(uint32_t)d != d)
+		return fail(x, field, "must be an integer from %u to %u, got %.15g", min, max, d);
+	*out = (uint32_t)d;
+	return 0;
+}
+
+static int get_bool(const struct ctx *x, const char *field, const cJSON *j, int *out)
+{
+	if (!cJSON_IsBool(j))
+		return fail(x, field, "must be true or false, got %s", type_name(j));
+	*out = cJSON_IsTrue(j) ? 1 : 0;
+	return 0;
+}
+
+static int get_string(const struct ctx *x, const char *field, const cJSON *j, const char **out)
+{
+	if (!cJSON_IsString(j) || !j->valuestring)
+		return fail(x, field, "must be a string, got %s", type_name(j));
+	*out = j->valuestring;
+	return 0;
+}
+
+static int get_class(const struct ctx *x, const char *field, const cJSON *j, enum gq_class *out)
+{
+	const char *s = NULL;
+
+	if (get_string(x, field, j, &s))
+		return -1;
+	if (gq_class_parse(s, out))
+		return fail(x, field,
+			    "must be \"latency-critical\", \"best-effort\" or \"unmanaged\", got \"%s\"",
+			    s);
+	return 0;
+}
+
+static int get_interleave(const struct ctx *x, const char *field, const cJSON *j, int32_t *out)
+{
+	static const struct {
+		const char *name;
+		int32_t level;
+	} levels[] = {
+		{ "low", RM_INTERLEAVE_LOW },
+		{ "medium", RM_INTERLEAVE_MEDIUM },
+		{ "high", RM_INTERLEAVE_HIGH },
+		{ "leave", POLICY_INTERLEAVE_LEAVE },
+	};
+	const char *s = NULL;
+
+	if (get_string(x, field, j, &s))
+		return -1;
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		if (strcmp(s, levels[i].name) == 0) {
+			*out = levels[i].level;
+			return 0;
+		}
+	}
+	return fail(x, field, "must be \"low\", \"medium\", \"high\" or \"leave\", got \"%s\"", s);
+}
+
+/* Unknown keys are errors so that a typo never silently means "default";
+ * a repeated key is one too, since only one of the values would count. */
+static int check_keys(const struct ctx *x, const char *field, const cJSON *obj,
+		      const char *const *known, size_t nknown)
+{
+	for (const cJSON *k = obj->child; k; k = k->next) {
+		size_t i = 0;
+
+		while (i < nknown && strcmp(k->string, known[i]) != 0)
+			i++;
+		if (i == nknown) {
+			if (field)
+				return fail(x, field, "has unknown key \"%s\"", k->string);
+			return fail(x, NULL, "unknown key \"%s\" (see docs/policy.md)", k->string);
+		}
+		for (const cJSON *e = obj->child; e != k; e = e->next) {
+			if (strcmp(e->string, k->string) != 0)
+				continue;
+			if (field)
+				return fail(x, field, "has key \"%s\" twice", k->string);
+			return fail(x, k->string, "appears twice");
+		}
+	}
+	return 0;
+}
+
+static int want_object(const struct ctx *x, const char *field, const cJSON *j)
+{
+	if (!cJSON_IsObject(j))
+		return fail(x, field, "must be an object, got %s", type_name(j));
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sections                                                            */
+/* ------------------------------------------------------------------ */
+
+static int parse_rule(const struct ctx *x, int idx, const cJSON *j, struct gq_rule *r)
+{
+	static const char *const keys[] = { "cgroup", "exe", "class" };
+	const cJSON *cg, *exe, *cls, *pat;
+	char field[32], sub[48];
+	const char *s = NULL;
+	size_t len;
+
+	snprintf(field, sizeof(field), "rules[%d]", idx);
+	if (want_object(x, field, j) || check_keys(x, field, j, keys, 3))
+		return -1;
+	cg = cJSON_GetObjectItemCaseSensitive(j, "cgroup");
+	exe = cJSON_GetObjectItemCaseSensitive(j, "exe");
+	cls = cJSON_GetObjectItemCaseSensitive(j, "class");
+	if (cg && exe)
+		return fail(x, field, "has both \"cgroup\" and \"exe\"; a rule matches one of them");
+	if (!cg && !exe)
+		return fail(x, field, "has neither \"cgroup\" nor \"exe\"; a rule needs one");
+	pat = cg ? cg : exe;
+	snprintf(sub, sizeof(sub), "%s.%s", field, cg ? "cgroup" : "exe");
+	if (get_string(x, sub, pat, &s))
+		return -1;
+	len = strlen(s);
+	if (len == 0)
+		return fail(x, sub, "must not be empty");
+	if (len >= sizeof(r->pattern))
+		return fail(x, sub, "is %zu bytes long; at most %zu are allowed", len,
+			    sizeof(r->pattern) - 1);
+	snprintf(sub, sizeof(sub), "%s.class", field);
+	if (!cls)
+		return fail(x, sub, "is missing");
+	if (get_class(x, sub, cls, &r->cls))
+		return -1;
+	r->kind = cg ? GQ_MATCH_CGROUP : GQ_MATCH_EXE;
+	memcpy(r->pattern, s, len + 1);
+	return 0;
+}
+
+static int parse_rules(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	int n, i = 0;
+	const cJSON *el;
+
+	if (!cJSON_IsArray(j))
+		return fail(x, "rules", "must be an array, got %s", type_name(j));
+	n = cJSON_GetArraySize(j);
+	if (n > GQ_MAX_RULES)
+		return fail(x, "rules", "has %d rules; at most %d are allowed", n, GQ_MAX_RULES);
+	cJSON_ArrayForEach(el, j)
+	{
+		if (parse_rule(x, i, el, &st->cfg.rules[i]))
+			return -1;
+		i++;
+	}
+	st->cfg.nrules = (size_t)i;
+	return 0;
+}
+
+static int parse_timeslices(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	static const char *const keys[] = { "lcUs", "beUs", "severalBeUs" };
+	uint32_t *dst[] = { &st->cfg.policy.lc_timeslice_us, &st->cfg.policy.be_timeslice_us,
+			    &st->cfg.policy.several_be_timeslice_us };
+	char field[32];
+
+	if (want_object(x, "timeslices", j) || check_keys(x, "timeslices", j, keys, 3))
+		return -1;
+	for (size_t i = 0; i < 3; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+
+		snprintf(field, sizeof(field), "timeslices.%s", keys[i]);
+		if (v && get_uint(x, field, v, POLICY_TIMESLICE_MIN_US, POLICY_TIMESLICE_MAX_US,
+				  dst[i]))
+			return -1;
+	}
+	return 0;
+}
+
+static int parse_interleave(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	static const char *const keys[] = { "lc", "be" };
+	const cJSON *lc, *be;
+
+	if (want_object(x, "interleave", j) || check_keys(x, "interleave", j, keys, 2))
+		return -1;
+	lc = cJSON_GetObjectItemCaseSensitive(j, "lc");
+	be = cJSON_GetObjectItemCaseSensitive(j, "be");
+	if (lc && get_interleave(x, "interleave.lc", lc, &st->cfg.policy.lc_interleave))
+		return -1;
+	if (be && get_interleave(x, "interleave.be", be, &st->cfg.policy.be_interleave))
+		return -1;
+	return 0;
+}
+
+static int parse_version(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	if (!cJSON_IsNumber(j) || j->valuedouble != (double)GQ_CONFIG_VERSION) {
+		if (cJSON_IsNumber(j))
+			return fail(x, "version", "must be %d (the only format this agent reads), got %.15g",
+				    GQ_CONFIG_VERSION, j->valuedouble);
+		return fail(x, "version", "must be the number %d, got %s", GQ_CONFIG_VERSION,
+			    type_name(j));
+	}
+	st->cfg.version = GQ_CONFIG_VERSION;
+	return 0;
+}
+
+static int parse_default_class(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_class(x, "defaultClass", j, &st->cfg.default_class);
+}
+
+static int parse_trust(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_bool(x, "trustRunClass", j, &st->cfg.trust_run_class);
+}
+
+static int parse_several_be(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	const char *s = NULL;
+
+	if (get_string(x, "severalBe", j, &s))
+		return -1;
+	if (strcmp(s, "floor") == 0)
+		st->cfg.policy.several_be = POLICY_SEVERAL_BE_FLOOR;
+	else if (strcmp(s, "leave") == 0)
+		st->cfg.policy.several_be = POLICY_SEVERAL_BE_LEAVE;
+	else
+		return fail(x, "severalBe", "must be \"floor\" or \"leave\", got \"%s\"", s);
+	return 0;
+}
+
+static int parse_allow_unsafe(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_bool(x, "allowUnsafeSeveralBe", j, &st->allow_unsafe);
+}
+
+static int parse_manage_copy(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_bool(x, "manageCopyEngines", j, &st->cfg.policy.manage_copy);
+}
+
+static int parse_deadline(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_uint(x, "controlDeadlineMs", j, GQ_CONTROL_DEADLINE_MIN_MS,
+			GQ_CONTROL_DEADLINE_MAX_MS, &st->cfg.control_deadline_ms);
+}
+
+static int parse_interval(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_uint(x, "reconcileIntervalMs", j, GQ_RECONCILE_INTERVAL_MIN_MS,
+			GQ_RECONCILE_INTERVAL_MAX_MS, &st->cfg.reconcile_interval_ms);
+}
+
+/* ------------------------------------------------------------------ */
+/* The document                                                        */
+/* ------------------------------------------------------------------ */
+
+static const struct {
+	const char *key;
+	int (*parse)(const struct ctx *x, const cJSON *j, struct state *st);
+} top[] = {
+	{ "version", parse_version },
+	{ "defaultClass", parse_default_class },
+	{ "trustRunClass", parse_trust },
+	{ "rules", parse_rules },
+	{ "timeslices", parse_timeslices },
+	{ "severalBe", parse_several_be },
+	{ "allowUnsafeSeveralBe", parse_allow_unsafe },
+	{ "interleave", parse_interleave },
+	{ "manageCopyEngines", parse_manage_copy },
+	{ "controlDeadlineMs", parse_deadline },
+	{ "reconcileIntervalMs", parse_interval },
+};
+#define NTOP (sizeof(top) / sizeof(top[0]))
+
+/* Checks that need several fields, after every field is read. */
+static int validate(const struct ctx *x, struct state *st)
+{
+	char why[160];
+
+	if (st->cfg.policy.several_be_timeslice_us < POLICY_SEVERAL_BE_SAFE_MIN_US &&
+	    !st->allow_unsafe)
+		return fail(x, "timeslices.severalBeUs",
+			    "is %u us, below the safe floor of %u us: several BEs with short "
+			    "timeslices starved a BE and once stalled the RM control path; set "
+			    "\"allowUnsafeSeveralBe\": true to use it anyway",
+			    st->cfg.policy.several_be_timeslice_us, POLICY_SEVERAL_BE_SAFE_MIN_US);
+	/* Cannot fail after the checks above; kept so the file can never
+	 * hold something the agent's own validation would refuse. */
+	if (policy_config_validate(&st->cfg.policy, st->allow_unsafe, why, sizeof(why)))
+		return fail(x, NULL, "%s", why);
+	return 0;
+}
+
+static int parse_root(const struct ctx *x, const cJSON *root, struct state *st)
+{
+	const char *keys[NTOP];
+	const cJSON *v;
+
+	if (!cJSON_IsObject(root))
+		return fail(x, NULL, "must hold one JSON object, got %s", type_name(root));
+	/* The version decides how the rest reads, so it comes first. */
+	v = cJSON_GetObjectItemCaseSensitive(root, "version");
+	if (!v)
+		return fail(x, "version", "is missing; it must be %d", GQ_CONFIG_VERSION);
+	if (parse_version(x, v, st))
+		return -1;
+	for (size_t i = 0; i < NTOP; i++)
+		keys[i] = top[i].key;
+	if (check_keys(x, NULL, root, keys, NTOP))
+		return -1;
+	for (size_t i = 0; i < NTOP; i++) {
+		v = cJSON_GetObjectItemCaseSensitive(root, top[i].key);
+		if (v && top[i].parse(x, v, st))
+			return -1;
+	}
+	return validate(x, st);
+}
+
+static int not_json(const struct ctx *x, const char *text, const char *at)
+{
+	unsigned line = 1, col = 1;
+
+	if (!at)
+		return fail(x, NULL, "is not valid JSON");
+	for (const char *p = text; *p && p < at; p++) {
+		if (*p == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	return fail(x, NULL, "is not valid JSON (error at line %u, column %u)", line, col);
+}
+
+static int parse_text(const struct ctx *x, const char *text, const char *path,
+		      struct gq_config *out)
+{
+	struct state *st;
+	const char *end = NULL;
+	cJSON *root;
+	int rc;
+
+	if (text[strspn(text, " \t\r\n")] == '\0')
+		return fail(x, NULL, "is empty; it must hold at least {\"version\": %d}",
+			    GQ_CONFIG_VERSION);
+	root = cJSON_ParseWithOpts(text, &end, 1);
+	if (!root)
+		return not_json(x, text, end);
+	/* ~21 KiB: on the heap so callers with small stacks are safe. */
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		cJSON_Delete(root);
+		return fail(x, NULL, "cannot be parsed: out of memory");
+	}
+	gq_config_defaults(&st->cfg);
+	rc = parse_root(x, root, st);
+	cJSON_Delete(root);
+	if (rc == 0) {
+		snprintf(st->cfg.path, sizeof(st->cfg.path), "%s", path);
+		*out = st->cfg;
+	}
+	free(st);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public                                                              */
+/* ------------------------------------------------------------------ */
+
+void gq_config_defaults(struct gq_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->version = GQ_CONFIG_VERSION;
+	c->default_class = GQ_CLASS_UNMANAGED;
+	c->trust_run_class = 1;
+	c->nrules = 0;
+	policy_config_defaults(&c->policy);
+	c->control_deadline_ms = 1000;
+	c->reconcile_interval_ms = 200;
+}
+
+int gq_config_parse(const char *json_text, struct gq_config *out, char *err, size_t errlen)
+{
+	const struct ctx x = { "policy text", err, errlen };
+
+	if (!json_text)
+		return fail(&x, NULL, "is missing (NULL)");
+	return parse_text(&x, json_text, "", out);
+}
+
+/* Reads the whole file into a NUL-terminated buffer the caller frees. */
+static int read_file(const struct ctx *x, const char *path, char **text)
+{
+	size_t len = 0, cap = GQ_CONFIG_MAX_BYTES + 1;
+	struct stat sb;
+	char *buf;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(x, NULL, "cannot be opened: %s", strerror(errno));
+	if (fstat(fd, &sb) < 0) {
+		int e = errno;
+
+		close(fd);
+		return fail(x, NULL, "cannot be examined: %s", strerror(e));
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		return fail(x, NULL, "is not a regular file");
+	}
+	buf = malloc(cap + 1);
+	if (!buf) {
+		close(fd);
+		return fail(x, NULL, "cannot be read: out of memory");
+	}
+	while (len < cap) {
+		ssize_t r = read(fd, buf + len, cap - len);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+
+			close(fd);
+			free(buf);
+			return fail(x, NULL, "cannot be read: %s", strerror(e));
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (len > GQ_CONFIG_MAX_BYTES) {
+		free(buf);
+		return fail(x, NULL, "is larger than %d bytes", GQ_CONFIG_MAX_BYTES);
+	}
+	/* cJSON would stop at a NUL and judge only the text before it. */
+	if (memchr(buf, '\0', len)) {
+		free(buf);
+		return fail(x, NULL, "contains a NUL byte; it must be JSON text");
+	}
+	buf[len] = '\0';
+	*text = buf;
+	return 0;
+}
+
+int gq_config_load(const char *path, struct gq_config *out, char *err, size_t errlen)
+{
+	char name[sizeof(out->path) + 16];
+	struct ctx x = { "policy file", err, errlen };
+	char *text = NULL;
+	int rc;
+
+	if (!path || !*path)
+		return fail(&x, NULL, "path is empty");
+	if (strlen(path) >= sizeof(out->path))
+		return fail(&x, NULL, "path is longer than %zu bytes", sizeof(out->path) - 1);
+	snprintf(name, sizeof(name), "policy file %s", path);
+	x.name = name;
+	if (read_file(&x, path, &text))
+		return -1;
+	rc = parse_text(&x, text, path, out);
+	free(text);
+	return rc;
+}
+
+static int rule_matches(const struct gq_rule *r, const char *cgroup, const char *exe)
+{
+	const char *subject = r->kind == GQ_MATCH_CGROUP ? cgroup : exe;
+
+	/* Flags 0: `*` spans `/`, so one pattern covers a whole subtree. */
+	return subject && fnmatch(r->pattern, subject, 0) == 0;
+}
+
+enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+				 const char *run_class, const char **source)
+{
+	enum gq_class cls;
+	const char *src = "default";
+
+	if (c->trust_run_class && run_class && gq_class_parse(run_class, &cls) == 0) {
+		src = "gpuqos-run";
+		goto out;
+	}
+	for (size_t i = 0; i < c->nrules && i < GQ_MAX_RULES; i++) {
+		if (rule_matches(&c->rules[i], cgroup, exe)) {
+			cls = c->rules[i].cls;
+			src = "rule";
+			goto out;
+		}
+	}
+	cls = c->default_class;
+out:
+	if (source)
+		*source = src;
+	return cls;
+}

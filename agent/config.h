@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config.h - the standalone policy file of the node agent: one versioned
+ * structure, loaded and validated in one place (docs/policy.md).
+ *
+ * Owns: the file format, its limits and error messages, and classifying a
+ * process by its cgroup, executable and `gpuqos run` class. Does not own:
+ * watching or reloading the file, reading /proc, nor the Kubernetes side
+ * (there a pod's annotation decides the class).
+ */
+#ifndef GPUQOS_AGENT_CONFIG_H
+#define GPUQOS_AGENT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/policy.h"
+
+#define GQ_CONFIG_VERSION 1
+
+enum gq_match {
+	GQ_MATCH_CGROUP = 1, /* pattern against the cgroup v2 path */
+	GQ_MATCH_EXE = 2,    /* pattern against /proc/<pid>/exe */
+};
+
+/* fnmatch(3) glob, flags 0: `*` also matches `/`. */
+struct gq_rule {
+	enum gq_match kind;
+	char pattern[256];
+	enum gq_class cls;
+};
+
+#define GQ_MAX_RULES 64
+
+/* Limits of the agent's own timings (ms). */
+#define GQ_CONTROL_DEADLINE_MIN_MS 1u
+#define GQ_CONTROL_DEADLINE_MAX_MS 60000u
+#define GQ_RECONCILE_INTERVAL_MIN_MS 10u
+#define GQ_RECONCILE_INTERVAL_MAX_MS 60000u
+
+/* Largest policy file read; a real one is a few KiB. */
+#define GQ_CONFIG_MAX_BYTES (1024 * 1024)
+
+struct gq_config {
+	int version;
+	enum gq_class default_class;
+	int trust_run_class; /* believe GPUQOS_RUN_CLASS recorded by `gpuqos run` */
+	struct gq_rule rules[GQ_MAX_RULES];
+	size_t nrules;
+	struct policy_config policy;
+	uint32_t control_deadline_ms;   /* one RM control, any path */
+	uint32_t reconcile_interval_ms; /* full reconcile pass */
+	char path[4096];                /* where it was loaded from; "" if parsed */
+};
+
+/* Everything the file may leave out; zeroes the whole struct first. */
+void gq_config_defaults(struct gq_config *c);
+
+/* 0 on success. On any error: -1, err holds one sentence naming the file,
+ * the field and what is wrong, and *out is left untouched. */
+int gq_config_load(const char *path, struct gq_config *out, char *err, size_t errlen);
+
+/* The same from a NUL-terminated text; errors name "policy text". */
+int gq_config_parse(const char *json_text, struct gq_config *out, char *err, size_t errlen);
+
+/* The class of a process: the `gpuqos run` class if trusted and valid, else
+ * the first matching rule, else the default. cgroup, exe and run_class may
+ * be NULL (unknown). *source (if source) becomes "gpuqos-run", "rule" or
+ * "default", a static string. */
+enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+				 const char *run_class, const char **source);
+
+#endif

@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ctl.c - the JSON control socket (docs/ctl.md): one request per stream
+ * connection, one answer, close. preempt and get-timeslice are answered
+ * when every command they issued has a result or passed its deadline; the
+ * loop never waits for them. Does not own the state it shows or changes.
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CTL_REQ_MAX 4096
+
+enum ctl_phase { CTL_READ, CTL_WAIT, CTL_WRITE, CTL_DRAIN };
+
+#define CTL_DRAIN_MAX (1u << 20)
+
+struct ctl_conn {
+	struct ctl_conn *next;
+	struct loop_watch w;
+	enum ctl_phase phase;
+	char in[CTL_REQ_MAX + 1];
+	size_t inlen;
+	char *out;
+	size_t outlen, outoff;
+	size_t drained;
+	cJSON *results; /* while waiting for commands */
+	unsigned pending;
+};
+
+static void ctl_close(struct agent *a, struct ctl_conn *c)
+{
+	if (c->w.dead)
+		return;
+	cmd_detach_ctl(a, c);
+	loop_close(&a->loop, &c->w);
+	for (struct ctl_conn **pp = &a->ctls; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	c->next = a->dead_ctls;
+	a->dead_ctls = c;
+}
+
+void ctl_reap(struct agent *a)
+{
+	while (a->dead_ctls) {
+		struct ctl_conn *c = a->dead_ctls;
+
+		a->dead_ctls = c->next;
+		cJSON_Delete(c->results);
+		free(c->out);
+		free(c);
+	}
+}
+
+void ctl_free_all(struct agent *a)
+{
+	while (a->ctls)
+		ctl_close(a, a->ctls);
+	ctl_reap(a);
+}
+
+static void ctl_drain(struct agent *a, struct ctl_conn *c)
+{
+	char scratch[4096];
+
+	for (;;) {
+		ssize_t n = recv(c->w.fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		c->drained += n > 0 ? (size_t)n : 0;
+		if (n <= 0 || c->drained > CTL_DRAIN_MAX) {
+			ctl_close(a, c);
+			return;
+		}
+	}
+}
+
+static void ctl_flush(struct agent *a, struct ctl_conn *c)
+{
+	while (c->outoff < c->outlen) {
+		ssize_t n = send(c->w.fd, c->out + c->outoff, c->outlen - c->outoff,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return; /* EPOLLOUT brings us back */
+		if (n <= 0) {
+			log_debug("ctl: client went away: %s", strerror(errno));
+			ctl_close(a, c);
+			return;
+		}
+		c->outoff += (size_t)n;
+	}
+	/* Closing with unread request bytes (an oversized request) would reset
+	 * the connection before the client reads the answer: end our side and
+	 * discard what still comes until the client closes. */
+	if (shutdown(c->w.fd, SHUT_WR) != 0 || loop_mod(&a->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
+		ctl_close(a, c);
+		return;
+	}
+	c->phase = CTL_DRAIN;
+	ctl_drain(a, c);
+}
+
+/* Takes ownership of answer. */
+static void ctl_answer(struct agent *a, struct ctl_conn *c, cJSON *answer)
+{
+	char *s = answer ? cJSON_PrintUnformatted(answer) : NULL;
+
+	cJSON_Delete(answer);
+	if (!s) {
+		log_error("ctl: cannot format an answer: out of memory");
+		ctl_close(a, c);
+		return;
+	}
+	c->outlen = strlen(s) + 1;
+	c->out = malloc(c->outlen);
+	if (!c->out) {
+		free(s);
+		ctl_close(a, c);
+		return;
+	}
+	memcpy(c->out, s, c->outlen - 1);
+	c->out[c->outlen - 1] = '\n';
+	free(s);
+	c->phase = CTL_WRITE;
+	if (loop_mod(&a->loop, &c->w, EPOLLOUT) != 0) {
+		ctl_close(a, c);
+		return;
+	}
+	ctl_flush(a, c);
+}
+
+static void ctl_error(struct agent *a, struct ctl_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void ctl_error(struct agent *a, struct ctl_conn *c, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	cJSON *o = cJSON_CreateObject();
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (o) {
+		cJSON_AddFalseToObject(o, "ok");
+		cJSON_AddStringToObject(o, "error", msg);
+	}
+	ctl_answer(a, c, o);
+}
+
+/* ---- the view ---- */
+
+static void add_hex(cJSON *o, const char *k, uint32_t v)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof(buf), "0x%x", v);
+	cJSON_AddStringToObject(o, k, buf);
+}
+
+static void add_u32_or_null(cJSON *o, const char *k, uint32_t v)
+{
+	if (v == GQ_UNKNOWN)
+		cJSON_AddNullToObject(o, k);
+	else
+		cJSON_AddNumberToObject(o, k, v);
+}
+
+static void engine_name(uint32_t e, char *buf, size_t n)
+{
+	if (rm_engine_is_gr(e))
+		snprintf(buf, n, "GR%u", e - RM_ENGINE_GR0);
+	else if (rm_engine_is_copy(e))
+		snprintf(buf, n, "COPY%u", e - RM_ENGINE_COPY0);
+	else
+		snprintf(buf, n, "ENGINE_0x%x", e);
+}
+
+static void tsg_add_last(cJSON *o, const struct tsg *t)
+{
+	if (!t->has_last) {
+		cJSON_AddNullToObject(o, "lastOp");
+		cJSON_AddNullToObject(o, "lastStatus");
+		cJSON_AddNullToObject(o, "lastStatusName");
+		cJSON_AddNullToObject(o, "lastErrno");
+		cJSON_AddNullToObject(o, "lastElapsedUs");
+		return;
+	}
+	cJSON_AddStringToObject(o, "lastOp", gq_op_name(t->last_op));
+	cJSON_AddNumberToObject(o, "lastStatus", t->last_status);
+	cJSON_AddStringToObject(o, "lastStatusName", rm_status_name(t->last_status));
+	if (t->last_timeout)
+		cJSON_AddStringToObject(o, "lastErrno", "timeout");
+	else
+		cJSON_AddNumberToObject(o, "lastErrno", t->last_errno);
+	cJSON_AddNumberToObject(o, "lastElapsedUs", (double)t->last_elapsed_us);
+}
+
+static cJSON *tsg_json(struct agent *a, const struct tsg *t)
+{
+	const struct proc *p = proc_find(a, t->pid);
+	cJSON *o = cJSON_CreateObject(), *ts, *il;
+	char eng[24];
+
+	if (!o)
+		return NULL;
+	engine_name(t->engine, eng, sizeof(eng));
+	cJSON_AddNumberToObject(o, "pid", t->pid);
+	cJSON_AddStringToObject(o, "comm", p ? p->comm : "");
+	add_u32_or_null(o, "gpu", t->gpu);
+	cJSON_AddNumberToObject(o, "engine", t->engine);
+	cJSON_AddStringToObject(o, "engineName", eng);
+	add_hex(o, "client", t->h_client);
+	add_hex(o, "tsg", t->h_tsg);
+	cJSON_AddStringToObject(o, "class", gq_class_name(p ? p->cls : GQ_CLASS_UNMANAGED));
+	cJSON_AddStringToObject(o, "classSource", p ? p->cls_source : "default");
+	ts = cJSON_AddObjectToObject(o, "timeslice");
+	if (ts) {
+		add_u32_or_null(ts, "desired", t->desired_ts);
+		add_u32_or_null(ts, "applied", t->applied_ts);
+		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
+	}
+	il = cJSON_AddObjectToObject(o, "interleave");
+	if (il) {
+		add_u32_or_null(il, "desired", t->desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->desired_il);
+		add_u32_or_null(il, "applied", t->applied_il);
+	}
+	cJSON_AddStringToObject(o, "path", "agent");
+	tsg_add_last(o, t);
+	cJSON_AddStringToObject(o, "state", tsg_state(a, t));
+	cJSON_AddStringToObject(o, "reason", t->reason ? t->reason : "");
+	if (t->error[0])
+		cJSON_AddStringToObject(o, "error", t->error);
+	else
+		cJSON_AddNullToObject(o, "error");
+	return o;
+}
+
+static cJSON *proc_json(struct agent *a, const struct proc *p)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "pid", p->pid);
+	cJSON_AddStringToObject(o, "comm", p->comm);
+	cJSON_AddStringToObject(o, "exe", p->exe);
+	cJSON_AddStringToObject(o, "cgroup", p->cgroup);
+	cJSON_AddStringToObject(o, "class", gq_class_name(p->cls));
+	cJSON_AddStringToObject(o, "classSource", p->cls_source);
+	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
+	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
+	return o;
+}
+
+static cJSON *counters_json(const struct counters *n)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "peersAccepted", (double)n->peers_accepted);
+	cJSON_AddNumberToObject(o, "malformed", (double)n->malformed);
+	cJSON_AddNumberToObject(o, "refusedTsgs", (double)n->refused_tsg);
+	cJSON_AddNumberToObject(o, "unknownResults", (double)n->unknown_result);
+	cJSON_AddNumberToObject(o, "unknownTsgGone", (double)n->unknown_tsg_gone);
+	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
+	cJSON_AddNumberToObject(o, "results", (double)n->results);
+	cJSON_AddNumberToObject(o, "failures", (double)n->failures);
+	cJSON_AddNumberToObject(o, "timeouts", (double)n->timeouts);
+	cJSON_AddNumberToObject(o, "configReloads", (double)n->config_reloads);
+	cJSON_AddNumberToObject(o, "configErrors", (double)n->config_errors);
+	return o;
+}
+
+static cJSON *agent_json(struct agent *a)
+{
+	cJSON *o = cJSON_CreateObject();
+	size_t npeers = 0, ntsgs = 0;
+
+	if (!o)
+		return NULL;
+	for (struct peer *p = a->peers; p; p = p->next)
+		npeers++;
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		ntsgs++;
+	cJSON_AddStringToObject(o, "version", GQ_AGENT_VERSION);
+	cJSON_AddStringToObject(o, "mode", "standalone");
+	cJSON_AddNumberToObject(o, "pid", getpid());
+	cJSON_AddNumberToObject(o, "uptimeS", (double)((now_us() - a->started_us) / 1000000u));
+	cJSON_AddNumberToObject(o, "peers", (double)npeers);
+	cJSON_AddNumberToObject(o, "tsgs", (double)ntsgs);
+	if (a->cfg->path[0])
+		cJSON_AddStringToObject(o, "config", a->cfg->path);
+	else
+		cJSON_AddNullToObject(o, "config");
+	cJSON_AddItemToObject(o, "counters", counters_json(&a->n));
+	return o;
+}
+
+/* pid 0: everything. */
+static cJSON *view_json(struct agent *a, pid_t pid)
+{
+	cJSON *o = cJSON_CreateObject(), *tsgs, *procs;
+
+	if (!o)
+		return NULL;
+	cJSON_AddTrueToObject(o, "ok");
+	cJSON_AddItemToObject(o, "agent", agent_json(a));
+	tsgs = cJSON_AddArrayToObject(o, "tsgs");
+	procs = cJSON_AddArrayToObject(o, "processes");
+	if (!tsgs || !procs) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (!pid || t->pid == pid)
+			cJSON_AddItemToArray(tsgs, tsg_json(a, t));
+	for (struct proc *p = a->procs; p; p = p->next)
+		if (!pid || p->pid == pid)
+			cJSON_AddItemToArray(procs, proc_json(a, p));
+	return o;
+}
+
+/* ---- requests ---- */
+
+static int get_pid(const cJSON *req, pid_t *pid)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(req, "pid");
+
+	if (!cJSON_IsNumber(j) || j->valuedouble < 1 || j->valuedouble > 4194304 ||
+	    j->valuedouble != (double)(int)j->valuedouble)
+		return -1;
+	*pid = (pid_t)j->valuedouble;
+	return 0;
+}
+
+static void do_show(struct agent *a, struct ctl_conn *c, const cJSON *req)
+{
+	pid_t pid;
+
+	if (get_pid(req, &pid) != 0) {
+		ctl_error(a, c, "show: \"pid\" must be a positive integer");
+		return;
+	}
+	if (!proc_find(a, pid)) {
+		ctl_error(a, c, "show: pid %d is not known to the agent", (int)pid);
+		return;
+	}
+	ctl_answer(a, c, view_json(a, pid));
+}
+
+static void do_set_class(struct agent *a, struct ctl_conn *c, const cJSON *req)
+{
+	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(req, "class");
+	enum gq_class k = GQ_CLASS_UNMANAGED;
+	int remove;
+	uint64_t st;
+	struct proc *p;
+	pid_t pid;
+	cJSON *o;
+
+	if (get_pid(req, &pid) != 0 || !cJSON_IsString(cls)) {
+		ctl_error(a, c, "set-class: needs \"pid\" (integer) and \"class\" (string)");
+		return;
+	}
+	remove = strcmp(cls->valuestring, "auto") == 0;
+	if (!remove && gq_class_parse(cls->valuestring, &k) != 0) {
+		ctl_error(a, c, "set-class: class \"%.64s\" is not latency-critical, best-effort, "
+				"unmanaged or auto", cls->valuestring);
+		return;
+	}
+	if (procinfo_starttime(pid, &st) != 0) {
+		ctl_error(a, c, "set-class: pid %d: no such process", (int)pid);
+		return;
+	}
+	if (state_set(a, pid, st, remove, k) != 0) {
+		ctl_error(a, c, "set-class: pid %d: cannot write %s", (int)pid, a->state_path);
+		return;
+	}
+	p = proc_find(a, pid);
+	if (p && p->starttime == st) {
+		proc_classify(a, p);
+		a->dirty = 1;
+	}
+	log_info("pid %d: class override %s", (int)pid, remove ? "removed" : gq_class_name(k));
+	o = cJSON_CreateObject();
+	if (o) {
+		cJSON_AddTrueToObject(o, "ok");
+		cJSON_AddNumberToObject(o, "pid", pid);
+		cJSON_AddStringToObject(o, "class",
+					p && remove ? gq_class_name(p->cls) : remove ? "auto" : gq_class_name(k));
+	}
+	ctl_answer(a, c, o);
+}
+
+static void ctl_finish_wait(struct agent *a, struct ctl_conn *c)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o) {
+		cJSON_AddTrueToObject(o, "ok");
+		cJSON_AddItemToObject(o, "results", c->results);
+	} else {
+		cJSON_Delete(c->results);
+	}
+	c->results = NULL;
+	ctl_answer(a, c, o);
+}
+
+void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t rm_status,
+		  uint32_t err, const char *err_word, uint64_t value, uint64_t elapsed_ns)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o) {
+		add_hex(o, "tsg", cmd->h_tsg);
+		cJSON_AddStringToObject(o, "op", gq_op_name(cmd->op));
+		cJSON_AddNumberToObject(o, "rmStatus", rm_status);
+		cJSON_AddStringToObject(o, "rmStatusName", rm_status_name(rm_status));
+		if (err_word)
+			cJSON_AddStringToObject(o, "errno", err_word);
+		else
+			cJSON_AddNumberToObject(o, "errno", err);
+		if (err_word || err)
+			cJSON_AddNullToObject(o, "value"); /* the control did not run */
+		else
+			cJSON_AddNumberToObject(o, "value", (double)value);
+		cJSON_AddNumberToObject(o, "elapsedUs", (double)(elapsed_ns / 1000u));
+		cJSON_AddItemToArray(c->results, o);
+	}
+	cmd->ctl = NULL;
+	if (c->pending && --c->pending == 0)
+		ctl_finish_wait(a, c);
+}
+
+/* preempt (GR TSGs only) and get-timeslice (every TSG): one command per
+ * TSG through the pid's own control path. */
+static void do_commands(struct agent *a, struct ctl_conn *c, const cJSON *req, uint32_t op)
+{
+	const char *name = op == GQ_OP_PREEMPT ? "preempt" : "get-timeslice";
+	const cJSON *wait = cJSON_GetObjectItemCaseSensitive(req, "wait");
+	uint64_t arg = op == GQ_OP_PREEMPT && !cJSON_IsFalse(wait) ? 1 : 0;
+	struct peer *peer;
+	struct proc *p;
+	pid_t pid;
+
+	if (get_pid(req, &pid) != 0 || (wait && !cJSON_IsBool(wait))) {
+		ctl_error(a, c, "%s: needs \"pid\" (integer)%s", name,
+			  op == GQ_OP_PREEMPT ? " and optional \"wait\" (bool)" : "");
+		return;
+	}
+	p = proc_find(a, pid);
+	if (!p || !p->peer || !p->peer->hello) {
+		ctl_error(a, c, "%s: pid %d has no connected preempt agent", name, (int)pid);
+		return;
+	}
+	if (p->peer->stalled) {
+		ctl_error(a, c, "%s: pid %d: control path stalled (a command missed its deadline)",
+			  name, (int)pid);
+		return;
+	}
+	c->results = cJSON_CreateArray();
+	if (!c->results) {
+		ctl_error(a, c, "%s: out of memory", name);
+		return;
+	}
+	c->phase = CTL_WAIT;
+	c->pending = 1; /* held until every command is out */
+	peer = p->peer;
+	for (struct tsg *t = a->tsgs; t; t = t->next) {
+		if (t->pid != pid || (op == GQ_OP_PREEMPT && !rm_engine_is_gr(t->engine)))
+			continue;
+		if (cmd_issue(a, peer, t, op, arg, c))
+			c->pending++;
+	}
+	wake_rearm(a);
+	if (--c->pending == 0)
+		ctl_finish_wait(a, c);
+}
+
+static void ctl_dispatch(struct agent *a, struct ctl_conn *c, const cJSON *req)
+{
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+
+	if (!cJSON_IsObject(req) || !cJSON_IsString(cmd)) {
+		ctl_error(a, c, "request: not an object with a \"cmd\" string");
+		return;
+	}
+	if (strcmp(cmd->valuestring, "list") == 0)
+		ctl_answer(a, c, view_json(a, 0));
+	else if (strcmp(cmd->valuestring, "show") == 0)
+		do_show(a, c, req);
+	else if (strcmp(cmd->valuestring, "set-class") == 0)
+		do_set_class(a, c, req);
+	else if (strcmp(cmd->valuestring, "preempt") == 0)
+		do_commands(a, c, req, GQ_OP_PREEMPT);
+	else if (strcmp(cmd->valuestring, "get-timeslice") == 0)
+		do_commands(a, c, req, GQ_OP_GET_TIMESLICE);
+	else
+		ctl_error(a, c, "request: unknown cmd \"%.64s\"", cmd->valuestring);
+}
+
+static void ctl_request(struct agent *a, struct ctl_conn *c)
+{
+	cJSON *req;
+
+	c->in[c->inlen] = '\0';
+	/* Stop reading: one request per connection. */
+	if (loop_mod(&a->loop, &c->w, 0) != 0) {
+		ctl_close(a, c);
+		return;
+	}
+	req = cJSON_ParseWithLength(c->in, c->inlen);
+	if (!req) {
+		ctl_error(a, c, "request: not valid JSON");
+		return;
+	}
+	ctl_dispatch(a, c, req);
+	cJSON_Delete(req);
+}
+
+static void ctl_read(struct agent *a, struct ctl_conn *c)
+{
+	for (;;) {
+		char *nl;
+		ssize_t n = recv(c->w.fd, c->in + c->inlen, CTL_REQ_MAX + 1 - c->inlen, MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n < 0) {
+			ctl_close(a, c);
+			return;
+		}
+		if (n == 0) { /* the client shut down its side: take what came */
+			if (c->inlen == 0)
+				ctl_close(a, c);
+			else
+				ctl_request(a, c);
+			return;
+		}
+		nl = memchr(c->in + c->inlen, '\n', (size_t)n);
+		c->inlen += (size_t)n;
+		if (nl) {
+			c->inlen = (size_t)(nl - c->in);
+			ctl_request(a, c);
+			return;
+		}
+		if (c->inlen > CTL_REQ_MAX) {
+			c->inlen = 0;
+			ctl_error(a, c, "request: larger than %d bytes", CTL_REQ_MAX);
+			return;
+		}
+	}
+}
+
+static void on_ctl_conn(struct loop_watch *w, uint32_t events)
+{
+	struct ctl_conn *c = (struct ctl_conn *)((char *)w - offsetof(struct ctl_conn, w));
+	struct agent *a = w->ctx;
+
+	if (c->phase == CTL_READ && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		ctl_read(a, c);
+	else if (c->phase == CTL_WRITE && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
+		ctl_flush(a, c);
+	else if (c->phase == CTL_DRAIN)
+		ctl_drain(a, c);
+	else if (events & (EPOLLHUP | EPOLLERR))
+		ctl_close(a, c); /* gave up waiting for preempt/get-timeslice */
+}
+
+static void on_ctl_listen(struct loop_watch *w, uint32_t events)
+{
+	struct agent *a = w->ctx;
+
+	(void)events;
+	for (;;) {
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ctl_conn *c;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				log_warn("accept on %s: %s", a->opt.ctl_socket, strerror(errno));
+			return;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->w.fd = fd;
+		c->w.fn = on_ctl_conn;
+		c->w.ctx = a;
+		if (loop_add(&a->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = a->ctls;
+		a->ctls = c;
+	}
+}
+
+int ctl_listen(struct agent *a)
+{
+	int fd = unix_listen(a->opt.ctl_socket, SOCK_STREAM, 0600);
+
+	if (fd < 0)
+		return -1;
+	a->ctl_w.fd = fd;
+	a->ctl_w.fn = on_ctl_listen;
+	a->ctl_w.ctx = a;
+	if (loop_add(&a->loop, &a->ctl_w, EPOLLIN) != 0)
+		return -1;
+	log_info("ctl: listening on %s", a->opt.ctl_socket);
+	return 0;
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c - gpuqos-agent: options (each also from the environment), the
+ * configuration (load at start, reload on SIGHUP keeping the old one when
+ * the new one is invalid), signals, start-up and an orderly exit that
+ * removes the sockets and frees everything. Does not own any subsystem's
+ * work; it wires them into the one loop.
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gpuqos-agent --standalone [options]\n"
+		"  --standalone        classify processes from the config file (required for now;\n"
+		"                      GPUQOS_STANDALONE=1)\n"
+		"  --config PATH       config file (GPUQOS_CONFIG; defaults when absent)\n"
+		"  --socket PATH       preempt-agent socket (GPUQOS_SOCKET, " GQ_DEFAULT_SOCKET ")\n"
+		"  --ctl-socket PATH   control socket (GPUQOS_CTL_SOCKET, " GQ_DEFAULT_CTL_SOCKET ")\n"
+		"  --state-dir DIR     state directory (GPUQOS_STATE_DIR, " GQ_DEFAULT_STATE_DIR ")\n"
+		"  --nvidiactl PATH    control device a reported fd must be (GPUQOS_NVIDIACTL, "
+		GQ_DEFAULT_NVIDIACTL ")\n"
+		"  --log-level LEVEL   error, warn, info, debug (GPUQOS_LOG_LEVEL, info)\n");
+}
+
+static const char *env_or(const char *name, const char *def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : def;
+}
+
+/* Returns 0 to run, or the exit status. */
+static int parse_options(struct agent *a, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "standalone", no_argument, NULL, 'S' }, { "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' }, { "ctl-socket", required_argument, NULL, 'C' },
+		{ "state-dir", required_argument, NULL, 'd' }, { "nvidiactl", required_argument, NULL, 'n' },
+		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
+	const char *sa = getenv("GPUQOS_STANDALONE");
+	enum gq_log_level lv;
+	int c;
+
+	a->opt.standalone = sa && *sa && strcmp(sa, "0") != 0;
+	a->opt.config = env_or("GPUQOS_CONFIG", NULL);
+	a->opt.socket = env_or("GPUQOS_SOCKET", GQ_DEFAULT_SOCKET);
+	a->opt.ctl_socket = env_or("GPUQOS_CTL_SOCKET", GQ_DEFAULT_CTL_SOCKET);
+	a->opt.state_dir = env_or("GPUQOS_STATE_DIR", GQ_DEFAULT_STATE_DIR);
+	a->opt.nvidiactl = env_or("GPUQOS_NVIDIACTL", GQ_DEFAULT_NVIDIACTL);
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'S': a->opt.standalone = 1; break;
+		case 'c': a->opt.config = optarg; break;
+		case 's': a->opt.socket = optarg; break;
+		case 'C': a->opt.ctl_socket = optarg; break;
+		case 'd': a->opt.state_dir = optarg; break;
+		case 'n': a->opt.nvidiactl = optarg; break;
+		case 'l': level = optarg; break;
+		case 'h': usage(stdout); return 100;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || gq_log_parse_level(level, &lv) != 0) {
+		usage(stderr);
+		return 2;
+	}
+	gq_log_set_level(lv);
+	if (!a->opt.standalone) {
+		fprintf(stderr, "gpuqos-agent: Kubernetes mode is not implemented yet; "
+				"run with --standalone\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* A configured file that does not exist yet means defaults until a SIGHUP
+ * finds it; one that exists but is invalid stops the start. */
+static int config_initial(struct agent *a)
+{
+	char err[512];
+	struct stat st;
+
+	gq_config_defaults(a->cfg);
+	if (!a->opt.config)
+		return 0;
+	if (stat(a->opt.config, &st) != 0 && errno == ENOENT) {
+		log_warn("config %s: does not exist; using defaults", a->opt.config);
+		snprintf(a->cfg->path, sizeof(a->cfg->path), "%s", a->opt.config);
+		return 0;
+	}
+	if (gq_config_load(a->opt.config, a->cfg, err, sizeof(err)) != 0) {
+		log_error("config %s: %s", a->opt.config, err);
+		return -1;
+	}
+	log_info("config %s loaded", a->opt.config);
+	return 0;
+}
+
+static void config_reload(struct agent *a)
+{
+	struct gq_config *next;
+	char err[512];
+
+	if (!a->opt.config) {
+		log_info("SIGHUP: no config file configured; nothing to reload");
+		return;
+	}
+	next = malloc(sizeof(*next));
+	if (!next) {
+		log_error("config %s: out of memory; keeping the old one", a->opt.config);
+		return;
+	}
+	gq_config_defaults(next);
+	if (gq_config_load(a->opt.config, next, err, sizeof(err)) != 0) {
+		a->n.config_errors++;
+		log_error("config %s: %s; keeping the old one", a->opt.config, err);
+		free(next);
+		return;
+	}
+	free(a->cfg);
+	a->cfg = next;
+	a->n.config_reloads++;
+	log_info("config %s reloaded", a->opt.config);
+	tick_rearm(a);
+	proc_reclassify_all(a);
+}
+
+static void on_signal(struct loop_watch *w, uint32_t events)
+{
+	struct agent *a = w->ctx;
+	struct signalfd_siginfo si;
+
+	(void)events;
+	while (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			config_reload(a);
+		} else {
+			log_info("signal %u: exiting", si.ssi_signo);
+			a->loop.stop = 1;
+		}
+	}
+}
+
+static int signals_init(struct agent *a)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) {
+		log_error("sigprocmask: %s", strerror(errno));
+		return -1;
+	}
+	/* Sends use MSG_NOSIGNAL; this guards any other write to a closed peer. */
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		log_warn("ignoring SIGPIPE: %s", strerror(errno));
+	a->sig_w.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (a->sig_w.fd < 0) {
+		log_error("signalfd: %s", strerror(errno));
+		return -1;
+	}
+	a->sig_w.fn = on_signal;
+	a->sig_w.ctx = a;
+	return loop_add(&a->loop, &a->sig_w, EPOLLIN);
+}
+
+/* After every batch of events: close peers whose send failed, reconcile
+ * what changed, then free what was closed (no event can point at it now). */
+static void after_batch(void *arg)
+{
+	struct agent *a = arg;
+
+	for (int i = 0; i < 4; i++) {
+		peer_close_broken(a);
+		if (!a->dirty)
+			break;
+		reconcile(a);
+	}
+	peer_close_broken(a);
+	peer_reap(a);
+	ctl_reap(a);
+}
+
+static int resolve_paths(struct agent *a)
+{
+	char *real = realpath(a->opt.nvidiactl, NULL);
+
+	/* /proc/<pid>/fd links name the canonical path. */
+	snprintf(a->nvidiactl, sizeof(a->nvidiactl), "%s", real ? real : a->opt.nvidiactl);
+	free(real);
+	if (snprintf(a->state_path, sizeof(a->state_path), "%s/state.json", a->opt.state_dir) >=
+	    (int)sizeof(a->state_path)) {
+		log_error("state dir %s: path too long", a->opt.state_dir);
+		return -1;
+	}
+	if (mkdir_parents(a->state_path, 0755) != 0)
+		return -1;
+	return 0;
+}
+
+static int agent_start(struct agent *a)
+{
+	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || config_initial(a) != 0 ||
+	    resolve_paths(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
+	    peer_listen(a) != 0 || ctl_listen(a) != 0)
+		return -1;
+	a->loop.after_batch = after_batch;
+	a->loop.after_arg = a;
+	log_info("gpuqos-agent %s (standalone) running, pid %d, control device %s",
+		 GQ_AGENT_VERSION, (int)getpid(), a->nvidiactl);
+	return 0;
+}
+
+static void close_watch(struct agent *a, struct loop_watch *w)
+{
+	if (w->fd >= 0)
+		loop_close(&a->loop, w);
+}
+
+static void agent_stop(struct agent *a)
+{
+	ctl_free_all(a);
+	peer_free_all(a);
+	cmd_free_all(a);
+	proc_free_all(a);
+	state_free_all(a);
+	if (a->listen_w.fd >= 0 && unlink(a->opt.socket) != 0)
+		log_warn("unlink %s: %s", a->opt.socket, strerror(errno));
+	if (a->ctl_w.fd >= 0 && unlink(a->opt.ctl_socket) != 0)
+		log_warn("unlink %s: %s", a->opt.ctl_socket, strerror(errno));
+	close_watch(a, &a->listen_w);
+	close_watch(a, &a->ctl_w);
+	close_watch(a, &a->tick_w);
+	close_watch(a, &a->wake_w);
+	close_watch(a, &a->sig_w);
+	loop_fini(&a->loop);
+	free(a->cfg);
+}
+
+int main(int argc, char **argv)
+{
+	static struct agent agent;
+	struct agent *a = &agent;
+	int rc;
+
+	a->loop.epfd = -1;
+	a->sig_w.fd = a->tick_w.fd = a->wake_w.fd = a->listen_w.fd = a->ctl_w.fd = -1;
+	rc = parse_options(a, argc, argv);
+	if (rc != 0)
+		return rc == 100 ? 0 : rc;
+	a->started_us = now_us();
+	a->cfg = calloc(1, sizeof(*a->cfg));
+	if (!a->cfg) {
+		log_error("out of memory");
+		return 1;
+	}
+	rc = agent_start(a) == 0 && loop_run(&a->loop) == 0 ? 0 : 1;
+	agent_stop(a);
+	log_info("gpuqos-agent exited");
+	return rc;
+}

@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * peer.c - the SEQPACKET socket the injected preempt agents connect to:
+ * accept, identity (SO_PEERCRED only), receiving and checking every
+ * datagram, and sending POLICY and COMMAND. Does not own what a command
+ * should be (reconcile.c) nor matching results to commands (cmd.c).
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* mkdir -p with mode for each missing component. */
+int mkdir_parents(const char *path, mode_t mode)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -1;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) != 0 && errno != EEXIST) {
+			log_error("mkdir %s: %s", buf, strerror(errno));
+			return -1;
+		}
+		*p = '/';
+	}
+	return 0;
+}
+
+/* Binds a unix socket of the given type at path with the given mode,
+ * replacing a stale socket file from an earlier run. */
+int unix_listen(const char *path, int type, mode_t mode)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_error("socket path %s: too long", path);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (mkdir_parents(path, 0755) != 0)
+		return -1;
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_error("socket for %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (unlink(path) != 0 && errno != ENOENT)
+		log_warn("unlink stale %s: %s", path, strerror(errno));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, mode) != 0 ||
+	    listen(fd, 128) != 0) {
+		log_error("listen on %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int peer_send(struct agent *a, struct peer *p, void *msg, const char *what)
+{
+	struct gq_hdr *h = msg;
+
+	if (p->broken)
+		return -1;
+	if (send(p->w.fd, msg, h->length, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)h->length)
+		return 0;
+	if (errno == EAGAIN || errno == EWOULDBLOCK) {
+		/* The peer is not reading; the caller retries on a later tick. */
+		log_warn("pid %d: %s not sent: socket buffer full", (int)p->pid, what);
+		return -1;
+	}
+	log_warn("pid %d: send %s: %s", (int)p->pid, what, strerror(errno));
+	/* Closed after this batch: callers may be walking the peer and TSG
+	 * lists right now. */
+	p->broken = 1;
+	return -1;
+}
+
+int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy)
+{
+	struct gq_policy m;
+
+	memset(&m, 0, sizeof(m));
+	gq_hdr_init(&m.hdr, GQ_POLICY, ++p->send_seq);
+	m.gr_timeslice_us = gr;
+	m.copy_timeslice_us = copy;
+	if (peer_send(a, p, &m, "POLICY") != 0)
+		return -1;
+	p->policy_valid = 1;
+	p->policy_gr = gr;
+	p->policy_copy = copy;
+	log_debug("pid %d: POLICY gr %u copy %u", (int)p->pid, gr, copy);
+	return 0;
+}
+
+int peer_send_command(struct agent *a, struct peer *p, struct cmd *c)
+{
+	struct gq_command m;
+
+	memset(&m, 0, sizeof(m));
+	gq_hdr_init(&m.hdr, GQ_COMMAND, c->seq);
+	m.op = c->op;
+	m.h_client = c->h_client;
+	m.h_tsg = c->h_tsg;
+	m.deadline_us = a->cfg->control_deadline_ms * 1000u;
+	m.arg = c->arg;
+	return peer_send(a, p, &m, "COMMAND");
+}
+
+void peer_close(struct agent *a, struct peer *p, const char *why)
+{
+	if (p->w.dead)
+		return;
+	log_info("pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
+	cmd_fail_peer(a, p);
+	/* Its TSGs are unknown until it reconnects and re-reports them; the
+	 * process (and its class) is kept. */
+	tsg_drop_pid(a, p->pid, 0, 0);
+	if (p->proc && p->proc->peer == p)
+		p->proc->peer = NULL;
+	loop_close(&a->loop, &p->w);
+	for (struct peer **pp = &a->peers; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	p->next = a->dead_peers;
+	a->dead_peers = p;
+	a->dirty = 1;
+	/* On exit the file keeps the peers, for the next start to wait for. */
+	if (!a->exiting)
+		state_save(a);
+}
+
+void peer_close_broken(struct agent *a)
+{
+	struct peer *p = a->peers;
+
+	while (p) {
+		struct peer *next = p->next;
+
+		if (p->broken)
+			peer_close(a, p, "send failed");
+		p = next;
+	}
+}
+
+void peer_reap(struct agent *a)
+{
+	while (a->dead_peers) {
+		struct peer *p = a->dead_peers;
+
+		a->dead_peers = p->next;
+		free(p);
+	}
+}
+
+void peer_free_all(struct agent *a)
+{
+	a->exiting = 1;
+	while (a->peers)
+		peer_close(a, a->peers, "agent exiting");
+	peer_reap(a);
+}
+
+static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
+{
+	char comm[GQ_COMM_LEN + 1];
+
+	memcpy(comm, m->comm, GQ_COMM_LEN);
+	comm[GQ_COMM_LEN] = '\0';
+	if ((pid_t)m->pid != p->pid)
+		log_info("pid %d: HELLO claims pid %u (%s); SO_PEERCRED wins", (int)p->pid,
+			 m->pid, comm);
+	p->hello = 1;
+	p->syncing = 1;
+	p->gen = ++a->next_gen;
+	p->stalled = 0;
+	log_info("pid %d (%s): HELLO lib %u, %u TSGs%s", (int)p->pid, p->proc->comm,
+		 m->lib_version, m->ntsg, (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "");
+	p->policy_valid = 0;
+	a->dirty = 1;
+	/* Answer now so TSGs created from here on get the right value at once;
+	 * reconcile re-sends when its view changes. */
+	{
+		uint32_t gr, copy;
+
+		reconcile_peer_policy(a, p, &gr, &copy);
+		peer_send_policy(a, p, gr, copy);
+	}
+}
+
+static void on_tsg(struct agent *a, struct peer *p, const struct gq_tsg *m)
+{
+	if (!procinfo_fd_is(p->pid, m->fd, a->nvidiactl)) {
+		a->n.refused_tsg++;
+		log_warn("pid %d: TSG 0x%x/0x%x refused: fd %u is not %s", (int)p->pid, m->h_client,
+			 m->h_tsg, m->fd, a->nvidiactl);
+		return;
+	}
+	if (!tsg_upsert(a, p->pid, m, p->gen))
+		log_error("pid %d: TSG 0x%x: out of memory", (int)p->pid, m->h_tsg);
+}
+
+static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gone *m)
+{
+	struct tsg *t = tsg_find(a, p->pid, m->h_client, m->h_tsg);
+
+	if (!t) {
+		a->n.unknown_tsg_gone++;
+		log_debug("pid %d: TSG_GONE for unknown TSG 0x%x", (int)p->pid, m->h_tsg);
+		return;
+	}
+	tsg_drop(a, t);
+}
+
+static void on_synced(struct agent *a, struct peer *p, const struct gq_synced *m)
+{
+	log_debug("pid %d: SYNCED after %u TSGs", (int)p->pid, m->ntsg);
+	p->syncing = 0;
+	tsg_drop_pid(a, p->pid, 1, p->gen);
+	state_peer_synced(a, p->pid);
+	a->dirty = 1;
+}
+
+/* Returns 0, or -1 when the message breaks the protocol. */
+static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_t n)
+{
+	const struct gq_hdr *h = buf;
+	enum gq_check c = gq_msg_check(buf, n);
+
+	if (c != GQ_CHECK_OK) {
+		log_warn("pid %d: malformed message: %s", (int)p->pid, gq_check_name(c));
+		return -1;
+	}
+	if (!p->hello && h->type != GQ_HELLO) {
+		log_warn("pid %d: message type %u before HELLO", (int)p->pid, h->type);
+		return -1;
+	}
+	switch (h->type) {
+	case GQ_HELLO:
+		on_hello(a, p, buf);
+		return 0;
+	case GQ_TSG:
+		on_tsg(a, p, buf);
+		return 0;
+	case GQ_TSG_GONE:
+		on_tsg_gone(a, p, buf);
+		return 0;
+	case GQ_RESULT:
+		cmd_result(a, p, buf);
+		return 0;
+	case GQ_SYNCED:
+		on_synced(a, p, buf);
+		return 0;
+	default: /* POLICY and COMMAND only travel from us to them */
+		log_warn("pid %d: malformed message: type %u is sent by the node agent only",
+			 (int)p->pid, h->type);
+		return -1;
+	}
+}
+
+static void on_peer(struct loop_watch *w, uint32_t events)
+{
+	struct peer *p = (struct peer *)((char *)w - offsetof(struct peer, w));
+	struct agent *a = w->ctx;
+	unsigned char buf[GQ_MSG_MAX];
+
+	/* Drain what is queued; stop at EAGAIN. A peer that keeps sending is
+	 * bounded by the batch of 64 datagrams per wake-up. */
+	for (int i = 0; i < 64 && !w->dead; i++) {
+		ssize_t n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			peer_close(a, p, strerror(errno));
+			return;
+		}
+		if (n == 0) {
+			peer_close(a, p, "end of stream");
+			return;
+		}
+		/* MSG_TRUNC reports the real size: a longer datagram fails the
+		 * length check instead of being read as a short one. */
+		if (peer_dispatch(a, p, buf, (size_t)n) != 0) {
+			a->n.malformed++;
+			peer_close(a, p, "malformed message");
+			return;
+		}
+	}
+	if (!w->dead && (events & (EPOLLHUP | EPOLLERR)) && !(events & EPOLLIN))
+		peer_close(a, p, "hang-up");
+}
+
+/* A peer whose process we cannot read in /proc cannot be classified or
+ * checked: refuse it (fail open: the workload runs untouched). */
+static void peer_accept_one(struct agent *a, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct procinfo pi;
+	struct peer *p;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+		log_warn("peer without credentials refused: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (procinfo_read(cred.pid, &pi) != 0) {
+		log_warn("pid %d: /proc/%d unreadable, peer refused", (int)cred.pid, (int)cred.pid);
+		close(fd);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		close(fd);
+		return;
+	}
+	p->pid = cred.pid;
+	p->w.fd = fd;
+	p->w.fn = on_peer;
+	p->w.ctx = a;
+	p->proc = proc_attach(a, cred.pid, &pi);
+	if (!p->proc || loop_add(&a->loop, &p->w, EPOLLIN | EPOLLRDHUP) != 0) {
+		close(fd);
+		free(p);
+		return;
+	}
+	/* A newer connection from the same process supersedes the old one. */
+	if (p->proc->peer)
+		peer_close(a, p->proc->peer, "superseded by a new connection");
+	p->proc->peer = p;
+	p->next = a->peers;
+	a->peers = p;
+	a->n.peers_accepted++;
+	state_save(a);
+	log_info("pid %d (%s): preempt agent connected, class %s (%s)", (int)p->pid,
+		 p->proc->comm, gq_class_name(p->proc->cls), p->proc->cls_source);
+}
+
+static void on_listen(struct loop_watch *w, uint32_t events)
+{
+	struct agent *a = w->ctx;
+
+	(void)events;
+	for (;;) {
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				log_warn("accept on %s: %s", a->opt.socket, strerror(errno));
+			return;
+		}
+		peer_accept_one(a, fd);
+	}
+}
+
+int peer_listen(struct agent *a)
+{
+	int fd = unix_listen(a->opt.socket, SOCK_SEQPACKET, 0666);
+
+	if (fd < 0)
+		return -1;
+	a->listen_w.fd = fd;
+	a->listen_w.fn = on_listen;
+	a->listen_w.ctx = a;
+	if (loop_add(&a->loop, &a->listen_w, EPOLLIN) != 0)
+		return -1;
+	log_info("preempt agents: listening on %s", a->opt.socket);
+	return 0;
+}

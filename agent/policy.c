@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy.c - the pure decision: classes and observed TSGs in, desired
+ * timeslice and interleave level per TSG out.
+ *
+ * Owns: grouping TSGs per (GPU, runlist), the rules of docs/policy.md, the
+ * defaults and their limits, class names. Does not own: where a class comes
+ * from (config.c, the Kubernetes side), applying a setting, retries, or any
+ * state between calls. No I/O, no globals, no allocation.
+ */
+#include "agent/policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "abi/rm_abi.h"
+
+_Static_assert(POLICY_INTERLEAVE_DRIVER_DEFAULT == RM_INTERLEAVE_MEDIUM,
+	       "RM starts every TSG at MEDIUM");
+
+void policy_config_defaults(struct policy_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	/* LC 100 ms was enough in every single-BE row of DESIGN.md: the LC
+	 * never uses it up, it only must not be the one switched out. */
+	cfg->lc_timeslice_us = 100000;
+	/* Sole BE at 50 us: micro LC p99 248 us (2446 at driver defaults),
+	 * 20 us bought only 16 us more and is the value that stalled the
+	 * control path in the several-BE run. */
+	cfg->be_timeslice_us = 50;
+	/* Several BEs: short slices made them switch among themselves. */
+	cfg->several_be_timeslice_us = 1000;
+	cfg->several_be = POLICY_SEVERAL_BE_FLOOR;
+	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
+	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
+	cfg->be_interleave = POLICY_INTERLEAVE_LEAVE;
+	cfg->manage_copy = 0;
+}
+
+static int timeslice_ok(uint32_t us)
+{
+	return us >= POLICY_TIMESLICE_MIN_US && us <= POLICY_TIMESLICE_MAX_US;
+}
+
+static int interleave_ok(int32_t level)
+{
+	return level == POLICY_INTERLEAVE_LEAVE ||
+	       (level >= (int32_t)RM_INTERLEAVE_LOW && level <= (int32_t)RM_INTERLEAVE_HIGH);
+}
+
+static int bad(char *err, size_t errlen, const char *field, const char *what)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "policy setting %s %s", field, what);
+	return -1;
+}
+
+int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_several_be,
+			   char *err, size_t errlen)
+{
+	static const char range[] = "must be from 1 to 10000000 us";
+
+	if (!timeslice_ok(cfg->lc_timeslice_us))
+		return bad(err, errlen, "lc_timeslice_us", range);
+	if (!timeslice_ok(cfg->be_timeslice_us))
+		return bad(err, errlen, "be_timeslice_us", range);
+	if (!timeslice_ok(cfg->several_be_timeslice_us))
+		return bad(err, errlen, "several_be_timeslice_us", range);
+	if (cfg->several_be_timeslice_us < POLICY_SEVERAL_BE_SAFE_MIN_US && !allow_unsafe_several_be)
+		return bad(err, errlen, "several_be_timeslice_us",
+			   "is below the safe floor of 500 us and unsafe values are not allowed");
+	if (cfg->several_be != POLICY_SEVERAL_BE_FLOOR && cfg->several_be != POLICY_SEVERAL_BE_LEAVE)
+		return bad(err, errlen, "several_be", "must be FLOOR or LEAVE");
+	if (!interleave_ok(cfg->lc_interleave))
+		return bad(err, errlen, "lc_interleave", "must be LOW, MEDIUM, HIGH or LEAVE");
+	if (!interleave_ok(cfg->be_interleave))
+		return bad(err, errlen, "be_interleave", "must be LOW, MEDIUM, HIGH or LEAVE");
+	return 0;
+}
+
+static int runlist_managed(const struct policy_config *cfg, uint32_t engine_type)
+{
+	return rm_engine_is_gr(engine_type) || (cfg->manage_copy && rm_engine_is_copy(engine_type));
+}
+
+static uint32_t baseline_of(const struct policy_tsg_in *t)
+{
+	if (t->baseline_timeslice_us)
+		return t->baseline_timeslice_us;
+	return rm_engine_is_gr(t->engine_type) ? RM_DEFAULT_TIMESLICE_GR_US
+					       : RM_DEFAULT_TIMESLICE_COPY_US;
+}
+
+/* Where a level is configured it may have been applied while the TSG had a
+ * neighbour of the other class; since levels cannot be read back, going
+ * back to baseline means asking for the driver's default explicitly. */
+static int32_t restore_level(int32_t configured)
+{
+	return configured == POLICY_INTERLEAVE_LEAVE ? POLICY_INTERLEAVE_LEAVE
+						     : POLICY_INTERLEAVE_DRIVER_DEFAULT;
+}
+
+struct runlist_count {
+	size_t lc;
+	size_t be;
+};
+
+/* UNMANAGED TSGs are invisible here: they never make a runlist "shared". */
+static struct runlist_count count_runlist(const struct policy_tsg_in *in, size_t n,
+					  const struct policy_tsg_in *self)
+{
+	struct runlist_count c = { 0, 0 };
+
+	for (size_t j = 0; j < n; j++) {
+		if (in[j].gpu != self->gpu || in[j].engine_type != self->engine_type)
+			continue;
+		if (in[j].cls == GQ_CLASS_LC)
+			c.lc++;
+		else if (in[j].cls == GQ_CLASS_BE)
+			c.be++;
+	}
+	return c;
+}
+
+static void set(struct policy_tsg_out *o, uint32_t us, int32_t level, const char *reason)
+{
+	o->timeslice_us = us;
+	o->interleave = level;
+	o->reason = reason;
+}
+
+static void decide_lc(const struct policy_config *cfg, const struct policy_tsg_in *t,
+		      struct runlist_count c, struct policy_tsg_out *o)
+{
+	if (c.be == 0)
+		set(o, baseline_of(t), restore_level(cfg->lc_interleave),
+		    "no BE on this runlist: baseline");
+	else
+		set(o, cfg->lc_timeslice_us, cfg->lc_interleave, "LC beside a BE");
+}
+
+static void decide_be(const struct policy_config *cfg, const struct policy_tsg_in *t,
+		      struct runlist_count c, struct policy_tsg_out *o)
+{
+	if (c.lc == 0)
+		set(o, baseline_of(t), restore_level(cfg->be_interleave),
+		    "no LC on this runlist: baseline");
+	else if (c.be == 1)
+		set(o, cfg->be_timeslice_us, cfg->be_interleave, "sole BE beside an LC");
+	else if (cfg->several_be == POLICY_SEVERAL_BE_LEAVE)
+		set(o, baseline_of(t), restore_level(cfg->be_interleave),
+		    "several BEs beside an LC: left at baseline");
+	else
+		set(o, cfg->several_be_timeslice_us, cfg->be_interleave,
+		    "several BEs beside an LC: safe floor");
+}
+
+void policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
+		   struct policy_tsg_out *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct policy_tsg_in *t = &in[i];
+		struct runlist_count c;
+
+		if (t->cls != GQ_CLASS_LC && t->cls != GQ_CLASS_BE) {
+			set(&out[i], baseline_of(t), POLICY_INTERLEAVE_LEAVE,
+			    "unmanaged TSG: baseline");
+			continue;
+		}
+		if (!runlist_managed(cfg, t->engine_type)) {
+			set(&out[i], baseline_of(t), POLICY_INTERLEAVE_LEAVE,
+			    "engine not managed: baseline");
+			continue;
+		}
+		c = count_runlist(in, n, t);
+		if (t->cls == GQ_CLASS_LC)
+			decide_lc(cfg, t, c, &out[i]);
+		else
+			decide_be(cfg, t, c, &out[i]);
+	}
+}
+
+const char *gq_class_name(enum gq_class c)
+{
+	switch (c) {
+	case GQ_CLASS_UNMANAGED:
+		return "unmanaged";
+	case GQ_CLASS_BE:
+		return "best-effort";
+	case GQ_CLASS_LC:
+		return "latency-critical";
+	}
+	return "unknown";
+}
+
+int gq_class_parse(const char *s, enum gq_class *out)
+{
+	static const struct {
+		const char *name;
+		enum gq_class cls;
+	} names[] = {
+		{ "unmanaged", GQ_CLASS_UNMANAGED },  { "best-effort", GQ_CLASS_BE },
+		{ "be", GQ_CLASS_BE },                { "BE", GQ_CLASS_BE },
+		{ "latency-critical", GQ_CLASS_LC }, { "lc", GQ_CLASS_LC },
+		{ "LC", GQ_CLASS_LC },
+	};
+
+	if (!s)
+		return -1;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(s, names[i].name) == 0) {
+			*out = names[i].cls;
+			return 0;
+		}
+	}
+	return -1;
+}

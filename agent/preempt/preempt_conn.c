@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_conn.c - the preempt agent's own thread: the connection to the
+ * node agent (docs/protocol.md) and the COMMANDs it executes.
+ *
+ * Owns: starting the thread, connect/greet/serve/reconnect with backoff,
+ * draining the event queue onto the socket, validating every datagram,
+ * issuing COMMANDs on libcuda's fd with the real ioctl. Does not own: the
+ * tables or the queue's producers (preempt_ioctl.c), message layouts
+ * (preempt_msg.c).
+ *
+ * Application threads never wait on this thread: they append to the queue
+ * under the lock and poke the eventfd. Everything blocking happens here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preempt.h"
+#include "preempt_msg.h"
+
+#define PA_BACKOFF_MIN_MS 50u
+#define PA_BACKOFF_MAX_MS 2000u
+#define PA_SEND_TIMEOUT_S 1     /* a stuck agent must not stall us forever */
+#define PA_RECV_BATCH 64        /* then flush our own queue before reading on */
+#define PA_THREAD_STACK (128u * 1024u)
+
+/* The thread's own state; a forked child resets it (pa_conn_child_reset). */
+static rm_u32 pa_seq;
+static unsigned pa_greetings;  /* HELLOs sent by this process */
+static unsigned long pa_bad_msgs;
+static rm_u64 pa_rand;
+static char pa_comm_fallback[GQ_COMM_LEN];
+static struct pa_tsg pa_snap[PA_MAX_TSGS];
+static struct pa_event pa_batch[PA_QUEUE_LEN];
+
+/* ---- small helpers ---- */
+
+static int pa_send(int s, const void *msg, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(s, msg, len, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)len)
+		return 0;
+	pa_info("send to the node agent: %m; reconnecting");
+	return -1;
+}
+
+static void pa_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Spreads reconnects of many processes after an agent restart. */
+static unsigned pa_jitter(unsigned ms)
+{
+	pa_rand ^= pa_rand << 13;
+	pa_rand ^= pa_rand >> 7;
+	pa_rand ^= pa_rand << 17;
+	return (unsigned)(pa_rand % (ms / 4u + 1u));
+}
+
+static void pa_read_comm(char out[GQ_COMM_LEN])
+{
+	ssize_t n = -1;
+	int fd;
+
+	memset(out, 0, GQ_COMM_LEN);
+	pa_own_fd_begin();
+	fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	atomic_store(&pa.tmpfd, fd);
+	pa_own_fd_end(fd);
+	if (fd >= 0) {
+		n = read(fd, out, GQ_COMM_LEN - 1);
+		pa_lock();
+		atomic_store(&pa.tmpfd, -1);
+		pa_fd_unmark(fd);
+		pa_unlock();
+		pa_real_close(fd);
+	}
+	if (n <= 0) {
+		memcpy(out, pa_comm_fallback, GQ_COMM_LEN);
+		return;
+	}
+	out[GQ_COMM_LEN - 1] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* ---- connecting ---- */
+
+static void pa_forget_sock(int s)
+{
+	pa_lock();
+	atomic_store(&pa.sock, -1);
+	pa_fd_unmark(s);
+	pa_unlock();
+	pa_real_close(s);
+}
+
+static int pa_new_socket(void)
+{
+	struct timeval tv = { .tv_sec = PA_SEND_TIMEOUT_S };
+	int s;
+
+	pa_own_fd_begin();
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s >= 0)
+		atomic_store(&pa.sock, s);
+	pa_own_fd_end(s);
+	if (s < 0) {
+		pa_info("socket: %m");
+		return -1;
+	}
+	/* On AF_UNIX the send timeout also bounds connect(). */
+	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+		pa_debug("SO_SNDTIMEO: %m");
+	return s;
+}
+
+/* A socket whose connect() found no agent is kept for the next attempt:
+ * while no agent listens, the library creates one fd, not one per try. */
+static int pa_open(void)
+{
+	int s = atomic_load(&pa.sock);
+
+	if (s < 0 && (s = pa_new_socket()) < 0)
+		return -1;
+	if (connect(s, (const struct sockaddr *)&pa.addr, sizeof(pa.addr)) == 0)
+		return s;
+	pa_debug("connect %s: %m", pa.addr.sun_path);
+	if (errno != ENOENT && errno != ECONNREFUSED)
+		pa_forget_sock(s);
+	return -1;
+}
+
+/* HELLO, every live TSG, SYNCED. The snapshot and the switch to "connected"
+ * happen under one lock, so an event is either in the snapshot or queued
+ * after it, never lost. */
+static int pa_greet(int s)
+{
+	struct gq_hello hello;
+	struct gq_synced synced;
+	struct gq_tsg msg;
+	char comm[GQ_COMM_LEN];
+	unsigned n;
+
+	pa_lock();
+	n = pa_track_snapshot(&pa.track, pa_snap, PA_MAX_TSGS);
+	pa.connected = 1;
+	pa.qhead = 0;
+	pa.qlen = 0;
+	pa.q_overflow = 0;
+	pa.wake_pending = 0;
+	pa_unlock();
+	pa_read_comm(comm);
+	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
+		     pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0, n, comm);
+	if (pa_send(s, &hello, sizeof(hello)) != 0)
+		return -1;
+	pa_greetings++;
+	for (unsigned i = 0; i < n; i++) {
+		pa_msg_tsg(&msg, pa_seq++, &pa_snap[i]);
+		if (pa_send(s, &msg, sizeof(msg)) != 0)
+			return -1;
+	}
+	pa_msg_synced(&synced, pa_seq++, n);
+	if (pa_send(s, &synced, sizeof(synced)) != 0)
+		return -1;
+	pa_info("connected to %s, reported %u TSGs", pa.addr.sun_path, n);
+	return 0;
+}
+
+/* The agent is gone: fail open. libcuda's values stand until it is back. */
+static void pa_drop(int s)
+{
+	pa_lock();
+	pa.connected = 0;
+	pa.qhead = 0;
+	pa.qlen = 0;
+	pa.q_overflow = 0;
+	pa.wake_pending = 0;
+	pa_unlock();
+	atomic_store(&pa.policy_gr_us, 0);
+	atomic_store(&pa.policy_copy_us, 0);
+	pa_policy_phase_set(PA_POLICY_DOWN);
+	pa_forget_sock(s);
+}
+
+/* ---- sending queued events ---- */
+
+static int pa_send_event(int s, const struct pa_event *ev)
+{
+	struct gq_tsg_gone gone;
+	struct gq_tsg tsg;
+
+	if (ev->type == PA_EV_TSG_GONE) {
+		pa_msg_tsg_gone(&gone, pa_seq++, &ev->tsg);
+		return pa_send(s, &gone, sizeof(gone));
+	}
+	pa_msg_tsg(&tsg, pa_seq++, &ev->tsg);
+	return pa_send(s, &tsg, sizeof(tsg));
+}
+
+static int pa_flush(int s)
+{
+	unsigned long overflows;
+	unsigned n;
+
+	pa_lock();
+	if (pa.q_overflow) {
+		overflows = pa.ctr_queue_overflow;
+		pa_unlock();
+		pa_info("event queue overflowed (%lu times); reconnecting to re-report",
+			overflows);
+		return -1;
+	}
+	n = pa.qlen;
+	for (unsigned i = 0; i < n; i++)
+		pa_batch[i] = pa.queue[(pa.qhead + i) % PA_QUEUE_LEN];
+	pa.qhead = 0;
+	pa.qlen = 0;
+	pa.wake_pending = 0;
+	pa_unlock();
+	for (unsigned i = 0; i < n; i++)
+		if (pa_send_event(s, &pa_batch[i]) != 0)
+			return -1;
+	return 0;
+}
+
+/* ---- commands ---- */
+
+static rm_u32 pa_issue(int fd, const struct gq_command *c, struct pa_ctrl *ctl, rm_u32 *status,
+		       rm_u64 *elapsed_ns)
+{
+	struct rm_control_params p;
+	rm_u64 t0;
+	int ret, err;
+
+	memset(&p, 0, sizeof(p));
+	p.hClient = c->h_client;
+	p.hObject = c->h_tsg;
+	p.cmd = ctl->cmd;
+	p.params = (rm_u64)(uintptr_t)&ctl->params;
+	p.paramsSize = ctl->params_size;
+	t0 = pa_now_ns();
+	/* The real ioctl, not ours: a command is not libcuda's call. */
+	ret = pa_real_ioctl()(fd, RM_IOCTL_CONTROL, &p);
+	err = errno;
+	*elapsed_ns = pa_now_ns() - t0;
+	*status = p.status;
+	if (ret != 0)
+		return err != 0 ? (rm_u32)err : EIO;
+	return 0;
+}
+
+static void pa_record(const struct gq_command *c, const struct pa_ctrl *ctl)
+{
+	struct pa_tsg *g;
+	rm_u64 v = pa_cmd_value(c, ctl);
+
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, c->h_client, c->h_tsg);
+	if (g != NULL && (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE))
+		g->timeslice_us = v >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (rm_u32)v;
+	else if (g != NULL && c->op == GQ_OP_SET_INTERLEAVE)
+		g->interleave = (rm_u32)v;
+	pa_unlock();
+}
+
+static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
+{
+	struct gq_result r;
+	struct pa_ctrl ctl;
+	struct pa_tsg *g;
+	rm_u32 err, status = 0;
+	rm_u64 value = c->arg, elapsed = 0;
+	int fd = -1;
+
+	err = pa_cmd_plan(c, &ctl);
+	if (err == 0) {
+		pa_lock();
+		g = pa_track_tsg_find(&pa.track, c->h_client, c->h_tsg);
+		if (g != NULL)
+			fd = g->fd;
+		pa_unlock();
+		if (fd < 0)
+			err = GQ_ERR_UNKNOWN_TSG;
+	}
+	if (err == 0 && pa_deadline_passed(received_ns, pa_now_ns(), c->deadline_us))
+		err = GQ_ERR_EXPIRED;
+	if (err == 0)
+		err = pa_issue(fd, c, &ctl, &status, &elapsed);
+	if (err == 0) {
+		value = pa_cmd_value(c, &ctl);
+		if (status == RM_OK)
+			pa_record(c, &ctl);
+	}
+	pa_debug("command %u op %u client 0x%x tsg 0x%x: err %u, %s", c->hdr.seq, c->op,
+		 c->h_client, c->h_tsg, err, rm_status_name(status));
+	pa_msg_result(&r, c, status, err, value, elapsed);
+	return pa_send(s, &r, sizeof(r));
+}
+
+/* ---- receiving ---- */
+
+static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
+{
+	const struct gq_hdr *h = buf;
+	const struct gq_policy *p = buf;
+	enum gq_check ck = gq_msg_check(buf, n);
+
+	if (ck != GQ_CHECK_OK) {
+		pa_bad_msgs++;
+		pa_info("ignored a %zu-byte datagram from the node agent: %s (%lu so far)", n,
+			gq_check_name(ck), pa_bad_msgs);
+		return 0;
+	}
+	switch (h->type) {
+	case GQ_POLICY:
+		atomic_store(&pa.policy_gr_us, p->gr_timeslice_us);
+		atomic_store(&pa.policy_copy_us, p->copy_timeslice_us);
+		if (atomic_load(&pa.policy_phase) != PA_POLICY_READY)
+			pa_policy_phase_set(PA_POLICY_READY);
+		pa_debug("policy: gr %u us, copy %u us", p->gr_timeslice_us, p->copy_timeslice_us);
+		return 0;
+	case GQ_COMMAND:
+		return pa_command(s, buf, received_ns);
+	default:
+		pa_bad_msgs++;
+		pa_info("ignored a message of type %u: not one the node agent sends (%lu so far)",
+			h->type, pa_bad_msgs);
+		return 0;
+	}
+}
+
+/* recv() returns 0 both at end of stream and for an empty datagram. */
+static int pa_peer_gone(int s)
+{
+	struct pollfd p = { .fd = s, .events = POLLIN | POLLRDHUP };
+
+	if (poll(&p, 1, 0) < 0)
+		return 1;
+	return (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static int pa_receive(int s)
+{
+	/* One byte more than any message: an oversized one fails the check. */
+	union {
+		unsigned char b[GQ_MSG_MAX + 1];
+		rm_u64 align;
+	} buf;
+
+	for (int i = 0; i < PA_RECV_BATCH; i++) {
+		ssize_t n = recv(s, buf.b, sizeof(buf.b), MSG_DONTWAIT);
+		rm_u64 now = pa_now_ns();
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+		if (n == 0 && pa_peer_gone(s))
+			return -1;
+		if (pa_handle(s, buf.b, (size_t)n, now) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void pa_serve(int s)
+{
+	int efd = atomic_load(&pa.evfd);
+	struct pollfd p[2];
+	rm_u64 v;
+
+	for (;;) {
+		if (pa_flush(s) != 0)
+			return;
+		p[0] = (struct pollfd){ .fd = s, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = efd, .events = POLLIN };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			pa_info("poll: %m");
+			return;
+		}
+		if ((p[1].revents & POLLIN) && read(efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			pa_debug("eventfd read: %m");
+		if (p[0].revents != 0 && pa_receive(s) != 0) {
+			pa_info("node agent went away");
+			return;
+		}
+	}
+}
+
+static void *pa_main(void *unused)
+{
+	unsigned backoff = PA_BACKOFF_MIN_MS;
+	int s;
+
+	(void)unused;
+	pa_rand = pa_now_ns() ^ ((rm_u64)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	for (;;) {
+		s = pa_open();
+		if (s < 0)
+			pa_policy_phase_set(PA_POLICY_DOWN);
+		if (s >= 0) {
+			pa_policy_phase_set(PA_POLICY_PENDING);
+			if (pa_greet(s) == 0) {
+				backoff = PA_BACKOFF_MIN_MS;
+				pa_serve(s);
+			}
+			pa_drop(s);
+		}
+		pa_sleep_ms(backoff + pa_jitter(backoff));
+		backoff = backoff * 2 > PA_BACKOFF_MAX_MS ? PA_BACKOFF_MAX_MS : backoff * 2;
+	}
+	return NULL;
+}
+
+/* ---- starting and forgetting the thread ---- */
+
+static int pa_spawn(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t th;
+	int rc;
+
+	if (pthread_attr_init(&attr) != 0)
+		return -1;
+	rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (rc == 0)
+		rc = pthread_attr_setstacksize(&attr, PA_THREAD_STACK);
+	/* Created with every signal blocked, so no signal meant for the
+	 * application is ever delivered to it, not even before it runs. */
+	sigfillset(&all);
+	if (rc == 0)
+		rc = pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (rc == 0) {
+		rc = pthread_create(&th, &attr, pa_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		errno = rc;
+		return -1;
+	}
+	/* Names the thread in ps and /proc; failing to is harmless. */
+	if (pthread_setname_np(th, "gpuqos-preempt") != 0)
+		pa_debug("could not name the agent thread");
+	return 0;
+}
+
+void pa_conn_start(void)
+{
+	int efd;
+
+	if (atomic_load(&pa.thread_started) || atomic_exchange(&pa.thread_started, 1))
+		return;
+	if (!pa.addr_ok)
+		return;
+	atomic_store(&pa.policy_phase, PA_POLICY_PENDING);
+	if (prctl(PR_GET_NAME, pa_comm_fallback) != 0)
+		memcpy(pa_comm_fallback, "?", 2);
+	pa_comm_fallback[GQ_COMM_LEN - 1] = '\0';
+	pa_own_fd_begin();
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (efd >= 0)
+		atomic_store(&pa.evfd, efd);
+	pa_own_fd_end(efd);
+	if (efd < 0) {
+		pa_info("eventfd: %m; not connecting to the node agent");
+		atomic_store(&pa.policy_phase, PA_POLICY_DOWN);
+		atomic_store(&pa.thread_started, 0);
+		return;
+	}
+	if (pa_spawn() == 0)
+		return;
+	pa_info("pthread_create: %m; not connecting to the node agent");
+	pa_lock();
+	atomic_store(&pa.evfd, -1);
+	pa_fd_unmark(efd);
+	pa_unlock();
+	pa_real_close(efd);
+	atomic_store(&pa.policy_phase, PA_POLICY_DOWN);
+	atomic_store(&pa.thread_started, 0);
+}
+
+/* In a forked child: the thread does not exist there, and the socket and
+ * eventfd are the parent's. The caller has reset the lock. */
+void pa_conn_child_reset(void)
+{
+	int s = atomic_exchange(&pa.sock, -1);
+	int e = atomic_exchange(&pa.evfd, -1);
+	int t = atomic_exchange(&pa.tmpfd, -1);
+
+	if (s >= 0)
+		pa_real_close(s);
+	if (e >= 0)
+		pa_real_close(e);
+	if (t >= 0)
+		pa_real_close(t);
+	pa_seq = 0;
+	pa_greetings = 0;
+	pa_bad_msgs = 0;
+	atomic_store(&pa.thread_started, 0);
+}

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_ioctl.c - the interposed ioctl() and close() of
+ * libgpuqos-preempt.so, the library's initialisation and fork handling.
+ *
+ * Owns: the shared state (struct pa_state), the real ioctl/close, the
+ * SET_TIMESLICE rewrite on libcuda's path, feeding completed RM calls to the
+ * tables, and resetting everything in a forked child. Does not own: the
+ * tables' logic (preempt_track.c), the node-agent connection
+ * (preempt_conn.c), the trace file (preempt_trace.c).
+ *
+ * The fast path: an ioctl that is not an RM call costs a compare and a
+ * tail call, with no lock and no system call of ours.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preempt.h"
+
+#define PA_EXPORT __attribute__((visibility("default")))
+
+struct pa_state pa = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.policy_cv = PTHREAD_COND_INITIALIZER,
+	.policy_wait_ms = PA_POLICY_WAIT_MS_DEFAULT,
+	.evfd = -1,
+	.sock = -1,
+	.tmpfd = -1,
+};
+
+static _Atomic pa_ioctl_fn pa_ioctl_next;
+static _Atomic pa_close_fn pa_close_next;
+static pthread_once_t pa_once = PTHREAD_ONCE_INIT;
+
+/* ---- the real functions ---- */
+
+/* Used only if dlsym cannot find the next definition: the application
+ * must keep working, so go to the kernel directly. */
+static int pa_sys_ioctl(int fd, unsigned long request, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return (int)syscall(SYS_ioctl, fd, request, arg);
+}
+
+static int pa_sys_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+
+static void pa_config_socket(void)
+{
+	const char *path = getenv("GPUQOS_SOCKET");
+
+	if (path == NULL || *path == '\0')
+		path = GQ_DEFAULT_SOCKET;
+	pa.addr.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(pa.addr.sun_path)) {
+		pa_info("socket path too long, not connecting: %s", path);
+		return;
+	}
+	memcpy(pa.addr.sun_path, path, strlen(path) + 1);
+	pa.addr_ok = 1;
+}
+
+/* GPUQOS_POLICY_WAIT_MS: how long a TSG creation may wait for the node
+ * agent's first POLICY (0 disables the wait; capped at 1 s). */
+static void pa_config_policy_wait(void)
+{
+	const char *v = getenv("GPUQOS_POLICY_WAIT_MS");
+	char *end;
+	unsigned long ms;
+
+	if (v == NULL || *v == '\0')
+		return;
+	ms = strtoul(v, &end, 10);
+	if (*end != '\0' || ms > 1000) {
+		pa_info("GPUQOS_POLICY_WAIT_MS=%s is not 0..1000; keeping %u", v, pa.policy_wait_ms);
+		return;
+	}
+	pa.policy_wait_ms = (unsigned)ms;
+}
+
+void pa_policy_phase_set(enum pa_policy_phase ph)
+{
+	pa_lock();
+	atomic_store(&pa.policy_phase, ph);
+	pthread_cond_broadcast(&pa.policy_cv);
+	pa_unlock();
+}
+
+/* A TSG was just created while the connection to the node agent is being
+ * made: give the agent a bounded moment to send POLICY, so that libcuda's
+ * SET_TIMESLICE, which follows at once, is rewritten and the TSG never runs
+ * a workload at the wrong value. Never waits when no agent answered, and
+ * only once per connection if the agent is late (then the agent's own
+ * commands correct the value). */
+static void pa_await_policy(void)
+{
+	struct timespec dl;
+
+	if (atomic_load(&pa.policy_phase) != PA_POLICY_PENDING || pa.policy_wait_ms == 0)
+		return;
+	if (clock_gettime(CLOCK_REALTIME, &dl) != 0)
+		return;
+	dl.tv_sec += pa.policy_wait_ms / 1000;
+	dl.tv_nsec += (long)(pa.policy_wait_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pa_lock();
+	while (atomic_load(&pa.policy_phase) == PA_POLICY_PENDING) {
+		if (pthread_cond_timedwait(&pa.policy_cv, &pa.lock, &dl) == ETIMEDOUT) {
+			atomic_store(&pa.policy_phase, PA_POLICY_DOWN);
+			pa_info("no POLICY from the node agent within %u ms; not waiting again",
+				pa.policy_wait_ms);
+			break;
+		}
+	}
+	pa_unlock();
+}
+
+static void pa_fork_prepare(void);
+static void pa_fork_parent(void);
+static void pa_fork_child(void);
+
+static void pa_init(void)
+{
+	pa_ioctl_fn io = (pa_ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
+	pa_close_fn cl = (pa_close_fn)dlsym(RTLD_NEXT, "close");
+	const char *trace = getenv("GPUQOS_TRACE");
+	int rc;
+
+	pa_log_init();
+	atomic_store(&pa_close_next, cl != NULL ? cl : pa_sys_close);
+	pa_config_socket();
+	pa_config_policy_wait();
+	if (trace != NULL && *trace != '\0')
+		pa_trace_init(trace);
+	rc = pthread_atfork(pa_fork_prepare, pa_fork_parent, pa_fork_child);
+	if (rc != 0) {
+		errno = rc;
+		pa_info("pthread_atfork: %m; forked children will not be tracked");
+	}
+	if (io == NULL)
+		pa_info("dlsym(ioctl) found nothing; calling the kernel directly");
+	/* Last: a non-NULL ioctl pointer means initialisation is complete. */
+	atomic_store_explicit(&pa_ioctl_next, io != NULL ? io : pa_sys_ioctl,
+			      memory_order_release);
+	pa_debug("loaded; agent socket %s", pa.addr_ok ? pa.addr.sun_path : "(none)");
+}
+
+__attribute__((constructor)) static void pa_constructor(void)
+{
+	pthread_once(&pa_once, pa_init);
+}
+
+pa_ioctl_fn pa_real_ioctl(void)
+{
+	pa_ioctl_fn f = atomic_load_explicit(&pa_ioctl_next, memory_order_acquire);
+
+	if (__builtin_expect(f != NULL, 1))
+		return f;
+	/* Called before our constructor (another library's constructor). */
+	pthread_once(&pa_once, pa_init);
+	return atomic_load_explicit(&pa_ioctl_next, memory_order_acquire);
+}
+
+static pa_close_fn pa_close_real(void)
+{
+	pa_close_fn f = atomic_load_explicit(&pa_close_next, memory_order_relaxed);
+
+	if (__builtin_expect(f != NULL, 1))
+		return f;
+	pa_real_ioctl();
+	return atomic_load_explicit(&pa_close_next, memory_order_relaxed);
+}
+
+int pa_real_close(int fd)
+{
+	return pa_close_real()(fd);
+}
+
+/* ---- the lock, the queue, the fd map ---- */
+
+void pa_lock(void)
+{
+	pthread_mutex_lock(&pa.lock);
+}
+
+void pa_unlock(void)
+{
+	pthread_mutex_unlock(&pa.lock);
+}
+
+void pa_fd_mark(int fd)
+{
+	if (fd < 0)
+		return;
+	if (fd >= PA_FDMAP_BITS) {
+		atomic_store(&pa.fd_big, 1);
+		return;
+	}
+	atomic_fetch_or(&pa.fdmap[fd / 64], 1ul << (fd % 64));
+}
+
+void pa_fd_unmark(int fd)
+{
+	if (fd < 0 || fd >= PA_FDMAP_BITS || pa_track_fd_in_use(&pa.track, fd))
+		return;
+	atomic_fetch_and(&pa.fdmap[fd / 64], ~(1ul << (fd % 64)));
+}
+
+/* The lock is held across the creating system call (socket(), eventfd(),
+ * open()); none of them blocks. */
+void pa_own_fd_begin(void)
+{
+	pa_lock();
+	atomic_store(&pa.fd_creating, 1);
+}
+
+void pa_own_fd_end(int fd)
+{
+	pa_fd_mark(fd);
+	atomic_store(&pa.fd_creating, 0);
+	pa_unlock();
+}
+
+static int pa_fd_marked(int fd)
+{
+	if (fd < 0)
+		return 0;
+	if (atomic_load_explicit(&pa.fd_creating, memory_order_relaxed))
+		return 1;
+	if (fd >= PA_FDMAP_BITS)
+		return atomic_load_explicit(&pa.fd_big, memory_order_relaxed);
+	return (atomic_load_explicit(&pa.fdmap[fd / 64], memory_order_relaxed) >> (fd % 64)) & 1;
+}
+
+void pa_emit(void *ctx, const struct pa_event *ev)
+{
+	int *wake = ctx;
+
+	/* While disconnected, the greeting's snapshot will carry the state. */
+	if (!pa.connected)
+		return;
+	if (pa.qlen == PA_QUEUE_LEN) {
+		pa.q_overflow = 1;
+		pa.ctr_queue_overflow++;
+	} else {
+		pa.queue[(pa.qhead + pa.qlen) % PA_QUEUE_LEN] = *ev;
+		pa.qlen++;
+	}
+	if (!pa.wake_pending) {
+		pa.wake_pending = 1;
+		*wake = 1;
+	}
+}
+
+void pa_wake(int wake)
+{
+	rm_u64 one = 1;
+	int saved = errno;
+	int efd;
+
+	if (!wake)
+		return;
+	efd = atomic_load(&pa.evfd);
+	/* EAGAIN means the counter is already non-zero: the thread will wake. */
+	if (efd >= 0 && write(efd, &one, sizeof(one)) != sizeof(one))
+		pa_debug("eventfd write: %m");
+	errno = saved;
+}
+
+/* ---- completed calls ---- */
+
+static void pa_after(int fd, enum rm_call_kind kind, void *arg)
+{
+	struct pa_call c;
+	unsigned r;
+	int wake = 0;
+
+	if (!pa_track_should_apply(kind, arg, 0, &c))
+		return;
+	pa_lock();
+	r = pa_track_apply(&pa.track, fd, &c, pa_emit, &wake);
+	if (c.kind == RM_CALL_ALLOC21 || c.kind == RM_CALL_ALLOC64)
+		pa_fd_mark(fd);
+	pa_unlock();
+	pa_wake(wake);
+	if (r & PA_APPLY_NEW_CLIENT)
+		pa_conn_start();
+	if (c.kind == RM_CALL_ALLOC21 || c.kind == RM_CALL_ALLOC64) {
+		struct rm_alloc_view v;
+
+		if (rm_alloc_view_of(c.kind, c.block, &v) == 0 && v.hClass == RM_CLASS_TSG)
+			pa_await_policy();
+	}
+}
+
+/* ---- the SET_TIMESLICE rewrite ---- */
+
+static int pa_policy_active(void)
+{
+	return atomic_load_explicit(&pa.policy_gr_us, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&pa.policy_copy_us, memory_order_relaxed) != 0;
+}
+
+/* Read only when a policy is set: without one, no application memory is
+ * read before the kernel has validated it. */
+static int pa_rewrite_wanted(enum rm_call_kind kind, void *arg, struct pa_call *c,
+			     struct pa_rewrite *rw)
+{
+	rm_u32 gr, copy;
+	int r;
+
+	if (kind != RM_CALL_CONTROL && kind != RM_CALL_XFER)
+		return 0;
+	if (!pa_policy_active() || pa_unwrap(kind, arg, c) != 0 || !pa_call_is_set_timeslice(c))
+		return 0;
+	gr = atomic_load_explicit(&pa.policy_gr_us, memory_order_relaxed);
+	copy = atomic_load_explicit(&pa.policy_copy_us, memory_order_relaxed);
+	pa_lock();
+	r = pa_rewrite_plan(&pa.track, c, gr, copy, rw);
+	pa_unlock();
+	return r;
+}
+
+/* Issue the application's SET_TIMESLICE with the policy's value, from
+ * local copies: the application's parameters are never modified, only its
+ * status word receives RM's answer. */
+static int pa_rewrite_issue(pa_ioctl_fn real, int fd, unsigned long request,
+			    const struct pa_call *c, const struct pa_rewrite *rw)
+{
+	struct rm_control_params *app = c->block;
+	struct rm_control_params ctl = *app;
+	struct rm_tsg_timeslice ts = { .timesliceUs = rw->value_us };
+	struct rm_xfer x;
+	int ret, err, wake = 0;
+
+	ctl.params = (rm_u64)(uintptr_t)&ts;
+	if (c->xfer) {
+		x = *c->outer;
+		x.ptr = (rm_u64)(uintptr_t)&ctl;
+		ret = real(fd, request, &x);
+	} else {
+		ret = real(fd, request, &ctl);
+	}
+	err = errno;
+	if (ret == 0)
+		app->status = ctl.status;
+	pa_debug("SET_TIMESLICE client 0x%x tsg 0x%x: %llu us asked, %u us issued: %s", rw->h_client,
+		 rw->h_tsg, (unsigned long long)rw->app_us, rw->value_us,
+		 ret == 0 ? rm_status_name(ctl.status) : "ioctl failed");
+	pa_lock();
+	pa_track_note_timeslice(&pa.track, rw->h_client, rw->h_tsg, rw->app_us,
+				ret == 0 && ctl.status == RM_OK, rw->value_us, pa_emit, &wake);
+	pa_unlock();
+	pa_wake(wake);
+	errno = err;
+	return ret;
+}
+
+/* ---- the interposed symbols ---- */
+
+static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, void *arg)
+{
+	pa_ioctl_fn real = pa_real_ioctl();
+	struct pa_trace_call *tc = NULL;
+	struct pa_rewrite rw;
+	struct pa_call c;
+	int ret, err;
+
+	if (pa_trace_on)
+		tc = pa_trace_begin(fd, request, kind, arg);
+	if (pa_rewrite_wanted(kind, arg, &c, &rw)) {
+		ret = pa_rewrite_issue(real, fd, request, &c, &rw);
+		err = errno;
+	} else {
+		ret = real(fd, request, arg);
+		err = errno;
+		if (ret == 0)
+			pa_after(fd, kind, arg);
+	}
+	if (tc != NULL)
+		pa_trace_end(tc, ret, ret == 0 ? 0 : err);
+	errno = err;
+	return ret;
+}
+
+PA_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+	enum rm_call_kind kind = rm_call_kind_of(request);
+	va_list ap;
+	void *arg;
+
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (__builtin_expect(kind == RM_CALL_NONE, 1)) {
+		/* Trace mode records other 'F' ioctls too; the flag is read
+		 * only for them. */
+		if (__builtin_expect(RM_IOC_TYPE(request) == RM_IOCTL_MAGIC, 0) && pa_trace_on)
+			return pa_rm_ioctl(fd, request, kind, arg);
+		return pa_real_ioctl()(fd, request, arg);
+	}
+	return pa_rm_ioctl(fd, request, kind, arg);
+}
+
+static int pa_close_slow(int fd)
+{
+	int wake = 0;
+
+	/* Our own fds do not exist for the application: closing one (say, in
+	 * a close-every-fd loop) gets what it would get without gpuqos. */
+	if (fd == atomic_load(&pa.evfd) || fd == atomic_load(&pa.sock) ||
+	    fd == atomic_load(&pa.tmpfd) || pa_trace_owns(fd)) {
+		errno = EBADF;
+		return -1;
+	}
+	pa_lock();
+	pa_track_close_fd(&pa.track, fd, pa_emit, &wake);
+	pa_fd_unmark(fd);
+	pa_unlock();
+	pa_wake(wake);
+	return pa_real_close(fd);
+}
+
+PA_EXPORT int close(int fd)
+{
+	if (__builtin_expect(!pa_fd_marked(fd), 1))
+		return pa_close_real()(fd);
+	return pa_close_slow(fd);
+}
+
+/* ---- fork ---- */
+
+/* Hold the lock across fork() so the child never inherits it taken. */
+static void pa_fork_prepare(void)
+{
+	pa_lock();
+}
+
+static void pa_fork_parent(void)
+{
+	pa_unlock();
+}
+
+/* The child has no agent thread, and the parent's TSGs are not its own:
+ * start from nothing and start again on the child's own RM activity. */
+static void pa_fork_child(void)
+{
+	pthread_mutex_init(&pa.lock, NULL);
+	pthread_cond_init(&pa.policy_cv, NULL);
+	atomic_store(&pa.policy_phase, PA_POLICY_IDLE);
+	pa_track_init(&pa.track);
+	pa.qhead = 0;
+	pa.qlen = 0;
+	pa.q_overflow = 0;
+	pa.connected = 0;
+	pa.wake_pending = 0;
+	atomic_store(&pa.policy_gr_us, 0);
+	atomic_store(&pa.policy_copy_us, 0);
+	for (int i = 0; i < PA_FDMAP_WORDS; i++)
+		atomic_store(&pa.fdmap[i], 0);
+	atomic_store(&pa.fd_big, 0);
+	pa_conn_child_reset();
+	pa_trace_child_reset();
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_msg.c - filling the messages the preempt agent sends and planning
+ * the RM control a COMMAND asks for.
+ *
+ * Owns: byte layouts (through abi/gq_proto.h), op/arg validation, the
+ * deadline rule. Does not own: sending, receiving or issuing anything.
+ */
+#include <string.h>
+
+#include "preempt_msg.h"
+
+void pa_msg_hello(struct gq_hello *m, rm_u32 seq, rm_u32 pid, rm_u32 flags, rm_u32 ntsg,
+		  const char *comm)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_HELLO, seq);
+	m->pid = pid;
+	m->flags = flags;
+	m->lib_version = GQ_PROTO_VERSION;
+	m->ntsg = ntsg;
+	/* comm stays NUL-terminated: at most GQ_COMM_LEN - 1 characters. */
+	memcpy(m->comm, comm, strnlen(comm, GQ_COMM_LEN - 1));
+}
+
+void pa_msg_tsg(struct gq_tsg *m, rm_u32 seq, const struct pa_tsg *g)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_TSG, seq);
+	m->h_client = g->h_client;
+	m->h_tsg = g->h;
+	m->h_device = g->h_device;
+	m->device_instance = g->device_instance;
+	m->engine_type = g->engine_type;
+	m->fd = (rm_u32)g->fd;
+	m->timeslice_us = g->timeslice_us;
+	m->app_timeslice_us = g->app_timeslice_us;
+	m->interleave = g->interleave;
+}
+
+void pa_msg_tsg_gone(struct gq_tsg_gone *m, rm_u32 seq, const struct pa_tsg *g)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_TSG_GONE, seq);
+	m->h_client = g->h_client;
+	m->h_tsg = g->h;
+}
+
+void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_SYNCED, seq);
+	m->ntsg = ntsg;
+}
+
+rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)
+{
+	memset(out, 0, sizeof(*out));
+	switch (c->op) {
+	case GQ_OP_SET_TIMESLICE:
+		/* Reported back as a u32 with GQ_UNKNOWN reserved. */
+		if (c->arg >= GQ_UNKNOWN)
+			return GQ_ERR_BAD_OP;
+		out->cmd = RM_CTRL_TSG_SET_TIMESLICE;
+		out->params.timeslice.timesliceUs = c->arg;
+		break;
+	case GQ_OP_GET_TIMESLICE:
+		out->cmd = RM_CTRL_TSG_GET_TIMESLICE;
+		break;
+	case GQ_OP_SET_INTERLEAVE:
+		if (c->arg > RM_INTERLEAVE_HIGH)
+			return GQ_ERR_BAD_OP;
+		out->cmd = RM_CTRL_TSG_SET_INTERLEAVE;
+		out->params.interleave.tsgInterleaveLevel = (rm_u32)c->arg;
+		break;
+	case GQ_OP_PREEMPT:
+		if (c->arg & ~(rm_u64)1)
+			return GQ_ERR_BAD_OP;
+		out->cmd = RM_CTRL_TSG_PREEMPT;
+		out->params.preempt.bWait = (rm_u8)(c->arg & 1);
+		break;
+	default:
+		return GQ_ERR_BAD_OP;
+	}
+	out->params_size = rm_tsg_ctrl_params_size(out->cmd);
+	return 0;
+}
+
+rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl)
+{
+	if (c->op == GQ_OP_GET_TIMESLICE)
+		return ctl->params.timeslice.timesliceUs;
+	return c->arg;
+}
+
+int pa_deadline_passed(rm_u64 received_ns, rm_u64 now_ns, rm_u32 deadline_us)
+{
+	return now_ns - received_ns >= (rm_u64)deadline_us * 1000u;
+}
+
+void pa_msg_result(struct gq_result *m, const struct gq_command *c, rm_u32 rm_status, rm_u32 err,
+		   rm_u64 value, rm_u64 elapsed_ns)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_RESULT, c->hdr.seq);
+	m->op = c->op;
+	m->h_client = c->h_client;
+	m->h_tsg = c->h_tsg;
+	m->rm_status = rm_status;
+	m->err = err;
+	m->value = value;
+	m->elapsed_ns = elapsed_ns;
+}

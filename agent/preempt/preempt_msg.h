@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_msg.h - the preempt agent's side of the gq_proto messages: filling
+ * the messages it sends, and turning a COMMAND into one RM control.
+ *
+ * Owns: message layouts as the preempt agent fills them, command validation
+ * and the deadline rule. Does not own: sockets, ioctl(), tables (it takes a
+ * copy of a TSG). Pure functions, unit-tested directly.
+ */
+#ifndef GPUQOS_PREEMPT_MSG_H
+#define GPUQOS_PREEMPT_MSG_H
+
+#include "abi/gq_proto.h"
+#include "abi/rm_abi.h"
+#include "preempt_track.h"
+
+void pa_msg_hello(struct gq_hello *m, rm_u32 seq, rm_u32 pid, rm_u32 flags, rm_u32 ntsg,
+		  const char *comm);
+void pa_msg_tsg(struct gq_tsg *m, rm_u32 seq, const struct pa_tsg *g);
+void pa_msg_tsg_gone(struct gq_tsg_gone *m, rm_u32 seq, const struct pa_tsg *g);
+void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg);
+
+/* The one RM control a COMMAND turns into. */
+struct pa_ctrl {
+	rm_u32 cmd;         /* RM_CTRL_TSG_* */
+	rm_u32 params_size; /* rm_tsg_ctrl_params_size(cmd) */
+	union {
+		struct rm_tsg_timeslice timeslice;
+		struct rm_tsg_preempt preempt;
+		struct rm_tsg_interleave interleave;
+	} params;
+};
+
+/* Validate a COMMAND's op and arg and build its control. Returns 0, or
+ * GQ_ERR_BAD_OP (nothing to issue). */
+rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out);
+
+/* The value a RESULT carries once the control ran: the read-back for
+ * GET_TIMESLICE, the command's arg otherwise. */
+rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl);
+
+/* Whether a command received at received_ns may no longer start at now_ns.
+ * A budget of 0 has always passed: a command must carry a real deadline. */
+int pa_deadline_passed(rm_u64 received_ns, rm_u64 now_ns, rm_u32 deadline_us);
+
+void pa_msg_result(struct gq_result *m, const struct gq_command *c, rm_u32 rm_status, rm_u32 err,
+		   rm_u64 value, rm_u64 elapsed_ns);
+
+#endif /* GPUQOS_PREEMPT_MSG_H */

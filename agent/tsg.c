@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tsg.c - the tables of processes and TSGs: lookup, upsert, drop, and a
+ * process's class (override > config rules). Does not own sockets or the
+ * decision of what a TSG's settings should be (reconcile.c, policy.c).
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct proc *proc_find(struct agent *a, pid_t pid)
+{
+	for (struct proc *p = a->procs; p; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+void proc_classify(struct agent *a, struct proc *p)
+{
+	const struct state_entry *o = state_find(a, p->pid, p->starttime);
+	const char *run_class = a->cfg->trust_run_class && p->run_class[0] ? p->run_class : NULL;
+	const char *source = "default";
+
+	if (o) {
+		p->cls = o->cls;
+		p->cls_source = "override";
+		return;
+	}
+	p->cls = gq_config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);
+	p->cls_source = source ? source : "default";
+}
+
+void proc_reclassify_all(struct agent *a)
+{
+	for (struct proc *p = a->procs; p; p = p->next)
+		proc_classify(a, p);
+	a->dirty = 1;
+}
+
+/* A connecting process: refresh its facts. A different start time means
+ * the pid was reused, so whatever we knew belongs to a dead process. */
+struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
+{
+	struct proc *p = proc_find(a, pid);
+
+	if (p && p->starttime != pi->starttime) {
+		log_info("pid %d: start time changed, forgetting the old process", (int)pid);
+		tsg_drop_pid(a, pid, 0, 0);
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		p->pid = pid;
+		p->next = a->procs;
+		a->procs = p;
+	}
+	p->starttime = pi->starttime;
+	memcpy(p->comm, pi->comm, sizeof(p->comm));
+	memcpy(p->exe, pi->exe, sizeof(p->exe));
+	memcpy(p->cgroup, pi->cgroup, sizeof(p->cgroup));
+	memcpy(p->run_class, pi->run_class, sizeof(p->run_class));
+	proc_classify(a, p);
+	return p;
+}
+
+/* Forget disconnected processes that exited (or whose pid was reused). */
+void proc_gc(struct agent *a)
+{
+	struct proc **pp = &a->procs;
+
+	while (*pp) {
+		struct proc *p = *pp;
+		uint64_t st;
+
+		if (!p->peer && (procinfo_starttime(p->pid, &st) != 0 || st != p->starttime)) {
+			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
+			tsg_drop_pid(a, p->pid, 0, 0);
+			*pp = p->next;
+			free(p);
+			continue;
+		}
+		pp = &p->next;
+	}
+}
+
+struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg)
+{
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->pid == pid && t->h_client == h_client && t->h_tsg == h_tsg)
+			return t;
+	return NULL;
+}
+
+struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen)
+{
+	struct tsg *t = tsg_find(a, pid, m->h_client, m->h_tsg);
+
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		t->pid = pid;
+		t->h_client = m->h_client;
+		t->h_tsg = m->h_tsg;
+		t->desired_ts = GQ_UNKNOWN;
+		t->desired_il = POLICY_INTERLEAVE_LEAVE;
+		t->il_refused = GQ_IL_NONE;
+		t->reason = "not reconciled yet";
+		t->next = a->tsgs;
+		a->tsgs = t;
+	}
+	t->h_device = m->h_device;
+	t->gpu = m->device_instance;
+	t->engine = m->engine_type;
+	t->fd = m->fd;
+	t->applied_ts = m->timeslice_us;
+	t->app_ts = m->app_timeslice_us;
+	t->applied_il = m->interleave;
+	t->gen = gen;
+	a->dirty = 1;
+	return t;
+}
+
+void tsg_drop(struct agent *a, struct tsg *t)
+{
+	for (struct tsg **pp = &a->tsgs; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			free(t);
+			a->dirty = 1;
+			return;
+		}
+	}
+}
+
+/* Drops the pid's TSGs; with keep_gen, only those not re-reported in
+ * generation gen (SYNCED: they no longer exist). */
+void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen)
+{
+	struct tsg **pp = &a->tsgs;
+
+	while (*pp) {
+		struct tsg *t = *pp;
+
+		if (t->pid == pid && !(keep_gen && t->gen == gen)) {
+			*pp = t->next;
+			free(t);
+			a->dirty = 1;
+			continue;
+		}
+		pp = &t->next;
+	}
+}
+
+size_t tsg_count(const struct agent *a, pid_t pid)
+{
+	size_t n = 0;
+
+	for (const struct tsg *t = a->tsgs; t; t = t->next)
+		n += t->pid == pid;
+	return n;
+}
+
+/* What the application (libcuda) asked for; the driver default when the
+ * preempt agent never saw it ask. */
+uint32_t tsg_baseline(const struct tsg *t)
+{
+	if (t->app_ts != GQ_UNKNOWN)
+		return t->app_ts;
+	return rm_engine_is_gr(t->engine) ? RM_DEFAULT_TIMESLICE_GR_US : RM_DEFAULT_TIMESLICE_COPY_US;
+}
+
+uint32_t tsg_effective_ts(const struct tsg *t)
+{
+	/* Never set by anyone: the TSG runs at the driver's default. */
+	return t->applied_ts != GQ_UNKNOWN ? t->applied_ts : tsg_baseline(t);
+}
+
+int tsg_ts_differs(const struct tsg *t)
+{
+	return t->desired_ts != GQ_UNKNOWN && t->desired_ts != tsg_effective_ts(t);
+}
+
+/* The level cannot be read back (GET_INTERLEAVE_LEVEL is not exported), but
+ * the preempt agent reports every level RM accepted on the TSG, so "none"
+ * means RM's own starting level. */
+uint32_t tsg_effective_il(const struct tsg *t)
+{
+	return t->applied_il != GQ_UNKNOWN ? t->applied_il : POLICY_INTERLEAVE_DRIVER_DEFAULT;
+}
+
+int tsg_il_differs(const struct tsg *t)
+{
+	return t->desired_il >= 0 && t->desired_il != t->il_refused &&
+	       tsg_effective_il(t) != (uint32_t)t->desired_il;
+}
+
+const char *tsg_state(const struct agent *a, const struct tsg *t)
+{
+	const struct proc *p = proc_find((struct agent *)a, t->pid);
+	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
+
+	if (p && p->peer && p->peer->stalled)
+		return "stalled";
+	if (t->inflight)
+		return "pending";
+	if (p && p->cls == GQ_CLASS_UNMANAGED)
+		return "unmanaged";
+	if (differs && (t->last_failed || t->last_timeout))
+		return "failed";
+	if (t->desired_il >= 0 && t->desired_il == t->il_refused)
+		return "failed";
+	return differs ? "pending" : "converged";
+}
+
+void proc_free_all(struct agent *a)
+{
+	while (a->tsgs) {
+		struct tsg *t = a->tsgs;
+
+		a->tsgs = t->next;
+		free(t);
+	}
+	while (a->procs) {
+		struct proc *p = a->procs;
+
+		a->procs = p->next;
+		free(p);
+	}
+}

@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: Apache-2.0
+"""fake_peer.py - a stand-in for the injected preempt agent, run as its own
+process so the node agent sees a real pid (SO_PEERCRED), a real
+/proc/<pid>/environ and a real open fd on the control-device file.
+
+Driven over stdin with one JSON object per line; reports what it receives
+on stdout, one JSON object per line. Speaks abi/gq_proto.h version 1.
+Owns nothing of the node agent; it only plays the preempt agent's part.
+"""
+import json
+import os
+import selectors
+import socket
+import struct
+import sys
+import time
+
+MAGIC = 0x534F5147
+VERSION = 1
+HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
+SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
+UNKNOWN = 0xFFFFFFFF
+OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
+
+
+def hdr(mtype, seq):
+    return struct.pack("=IHHII", MAGIC, VERSION, mtype, SIZES[mtype], seq)
+
+
+class Peer:
+    def __init__(self, path, ctl_path):
+        self.path = path
+        self.ctlfd = os.open(ctl_path, os.O_RDWR)  # libcuda's nvidiactl fd
+        self.sock = None
+        self.seq = 0
+        self.tsgs = {}  # (client, tsg) -> dict
+        self.answer = True  # answer COMMANDs
+        self.status = {}  # op -> rm_status to answer with
+        self.hello_pid = os.getpid()
+        self.reconnect = True
+        self.connects = 0
+        self.held = []  # unanswered commands while silent
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(sys.stdin, selectors.EVENT_READ, "stdin")
+        self.next_try = 0.0
+        self.inbuf = b""
+
+    def emit(self, **ev):
+        sys.stdout.write(json.dumps(ev) + "\n")
+        sys.stdout.flush()
+
+    def send(self, data):
+        try:
+            self.sock.send(data)
+        except OSError as e:
+            self.emit(ev="send_error", error=str(e))
+
+    def tsg_msg(self, t):
+        self.seq += 1
+        return hdr(TSG, self.seq) + struct.pack(
+            "=10I", t["client"], t["tsg"], t.get("device", 0x5c000001), t.get("gpu", 0),
+            t["engine"], t.get("fd", self.ctlfd), t.get("ts", UNKNOWN), t.get("app", UNKNOWN),
+            t.get("il", UNKNOWN), 0)
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(self.path)
+        except OSError:
+            s.close()
+            self.next_try = time.monotonic() + 0.05
+            return
+        self.sock = s
+        self.sel.register(s, selectors.EVENT_READ, "sock")
+        self.seq += 1
+        flags = 1 if self.connects else 0
+        self.connects += 1
+        self.send(hdr(HELLO, self.seq) + struct.pack("=4I16s", self.hello_pid, flags, 1,
+                                                     len(self.tsgs), b"fake_peer"))
+        for t in self.tsgs.values():
+            self.send(self.tsg_msg(t))
+        self.seq += 1
+        self.send(hdr(SYNCED, self.seq) + struct.pack("=II", len(self.tsgs), 0))
+        self.emit(ev="connected", n=self.connects)
+
+    def disconnect(self):
+        if self.sock:
+            self.sel.unregister(self.sock)
+            self.sock.close()
+            self.sock = None
+            self.emit(ev="disconnected")
+        self.next_try = time.monotonic() + 0.05
+
+    def result(self, seq, op, client, tsg, status, err, value):
+        self.send(hdr(RESULT, seq) + struct.pack("=6IQQ", op, client, tsg, status, err, 0,
+                                                 value, 150000))
+
+    def on_command(self, seq, op, client, tsg, deadline, arg):
+        self.emit(ev="command", seq=seq, op=op, client=client, tsg=tsg, deadline=deadline,
+                  arg=arg)
+        if not self.answer:
+            self.held.append((seq, op, client, tsg, arg))
+            return
+        t = self.tsgs.get((client, tsg))
+        if t is None:
+            self.result(seq, op, client, tsg, 0, 10001, 0)
+            return
+        status = self.status.get(str(op), 0)
+        value = arg
+        if status == 0 and op == OP_SET_TS:
+            t["ts"] = arg
+        elif status == 0 and op == OP_SET_IL:
+            t["il"] = arg
+        elif op == OP_GET_TS:
+            value = t.get("ts", UNKNOWN)
+            if value == UNKNOWN:  # never set: RM reads back the driver default
+                value = 2048 if t["engine"] <= 8 else 1024
+        self.result(seq, op, client, tsg, status, 0, value)
+
+    def on_sock(self):
+        try:
+            data = self.sock.recv(256)
+        except OSError:
+            data = b""
+        if not data:
+            self.disconnect()
+            return
+        magic, ver, mtype, length, seq = struct.unpack_from("=IHHII", data)
+        if mtype == POLICY:
+            gr, copy = struct.unpack_from("=II", data, 16)
+            self.emit(ev="policy", gr=gr, copy=copy)
+        elif mtype == COMMAND:
+            op, client, tsg, deadline, arg = struct.unpack_from("=4IQ", data, 16)
+            self.on_command(seq, op, client, tsg, deadline, arg)
+        else:
+            self.emit(ev="unexpected", type=mtype)
+
+    def on_stdin(self):
+        data = os.read(0, 65536)
+        if not data:
+            sys.exit(0)
+        self.inbuf += data
+        while b"\n" in self.inbuf:
+            line, self.inbuf = self.inbuf.split(b"\n", 1)
+            self.on_line(json.loads(line))
+
+    def on_line(self, c):
+        op = c.pop("op")
+        if op == "tsg":
+            self.tsgs[(c["client"], c["tsg"])] = c
+            if self.sock:
+                self.send(self.tsg_msg(c))
+        elif op == "forget":  # gone without telling (only a resync shows it)
+            self.tsgs.pop((c["client"], c["tsg"]), None)
+        elif op == "gone":
+            self.tsgs.pop((c["client"], c["tsg"]), None)
+            self.seq += 1
+            self.send(hdr(TSG_GONE, self.seq) + struct.pack("=II", c["client"], c["tsg"]))
+        elif op == "raw":
+            self.send(bytes.fromhex(c["hex"]))
+        elif op == "set":
+            for k, v in c.items():
+                setattr(self, k, v)
+        elif op == "release":  # answer the commands held while silent
+            held, self.held = self.held, []
+            for seq, cop, client, tsg, arg in held:
+                self.result(seq, cop, client, tsg, 0, 0, arg)
+        elif op == "result":
+            self.result(c["seq"], c["cmd"], c["client"], c["tsg"], 0, 0, 0)
+        elif op == "resync":  # HELLO again on the same connection, only some TSGs
+            keep = list(self.tsgs.values())[:c["keep"]]
+            self.seq += 1
+            self.send(hdr(HELLO, self.seq) + struct.pack("=4I16s", self.hello_pid, 0, 1,
+                                                         len(keep), b"fake_peer"))
+            for t in keep:
+                self.send(self.tsg_msg(t))
+            self.seq += 1
+            self.send(hdr(SYNCED, self.seq) + struct.pack("=II", len(keep), 0))
+        elif op == "reconnect":
+            self.disconnect()
+            self.next_try = 0
+        self.emit(ev="done", op=op)
+
+    def run(self):
+        while True:
+            if self.sock is None and self.reconnect and time.monotonic() >= self.next_try:
+                self.connect()
+            timeout = None if self.sock else 0.02
+            for key, _ in self.sel.select(timeout):
+                if key.data == "stdin":
+                    self.on_stdin()
+                elif self.sock is not None:
+                    self.on_sock()
+
+
+if __name__ == "__main__":
+    Peer(sys.argv[1], sys.argv[2]).run()

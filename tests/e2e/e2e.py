@@ -1,0 +1,453 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""e2e.py - end-to-end tests of a gpuqos node without a GPU.
+
+Real parts only: the FUSE GPU simulator stands in for /dev/nvidiactl, the
+real node agent (standalone), the real preempt agent injected by
+`gpuqos run`, a libcuda-like workload (fakecuda) and gpuqosctl. Every
+assertion about GPU settings reads the simulator's own state or call log,
+not what the agent believes.
+
+Usage: e2e.py --build BUILD SCENARIO      (exit 77 = skipped, with a reason)
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+class Fail(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def wait_for(pred, timeout=15.0, step=0.05, what="condition"):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = pred()
+        if last:
+            return last
+        time.sleep(step)
+    raise Fail("timed out after %.0fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Node:
+    """One simulated GPU node: simulator + agent + helpers, in a temp dir."""
+
+    def __init__(self, build, gpus=1):
+        self.b = build
+        self.dir = tempfile.mkdtemp(prefix="gpuqos-e2e-")
+        os.chmod(self.dir, 0o755)
+        self.mnt = os.path.join(self.dir, "sim")
+        os.mkdir(self.mnt)
+        self.dev = os.path.join(self.mnt, "nvidiactl")
+        self.sock = os.path.join(self.dir, "agent.sock")
+        self.ctl_sock = os.path.join(self.dir, "ctl.sock")
+        self.state = os.path.join(self.dir, "state")
+        self.procs = []
+        self.agent = None
+        self.agent_logs = []
+        self.sim = subprocess.Popen(
+            [self.bin("tests/sim/gpuqos-sim"), self.mnt, "--gpus", str(gpus), "--foreground"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "sim.log"), "w"))
+        wait_for(lambda: os.path.exists(self.dev), what="simulator mount")
+        self.env = dict(os.environ)
+        for k in list(self.env):
+            if k.startswith("GPUQOS_") or k in ("LD_PRELOAD",):
+                del self.env[k]
+        self.env.update({"GPUQOS_SOCKET": self.sock, "GPUQOS_CTL_SOCKET": self.ctl_sock,
+                         "GPUQOS_PREEMPT_LIB": self.bin("agent/preempt/libgpuqos-preempt.so"),
+                         "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"})
+
+    def bin(self, rel):
+        return os.path.join(self.b, rel)
+
+    def start_agent(self, config=None, extra=()):
+        log = os.path.join(self.dir, "agent-%d.log" % len(self.agent_logs))
+        self.agent_logs.append(log)
+        cmd = [self.bin("agent/gpuqos-agent"), "--standalone", "--socket", self.sock,
+               "--ctl-socket", self.ctl_sock, "--state-dir", self.state,
+               "--nvidiactl", self.dev, "--log-level", "debug"] + list(extra)
+        if config is not None:
+            path = os.path.join(self.dir, "policy.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            cmd += ["--config", path]
+        self.agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                                      env=self.env)
+        wait_for(self.ctl_ready, what="agent ctl socket accepting")
+
+    def ctl_ready(self):
+        # A killed agent leaves its socket file behind: wait for a listener.
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.ctl_sock)
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def stop_agent(self, sig=signal.SIGTERM):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(sig)
+            self.agent.wait(10)
+        self.agent = None
+
+    def workload(self, cls, args=(), nonroot=False, inject=True, stdout=None):
+        """fakecuda under `gpuqos run --class cls` (or bare, inject=False)."""
+        cmd = [self.bin("tests/e2e/e2e-fakecuda"), "--dev", self.dev] + list(args)
+        if inject:
+            cmd = [self.bin("agent/cli/gpuqos"), "run", "--class", cls, "--"] + cmd
+        pre = None
+        if nonroot:
+            def pre():
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+        p = subprocess.Popen(cmd, env=self.env, preexec_fn=pre, cwd=self.dir,
+                             stdout=stdout or subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.procs.append(p)
+        return p
+
+    def ctl(self, *args):
+        p = subprocess.run([self.bin("agent/cli/gpuqosctl"), "--json"] + list(args),
+                           capture_output=True, text=True, env=self.env, timeout=20)
+        try:
+            return json.loads(p.stdout)
+        except ValueError:
+            raise Fail("gpuqosctl %s: exit %d, %r %r" % (args, p.returncode, p.stdout, p.stderr))
+
+    def sim_state(self):
+        with open(os.path.join(self.mnt, "state")) as f:
+            return json.load(f)
+
+    def sim_log(self):
+        with open(os.path.join(self.mnt, "log")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def sim_control(self, text):
+        with open(os.path.join(self.mnt, "control"), "w") as f:
+            f.write(text + "\n")
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop_agent(signal.SIGKILL)
+        subprocess.run(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL)
+        try:
+            self.sim.wait(5)
+        except subprocess.TimeoutExpired:
+            self.sim.kill()
+            subprocess.run(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
+        if os.environ.get("E2E_KEEP"):
+            print("kept", self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def dump(self):
+        for log in self.agent_logs[-1:]:
+            with open(log) as f:
+                sys.stderr.write("---- agent log (tail)\n" + "".join(f.readlines()[-40:]))
+
+
+def h(x):
+    return int(x, 16) if isinstance(x, str) else x
+
+
+def sim_tsgs_by_client(node):
+    """client handle -> list of TSG dicts, from the simulator's state."""
+    out = {}
+    for t in node.sim_state().get("tsgs", []):
+        out.setdefault(h(t["client"]), []).append(t)
+    return out
+
+
+def sim_client_of_pid(node, pid):
+    """The clients opened by pid, via the simulator's file table."""
+    st = node.sim_state()
+    return [h(c) for f in st.get("files", []) if f.get("opener_pid") == pid for c in f.get("clients", [])]
+
+
+def gr_timeslice(node, pid):
+    """The GR TSG timeslices of pid's clients, as the simulator holds them."""
+    clients = sim_client_of_pid(node, pid)
+    by = sim_tsgs_by_client(node)
+    return sorted(t["timeslice_us"] for c in clients for t in by.get(c, []) if t["engineType"] == 1)
+
+
+def copy_timeslices(node, pid):
+    clients = sim_client_of_pid(node, pid)
+    by = sim_tsgs_by_client(node)
+    return sorted(t["timeslice_us"] for c in clients for t in by.get(c, []) if t["engineType"] != 1)
+
+
+def agent_tsgs(node, pid=None):
+    lst = node.ctl("list")
+    expect(lst.get("ok"), "list failed: %r" % lst)
+    return [t for t in lst["tsgs"] if pid is None or t["pid"] == pid]
+
+
+# --------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------
+
+
+def t_classes(node):
+    """LC and BE get their settings; the LC's GR TSG is created at the LC
+    value (libcuda's own SET 2048 rewritten); BE restored when LC leaves."""
+    node.start_agent()
+    be = node.workload("be", ["--hold", "30"])
+    wait_for(lambda: len(agent_tsgs(node, be.pid)) == 4, what="BE's 4 TSGs listed")
+    # Alone, the BE keeps libcuda's values.
+    expect(gr_timeslice(node, be.pid) == [2048], "BE alone keeps 2048: %r" % gr_timeslice(node, be.pid))
+    node.sim_control("reset-log")
+    lc = node.workload("lc", ["--hold", "30"])
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50], what="BE GR TSG shortened to 50 us in the simulator")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="LC GR TSG at 100000 us in the simulator")
+    expect(copy_timeslices(node, be.pid) == [1024] * 3, "copy TSGs untouched")
+    expect(copy_timeslices(node, lc.pid) == [1024] * 3, "LC copy TSGs untouched")
+    # No window: every SET_TIMESLICE the RM saw on the LC's GR TSG carried
+    # the LC value, including the one libcuda issued right after creating it.
+    lc_clients = set(sim_client_of_pid(node, lc.pid))
+    gr = [(h(t["client"]), h(t["handle"])) for c in lc_clients for t in sim_tsgs_by_client(node)[c]
+          if t["engineType"] == 1]
+    sets = [r for r in node.sim_log()
+            if r.get("cmd") == "0xa06c0103" and (h(r.get("client", "0")), h(r.get("object", "0"))) in gr]
+    expect(sets and all(r["params"]["timesliceUs"] == 100000 for r in sets),
+           "LC GR SET_TIMESLICE values seen by the RM: %r" % [r["params"] for r in sets])
+    expect(sets[0]["pid"] == lc.pid, "the first SET came from libcuda's own call in the LC process")
+    wait_for(lambda: all(t["state"] in ("converged", "unmanaged") for t in agent_tsgs(node)),
+             what="agent reports converged")
+    rows = {(t["pid"], t["engine"]): t for t in agent_tsgs(node)}
+    expect(rows[(be.pid, 1)]["timeslice"]["applied"] == 50, "agent view of BE applied")
+    expect(rows[(lc.pid, 1)]["timeslice"]["baseline"] == 2048, "LC baseline is libcuda's 2048")
+    lc.kill()
+    lc.wait()
+    wait_for(lambda: gr_timeslice(node, be.pid) == [2048], what="BE restored to 2048 after LC left")
+    wait_for(lambda: agent_tsgs(node, lc.pid) == [], what="LC's TSGs dropped from the table")
+
+
+def t_restart(node):
+    """The agent restarts while workloads run: same table, nothing lost,
+    no control re-issued for TSGs that were already right."""
+    node.start_agent()
+    be = node.workload("be", ["--hold", "40", "--contexts", "2"])
+    lc = node.workload("lc", ["--hold", "40"])
+    # Two BE contexts are two BE TSGs on one runlist: the several-BE floor.
+    wait_for(lambda: gr_timeslice(node, be.pid) == [1000, 1000] and gr_timeslice(node, lc.pid) == [100000],
+             what="settings applied")
+    before = sorted((t["pid"], t["tsg"], t["timeslice"]["applied"]) for t in agent_tsgs(node))
+    expect(len(before) == 12, "12 TSGs before restart, got %d" % len(before))
+    node.ctl("set-class", str(be.pid), "be")
+    node.stop_agent(signal.SIGKILL)
+    node.sim_control("reset-log")
+    node.start_agent()
+    wait_for(lambda: len(agent_tsgs(node)) == 12, what="all 12 TSGs re-reported")
+    wait_for(lambda: all(t["state"] in ("converged", "unmanaged") for t in agent_tsgs(node)), what="converged")
+    after = sorted((t["pid"], t["tsg"], t["timeslice"]["applied"]) for t in agent_tsgs(node))
+    expect(before == after, "table differs after restart:\n%r\n%r" % (before, after))
+    sets = [r for r in node.sim_log() if r.get("cmd") == "0xa06c0103"]
+    expect(not sets, "no SET_TIMESLICE needed after restart, saw %d" % len(sets))
+    procs = {p["pid"]: p for p in node.ctl("list")["processes"]}
+    expect(procs.get(be.pid, {}).get("classSource") == "override", "override survived restart: %r" % procs.get(be.pid))
+    expect(gr_timeslice(node, be.pid) == [1000, 1000], "simulator unchanged")
+
+
+def run_plain(node, args, inject, extra_env=None):
+    p = subprocess.run(
+        ([node.bin("agent/cli/gpuqos"), "run", "--class", "be", "--"] if inject else []) +
+        [node.bin("tests/e2e/e2e-fakecuda"), "--dev", node.dev] + args,
+        env=dict(node.env, **(extra_env or {})), capture_output=True, timeout=60)
+    return p.returncode, p.stdout
+
+
+def t_failopen(node):
+    """No agent, a garbage-speaking agent, controls refused: the workload's
+    output and exit status are exactly those of a run without gpuqos."""
+    args = ["--contexts", "2", "--print-state"]
+    ref = run_plain(node, args, inject=False)
+    expect(ref[0] == 0, "reference run failed")
+
+    def same(tag, res):
+        expect(res[0] == ref[0], "%s: exit %d != %d" % (tag, res[0], ref[0]))
+        # Handles are generated per run; compare the shape of the output.
+        a = json.loads(res[1])
+        b = json.loads(ref[1])
+        expect(json.dumps(a, sort_keys=True).count("timeslice") == json.dumps(b, sort_keys=True).count("timeslice"),
+               "%s: output shape differs" % tag)
+        expect(strip_handles(a) == strip_handles(b), "%s: output differs:\n%r\n%r" % (tag, a, b))
+
+    same("no agent", run_plain(node, args, inject=True))
+    same("socket is a regular file", run_plain(node, args, True, {"GPUQOS_SOCKET": node.dev}))
+
+    # An "agent" that answers everything with garbage.
+    gs = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    gs.bind(node.sock)
+    gs.listen(8)
+    gs.settimeout(0.2)
+    stop = time.time() + 20
+    child = subprocess.Popen(
+        [node.bin("agent/cli/gpuqos"), "run", "--class", "be", "--", node.bin("tests/e2e/e2e-fakecuda"),
+         "--dev", node.dev, "--set-delay-ms", "300"] + args,
+        env=node.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    conns = []
+    garbage = [b"", b"\x00" * 3, b"GQOS" * 20, struct.pack("<IHHII", 0x534f5147, 1, 5, 40, 1),
+               struct.pack("<IHHII", 0x534f5147, 9, 2, 32, 1) + b"\x00" * 16,
+               struct.pack("<IHHII", 0x534f5147, 1, 99, 16, 1), os.urandom(255)]
+    while child.poll() is None and time.time() < stop:
+        try:
+            c, _ = gs.accept()
+            conns.append(c)
+        except socket.timeout:
+            pass
+        for c in conns:
+            for g in garbage:
+                try:
+                    c.send(g)
+                except OSError:
+                    pass
+    out, _ = child.communicate(timeout=30)
+    gs.close()
+    os.unlink(node.sock)
+    expect(conns, "the preempt agent connected to the garbage agent")
+    same("garbage agent", (child.returncode, out))
+
+    # A real agent, but the RM refuses every SET_TIMESLICE: with gpuqos the
+    # workload sees exactly what it sees without gpuqos on that RM.
+    node.start_agent()
+    lc = node.workload("lc", ["--hold", "20"], inject=True)
+    wait_for(lambda: len(agent_tsgs(node, lc.pid)) == 4, what="LC listed")
+    node.sim_control("fail 0xa06c0103 0x1f")
+    ref2 = run_plain(node, args, inject=False)
+    got2 = run_plain(node, args, inject=True)
+    expect(ref2[0] == got2[0] and ref2[0] != 0, "refused SET: exit %d with gpuqos, %d without" % (got2[0], ref2[0]))
+    expect(got2[1] == ref2[1], "refused SET: output differs: %r vs %r" % (got2[1], ref2[1]))
+    node.sim_control("clear")
+
+
+def strip_handles(obj):
+    if isinstance(obj, dict):
+        return {k: strip_handles(v) for k, v in obj.items() if k not in ("handle", "client", "device", "pid", "tsg", "h_client", "h_tsg")}
+    if isinstance(obj, list):
+        return [strip_handles(v) for v in obj]
+    if isinstance(obj, str) and obj.startswith("0x"):
+        return "0x"
+    return obj
+
+
+def t_many(node):
+    """Fifty processes (200 TSGs) plus forked children, some exiting while
+    their controls are in flight: the table converges to exactly the live
+    TSGs and the simulator holds the settings."""
+    node.start_agent()
+    node.sim_control("latency 0xa06c0103 2000")
+    lc = node.workload("lc", ["--hold", "60"])
+    bes = [node.workload("be", ["--hold", "60"]) for _ in range(49)]
+    wait_for(lambda: len(agent_tsgs(node)) == 200, timeout=40, what="200 TSGs listed")
+    # Exit ten BEs while the agent's controls to them are slow in the RM.
+    for p in bes[:10]:
+        p.kill()
+    for p in bes[:10]:
+        p.wait()
+    node.sim_control("clear")
+    live = [lc] + bes[10:]
+    wait_for(lambda: len(agent_tsgs(node)) == 4 * len(live), timeout=30, what="exited TSGs dropped")
+    # Several BEs beside an LC: the safe floor, not the single-BE value.
+    wait_for(lambda: all(gr_timeslice(node, p.pid) == [1000] for p in bes[10:]), timeout=40,
+             what="every live BE at the several-BE floor")
+    expect(gr_timeslice(node, lc.pid) == [100000], "LC at 100000")
+    # fork(): the child is a process of its own with its own TSGs.
+    fk = node.workload("be", ["--hold", "30", "--fork"])
+    n = len(live) + 2
+    wait_for(lambda: len({t["pid"] for t in agent_tsgs(node)}) == n and len(agent_tsgs(node)) == 4 * n,
+             what="forked parent and child listed as two processes with 4 TSGs each")
+    expect(fk.pid in {t["pid"] for t in agent_tsgs(node)}, "parent listed")
+
+
+def t_nonroot(node):
+    """A non-root workload: timeslice applied through its own fd; the
+    interleave request is refused by the RM (0x1b) and reported as needing
+    CAP_SYS_NICE, not silently dropped."""
+    node.start_agent(config={"version": 1, "interleave": {"lc": "high", "be": "low"}})
+    lc = node.workload("lc", ["--hold", "30"])
+    nr = node.workload("be", ["--hold", "30"], nonroot=True)
+    wait_for(lambda: gr_timeslice(node, nr.pid) == [50], what="non-root BE timeslice applied in the simulator")
+    st = [t for t in node.sim_state()["tsgs"] if h(t["client"]) in sim_client_of_pid(node, nr.pid) and t["engineType"] == 1][0]
+    expect(not st["interleave_set"], "the RM did not accept interleave from the non-root process")
+    row = wait_for(lambda: [t for t in agent_tsgs(node, nr.pid) if t["engine"] == 1 and "CAP_SYS_NICE" in json.dumps(t)],
+                   what="agent reports CAP_SYS_NICE for the non-root interleave")[0]
+    expect(row["interleave"]["applied"] is None, "interleave not claimed as applied")
+    st_lc = [t for t in node.sim_state()["tsgs"] if h(t["client"]) in sim_client_of_pid(node, lc.pid) and t["engineType"] == 1][0]
+    expect(st_lc["interleave"] == 2, "root LC got interleave HIGH")
+
+
+def t_deadline(node):
+    """A control that does not return for a long time blocks neither the
+    agent's loop nor the workload's own ioctls."""
+    node.start_agent(config={"version": 1, "controlDeadlineMs": 300})
+    be = node.workload("be", ["--hold", "30", "--poll-ms", "50"])
+    wait_for(lambda: len(agent_tsgs(node, be.pid)) == 4, what="BE listed")
+    node.sim_control("latency 0xa06c0103 20000000")
+    # The LC's arrival makes the agent shorten the BE: that control hangs.
+    node.workload("lc", ["--hold", "30"])
+    t0 = time.time()
+    wait_for(lambda: any(t["state"] == "stalled" or "timeout" in json.dumps(t) for t in agent_tsgs(node, be.pid)),
+             timeout=10, what="agent records the timeout")
+    expect(time.time() - t0 < 5, "timeout recorded promptly")
+    t1 = time.time()
+    node.ctl("list")
+    expect(time.time() - t1 < 1.0, "ctl list answers while the control hangs")
+    node.sim_control("clear")
+
+
+SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
+             "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("SKIP: the simulator's FUSE mount needs root")
+        return SKIP
+    if not os.path.exists("/dev/fuse"):
+        print("SKIP: /dev/fuse is missing")
+        return SKIP
+    node = Node(os.path.abspath(a.build))
+    try:
+        SCENARIOS[a.scenario](node)
+    except Fail as e:
+        print("FAIL:", e)
+        node.dump()
+        return 1
+    finally:
+        node.close()
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// be_fill - the best-effort (BE) workload of the gpuqos benchmarks.
+//
+// It keeps every SM busy: each kernel has grid = SM count x the resident
+// blocks per SM that the occupancy API reports, and every thread runs a fixed
+// number of FMA iterations (a fixed amount of work, not a wall-clock spin, so
+// that time taken away from the BE shows up as fewer kernels per second).
+// Kernels run back to back, --inflight of them queued (default 2: the GPU
+// never waits for the host; 1: the host waits for each kernel before
+// launching the next, so the BE's queue is briefly empty between kernels).
+//
+// Unless --iters is given, the iteration count is calibrated at start so one
+// kernel runs about --kernel-ms alone. Scripts comparing runs should take the
+// "iters" that a first run reports and pass it to the later ones: then
+// kernels/s compare directly.
+//
+// After the first kernel completes --ready-file is created. The timed window
+// starts at the first kernel completion once --start-file exists (at once
+// without --start-file) and ends after --duration-s; kernels keep running
+// (untimed) while waiting for the start file.
+//
+// Output: one JSON line on stdout:
+//   {"workload":"be_fill","kernels":..,"kernels_per_s":..,"duration_s":..,...}
+
+#include "bench_common.h"
+
+#define FILL_THREADS 256
+
+// Four independent FMA chains per thread. The result is stored so the
+// compiler keeps the work.
+__global__ void __launch_bounds__(FILL_THREADS)
+fill_kernel(unsigned int iters, float *out)
+{
+	float a = threadIdx.x * 1e-3f;
+	float b = a + 1.0f, c = a + 2.0f, d = a + 3.0f;
+	const float m = 0.9999999f, k = 1e-7f;
+#pragma unroll 8
+	for (unsigned int i = 0; i < iters; i++) {
+		a = fmaf(a, m, k);
+		b = fmaf(b, m, k);
+		c = fmaf(c, m, k);
+		d = fmaf(d, m, k);
+	}
+	out[blockIdx.x * blockDim.x + threadIdx.x] = a + b + c + d;
+}
+
+struct options {
+	double duration_s = 10;
+	double kernel_ms = 10;
+	unsigned long long iters = 0; // 0: calibrate
+	int inflight = 2;
+	const char *ready_file = nullptr;
+	const char *start_file = nullptr;
+	double start_timeout_s = 300;
+};
+
+static void usage(const char *prog)
+{
+	fprintf(stderr,
+		"usage: %s [--duration-s 10] [--kernel-ms 10] [--iters N] [--inflight 1|2]\n"
+		"          [--ready-file PATH] [--start-file PATH] [--start-timeout-s 300]\n",
+		prog);
+	exit(2);
+}
+
+static options parse(int argc, char **argv)
+{
+	options o;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (arg_is(a, "--duration-s"))
+			o.duration_s = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--kernel-ms"))
+			o.kernel_ms = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--iters"))
+			o.iters = (unsigned long long)arg_double(argc, argv, &i);
+		else if (arg_is(a, "--inflight"))
+			o.inflight = (int)arg_double(argc, argv, &i);
+		else if (arg_is(a, "--ready-file"))
+			o.ready_file = arg_value(argc, argv, &i);
+		else if (arg_is(a, "--start-file"))
+			o.start_file = arg_value(argc, argv, &i);
+		else if (arg_is(a, "--start-timeout-s"))
+			o.start_timeout_s = arg_double(argc, argv, &i);
+		else
+			usage(argv[0]);
+	}
+	if (o.duration_s <= 0 || o.kernel_ms <= 0 || o.iters > 0xffffffffull ||
+	    o.inflight < 1 || o.inflight > 2)
+		usage(argv[0]);
+	return o;
+}
+
+struct be {
+	cudaStream_t stream;
+	int grid;
+	float *out;
+};
+
+static void launch(const be &w, unsigned int iters)
+{
+	fill_kernel<<<w.grid, FILL_THREADS, 0, w.stream>>>(iters, w.out);
+	CK_LAUNCH();
+}
+
+// Median duration in ms of `reps` kernels of `iters` iterations, timed alone
+// with CUDA events.
+static double time_kernel_ms(const be &w, unsigned int iters, int reps)
+{
+	float ms[9];
+	if (reps > 9)
+		reps = 9;
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int i = 0; i < reps; i++) {
+		CK(cudaEventRecord(a, w.stream));
+		launch(w, iters);
+		CK(cudaEventRecord(b, w.stream));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventElapsedTime(&ms[i], a, b));
+	}
+	for (int i = 1; i < reps; i++)
+		for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+			float t = ms[j];
+			ms[j] = ms[j - 1];
+			ms[j - 1] = t;
+		}
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	return ms[reps / 2];
+}
+
+static unsigned int calibrate(const be &w, double target_ms)
+{
+	double it = 20000;
+	// Grow until one kernel takes at least 1 ms, then scale to the target;
+	// run ~0.5 s of kernels in between so the clocks have risen, and scale
+	// once more.
+	double ms = time_kernel_ms(w, (unsigned int)it, 1);
+	while (ms < 1.0 && it < 1e9) {
+		it *= 4;
+		ms = time_kernel_ms(w, (unsigned int)it, 1);
+	}
+	it *= target_ms / ms;
+	uint64_t warm_end = now_ns() + 500000000ull;
+	while (now_ns() < warm_end) {
+		launch(w, (unsigned int)(it / 10) + 1);
+		CK(cudaStreamSynchronize(w.stream));
+	}
+	ms = time_kernel_ms(w, (unsigned int)it, 3);
+	it *= target_ms / ms;
+	if (it > 4e9)
+		it = 4e9;
+	return (unsigned int)it;
+}
+
+int main(int argc, char **argv)
+{
+	options o = parse(argc, argv);
+	be w;
+
+	CK(cudaSetDevice(0));
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	int per_sm = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fill_kernel, FILL_THREADS, 0));
+	if (per_sm < 1)
+		per_sm = 1;
+	w.grid = prop.multiProcessorCount * per_sm;
+	CK(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
+	CK(cudaMalloc(&w.out, sizeof(float) * (size_t)w.grid * FILL_THREADS));
+
+	unsigned int iters = o.iters ? (unsigned int)o.iters : calibrate(w, o.kernel_ms);
+	double kernel_ms_alone = o.iters ? -1.0 : time_kernel_ms(w, iters, 3);
+
+	cudaEvent_t ev[2];
+	CK(cudaEventCreateWithFlags(&ev[0], cudaEventDisableTiming));
+	CK(cudaEventCreateWithFlags(&ev[1], cudaEventDisableTiming));
+
+	const uint64_t dur = (uint64_t)(o.duration_s * 1e9);
+	const uint64_t give_up = now_ns() + (uint64_t)(o.start_timeout_s * 1e9);
+	bool ready = false, timing = false;
+	uint64_t t_start = 0, t_last = 0, count = 0;
+	for (uint64_t i = 0;; i++) {
+		launch(w, iters);
+		CK(cudaEventRecord(ev[i & 1], w.stream));
+		if (o.inflight == 2) {
+			if (i == 0)
+				continue;
+			CK(cudaEventSynchronize(ev[(i - 1) & 1])); // kernel i-1 done
+		} else {
+			CK(cudaEventSynchronize(ev[i & 1])); // kernel i done
+		}
+		uint64_t t = now_ns();
+		if (!ready) {
+			touch_file(o.ready_file);
+			ready = true;
+		}
+		if (timing) {
+			count++;
+			t_last = t;
+			if (t - t_start >= dur)
+				break;
+		} else if (!o.start_file || file_exists(o.start_file)) {
+			timing = true;
+			t_start = t_last = t;
+		} else if (t > give_up) {
+			fprintf(stderr, "be_fill: start file %s did not appear\n", o.start_file);
+			return 3;
+		}
+	}
+	CK(cudaStreamSynchronize(w.stream));
+
+	double secs = (t_last - t_start) / 1e9;
+	double kps = secs > 0 ? (double)count / secs : 0.0;
+	printf("{\"workload\":\"be_fill\",\"kernels\":%llu,\"kernels_per_s\":%.2f,"
+	       "\"duration_s\":%.3f,\"iters\":%u,\"kernel_ms_alone\":%.3f,"
+	       "\"kernel_ms_mean\":%.3f,\"grid\":%d,\"block\":%d,\"blocks_per_sm\":%d,"
+	       "\"sms\":%d,\"inflight\":%d,\"device\":\"%s\"}\n",
+	       (unsigned long long)count, kps, secs, iters, kernel_ms_alone,
+	       kps > 0 ? 1000.0 / kps : 0.0, w.grid, FILL_THREADS, per_sm,
+	       prop.multiProcessorCount, o.inflight, prop.name);
+	fflush(stdout);
+
+	CK(cudaEventDestroy(ev[0]));
+	CK(cudaEventDestroy(ev[1]));
+	CK(cudaFree(w.out));
+	CK(cudaStreamDestroy(w.stream));
+	return 0;
+}

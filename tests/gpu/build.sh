@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# build.sh [OUTDIR] - compile the gpuqos GPU benchmark workloads (lc_micro,
+# be_fill) for Hopper (sm_90). Binaries go to OUTDIR, default tests/gpu/bin.
+# Environment: NVCC (default nvcc, else /usr/local/cuda/bin/nvcc),
+# NVCC_ARCH (default sm_90).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out=${1:-$here/bin}
+arch=${NVCC_ARCH:-sm_90}
+nvcc=${NVCC:-}
+if [[ -z $nvcc ]]; then
+	if command -v nvcc >/dev/null; then
+		nvcc=nvcc
+	elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+		nvcc=/usr/local/cuda/bin/nvcc
+	else
+		echo "build.sh: nvcc not found (set NVCC)" >&2
+		exit 1
+	fi
+fi
+
+mkdir -p "$out"
+for prog in lc_micro be_fill; do
+	"$nvcc" -O2 -arch="$arch" -std=c++17 -Xcompiler -Wall \
+		-o "$out/$prog" "$here/$prog.cu"
+	echo "built $out/$prog"
+done

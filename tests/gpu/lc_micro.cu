@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// lc_micro - the latency-critical (LC) micro workload of the gpuqos
+// benchmarks.
+//
+// One short kernel (a spin on the GPU's %globaltimer, on a small grid) is
+// launched at a fixed period. The spin is calibrated at start so that the
+// kernel lasts --kernel-us as CUDA events time it alone (the events see
+// launch and drain cost on top of the spin, a few µs); --no-calibrate spins
+// exactly --kernel-us instead. For each request the host reads
+// CLOCK_MONOTONIC, launches (a plain launch, or one CUDA graph holding the
+// launch with --graph), waits until the work is complete and reads the clock
+// again: latency = completion - launch, as the host sees it.
+//
+// Waiting: by default the host spins on cudaEventQuery() of an event recorded
+// after the launch (lowest noise); --wait sync uses cudaStreamSynchronize().
+//
+// Schedule: request i is due at t0 + i * period (absolute). If the previous
+// request completes after that time, the request starts at once and is
+// counted as late. Measurement stops at t0 + --duration-s.
+//
+// Before measuring, the same request pattern runs for --warmup-s; then
+// --ready-file is created, and if --start-file is given the warmup pattern
+// keeps running until that file exists, so that a script can start several
+// workloads' measurements together.
+//
+// Output: one JSON line on stdout, e.g.
+//   {"workload":"lc_micro","n":5000,"p50_us":37.1,...,"late":0,...}
+
+#include "bench_common.h"
+
+#include <math.h>
+
+__device__ __forceinline__ uint64_t global_timer_ns(void)
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+// Every thread spins until ns nanoseconds of wall time have passed since its
+// block started. The store never happens (t is never 0); it only keeps the
+// loop from being optimised away.
+__global__ void spin_kernel(uint64_t ns, unsigned int *sink)
+{
+	uint64_t start = global_timer_ns();
+	uint64_t t;
+	do {
+		t = global_timer_ns();
+	} while (t - start < ns);
+	if (t == 0)
+		sink[blockIdx.x] = threadIdx.x;
+}
+
+struct options {
+	double period_us = 2000;
+	double duration_s = 10;
+	double kernel_us = 35;
+	double warmup_s = 1;
+	int blocks = 4;
+	int threads = 128;
+	bool graph = false;
+	bool wait_spin = true;
+	bool calibrate = true;
+	const char *ready_file = nullptr;
+	const char *start_file = nullptr;
+	double start_timeout_s = 300;
+};
+
+static void usage(const char *prog)
+{
+	fprintf(stderr,
+		"usage: %s [--period-us 2000] [--duration-s 10] [--kernel-us 35]\n"
+		"          [--warmup-s 1] [--blocks 4] [--threads 128] [--graph]\n"
+		"          [--wait spin|sync] [--no-calibrate] [--ready-file PATH]\n"
+		"          [--start-file PATH] [--start-timeout-s 300]\n",
+		prog);
+	exit(2);
+}
+
+static options parse(int argc, char **argv)
+{
+	options o;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (arg_is(a, "--period-us"))
+			o.period_us = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--duration-s"))
+			o.duration_s = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--kernel-us"))
+			o.kernel_us = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--warmup-s"))
+			o.warmup_s = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--blocks"))
+			o.blocks = (int)arg_double(argc, argv, &i);
+		else if (arg_is(a, "--threads"))
+			o.threads = (int)arg_double(argc, argv, &i);
+		else if (arg_is(a, "--graph"))
+			o.graph = true;
+		else if (arg_is(a, "--no-calibrate"))
+			o.calibrate = false;
+		else if (arg_is(a, "--wait")) {
+			const char *w = arg_value(argc, argv, &i);
+			if (strcmp(w, "spin") == 0)
+				o.wait_spin = true;
+			else if (strcmp(w, "sync") == 0)
+				o.wait_spin = false;
+			else
+				usage(argv[0]);
+		} else if (arg_is(a, "--ready-file"))
+			o.ready_file = arg_value(argc, argv, &i);
+		else if (arg_is(a, "--start-file"))
+			o.start_file = arg_value(argc, argv, &i);
+		else if (arg_is(a, "--start-timeout-s"))
+			o.start_timeout_s = arg_double(argc, argv, &i);
+		else
+			usage(argv[0]);
+	}
+	if (o.period_us <= 0 || o.duration_s <= 0 || o.kernel_us < 0 ||
+	    o.warmup_s < 0 || o.blocks < 1 || o.threads < 1 || o.threads > 1024)
+		usage(argv[0]);
+	return o;
+}
+
+struct lc {
+	options o;
+	cudaStream_t stream;
+	cudaEvent_t done;
+	cudaGraphExec_t exec = nullptr;
+	unsigned int *sink;
+	uint64_t kernel_ns;
+};
+
+static void launch(lc &w)
+{
+	if (w.exec) {
+		CK(cudaGraphLaunch(w.exec, w.stream));
+	} else {
+		spin_kernel<<<w.o.blocks, w.o.threads, 0, w.stream>>>(w.kernel_ns, w.sink);
+		CK_LAUNCH();
+	}
+}
+
+// One request: launch, wait for completion. Returns the completion time;
+// *start receives the launch time.
+static uint64_t request(lc &w, uint64_t *start)
+{
+	uint64_t t0 = now_ns();
+	launch(w);
+	if (w.o.wait_spin) {
+		CK(cudaEventRecord(w.done, w.stream));
+		cudaError_t e;
+		while ((e = cudaEventQuery(w.done)) == cudaErrorNotReady)
+			;
+		CK(e);
+	} else {
+		CK(cudaStreamSynchronize(w.stream));
+	}
+	*start = t0;
+	return now_ns();
+}
+
+// Kernel duration on the GPU, alone, by CUDA events (median of 21).
+static double measure_kernel_us(lc &w)
+{
+	const int reps = 21;
+	float ms[reps];
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int i = 0; i < reps; i++) {
+		CK(cudaEventRecord(a, w.stream));
+		launch(w);
+		CK(cudaEventRecord(b, w.stream));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventElapsedTime(&ms[i], a, b));
+	}
+	for (int i = 1; i < reps; i++)
+		for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+			float t = ms[j];
+			ms[j] = ms[j - 1];
+			ms[j - 1] = t;
+		}
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	return ms[reps / 2] * 1000.0;
+}
+
+int main(int argc, char **argv)
+{
+	lc w;
+	w.o = parse(argc, argv);
+	const options &o = w.o;
+	w.kernel_ns = (uint64_t)(o.kernel_us * 1000.0);
+
+	CK(cudaSetDevice(0));
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	CK(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
+	CK(cudaEventCreateWithFlags(&w.done, cudaEventDisableTiming));
+	CK(cudaMalloc(&w.sink, sizeof(unsigned int) * (size_t)o.blocks));
+
+	if (o.calibrate) {
+		// The event-timed duration is the spin plus a fixed cost: take the
+		// cost off the spin (twice, the second time with warm clocks).
+		const double target_ns = o.kernel_us * 1000.0;
+		for (int round = 0; round < 2; round++) {
+			double cost_ns = measure_kernel_us(w) * 1000.0 - (double)w.kernel_ns;
+			double spin = target_ns - cost_ns;
+			w.kernel_ns = spin > 0 ? (uint64_t)spin : 0;
+		}
+	}
+
+	if (o.graph) {
+		cudaGraph_t g;
+		CK(cudaStreamBeginCapture(w.stream, cudaStreamCaptureModeThreadLocal));
+		spin_kernel<<<o.blocks, o.threads, 0, w.stream>>>(w.kernel_ns, w.sink);
+		CK_LAUNCH();
+		CK(cudaStreamEndCapture(w.stream, &g));
+		CK(cudaGraphInstantiate(&w.exec, g, 0));
+		CK(cudaGraphDestroy(g));
+		CK(cudaGraphUpload(w.exec, w.stream));
+	}
+	CK(cudaStreamSynchronize(w.stream));
+	double kernel_us_measured = measure_kernel_us(w);
+
+	const uint64_t period = (uint64_t)(o.period_us * 1000.0);
+	uint64_t s, t;
+
+	// Warmup with the same pattern; then ready; then wait for the start file.
+	uint64_t next = now_ns();
+	const uint64_t warm_end = next + (uint64_t)(o.warmup_s * 1e9);
+	const uint64_t give_up = warm_end + (uint64_t)(o.start_timeout_s * 1e9);
+	bool ready = false;
+	for (;;) {
+		sleep_until_ns(next);
+		t = request(w, &s);
+		next += period;
+		if (t > next)
+			next = t; // no backlog during warmup
+		if (!ready && t >= warm_end) {
+			touch_file(o.ready_file);
+			ready = true;
+		}
+		if (ready && (!o.start_file || file_exists(o.start_file)))
+			break;
+		if (t > give_up) {
+			fprintf(stderr, "lc_micro: start file %s did not appear\n", o.start_file);
+			return 3;
+		}
+	}
+
+	// Measurement.
+	size_t cap = (size_t)(o.duration_s * 1e6 / o.period_us) + 16;
+	uint64_t *lat = (uint64_t *)malloc(cap * sizeof(uint64_t));
+	if (!lat) {
+		perror("malloc");
+		return 2;
+	}
+	size_t n = 0;
+	uint64_t late = 0;
+	const uint64_t t_start = now_ns();
+	const uint64_t t_end = t_start + (uint64_t)(o.duration_s * 1e9);
+	uint64_t prev_done = 0;
+	next = t_start;
+	while (next < t_end && n < cap) {
+		if (prev_done > next)
+			late++; // previous request ran past this one's slot
+		else
+			sleep_until_ns(next);
+		t = request(w, &s);
+		lat[n++] = t - s;
+		prev_done = t;
+		next += period;
+		if (t >= t_end)
+			break;
+	}
+	const uint64_t t_stop = now_ns();
+
+	double sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += (double)lat[i];
+	qsort(lat, n, sizeof(uint64_t), cmp_u64);
+
+	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p50_us\":%.1f,\"p90_us\":%.1f,"
+	       "\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"late\":%llu,"
+	       "\"period_us\":%.0f,\"kernel_us\":%.1f,\"kernel_us_measured\":%.1f,"
+	       "\"spin_us\":%.1f,\"blocks\":%d,\"threads\":%d,\"graph\":%s,\"wait\":\"%s\","
+	       "\"duration_s\":%.3f,\"device\":\"%s\"}\n",
+	       n, percentile_sorted(lat, n, 50) / 1e3, percentile_sorted(lat, n, 90) / 1e3,
+	       percentile_sorted(lat, n, 99) / 1e3, n ? lat[n - 1] / 1e3 : 0.0,
+	       n ? sum / (double)n / 1e3 : 0.0, (unsigned long long)late, o.period_us,
+	       o.kernel_us, kernel_us_measured, w.kernel_ns / 1e3, o.blocks, o.threads,
+	       o.graph ? "true" : "false", o.wait_spin ? "spin" : "sync",
+	       (t_stop - t_start) / 1e9, prop.name);
+	fflush(stdout);
+
+	free(lat);
+	if (w.exec)
+		CK(cudaGraphExecDestroy(w.exec));
+	CK(cudaFree(w.sink));
+	CK(cudaEventDestroy(w.done));
+	CK(cudaStreamDestroy(w.stream));
+	return 0;
+}

@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_config.c - the standalone policy file: the shipped example, the
+ * defaults, every kind of bad input (which must be refused with a useful
+ * sentence and leave the caller's struct byte-identical), loading from
+ * disk, and classification precedence.
+ *
+ * Usage: test_config MODE [EXAMPLE_JSON]; MODE is example, defaults,
+ * errors, load or classify (one ctest each).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi/rm_abi.h"
+#include "agent/config.h"
+#include "tests/check.h"
+
+static char err[512];
+
+/* A struct nobody would produce by parsing, to see that it stays put. */
+static void scribble(struct gq_config *c)
+{
+	memset(c, 0x6b, sizeof(*c));
+}
+
+static void test_example(const char *path)
+{
+	struct gq_config c;
+	enum gq_class cls;
+	const char *src;
+
+	scribble(&c);
+	CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
+	if (check_failures) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK_EQ_U(c.version, 1);
+	CHECK_EQ_U(c.default_class, GQ_CLASS_UNMANAGED);
+	CHECK_EQ_U(c.trust_run_class, 1);
+	CHECK_EQ_U(c.nrules, 2);
+	CHECK_EQ_U(c.rules[0].kind, GQ_MATCH_CGROUP);
+	CHECK(strcmp(c.rules[0].pattern, "/system.slice/inference-*.scope") == 0);
+	CHECK_EQ_U(c.rules[0].cls, GQ_CLASS_LC);
+	CHECK_EQ_U(c.rules[1].kind, GQ_MATCH_EXE);
+	CHECK(strcmp(c.rules[1].pattern, "/opt/train/*") == 0);
+	CHECK_EQ_U(c.rules[1].cls, GQ_CLASS_BE);
+	CHECK_EQ_U(c.policy.lc_timeslice_us, 100000);
+	CHECK_EQ_U(c.policy.be_timeslice_us, 50);
+	CHECK_EQ_U(c.policy.several_be_timeslice_us, 1000);
+	CHECK_EQ_U(c.policy.several_be, POLICY_SEVERAL_BE_FLOOR);
+	CHECK(c.policy.lc_interleave == POLICY_INTERLEAVE_LEAVE);
+	CHECK(c.policy.be_interleave == POLICY_INTERLEAVE_LEAVE);
+	CHECK_EQ_U(c.policy.manage_copy, 0);
+	CHECK_EQ_U(c.control_deadline_ms, 1000);
+	CHECK_EQ_U(c.reconcile_interval_ms, 200);
+	CHECK(strcmp(c.path, path) == 0);
+	cls = gq_config_classify(&c, "/system.slice/inference-7.scope", "/usr/bin/python3", NULL,
+				 &src);
+	CHECK(cls == GQ_CLASS_LC && strcmp(src, "rule") == 0);
+	cls = gq_config_classify(&c, "/user.slice", "/opt/train/bin/python", NULL, &src);
+	CHECK(cls == GQ_CLASS_BE && strcmp(src, "rule") == 0);
+}
+
+static void test_defaults(void)
+{
+	struct gq_config c, d;
+	struct policy_config p;
+
+	scribble(&c);
+	gq_config_defaults(&c);
+	policy_config_defaults(&p);
+	CHECK_EQ_U(c.version, 1);
+	CHECK_EQ_U(c.default_class, GQ_CLASS_UNMANAGED);
+	CHECK_EQ_U(c.trust_run_class, 1);
+	CHECK_EQ_U(c.nrules, 0);
+	CHECK(memcmp(&c.policy, &p, sizeof(p)) == 0);
+	CHECK_EQ_U(c.control_deadline_ms, 1000);
+	CHECK_EQ_U(c.reconcile_interval_ms, 200);
+	CHECK(c.path[0] == '\0');
+
+	/* The smallest file means exactly the defaults. */
+	scribble(&d);
+	CHECK(gq_config_parse("{\"version\": 1}", &d, err, sizeof(err)) == 0);
+	CHECK(memcmp(&c, &d, sizeof(c)) == 0);
+
+	/* Every field set to a non-default value lands where it should. */
+	CHECK(gq_config_parse("{\"version\":1,\"defaultClass\":\"be\",\"trustRunClass\":false,"
+			      "\"timeslices\":{\"lcUs\":1000000,\"beUs\":20,\"severalBeUs\":100},"
+			      "\"allowUnsafeSeveralBe\":true,\"severalBe\":\"leave\","
+			      "\"interleave\":{\"lc\":\"high\",\"be\":\"low\"},"
+			      "\"manageCopyEngines\":true,\"controlDeadlineMs\":250,"
+			      "\"reconcileIntervalMs\":1000,\"rules\":[]}",
+			      &d, err, sizeof(err)) == 0);
+	CHECK_EQ_U(d.default_class, GQ_CLASS_BE);
+	CHECK_EQ_U(d.trust_run_class, 0);
+	CHECK_EQ_U(d.policy.lc_timeslice_us, 1000000);
+	CHECK_EQ_U(d.policy.be_timeslice_us, 20);
+	CHECK_EQ_U(d.policy.several_be_timeslice_us, 100);
+	CHECK_EQ_U(d.policy.several_be, POLICY_SEVERAL_BE_LEAVE);
+	CHECK(d.policy.lc_interleave == RM_INTERLEAVE_HIGH);
+	CHECK(d.policy.be_interleave == RM_INTERLEAVE_LOW);
+	CHECK_EQ_U(d.policy.manage_copy, 1);
+	CHECK_EQ_U(d.control_deadline_ms, 250);
+	CHECK_EQ_U(d.reconcile_interval_ms, 1000);
+	CHECK_EQ_U(d.nrules, 0);
+	CHECK(gq_config_parse("{\"version\":1,\"interleave\":{\"lc\":\"medium\"}}", &d, err,
+			      sizeof(err)) == 0);
+	CHECK(d.policy.lc_interleave == RM_INTERLEAVE_MEDIUM);
+	CHECK(d.policy.be_interleave == POLICY_INTERLEAVE_LEAVE);
+}
+
+struct bad {
+	const char *json;
+	const char *want[2]; /* substrings the message must hold */
+};
+
+static const struct bad bads[] = {
+	{ "{}", { "\"version\"", "missing" } },
+	{ "{\"version\": 2}", { "\"version\"", "must be 1" } },
+	{ "{\"version\": \"1\"}", { "\"version\"", "a string" } },
+	{ "{\"version\": 1.5}", { "\"version\"", "1.5" } },
+	{ "{\"version\": 1, \"timeslise\": {}}", { "unknown key", "timeslise" } },
+	{ "{\"version\": 1, \"version\": 1}", { "\"version\"", "twice" } },
+	{ "{\"version\": 1, \"interleave\": {\"lc\": \"low\", \"lc\": \"high\"}}",
+	  { "\"interleave\"", "\"lc\" twice" } },
+	{ "{\"version\": 1, \"trustRunClass\": 1}", { "trustRunClass", "true or false" } },
+	{ "{\"version\": 1, \"manageCopyEngines\": \"yes\"}", { "manageCopyEngines", "a string" } },
+	{ "{\"version\": 1, \"rules\": {}}", { "\"rules\"", "must be an array" } },
+	{ "{\"version\": 1, \"timeslices\": []}", { "\"timeslices\"", "an object" } },
+	{ "{\"version\": 1, \"timeslices\": {\"beUs\": \"50\"}}", { "timeslices.beUs", "a string" } },
+	{ "{\"version\": 1, \"timeslices\": {\"be\": 50}}", { "\"timeslices\"", "unknown key \"be\"" } },
+	{ "{\"version\": 1, \"defaultClass\": \"gold\"}", { "defaultClass", "\"gold\"" } },
+	{ "{\"version\": 1, \"defaultClass\": 2}", { "defaultClass", "must be a string" } },
+	{ "{\"version\": 1, \"timeslices\": {\"beUs\": 0}}", { "timeslices.beUs", "from 1 to 10000000" } },
+	{ "{\"version\": 1, \"timeslices\": {\"lcUs\": 10000001}}", { "timeslices.lcUs", "10000001" } },
+	{ "{\"version\": 1, \"timeslices\": {\"lcUs\": -5}}", { "timeslices.lcUs", "-5" } },
+	{ "{\"version\": 1, \"timeslices\": {\"beUs\": 50.5}}", { "timeslices.beUs", "50.5" } },
+	{ "{\"version\": 1, \"timeslices\": {\"severalBeUs\": 499}}",
+	  { "timeslices.severalBeUs", "allowUnsafeSeveralBe" } },
+	{ "{\"version\": 1, \"allowUnsafeSeveralBe\": false, \"timeslices\": {\"severalBeUs\": 20}}",
+	  { "timeslices.severalBeUs", "safe floor of 500" } },
+	{ "{\"version\": 1, \"allowUnsafeSeveralBe\": true, \"timeslices\": {\"severalBeUs\": 0}}",
+	  { "timeslices.severalBeUs", "from 1" } },
+	{ "{\"version\": 1, \"severalBe\": \"shorten\"}", { "severalBe", "\"floor\" or \"leave\"" } },
+	{ "{\"version\": 1, \"interleave\": {\"lc\": \"max\"}}", { "interleave.lc", "\"max\"" } },
+	{ "{\"version\": 1, \"interleave\": {\"be\": 0}}", { "interleave.be", "a number" } },
+	{ "{\"version\": 1, \"interleave\": {\"bee\": \"low\"}}", { "\"interleave\"", "\"bee\"" } },
+	{ "{\"version\": 1, \"controlDeadlineMs\": 0}", { "controlDeadlineMs", "from 1 to 60000" } },
+	{ "{\"version\": 1, \"reconcileIntervalMs\": 5}", { "reconcileIntervalMs", "from 10" } },
+	{ "{\"version\": 1, \"rules\": [{\"cgroup\": \"/a\", \"exe\": \"/b\", \"class\": \"lc\"}]}",
+	  { "rules[0]", "both" } },
+	{ "{\"version\": 1, \"rules\": [{\"cgroup\": \"/a\", \"class\": \"lc\"}, {\"class\": \"be\"}]}",
+	  { "rules[1]", "neither" } },
+	{ "{\"version\": 1, \"rules\": [{\"cgroup\": \"/a\"}]}", { "rules[0].class", "missing" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": \"/a\", \"class\": \"fast\"}]}",
+	  { "rules[0].class", "\"fast\"" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": \"\", \"class\": \"be\"}]}", { "rules[0].exe", "empty" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": 7, \"class\": \"be\"}]}", { "rules[0].exe", "a number" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": \"/a\", \"class\": \"be\", \"pid\": 1}]}",
+	  { "rules[0]", "unknown key \"pid\"" } },
+	{ "{\"version\": 1, \"rules\": [\"/a\"]}", { "rules[0]", "an object" } },
+	{ "[1, 2]", { "one JSON object", "an array" } },
+	{ "{\"version\": 1,\n \"rules\": [}", { "not valid JSON", "line 2" } },
+	{ "{\"version\": 1} trailing", { "not valid JSON", "column" } },
+	{ "version = 1", { "not valid JSON", "line 1" } },
+	{ "", { "empty", "version" } },
+	{ " \n\t ", { "empty", "version" } },
+};
+
+/* Refused, with a sentence that names the text and holds both strings, and
+ * the output struct left exactly as it was. */
+static void expect_bad(const char *json, const char *const want[2])
+{
+	struct gq_config c, before;
+
+	scribble(&c);
+	memcpy(&before, &c, sizeof(c));
+	err[0] = '\0';
+	if (gq_config_parse(json, &c, err, sizeof(err)) != -1) {
+		fprintf(stderr, "accepted: %s\n", json);
+		check_failures++;
+		return;
+	}
+	CHECK(memcmp(&c, &before, sizeof(c)) == 0);
+	CHECK(strncmp(err, "policy text: ", 13) == 0);
+	for (int i = 0; i < 2; i++) {
+		if (!strstr(err, want[i])) {
+			fprintf(stderr, "message for %s\n  is \"%s\"\n  lacks \"%s\"\n", json, err,
+				want[i]);
+			check_failures++;
+		}
+	}
+}
+
+static void test_errors(void)
+{
+	char *json, *p, pattern[300];
+	size_t cap = 16 * 1024;
+	const char *const too_many[2] = { "\"rules\"", "at most 64" };
+	const char *const too_long[2] = { "rules[0].cgroup", "256 bytes" };
+	const char *const none[2] = { "policy text", "missing" };
+	struct gq_config c;
+
+	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++)
+		expect_bad(bads[i].json, bads[i].want);
+
+	json = malloc(cap);
+	CHECK(json != NULL);
+	if (!json)
+		return;
+	p = json + sprintf(json, "{\"version\": 1, \"rules\": [");
+	for (int i = 0; i < GQ_MAX_RULES + 1; i++)
+		p += sprintf(p, "%s{\"exe\": \"/bin/x%d\", \"class\": \"be\"}", i ? "," : "", i);
+	sprintf(p, "]}");
+	expect_bad(json, too_many);
+	/* Exactly the limit is fine. */
+	p = strrchr(json, '{');
+	sprintf(p - 1, "]}");
+	CHECK(gq_config_parse(json, &c, err, sizeof(err)) == 0);
+	CHECK_EQ_U(c.nrules, GQ_MAX_RULES);
+	CHECK(strcmp(c.rules[GQ_MAX_RULES - 1].pattern, "/bin/x63") == 0);
+
+	memset(pattern, 'a', 256);
+	pattern[0] = '/';
+	pattern[256] = '\0';
+	sprintf(json, "{\"version\": 1, \"rules\": [{\"cgroup\": \"%s\", \"class\": \"lc\"}]}",
+		pattern);
+	expect_bad(json, too_long);
+	pattern[255] = '\0'; /* 255 bytes fit */
+	sprintf(json, "{\"version\": 1, \"rules\": [{\"cgroup\": \"%s\", \"class\": \"lc\"}]}",
+		pattern);
+	CHECK(gq_config_parse(json, &c, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.rules[0].pattern, pattern) == 0);
+	free(json);
+
+	expect_bad(NULL, none);
+	/* A tiny buffer is filled, truncated and terminated. */
+	memset(err, 'x', 8);
+	CHECK(gq_config_parse("{}", &c, err, 8) == -1);
+	CHECK(memchr(err, '\0', 8) != NULL);
+}
+
+static int write_file(char *path, const char *text, size_t len)
+{
+	const char *dir = getenv("TMPDIR");
+	int fd;
+
+	snprintf(path, 256, "%s/gpuqos-policy-XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len) {
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	return close(fd);
+}
+
+/* Loading fails like parsing does, and the message names the file. */
+static void expect_load_bad(const char *path, const char *want)
+{
+	struct gq_config c, before;
+
+	scribble(&c);
+	memcpy(&before, &c, sizeof(c));
+	err[0] = '\0';
+	CHECK(gq_config_load(path, &c, err, sizeof(err)) == -1);
+	CHECK(memcmp(&c, &before, sizeof(c)) == 0);
+	CHECK(strstr(err, path) != NULL);
+	if (!strstr(err, want)) {
+		fprintf(stderr, "message for %s is \"%s\", lacks \"%s\"\n", path, err, want);
+		check_failures++;
+	}
+}
+
+static void test_load(void)
+{
+	static const char good[] = "{\"version\": 1, \"defaultClass\": \"best-effort\"}\n";
+	static const char bad_range[] = "{\"version\": 1, \"timeslices\": {\"beUs\": 0}}";
+	static const char nul[] = "{\"version\": 1}\0{\"x\": 1}";
+	char path[256], *big;
+	struct gq_config c;
+
+	expect_load_bad("/nonexistent/gpuqos/policy.json", "No such file");
+	expect_load_bad("/", "not a regular file");
+	CHECK(write_file(path, "", 0) == 0);
+	expect_load_bad(path, "empty");
+	unlink(path);
+	CHECK(write_file(path, bad_range, sizeof(bad_range) - 1) == 0);
+	expect_load_bad(path, "timeslices.beUs");
+	CHECK(strncmp(err, "policy file /", 13) == 0);
+	unlink(path);
+	CHECK(write_file(path, nul, sizeof(nul) - 1) == 0);
+	expect_load_bad(path, "NUL");
+	unlink(path);
+	big = malloc(GQ_CONFIG_MAX_BYTES + 1);
+	CHECK(big != NULL);
+	if (big) {
+		/* Valid JSON, padded with blanks past the limit. */
+		memset(big, ' ', GQ_CONFIG_MAX_BYTES + 1);
+		memcpy(big, good, sizeof(good) - 1);
+		CHECK(write_file(path, big, GQ_CONFIG_MAX_BYTES + 1) == 0);
+		expect_load_bad(path, "larger than");
+		unlink(path);
+		CHECK(write_file(path, big, GQ_CONFIG_MAX_BYTES) == 0);
+		CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
+		unlink(path);
+		free(big);
+	}
+	CHECK(write_file(path, good, sizeof(good) - 1) == 0);
+	scribble(&c);
+	CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
+	CHECK_EQ_U(c.default_class, GQ_CLASS_BE);
+	CHECK(strcmp(c.path, path) == 0);
+	unlink(path);
+	CHECK(gq_config_load(NULL, &c, err, sizeof(err)) == -1);
+	CHECK(gq_config_load("", &c, err, sizeof(err)) == -1);
+}
+
+static void test_classify(void)
+{
+	struct gq_config c;
+	const char *src = NULL;
+
+	CHECK(gq_config_parse("{\"version\": 1, \"defaultClass\": \"best-effort\", \"rules\": ["
+			      "{\"exe\": \"/opt/serve/*\", \"class\": \"latency-critical\"},"
+			      "{\"cgroup\": \"/system.slice/*\", \"class\": \"unmanaged\"},"
+			      "{\"cgroup\": \"/system.slice/infer.scope\", \"class\": \"lc\"}]}",
+			      &c, err, sizeof(err)) == 0);
+	/* gpuqos run beats every rule. */
+	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", "be", &src) ==
+	      GQ_CLASS_BE);
+	CHECK(strcmp(src, "gpuqos-run") == 0);
+	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "unmanaged", &src) ==
+	      GQ_CLASS_UNMANAGED);
+	CHECK(strcmp(src, "gpuqos-run") == 0);
+	/* An unparsable run class is ignored, not trusted as anything. */
+	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "platinum", &src) == GQ_CLASS_BE);
+	CHECK(strcmp(src, "default") == 0);
+	/* First matching rule wins, in file order; `*` spans `/`. */
+	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/bin/x", NULL, &src) ==
+	      GQ_CLASS_UNMANAGED);
+	CHECK(strcmp(src, "rule") == 0);
+	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", NULL, &src) ==
+	      GQ_CLASS_LC);
+	CHECK(gq_config_classify(&c, "/system.slice/a/b/c", NULL, NULL, &src) ==
+	      GQ_CLASS_UNMANAGED);
+	CHECK(strcmp(src, "rule") == 0);
+	/* A rule never matches an unknown subject. */
+	CHECK(gq_config_classify(&c, NULL, NULL, NULL, &src) == GQ_CLASS_BE);
+	CHECK(strcmp(src, "default") == 0);
+	CHECK(gq_config_classify(&c, "/opt/serve/bin/x", NULL, NULL, NULL) == GQ_CLASS_BE);
+	/* Not trusted: the run class is ignored. */
+	c.trust_run_class = 0;
+	CHECK(gq_config_classify(&c, "/user.slice", "/opt/serve/x", "be", &src) == GQ_CLASS_LC);
+	CHECK(strcmp(src, "rule") == 0);
+	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "lc", &src) == GQ_CLASS_BE);
+	CHECK(strcmp(src, "default") == 0);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (strcmp(mode, "example") == 0 && argc > 2)
+		test_example(argv[2]);
+	else if (strcmp(mode, "defaults") == 0)
+		test_defaults();
+	else if (strcmp(mode, "errors") == 0)
+		test_errors();
+	else if (strcmp(mode, "load") == 0)
+		test_load();
+	else if (strcmp(mode, "classify") == 0)
+		test_classify();
+	else {
+		fprintf(stderr, "usage: %s example FILE | defaults | errors | load | classify\n",
+			argv[0]);
+		return 2;
+	}
+	CHECK_DONE();
+}

@@ -1,0 +1,557 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""preempt_test.py - libgpuqos-preempt.so preloaded into rm_workload, which
+talks to libfake_rm.so, while this script plays the node agent on a
+SOCK_SEQPACKET socket (docs/protocol.md).
+
+Owns: one scenario per ctest entry (see SCENARIOS). Does not own: the
+protocol layouts (abi/gq_proto.h; mirrored here with struct), the fake RM.
+Every wait has a timeout; nothing sleeps longer than it has to.
+"""
+import argparse
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+MAGIC = 0x534F5147
+VERSION = 1
+HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
+SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
+HDR = struct.Struct("=IHHII")
+OP_SET, OP_GET, OP_INTERLEAVE, OP_PREEMPT = 1, 2, 3, 4
+ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP = 10001, 10002, 10003
+UNKNOWN = 0xFFFFFFFF
+F_RECONNECT = 1
+CLIENT = 0xC1D00000
+DEVICE = 0x5E000000
+TSGS = [0x5E000001, 0x5E000002, 0x5E000003, 0x5E000004]
+ENGINES = [1, 11, 12, 13]
+CHILD_TSG = 0x7C000001
+NO_TSG = 0xDEADBEEF
+BODIES = {
+    HELLO: ("=IIII16s", "pid flags lib_version ntsg comm"),
+    TSG: ("=10I", "h_client h_tsg h_device device_instance engine_type fd "
+                  "timeslice_us app_timeslice_us interleave reserved"),
+    TSG_GONE: ("=II", "h_client h_tsg"),
+    RESULT: ("=IIIIIIQQ", "op h_client h_tsg rm_status err reserved value elapsed_ns"),
+    SYNCED: ("=II", "ntsg reserved"),
+}
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def hdr(mtype, seq=0, length=None, magic=MAGIC, version=VERSION):
+    return HDR.pack(magic, version, mtype, SIZES[mtype] if length is None else length, seq)
+
+
+def policy_body(gr, copy):
+    return struct.pack("=IIII", gr, copy, 0, 0)
+
+
+def policy(gr, copy):
+    return hdr(POLICY) + policy_body(gr, copy)
+
+
+def command(seq, op, client, tsg, deadline_us=2000000, arg=0):
+    return hdr(COMMAND, seq) + struct.pack("=IIIIQ", op, client, tsg, deadline_us, arg)
+
+
+def parse(buf):
+    check(len(buf) >= HDR.size, "datagram shorter than a header: %r" % buf)
+    magic, version, mtype, length, seq = HDR.unpack_from(buf)
+    check(magic == MAGIC and version == VERSION, "bad header %r" % buf)
+    check(mtype in BODIES, "the preempt agent sent type %d" % mtype)
+    check(length == SIZES[mtype] == len(buf), "bad length for type %d" % mtype)
+    fmt, names = BODIES[mtype]
+    d = dict(zip(names.split(), struct.unpack(fmt, buf[HDR.size:])))
+    d["type"], d["seq"] = mtype, seq
+    if mtype == HELLO:
+        d["comm"] = d["comm"].split(b"\0")[0].decode()
+    return d
+
+
+class Conn:
+    """One accepted connection; messages not yet asked for wait in pending."""
+
+    def __init__(self, sock):
+        self.s = sock
+        self.pending = []
+
+    def send(self, data):
+        self.s.send(data)
+
+    def _recv(self, deadline):
+        left = deadline - time.monotonic()
+        r, _, _ = select.select([self.s], [], [], max(left, 0))
+        check(r, "timed out waiting for the preempt agent")
+        data = self.s.recv(1024)
+        check(data, "the preempt agent closed the connection")
+        return parse(data)
+
+    def take(self, mtype, pred=lambda d: True, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            for d in self.pending:
+                if d["type"] == mtype and pred(d):
+                    self.pending.remove(d)
+                    return d
+            self.pending.append(self._recv(deadline))
+
+    def command(self, seq, op, tsg, client=CLIENT, deadline_us=2000000, arg=0):
+        self.send(command(seq, op, client, tsg, deadline_us, arg))
+        r = self.take(RESULT, lambda d: d["seq"] == seq)
+        check(r["op"] == op and r["h_client"] == client and r["h_tsg"] == tsg,
+              "RESULT does not echo the command: %r" % r)
+        return r
+
+    def barrier(self, seq):
+        """Every datagram sent before is handled once this answers."""
+        r = self.command(seq, OP_GET, NO_TSG)
+        check(r["err"] == ERR_UNKNOWN_TSG, "unknown TSG: %r" % r)
+
+    def close(self):
+        self.s.close()
+
+
+class Agent:
+    def __init__(self, path):
+        self.path = path
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.s.bind(path)
+        self.s.listen(8)
+
+    def accept(self, timeout=5.0):
+        self.s.settimeout(timeout)
+        try:
+            c, _ = self.s.accept()
+        except socket.timeout:
+            raise Fail("the preempt agent did not connect")
+        c.setblocking(True)
+        return Conn(c)
+
+    def close(self):
+        self.s.close()
+        os.unlink(self.path)
+
+
+WORKLOADS = []
+
+
+class Workload:
+    def __init__(self, args, tmp, env):
+        WORKLOADS.append(self)
+        self.stderr_path = os.path.join(tmp, "workload.stderr")
+        self.err = open(self.stderr_path, "wb")
+        self.p = subprocess.Popen([args.workload, os.path.join(tmp, "fake-nvidiactl")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, env=env)
+        self.buf = b""
+
+    def step(self, line, timeout=5.0):
+        self.p.stdin.write(line.encode() + b"\n")
+        self.p.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            r, _, _ = select.select([self.p.stdout], [], [], max(deadline - time.monotonic(), 0))
+            check(r, "workload step %r timed out" % line)
+            chunk = os.read(self.p.stdout.fileno(), 4096)
+            check(chunk, "workload exited during %r" % line)
+            self.buf += chunk
+        out, self.buf = self.buf.split(b"\n", 1)
+        return out.decode()
+
+    def expect(self, line, want):
+        out = self.step(line)
+        check(out == want, "step %r: got %r, want %r" % (line, out, want))
+
+    def finish(self):
+        self.p.stdin.write(b"exit\n")
+        self.p.stdin.close()
+        rest = self.p.stdout.read()
+        rc = self.p.wait(timeout=10)
+        self.err.close()
+        check(rc == 0, "workload exit code %d" % rc)
+        check(self.buf + rest == b"", "unexpected stdout: %r" % (self.buf + rest))
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GPUQOS_") and not k.startswith("FAKE_RM_")
+           and k != "LD_PRELOAD"}
+    return env
+
+
+def preload_env(args, sock, **extra):
+    env = base_env()
+    env["LD_PRELOAD"] = "%s %s" % (args.lib, args.fake)
+    env["GPUQOS_SOCKET"] = sock
+    env.update(extra)
+    return env
+
+
+def ok(line):
+    return line + " ret=0 status=0x0"
+
+
+def setup(args, tmp, **extra):
+    """A workload with a client, a device and libcuda's four TSGs, and the
+    connection the preempt agent opened when the client appeared."""
+    path = os.path.join(tmp, "agent.sock")
+    agent = Agent(path)
+    w = Workload(args, tmp, preload_env(args, path, **extra))
+    w.expect("open", "open ok")
+    w.expect("client 64", ok("client h=0x%x" % CLIENT))
+    conn = agent.accept()
+    hello = conn.take(HELLO)
+    check(hello["flags"] == 0 and hello["ntsg"] == 0, "first HELLO: %r" % hello)
+    check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
+    check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
+    check(conn.take(SYNCED)["ntsg"] == 0, "SYNCED")
+    conn.send(policy(0, 0))
+    w.expect("device 0 0 64", ok("device h=0x%x" % DEVICE))
+    for i, form in enumerate(["64", "21", "x64", "x21"]):
+        w.expect("tsg 0 %d %s" % (ENGINES[i], form),
+                 ok("tsg h=0x%x engine=%d" % (TSGS[i], ENGINES[i])))
+    for i, h in enumerate(TSGS):
+        t = conn.take(TSG, lambda d: d["h_tsg"] == h)
+        check(t["h_client"] == CLIENT and t["h_device"] == DEVICE, "TSG: %r" % t)
+        check(t["engine_type"] == ENGINES[i] and t["device_instance"] == 0, "TSG: %r" % t)
+        check(t["timeslice_us"] == UNKNOWN and t["app_timeslice_us"] == UNKNOWN
+              and t["interleave"] == UNKNOWN, "new TSG: %r" % t)
+    return agent, w, conn
+
+
+def expect_tsg(conn, h, timeslice, app):
+    t = conn.take(TSG, lambda d: d["h_tsg"] == h)
+    check(t["timeslice_us"] == timeslice and t["app_timeslice_us"] == app,
+          "TSG 0x%x: want %d/%d, got %r" % (h, timeslice, app, t))
+    return t
+
+
+def settime_line(t, us=None, status="0x0"):
+    return "settime t%d ret=0 status=%s params_after=%d" % (t, status, us)
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def sc_policy(args, tmp):
+    agent, w, conn = setup(args, tmp)
+    # No policy: libcuda's value goes through.
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 2048, 2048)
+    w.expect("gettime 0", ok("gettime t0") + " us=2048")
+    # POLICY before libcuda's SET_TIMESLICE: RM gets the policy value.
+    conn.send(policy(50, 0))
+    conn.barrier(1)
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 50, 2048)
+    w.expect("gettime 0", ok("gettime t0") + " us=50")
+    # The same through the XFER wrapper.
+    check(conn.command(2, OP_SET, TSGS[0], arg=2048)["err"] == 0, "SET 2048")
+    w.expect("gettime 0", ok("gettime t0") + " us=2048")
+    w.expect("settime 0 2048 x54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 50, 2048)
+    w.expect("gettime 0", ok("gettime t0") + " us=50")
+    # Copy TSGs follow copy_timeslice_us only.
+    w.expect("settime 1 1024 54", settime_line(1, 1024))
+    expect_tsg(conn, TSGS[1], 1024, 1024)
+    conn.send(policy(50, 100))
+    conn.barrier(3)
+    w.expect("settime 1 1024 x54", settime_line(1, 1024))
+    expect_tsg(conn, TSGS[1], 100, 1024)
+    w.expect("gettime 1", ok("gettime t1") + " us=100")
+    # A policy value RM refuses: the application sees RM's status for the
+    # call that was issued, and the TSG keeps its last accepted value.
+    conn.send(policy(2000000, 100))
+    conn.barrier(4)
+    w.expect("settime 0 2048 54", settime_line(0, 2048, status="0x1f"))
+    expect_tsg(conn, TSGS[0], 50, 2048)
+    w.expect("gettime 0", ok("gettime t0") + " us=50")
+    # Frees and close report the TSGs gone.
+    w.expect("free tsg 3 x00", "free tsg 3 ret=0 status=0x0")
+    conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[3] and d["h_client"] == CLIENT)
+    w.expect("close", "close ret=0")
+    for h in TSGS[:3]:
+        conn.take(TSG_GONE, lambda d, h=h: d["h_tsg"] == h)
+    w.finish()
+
+
+def sc_commands(args, tmp):
+    agent, w, conn = setup(args, tmp)
+    r = conn.command(1, OP_SET, TSGS[0], arg=300)
+    check(r["err"] == 0 and r["rm_status"] == 0 and r["value"] == 300, "SET: %r" % r)
+    check(r["elapsed_ns"] > 0, "elapsed_ns: %r" % r)
+    w.expect("gettime 0", ok("gettime t0") + " us=300")
+    r = conn.command(2, OP_GET, TSGS[0])
+    check(r["err"] == 0 and r["rm_status"] == 0 and r["value"] == 300, "GET: %r" % r)
+    r = conn.command(3, OP_PREEMPT, TSGS[0], arg=1)
+    check(r["err"] == 0 and r["rm_status"] == 0 and r["value"] == 1, "PREEMPT: %r" % r)
+    r = conn.command(4, OP_INTERLEAVE, TSGS[1], arg=2)
+    check(r["err"] == 0 and r["rm_status"] == 0x1B and r["value"] == 2, "INTERLEAVE: %r" % r)
+    r = conn.command(5, OP_SET, NO_TSG, arg=5)
+    check(r["err"] == ERR_UNKNOWN_TSG, "unknown TSG: %r" % r)
+    r = conn.command(6, OP_GET, TSGS[0], client=CLIENT + 1)
+    check(r["err"] == ERR_UNKNOWN_TSG, "TSG of another client: %r" % r)
+    r = conn.command(7, OP_SET, TSGS[0], deadline_us=0, arg=999)
+    check(r["err"] == ERR_EXPIRED, "expired: %r" % r)
+    w.expect("gettime 0", ok("gettime t0") + " us=300")
+    for seq, op, arg in [(8, 9, 0), (9, 0, 0), (10, OP_INTERLEAVE, 3), (11, OP_PREEMPT, 2),
+                         (12, OP_SET, 1 << 32)]:
+        r = conn.command(seq, op, TSGS[0], arg=arg)
+        check(r["err"] == ERR_BAD_OP, "bad op %d arg %d: %r" % (op, arg, r))
+    w.expect("gettime 0", ok("gettime t0") + " us=300")
+    # An application closing every fd it does not know about does not see
+    # (or break) the library's own.
+    w.expect("closefds", "closefds closed=0")
+    r = conn.command(13, OP_GET, TSGS[0])
+    check(r["err"] == 0 and r["value"] == 300, "GET after closefds: %r" % r)
+    w.finish()
+
+
+def sc_garbage(args, tmp):
+    agent, w, conn = setup(args, tmp, GPUQOS_LOG="debug")
+    conn.send(policy(50, 0))
+    conn.barrier(1)
+    set7 = command(2, OP_SET, CLIENT, TSGS[0], arg=7)
+    bad = [
+        hdr(POLICY, magic=0x12345678) + policy_body(7, 7),  # bad magic
+        policy(7, 7)[:10],                                  # truncated header
+        policy(7, 7)[:20],                                  # truncated body
+        hdr(POLICY, length=40) + policy_body(7, 7),         # length lies
+        hdr(POLICY, version=2) + policy_body(7, 7),         # other version
+        HDR.pack(MAGIC, VERSION, 99, 32, 0) + policy_body(7, 7),  # unknown type
+        policy(7, 7) + b"\0" * 268,                         # oversize
+        b"",                                                # empty
+        set7[:-8],                                          # truncated command
+        set7 + b"\0" * 8,                                   # command too long
+        hdr(HELLO) + b"\0" * 32,                            # not for P
+        hdr(RESULT, 2) + b"\0" * 40,                        # not for P
+    ]
+    for b in bad:
+        conn.send(b)
+    conn.barrier(3)
+    check(not any(d["type"] == RESULT for d in conn.pending), "answered garbage: %r" % conn.pending)
+    # The application's results are what the last valid POLICY says.
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 50, 2048)
+    w.expect("gettime 0", ok("gettime t0") + " us=50")
+    log = w.finish()
+    for reason in ["bad magic", "shorter than a header", "length does not match type",
+                   "unsupported protocol version", "unknown message type",
+                   "not one the node agent sends"]:
+        check(reason in log, "no log line for %r in %r" % (reason, log))
+
+
+def sc_reconnect(args, tmp):
+    agent, w, conn = setup(args, tmp, FAKE_RM_ALLOW_NICE="1")
+    conn.send(policy(50, 0))
+    conn.barrier(1)
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 50, 2048)
+    r = conn.command(2, OP_INTERLEAVE, TSGS[1], arg=0)
+    check(r["err"] == 0 and r["rm_status"] == 0, "INTERLEAVE as CAP_SYS_NICE: %r" % r)
+    w.expect("free tsg 3 00", "free tsg 3 ret=0 status=0x0")
+    conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[3])
+    conn.close()
+    agent.close()
+    # With the agent gone, libcuda's own values stand again (fail open).
+    deadline = time.monotonic() + 5
+    while True:
+        w.expect("settime 0 2048 54", settime_line(0, 2048))
+        if w.step("gettime 0") == ok("gettime t0") + " us=2048":
+            break
+        check(time.monotonic() < deadline, "policy survived the agent")
+        time.sleep(0.01)
+    agent = Agent(agent.path)
+    conn = agent.accept(timeout=8)
+    hello = conn.take(HELLO)
+    check(hello["flags"] & F_RECONNECT and hello["ntsg"] == 3, "HELLO: %r" % hello)
+    check(hello["pid"] == w.p.pid, "HELLO pid: %r" % hello)
+    expect_tsg(conn, TSGS[0], 2048, 2048)
+    t1 = conn.take(TSG, lambda d: d["h_tsg"] == TSGS[1])
+    check(t1["interleave"] == 0, "interleave kept: %r" % t1)
+    conn.take(TSG, lambda d: d["h_tsg"] == TSGS[2])
+    check(conn.take(SYNCED)["ntsg"] == 3, "SYNCED after reconnect")
+    check(not any(d["type"] == TSG for d in conn.pending), "extra TSGs: %r" % conn.pending)
+    conn.send(policy(0, 0))
+    w.expect("tsg 0 12 64", ok("tsg h=0x5e000005 engine=12"))
+    conn.take(TSG, lambda d: d["h_tsg"] == 0x5E000005)
+    w.finish()
+
+
+def sc_fork(args, tmp):
+    agent, w, conn = setup(args, tmp)
+    flag = os.path.join(tmp, "child-may-exit")
+    w.expect("fork " + flag, "fork ok")
+    child = agent.accept()
+    hello = child.take(HELLO)
+    check(hello["flags"] == 0 and hello["pid"] not in (0, w.p.pid), "child HELLO: %r" % hello)
+    check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
+    child.take(SYNCED)
+    t = child.take(TSG)
+    check(t["h_tsg"] == CHILD_TSG and t["h_client"] != CLIENT and t["device_instance"] == 1,
+          "child TSG: %r" % t)
+    child.barrier(1)
+    check(not any(d["type"] == TSG for d in child.pending), "child sent %r" % child.pending)
+    open(flag, "w").close()
+    w.expect("wait", "child exit=0")
+    conn.barrier(1)
+    check(not any(d["type"] == TSG for d in conn.pending), "parent sent %r" % conn.pending)
+    w.finish()
+
+
+FAILOPEN_SCRIPT = "\n".join([
+    "open", "client 64", "device 0 0 64", "tsg 0 1 64", "tsg 0 11 21", "tsg 0 12 x64",
+    "tsg 0 13 x21", "settime 0 2048 54", "settime 0 2048 x54", "gettime 0",
+    "settime 1 1024 54", "gettime 1", "interleave 0 2", "other", "nonrm",
+    "free tsg 3 x00", "free device 0 00", "client x21", "free client 1 00", "closefds", "close",
+    "exit", ""])
+
+
+def run_script(args, tmp, env):
+    p = subprocess.run([args.workload, os.path.join(tmp, "fake-nvidiactl")],
+                       input=FAILOPEN_SCRIPT.encode(), capture_output=True, env=env, timeout=10)
+    return p.returncode, p.stdout, p.stderr
+
+
+def sc_failopen(args, tmp):
+    env = base_env()
+    env["LD_PRELOAD"] = args.fake
+    want = run_script(args, tmp, env)
+    check(want[0] == 0 and b"gettime t0 ret=0 status=0x0 us=2048" in want[1],
+          "baseline run: %r" % (want,))
+    regular = os.path.join(tmp, "not-a-socket")
+    open(regular, "w").close()
+    silent = os.path.join(tmp, "silent.sock")
+    never_accepts = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    never_accepts.bind(silent)
+    never_accepts.listen(1)
+    runs = {
+        "no socket": (preload_env(args, os.path.join(tmp, "absent.sock")), False),
+        "not a socket": (preload_env(args, regular), False),
+        "agent never accepts": (preload_env(args, silent), False),
+        "logging": (preload_env(args, os.path.join(tmp, "absent.sock"), GPUQOS_LOG="debug"), True),
+    }
+    for name, (env, logs) in runs.items():
+        rc, out, err = run_script(args, tmp, env)
+        check(rc == want[0], "%s: exit code %d, want %d" % (name, rc, want[0]))
+        check(out == want[1], "%s: stdout differs:\n%r\n%r" % (name, out, want[1]))
+        if logs:
+            check(b"gpuqos-preempt[" in err, "%s: no log on stderr" % name)
+        else:
+            check(err == b"", "%s: stderr %r" % (name, err))
+    never_accepts.close()
+
+
+def sc_trace(args, tmp):
+    env = base_env()
+    env["LD_PRELOAD"] = args.fake
+    want = run_script(args, tmp, env)
+    env = preload_env(args, os.path.join(tmp, "absent.sock"),
+                      GPUQOS_TRACE=os.path.join(tmp, "trace-%p.jsonl"))
+    p = subprocess.Popen([args.workload, os.path.join(tmp, "fake-nvidiactl")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    out, _ = p.communicate(FAILOPEN_SCRIPT.encode(), timeout=10)
+    check(p.returncode == 0 and out == want[1], "traced run changed stdout: %r" % out)
+    with open(os.path.join(tmp, "trace-%d.jsonl" % p.pid)) as f:
+        recs = [json.loads(line) for line in f]
+    common = {"seq", "tNs", "tid", "fd", "request", "xfer", "kind", "ret", "errno"}
+    for r in recs:
+        check(common <= set(r), "record lacks fields: %r" % r)
+    seqs = [r["seq"] for r in recs]
+    check(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "seq order: %r" % seqs)
+    allocs = [r for r in recs if r["kind"] == "alloc"]
+    check([r["hClass"] for r in allocs] == ["0x41", "0x80"] + ["0xa06c"] * 4 + ["0x41"],
+          "allocs: %r" % allocs)
+    check(allocs[0]["hNew"] == "0xc1d00000" and allocs[0]["status"] == 0, "client: %r" % allocs[0])
+    check([r["xfer"] for r in allocs[2:6]] == [False, False, True, True], "xfer flags")
+    check(allocs[1]["params"][:8] == "00000000" and allocs[1]["paramsSize"] == 56, "device")
+    for i, r in enumerate(allocs[2:6]):
+        check(len(r["params"]) == 40 and r["params"][24:32] == "%02x000000" % ENGINES[i],
+              "TSG params: %r" % r)
+    ctls = [r for r in recs if r["kind"] == "control"]
+    sets = [r for r in ctls if r["cmd"] == "0xa06c0103"]
+    check(len(sets) == 3 and sets[0]["params"] == "0008000000000000"
+          and sets[0]["paramsOut"] == sets[0]["params"] and sets[0]["status"] == 0,
+          "SET_TIMESLICE: %r" % sets)
+    check([r["xfer"] for r in sets] == [False, True, False], "SET forms: %r" % sets)
+    gets = [r for r in ctls if r["cmd"] == "0xa06c0104"]
+    check(gets[0]["params"] == "0000000000000000" and gets[0]["paramsOut"] == "0008000000000000",
+          "GET: %r" % gets)
+    il = [r for r in ctls if r["cmd"] == "0xa06c0107"]
+    check(len(il) == 1 and il[0]["status"] == 0x1B, "interleave: %r" % il)
+    frees = [r for r in recs if r["kind"] == "free"]
+    check([r["hOld"] for r in frees] == ["0x5e000004", "0x5e000000", "0xc1d00001"],
+          "frees: %r" % frees)
+    other = [r for r in recs if r["kind"] == "other"]
+    check(len(other) == 1 and other[0]["request"] == "0xc0084657" and other[0]["size"] == 8
+          and other[0]["ret"] == -1 and other[0]["errno"] == 25, "other: %r" % other)
+    check(len(recs) == len(allocs) + len(ctls) + len(frees) + 1, "FIONREAD was traced")
+
+
+def sc_symbols(args, tmp):
+    dyn = subprocess.run([args.readelf, "-d", args.lib], capture_output=True, text=True,
+                         check=True).stdout
+    needed = [l.split("[")[1].split("]")[0] for l in dyn.splitlines() if "(NEEDED)" in l]
+    allowed = {"libc.so.6", "libpthread.so.0", "libdl.so.2"}
+    bad = [n for n in needed if n not in allowed and not n.startswith("ld-linux")]
+    check(needed and not bad, "NEEDED beyond libc/libpthread/libdl: %r" % needed)
+    syms = subprocess.run([args.readelf, "-W", "--dyn-syms", args.lib], capture_output=True,
+                          text=True, check=True).stdout
+    exported = set()
+    for line in syms.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[4] in ("GLOBAL", "WEAK") and f[6] != "UND":
+            exported.add(f[7].split("@")[0])
+    check(exported == {"ioctl", "close"}, "exported symbols: %r" % sorted(exported))
+
+
+SCENARIOS = {
+    "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
+    "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
+    "trace": sc_trace, "symbols": sc_symbols,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for opt in ("--lib", "--fake", "--workload", "--readelf"):
+        ap.add_argument(opt, required=True)
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpuqos-preempt-") as tmp:
+        try:
+            SCENARIOS[args.scenario](args, tmp)
+        except Fail as e:
+            print("FAIL %s: %s" % (args.scenario, e))
+            return 1
+        finally:
+            for w in WORKLOADS:
+                w.kill()
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

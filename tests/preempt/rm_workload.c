@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rm_workload.c - a test program that talks to the RM the way libcuda does,
+ * one step per line read from stdin, so a test can interleave its steps
+ * with what it tells the preempt agent.
+ *
+ * Owns: issuing allocs, controls and frees in every form (NVOS21, NVOS64,
+ * NVOS54, the XFER wrapper) and printing exactly one line of results per
+ * step on stdout. Does not own: the RM (libfake_rm.so or a GPU) or any
+ * gpuqos logic. Its stdout must be byte-identical with and without the
+ * preempt agent, so it prints no fds or pids.
+ *
+ * Usage: rm_workload CTL_PATH < steps
+ *   open                       open CTL_PATH (the fake control device)
+ *   client FORM                allocate a client (FORM: 21 64 x21 x64)
+ *   device CLIENT ID FORM      NV01_DEVICE_0 with deviceId ID
+ *   tsg DEVICE ENGINE FORM     a channel group with engineType ENGINE
+ *   settime TSG US FORM        SET_TIMESLICE as libcuda does (FORM: 54 x54)
+ *   gettime TSG                GET_TIMESLICE
+ *   interleave TSG LEVEL       SET_INTERLEAVE_LEVEL
+ *   free tsg|device|client N FORM   (FORM: 00 x00)
+ *   other | nonrm | close | exit
+ *   closefds                   close every fd from 3 to 1023 but CTL_PATH's,
+ *                              as daemons do; prints how many were open
+ *   fork FLAGFILE              child: client, device 1, tsg 1, then waits
+ *                              for FLAGFILE to exist and exits 0
+ *   wait                       wait for the child
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/rm_abi.h"
+
+#define W_MAX 64
+/* Put in every status word before a call: the RM (or whoever answers in its
+ * place) must overwrite it. */
+#define W_STATUS_UNSET 0xeeu
+
+static const char *ctl_path;
+static int ctl = -1;
+static rm_handle clients[W_MAX], devices[W_MAX], dev_client[W_MAX];
+static rm_handle tsgs[W_MAX], tsg_client[W_MAX];
+static int nclient, ndevice, ntsg;
+static rm_handle next_handle = 0x5e000000u;
+static pid_t child = -1;
+
+static rm_u64 ptr(const void *p)
+{
+	return (rm_u64)(uintptr_t)p;
+}
+
+/* Issue a decoded call directly, or wrapped in an XFER when xfer. */
+static int rm_call(unsigned long request, unsigned esc, void *block, unsigned size, int xfer)
+{
+	struct rm_xfer x = { .cmd = esc, .size = size, .ptr = ptr(block) };
+
+	return xfer ? ioctl(ctl, RM_IOCTL_XFER, &x) : ioctl(ctl, request, block);
+}
+
+/* Returns the RM status; *ret gets ioctl()'s result. */
+static rm_u32 rm_alloc(const char *form, rm_handle root, rm_handle parent, rm_handle *h,
+		       rm_u32 cls, void *params, rm_u32 size, int *ret)
+{
+	int xfer = form[0] == 'x';
+
+	if (strcmp(form + xfer, "64") == 0) {
+		struct rm_alloc64_params p = { .hRoot = root, .hObjectParent = parent,
+					       .hObjectNew = *h, .hClass = cls,
+					       .pAllocParms = ptr(params), .paramsSize = size,
+					       .status = W_STATUS_UNSET };
+
+		*ret = rm_call(RM_IOCTL_ALLOC64, RM_ESC_ALLOC, &p, sizeof(p), xfer);
+		*h = p.hObjectNew;
+		return p.status;
+	}
+	struct rm_alloc21_params p = { .hRoot = root, .hObjectParent = parent, .hObjectNew = *h,
+				       .hClass = cls, .pAllocParms = ptr(params),
+				       .paramsSize = size, .status = W_STATUS_UNSET };
+
+	*ret = rm_call(RM_IOCTL_ALLOC21, RM_ESC_ALLOC, &p, sizeof(p), xfer);
+	*h = p.hObjectNew;
+	return p.status;
+}
+
+static rm_u32 rm_control(int xfer, rm_handle client, rm_handle obj, rm_u32 cmd, void *params,
+			 rm_u32 size, int *ret)
+{
+	struct rm_control_params p = { .hClient = client, .hObject = obj, .cmd = cmd,
+				       .params = ptr(params), .paramsSize = size,
+				       .status = W_STATUS_UNSET };
+
+	*ret = rm_call(RM_IOCTL_CONTROL, RM_ESC_CONTROL, &p, sizeof(p), xfer);
+	return p.status;
+}
+
+static int idx(const char *s, int n)
+{
+	int i = atoi(s);
+
+	if (i < 0 || i >= n) {
+		printf("bad index %s\n", s);
+		exit(2);
+	}
+	return i;
+}
+
+static void do_client(const char *form)
+{
+	rm_handle h = 0;
+	int ret;
+	rm_u32 st = rm_alloc(form, 0, 0, &h, RM_CLASS_ROOT_CLIENT, NULL, 0, &ret);
+
+	if (ret == 0 && st == 0)
+		clients[nclient++] = h;
+	printf("client h=0x%x ret=%d status=0x%x\n", h, ret, st);
+}
+
+static void do_device(int c, rm_u32 id, const char *form)
+{
+	struct rm_device_alloc a = { .deviceId = id };
+	rm_handle h = next_handle++;
+	int ret;
+	rm_u32 st = rm_alloc(form, clients[c], clients[c], &h, RM_CLASS_DEVICE, &a, sizeof(a), &ret);
+
+	if (ret == 0 && st == 0) {
+		dev_client[ndevice] = clients[c];
+		devices[ndevice++] = h;
+	}
+	printf("device h=0x%x ret=%d status=0x%x\n", h, ret, st);
+}
+
+static void do_tsg(int d, rm_u32 engine, const char *form)
+{
+	struct rm_tsg_alloc a = { .engineType = engine };
+	rm_handle h = next_handle++;
+	int ret;
+	rm_u32 st = rm_alloc(form, dev_client[d], devices[d], &h, RM_CLASS_TSG, &a, sizeof(a), &ret);
+
+	if (ret == 0 && st == 0) {
+		tsg_client[ntsg] = dev_client[d];
+		tsgs[ntsg++] = h;
+	}
+	printf("tsg h=0x%x engine=%u ret=%d status=0x%x\n", h, engine, ret, st);
+}
+
+static void do_settime(int t, rm_u64 us, const char *form)
+{
+	struct rm_tsg_timeslice ts = { .timesliceUs = us };
+	int ret;
+	rm_u32 st = rm_control(form[0] == 'x', tsg_client[t], tsgs[t], RM_CTRL_TSG_SET_TIMESLICE,
+			       &ts, sizeof(ts), &ret);
+
+	/* params_after shows the application's memory was left alone. */
+	printf("settime t%d ret=%d status=0x%x params_after=%llu\n", t, ret, st,
+	       (unsigned long long)ts.timesliceUs);
+}
+
+static void do_gettime(int t)
+{
+	struct rm_tsg_timeslice ts = { 0 };
+	int ret;
+	rm_u32 st = rm_control(0, tsg_client[t], tsgs[t], RM_CTRL_TSG_GET_TIMESLICE, &ts,
+			       sizeof(ts), &ret);
+
+	printf("gettime t%d ret=%d status=0x%x us=%llu\n", t, ret, st,
+	       (unsigned long long)ts.timesliceUs);
+}
+
+static void do_interleave(int t, rm_u32 level)
+{
+	struct rm_tsg_interleave il = { .tsgInterleaveLevel = level };
+	int ret;
+	rm_u32 st = rm_control(0, tsg_client[t], tsgs[t], RM_CTRL_TSG_SET_INTERLEAVE, &il,
+			       sizeof(il), &ret);
+
+	printf("interleave t%d ret=%d status=0x%x\n", t, ret, st);
+}
+
+static void do_free(const char *what, const char *n, const char *form)
+{
+	struct rm_free_params p = { .status = W_STATUS_UNSET };
+	int ret, i;
+
+	if (strcmp(what, "client") == 0) {
+		i = idx(n, nclient);
+		p.hRoot = p.hObjectParent = p.hObjectOld = clients[i];
+	} else if (strcmp(what, "device") == 0) {
+		i = idx(n, ndevice);
+		p.hRoot = p.hObjectParent = dev_client[i];
+		p.hObjectOld = devices[i];
+	} else {
+		i = idx(n, ntsg);
+		p.hRoot = tsg_client[i];
+		p.hObjectOld = tsgs[i];
+	}
+	ret = rm_call(RM_IOCTL_FREE, RM_ESC_FREE, &p, sizeof(p), form[0] == 'x');
+	printf("free %s %d ret=%d status=0x%x\n", what, i, ret, p.status);
+}
+
+static void do_other(void)
+{
+	rm_u64 v = 0;
+	/* An 'F' ioctl the preempt agent does not decode. */
+	int ret = ioctl(ctl, RM_IOWR(0x57, sizeof(v)), &v);
+
+	printf("other ret=%d errno=%d\n", ret, ret == 0 ? 0 : errno);
+}
+
+static void do_nonrm(void)
+{
+	int n = -1;
+	int ret = ioctl(ctl, FIONREAD, &n);
+
+	printf("nonrm ret=%d n=%d\n", ret, n);
+}
+
+static void do_closefds(void)
+{
+	int n = 0;
+
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != ctl && close(fd) == 0)
+			n++;
+	printf("closefds closed=%d\n", n);
+}
+
+static void child_main(const char *flag)
+{
+	struct timespec ms = { .tv_nsec = 5000000 };
+	struct stat st;
+
+	next_handle = 0x7c000000u;
+	fflush(stdout);
+	/* The child's lines would interleave with the parent's: silence them. */
+	if (freopen("/dev/null", "w", stdout) == NULL)
+		_exit(4);
+	do_client("64");
+	do_device(nclient - 1, 1, "64");
+	do_tsg(ndevice - 1, 1, "64");
+	for (int i = 0; i < 2000; i++) {
+		if (stat(flag, &st) == 0)
+			_exit(ntsg > 0 ? 0 : 5);
+		nanosleep(&ms, NULL);
+	}
+	_exit(3);
+}
+
+static void do_fork(const char *flag)
+{
+	fflush(stdout);
+	child = fork();
+	if (child == 0)
+		child_main(flag);
+	printf("fork %s\n", child > 0 ? "ok" : "failed");
+}
+
+static void do_wait(void)
+{
+	int status = 0;
+
+	if (child <= 0 || waitpid(child, &status, 0) != child) {
+		printf("wait failed\n");
+		return;
+	}
+	printf("child exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+}
+
+static void step(int argc, char **a)
+{
+	const char *cmd = a[0];
+
+	if (strcmp(cmd, "open") == 0) {
+		ctl = open(ctl_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		printf("open %s\n", ctl >= 0 ? "ok" : "failed");
+	} else if (strcmp(cmd, "client") == 0 && argc == 2) {
+		do_client(a[1]);
+	} else if (strcmp(cmd, "device") == 0 && argc == 4) {
+		do_device(idx(a[1], nclient), (rm_u32)atoi(a[2]), a[3]);
+	} else if (strcmp(cmd, "tsg") == 0 && argc == 4) {
+		do_tsg(idx(a[1], ndevice), (rm_u32)atoi(a[2]), a[3]);
+	} else if (strcmp(cmd, "settime") == 0 && argc == 4) {
+		do_settime(idx(a[1], ntsg), strtoull(a[2], NULL, 0), a[3]);
+	} else if (strcmp(cmd, "gettime") == 0 && argc == 2) {
+		do_gettime(idx(a[1], ntsg));
+	} else if (strcmp(cmd, "interleave") == 0 && argc == 3) {
+		do_interleave(idx(a[1], ntsg), (rm_u32)atoi(a[2]));
+	} else if (strcmp(cmd, "free") == 0 && argc == 4) {
+		do_free(a[1], a[2], a[3]);
+	} else if (strcmp(cmd, "other") == 0) {
+		do_other();
+	} else if (strcmp(cmd, "nonrm") == 0) {
+		do_nonrm();
+	} else if (strcmp(cmd, "closefds") == 0) {
+		do_closefds();
+	} else if (strcmp(cmd, "close") == 0) {
+		printf("close ret=%d\n", close(ctl));
+	} else if (strcmp(cmd, "fork") == 0 && argc == 2) {
+		do_fork(a[1]);
+	} else if (strcmp(cmd, "wait") == 0) {
+		do_wait();
+	} else if (strcmp(cmd, "exit") == 0) {
+		exit(0);
+	} else {
+		printf("unknown step %s\n", cmd);
+		exit(2);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char line[256];
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s CTL_PATH < steps\n", argv[0]);
+		return 2;
+	}
+	ctl_path = argv[1];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		char *a[8];
+		int n = 0;
+
+		for (char *t = strtok(line, " \t\n"); t != NULL && n < 8; t = strtok(NULL, " \t\n"))
+			a[n++] = t;
+		if (n > 0)
+			step(n, a);
+	}
+	return 0;
+}

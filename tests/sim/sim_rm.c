@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sim_rm.c - the simulated resource manager (see sim_rm.h).
+ *
+ * Owns: files, clients, objects and every RM status decided from them.
+ * Does not own: anything that touches a caller's memory or the clock.
+ * Scale is a few hundred objects, so plain arrays and linear scans keep
+ * it obviously right; one mutex serialises every call like the RM's API
+ * lock does.
+ */
+#include "sim_rm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_TIMESLICE_MAX_US 1000000u /* the largest value measured as accepted */
+#define SIM_TSG_INITIAL_TIMESLICE_US 1024u
+#define SIM_ENGINE_TYPE_LAST 0x40u /* engine types at or above are invalid */
+
+struct sim_obj {
+	rm_handle handle;
+	rm_handle parent; /* the client handle for objects directly under it */
+	rm_u32 cls;
+	rm_u32 device_id;   /* devices */
+	rm_u32 engine_type; /* TSGs */
+	rm_u64 timeslice_us;
+	rm_u32 interleave;
+	int interleave_set;
+	rm_u64 timeslice_sets;
+	rm_u64 preempts;
+	rm_u64 preempt_waits;
+	int gpfifo_enabled;
+	rm_u64 gpfifo_schedules;
+};
+
+struct sim_client {
+	rm_handle handle;
+	rm_u32 cls;
+	uint64_t fh; /* the open file description that allocated it */
+	struct sim_obj *objs;
+	size_t nobjs, capobjs;
+	rm_handle next_generated;
+};
+
+struct sim_file {
+	uint64_t id;
+	pid_t opener;
+};
+
+struct sim_rm {
+	pthread_mutex_t lock;
+	unsigned gpus;
+	struct sim_client *clients;
+	size_t nclients, capclients;
+	struct sim_file *files;
+	size_t nfiles, capfiles;
+	uint64_t next_file;
+	rm_handle next_client;
+};
+
+/* Grow an array of elem-sized items to hold one more; -1 on ENOMEM. */
+static int sim_grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *p = realloc(*arr, ncap * elem);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+struct sim_rm *sim_rm_new(unsigned gpus)
+{
+	struct sim_rm *rm = calloc(1, sizeof(*rm));
+	if (!rm)
+		return NULL;
+	if (pthread_mutex_init(&rm->lock, NULL) != 0) {
+		free(rm);
+		return NULL;
+	}
+	rm->gpus = gpus;
+	rm->next_file = 1;
+	rm->next_client = RM_CLIENT_HANDLE_BASE;
+	return rm;
+}
+
+static void sim_client_clear(struct sim_client *cl)
+{
+	free(cl->objs);
+	cl->objs = NULL;
+	cl->nobjs = cl->capobjs = 0;
+}
+
+void sim_rm_destroy(struct sim_rm *rm)
+{
+	if (!rm)
+		return;
+	for (size_t i = 0; i < rm->nclients; i++)
+		sim_client_clear(&rm->clients[i]);
+	free(rm->clients);
+	free(rm->files);
+	pthread_mutex_destroy(&rm->lock);
+	free(rm);
+}
+
+/* ---------------- lookups (lock held) ---------------- */
+
+static struct sim_client *sim_find_client(struct sim_rm *rm, rm_handle h)
+{
+	for (size_t i = 0; i < rm->nclients; i++)
+		if (rm->clients[i].handle == h)
+			return &rm->clients[i];
+	return NULL;
+}
+
+static struct sim_obj *sim_find_obj(struct sim_client *cl, rm_handle h)
+{
+	for (size_t i = 0; i < cl->nobjs; i++)
+		if (cl->objs[i].handle == h)
+			return &cl->objs[i];
+	return NULL;
+}
+
+/* The ownership rule measured on the real driver: a client is usable only
+ * through the open file description that allocated it (0x23 otherwise). */
+static struct sim_client *sim_owned_client(struct sim_rm *rm, const struct sim_call *c,
+					   rm_handle h)
+{
+	struct sim_client *cl = sim_find_client(rm, h);
+	return (cl && cl->fh == c->fh) ? cl : NULL;
+}
+
+static int sim_handle_in_use(struct sim_client *cl, rm_handle h)
+{
+	return h == cl->handle || sim_find_obj(cl, h) != NULL;
+}
+
+/* ---------------- files ---------------- */
+
+uint64_t sim_rm_file_open(struct sim_rm *rm, pid_t opener)
+{
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&rm->lock);
+	if (sim_grow((void **)&rm->files, &rm->capfiles, rm->nfiles, sizeof(*rm->files)) == 0) {
+		id = rm->next_file++;
+		rm->files[rm->nfiles++] = (struct sim_file){ .id = id, .opener = opener };
+	}
+	pthread_mutex_unlock(&rm->lock);
+	return id;
+}
+
+static void sim_remove_client_at(struct sim_rm *rm, size_t i)
+{
+	sim_client_clear(&rm->clients[i]);
+	memmove(&rm->clients[i], &rm->clients[i + 1],
+		(rm->nclients - i - 1) * sizeof(*rm->clients));
+	rm->nclients--;
+}
+
+void sim_rm_file_release(struct sim_rm *rm, uint64_t fh)
+{
+	pthread_mutex_lock(&rm->lock);
+	for (size_t i = rm->nclients; i-- > 0;)
+		if (rm->clients[i].fh == fh)
+			sim_remove_client_at(rm, i);
+	for (size_t i = 0; i < rm->nfiles; i++) {
+		if (rm->files[i].id != fh)
+			continue;
+		memmove(&rm->files[i], &rm->files[i + 1],
+			(rm->nfiles - i - 1) * sizeof(*rm->files));
+		rm->nfiles--;
+		break;
+	}
+	pthread_mutex_unlock(&rm->lock);
+}
+
+/* ---------------- alloc ---------------- */
+
+rm_u32 sim_rm_alloc_params_len(rm_u32 cls, rm_u32 paramsSize)
+{
+	if (cls == RM_CLASS_DEVICE)
+		return sizeof(struct rm_device_alloc);
+	if (cls == RM_CLASS_TSG)
+		return sizeof(struct rm_tsg_alloc);
+	return paramsSize;
+}
+
+static rm_u32 sim_alloc_client(struct sim_rm *rm, const struct sim_call *c,
+			       struct rm_alloc_view *v)
+{
+	rm_handle h = v->hObjectNew;
+
+	if (h == 0) {
+		/* Generated like the real RM: upward from 0xc1d00000, skipping
+		 * handles in use. */
+		for (unsigned tries = 0; tries < 0x100000u; tries++) {
+			h = rm->next_client++;
+			if ((rm->next_client & 0xfff00000u) != RM_CLIENT_HANDLE_BASE)
+				rm->next_client = RM_CLIENT_HANDLE_BASE;
+			if (!sim_find_client(rm, h))
+				break;
+			h = 0;
+		}
+		if (h == 0)
+			return RM_ERR_INVALID_OBJECT_NEW;
+	} else if (sim_find_client(rm, h)) {
+		return RM_ERR_INVALID_OBJECT_NEW;
+	}
+	if (sim_grow((void **)&rm->clients, &rm->capclients, rm->nclients, sizeof(*rm->clients)))
+		return RM_ERR_INVALID_OBJECT_NEW;
+	rm->clients[rm->nclients++] = (struct sim_client){
+		.handle = h, .cls = v->hClass, .fh = c->fh,
+		.next_generated = SIM_OBJECT_HANDLE_BASE,
+	};
+	v->hObjectNew = h;
+	return RM_OK;
+}
+
+/* Which classes a parent of class pcls may hold; 0 = any parent will do. */
+static int sim_parent_ok(rm_u32 cls, rm_u32 pcls, int parent_is_client)
+{
+	switch (cls) {
+	case RM_CLASS_DEVICE:
+		return parent_is_client;
+	case RM_CLASS_SUBDEVICE:
+	case RM_CLASS_TSG:
+		return !parent_is_client && pcls == RM_CLASS_DEVICE;
+	default:
+		if (rm_class_is_channel(cls))
+			return !parent_is_client && (pcls == RM_CLASS_TSG || pcls == RM_CLASS_DEVICE);
+		return 1;
+	}
+}
+
+/* Class-specific construction from the allocation parameters. */
+static rm_u32 sim_construct(struct sim_rm *rm, struct sim_obj *o, const void *ap, size_t aplen)
+{
+	if (o->cls == RM_CLASS_DEVICE) {
+		struct rm_device_alloc d;
+		if (!ap || aplen < sizeof(d))
+			return RM_ERR_INVALID_ARGUMENT;
+		memcpy(&d, ap, sizeof(d));
+		if (d.deviceId >= rm->gpus)
+			return RM_ERR_INVALID_ARGUMENT;
+		o->device_id = d.deviceId;
+	} else if (o->cls == RM_CLASS_TSG) {
+		struct rm_tsg_alloc t;
+		if (!ap || aplen < sizeof(t))
+			return RM_ERR_INVALID_ARGUMENT;
+		memcpy(&t, ap, sizeof(t));
+		if (t.engineType >= SIM_ENGINE_TYPE_LAST)
+			return RM_ERR_INVALID_ARGUMENT;
+		o->engine_type = t.engineType ? t.engineType : RM_ENGINE_GR0;
+		o->timeslice_us = SIM_TSG_INITIAL_TIMESLICE_US;
+		o->interleave = RM_INTERLEAVE_MEDIUM;
+	}
+	return RM_OK;
+}
+
+static rm_handle sim_generate_handle(struct sim_client *cl)
+{
+	for (unsigned tries = 0; tries < 0x100000u; tries++) {
+		rm_handle h = cl->next_generated++;
+		if (!sim_handle_in_use(cl, h))
+			return h;
+	}
+	return 0;
+}
+
+static rm_u32 sim_alloc_object(struct sim_rm *rm, struct sim_client *cl,
+			       struct rm_alloc_view *v, const void *ap, size_t aplen)
+{
+	int parent_is_client = v->hObjectParent == cl->handle;
+	struct sim_obj *parent = parent_is_client ? NULL : sim_find_obj(cl, v->hObjectParent);
+
+	if (!parent_is_client && !parent)
+		return RM_ERR_INVALID_OBJECT_PARENT;
+	if (!sim_parent_ok(v->hClass, parent ? parent->cls : cl->cls, parent_is_client))
+		return RM_ERR_INVALID_OBJECT_PARENT;
+	rm_handle h = v->hObjectNew ? v->hObjectNew : sim_generate_handle(cl);
+	if (h == 0 || sim_handle_in_use(cl, h))
+		return RM_ERR_INVALID_OBJECT_NEW;
+
+	struct sim_obj o = { .handle = h, .parent = v->hObjectParent, .cls = v->hClass };
+	rm_u32 st = sim_construct(rm, &o, ap, aplen);
+	if (st != RM_OK)
+		return st;
+	if (sim_grow((void **)&cl->objs, &cl->capobjs, cl->nobjs, sizeof(*cl->objs)))
+		return RM_ERR_INVALID_OBJECT_NEW;
+	cl->objs[cl->nobjs++] = o;
+	v->hObjectNew = h;
+	return RM_OK;
+}
+
+rm_u32 sim_rm_alloc(struct sim_rm *rm, const struct sim_call *c, struct rm_alloc_view *v,
+		    const void *ap, size_t aplen)
+{
+	rm_u32 st;
+
+	pthread_mutex_lock(&rm->lock);
+	if (rm_class_is_client(v->hClass)) {
+		st = sim_alloc_client(rm, c, v);
+	} else {
+		struct sim_client *cl = sim_owned_client(rm, c, v->hRoot);
+		st = cl ? sim_alloc_object(rm, cl, v, ap, aplen) : RM_ERR_INVALID_CLIENT;
+	}
+	pthread_mutex_unlock(&rm->lock);
+	return st;
+}
+
+/* ---------------- free ---------------- */
+
+/* Remove h and, repeatedly, every object whose parent is gone. */
+static void sim_free_subtree(struct sim_client *cl, rm_handle h)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < cl->nobjs; i++)
+		if (cl->objs[i].handle != h)
+			cl->objs[w++] = cl->objs[i];
+	cl->nobjs = w;
+
+	for (int changed = 1; changed;) {
+		changed = 0;
+		w = 0;
+		for (size_t i = 0; i < cl->nobjs; i++) {
+			struct sim_obj *o = &cl->objs[i];
+			if (o->parent == cl->handle || sim_find_obj(cl, o->parent))
+				cl->objs[w++] = *o;
+			else
+				changed = 1;
+		}
+		cl->nobjs = w;
+	}
+}
+
+rm_u32 sim_rm_free(struct sim_rm *rm, const struct sim_call *c, const struct rm_free_params *p)
+{
+	rm_u32 st = RM_OK;
+
+	pthread_mutex_lock(&rm->lock);
+	struct sim_client *cl = sim_owned_client(rm, c, p->hRoot);
+	if (!cl)
+		st = RM_ERR_INVALID_CLIENT;
+	else if (p->hObjectOld == p->hRoot)
+		sim_remove_client_at(rm, (size_t)(cl - rm->clients));
+	else if (!sim_find_obj(cl, p->hObjectOld))
+		st = RM_ERR_INVALID_OBJECT_HANDLE;
+	else
+		sim_free_subtree(cl, p->hObjectOld);
+	pthread_mutex_unlock(&rm->lock);
+	return st;
+}
+
+/* ---------------- controls ---------------- */
+
+static rm_u32 sim_tsg_control(struct sim_obj *t, const struct sim_call *c, rm_u32 cmd,
+			      void *params)
+{
+	switch (cmd) {
+	case RM_CTRL_TSG_SET_TIMESLICE: {
+		struct rm_tsg_timeslice *p = params;
+		if (p->timesliceUs > SIM_TIMESLICE_MAX_US)
+			return RM_ERR_INVALID_ARGUMENT;
+		t->timeslice_us = p->timesliceUs;
+		t->timeslice_sets++;
+		return RM_OK;
+	}
+	case RM_CTRL_TSG_GET_TIMESLICE: {
+		struct rm_tsg_timeslice *p = params;
+		p->timesliceUs = t->timeslice_us;
+		return RM_OK;
+	}
+	case RM_CTRL_TSG_SET_INTERLEAVE: {
+		struct rm_tsg_interleave *p = params;
+		if (!c->privileged)
+			return RM_ERR_INSUFFICIENT_PERMISSIONS;
+		if (p->tsgInterleaveLevel > RM_INTERLEAVE_HIGH)
+			return RM_ERR_INVALID_ARGUMENT;
+		t->interleave = p->tsgInterleaveLevel;
+		t->interleave_set = 1;
+		return RM_OK;
+	}
+	case RM_CTRL_TSG_PREEMPT: {
+		struct rm_tsg_preempt *p = params;
+		t->preempts++;
+		if (p->bWait)
+			t->preempt_waits++;
+		return RM_OK;
+	}
+	case RM_CTRL_TSG_GPFIFO_SCHEDULE: {
+		struct rm_tsg_gpfifo_schedule *p = params;
+		t->gpfifo_enabled = p->bEnable != 0;
+		t->gpfifo_schedules++;
+		return RM_OK;
+	}
+	default:
+		return RM_OK; /* other a06c controls replay as no-ops */
+	}
+}
+
+/* Checks in the order the RM makes them: client, object, method exists,
+ * parameter size; then an injected failure stands in for the method. */
+static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
+				 rm_handle hClient, rm_handle hObject, rm_u32 cmd, void *params,
+				 rm_u32 size, const struct sim_ctrl_inject *inj)
+{
+	struct sim_client *cl = sim_owned_client(rm, c, hClient);
+	if (!cl)
+		return RM_ERR_INVALID_CLIENT;
+	struct sim_obj *o = hObject == hClient ? NULL : sim_find_obj(cl, hObject);
+	if (hObject != hClient && !o)
+		return RM_ERR_INVALID_OBJECT_HANDLE;
+
+	int tsg_cmd = (cmd >> 16) == RM_CLASS_TSG;
+	int is_tsg = o && o->cls == RM_CLASS_TSG;
+	if (inj->unsupported || cmd == RM_CTRL_TSG_GET_INTERLEAVE || (tsg_cmd && !is_tsg))
+		return RM_ERR_NOT_SUPPORTED;
+	rm_u32 want = tsg_cmd ? rm_tsg_ctrl_params_size(cmd) : 0;
+	if (want && (size != want || !params))
+		return RM_ERR_INVALID_PARAM_STRUCT;
+	if (inj->fail)
+		return inj->fail_status;
+	return is_tsg ? sim_tsg_control(o, c, cmd, params) : RM_OK;
+}
+
+rm_u32 sim_rm_control(struct sim_rm *rm, const struct sim_call *c, rm_handle hClient,
+		      rm_handle hObject, rm_u32 cmd, void *params, rm_u32 size,
+		      const struct sim_ctrl_inject *inj)
+{
+	/* NVXXXX_CTRL_CMD_NULL succeeds before anything is looked up. */
+	if (cmd == 0)
+		return RM_OK;
+	pthread_mutex_lock(&rm->lock);
+	rm_u32 st = sim_control_locked(rm, c, hClient, hObject, cmd, params, size, inj);
+	pthread_mutex_unlock(&rm->lock);
+	return st;
+}
+
+/* ---------------- state view ---------------- */
+
+static void sim_json_files(struct sim_rm *rm, struct sim_buf *b)
+{
+	sim_buf_printf(b, "\"files\":[");
+	for (size_t i = 0; i < rm->nfiles; i++) {
+		const struct sim_file *f = &rm->files[i];
+		sim_buf_printf(b, "%s{\"fh\":%llu,\"opener_pid\":%d,\"clients\":[", i ? "," : "",
+			       (unsigned long long)f->id, (int)f->opener);
+		int n = 0;
+		for (size_t j = 0; j < rm->nclients; j++)
+			if (rm->clients[j].fh == f->id)
+				sim_buf_printf(b, "%s\"0x%08x\"", n++ ? "," : "",
+					       rm->clients[j].handle);
+		sim_buf_printf(b, "]}");
+	}
+	sim_buf_printf(b, "]");
+}
+
+static void sim_json_tsg(const struct sim_client *cl, const struct sim_obj *o, struct sim_buf *b)
+{
+	sim_buf_printf(b,
+		       "{\"handle\":\"0x%08x\",\"client\":\"0x%08x\",\"device\":\"0x%08x\","
+		       "\"engineType\":%u,\"timeslice_us\":%llu,\"timeslice_sets\":%llu,"
+		       "\"interleave\":%u,\"interleave_set\":%s,\"preempts\":%llu,"
+		       "\"preempt_waits\":%llu,\"gpfifo_enabled\":%s,\"gpfifo_schedules\":%llu}",
+		       o->handle, cl->handle, o->parent, o->engine_type,
+		       (unsigned long long)o->timeslice_us, (unsigned long long)o->timeslice_sets,
+		       o->interleave, o->interleave_set ? "true" : "false",
+		       (unsigned long long)o->preempts, (unsigned long long)o->preempt_waits,
+		       o->gpfifo_enabled ? "true" : "false",
+		       (unsigned long long)o->gpfifo_schedules);
+}
+
+/* One JSON array of the objects of every client that pass keep(). */
+static void sim_json_objects(struct sim_rm *rm, struct sim_buf *b, const char *name,
+			     int (*keep)(rm_u32 cls))
+{
+	int n = 0;
+	sim_buf_printf(b, ",\"%s\":[", name);
+	for (size_t i = 0; i < rm->nclients; i++) {
+		const struct sim_client *cl = &rm->clients[i];
+		for (size_t j = 0; j < cl->nobjs; j++) {
+			const struct sim_obj *o = &cl->objs[j];
+			if (!keep(o->cls))
+				continue;
+			sim_buf_printf(b, "%s", n++ ? "," : "");
+			if (o->cls == RM_CLASS_TSG) {
+				sim_json_tsg(cl, o, b);
+				continue;
+			}
+			sim_buf_printf(b, "{\"handle\":\"0x%08x\",\"client\":\"0x%08x\","
+				       "\"parent\":\"0x%08x\",\"class\":\"0x%04x\"",
+				       o->handle, cl->handle, o->parent, o->cls);
+			if (o->cls == RM_CLASS_DEVICE)
+				sim_buf_printf(b, ",\"deviceId\":%u", o->device_id);
+			sim_buf_printf(b, "}");
+		}
+	}
+	sim_buf_printf(b, "]");
+}
+
+static int sim_is_device(rm_u32 cls) { return cls == RM_CLASS_DEVICE; }
+static int sim_is_subdevice(rm_u32 cls) { return cls == RM_CLASS_SUBDEVICE; }
+static int sim_is_tsg(rm_u32 cls) { return cls == RM_CLASS_TSG; }
+static int sim_is_channel(rm_u32 cls) { return rm_class_is_channel(cls); }
+static int sim_is_other(rm_u32 cls)
+{
+	return !sim_is_device(cls) && !sim_is_subdevice(cls) && !sim_is_tsg(cls) &&
+	       !sim_is_channel(cls);
+}
+
+void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *b)
+{
+	pthread_mutex_lock(&rm->lock);
+	sim_buf_printf(b, "{\"gpus\":%u,", rm->gpus);
+	sim_json_files(rm, b);
+	sim_buf_printf(b, ",\"clients\":[");
+	for (size_t i = 0; i < rm->nclients; i++)
+		sim_buf_printf(b, "%s{\"handle\":\"0x%08x\",\"class\":\"0x%04x\",\"fh\":%llu,"
+			       "\"objects\":%zu}", i ? "," : "", rm->clients[i].handle,
+			       rm->clients[i].cls, (unsigned long long)rm->clients[i].fh,
+			       rm->clients[i].nobjs);
+	sim_buf_printf(b, "]");
+	sim_json_objects(rm, b, "devices", sim_is_device);
+	sim_json_objects(rm, b, "subdevices", sim_is_subdevice);
+	sim_json_objects(rm, b, "tsgs", sim_is_tsg);
+	sim_json_objects(rm, b, "channels", sim_is_channel);
+	sim_json_objects(rm, b, "others", sim_is_other);
+	sim_buf_printf(b, "}\n");
+	pthread_mutex_unlock(&rm->lock);
+}

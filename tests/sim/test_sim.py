@@ -1,0 +1,526 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of gpuqos-sim: mount it, drive it with fakecuda and
+sim_probe, and check the simulator's own truth (its `state` and `log`
+files) against the RM behaviour measured in docs/DESIGN.md.
+
+Owns: the expectations. Does not own: the calls (fakecuda, sim_probe).
+
+    test_sim.py --bin BUILD_DIR CASE      (CASE: see CASES below)
+
+Needs root and /dev/fuse; without them it says why and exits 77 (skip).
+The mount is always removed, on failure and on SIGTERM/SIGINT too.
+"""
+import argparse
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+CLIENT_BASE = 0xC1D00000
+SET_TIMESLICE = 0xA06C0103
+GET_TIMESLICE = 0xA06C0104
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def hexint(s):
+    return int(s, 16)
+
+
+def wait_for(pred, timeout=3.0, what="condition"):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise Fail("timed out waiting for " + what)
+        time.sleep(0.01)
+
+
+class Sim:
+    """One mounted simulator; a context manager that always unmounts."""
+
+    def __init__(self, bindir, gpus=1, extra=()):
+        self.bindir = bindir
+        self.tmp = tempfile.mkdtemp(prefix="gpuqos-sim-")
+        os.chmod(self.tmp, 0o755)
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+        self.errpath = os.path.join(self.tmp, "sim.stderr")
+        self.args = [os.path.join(bindir, "gpuqos-sim"), self.mnt, "--foreground",
+                     "--gpus", str(gpus)] + list(extra)
+        self.proc = None
+
+    def __enter__(self):
+        with open(self.errpath, "w") as err:
+            self.proc = subprocess.Popen(self.args, stdout=err, stderr=err)
+        try:
+            wait_for(self._mounted, 5.0, "the simulator to mount")
+        except Fail:
+            self.__exit__(None, None, None)
+            raise
+        _LIVE.append(self)
+        return self
+
+    def _mounted(self):
+        if self.proc.poll() is not None:
+            raise Fail("gpuqos-sim exited with %d: %s" % (self.proc.returncode, self.stderr()))
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == self.mnt for line in f)
+
+    def stderr(self):
+        try:
+            with open(self.errpath) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc):
+        if self in _LIVE:
+            _LIVE.remove(self)
+        if subprocess.call(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL) != 0:
+            subprocess.call(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
+        if self.proc:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.returncode not in (0, None) and exc and exc[0] is None:
+                raise Fail("gpuqos-sim exited with %d: %s" % (self.proc.returncode,
+                                                              self.stderr()))
+            # Sanitizer reports go to stderr: any is a failure.
+            if "Sanitizer" in self.stderr() or "runtime error" in self.stderr():
+                raise Fail("sanitizer report from gpuqos-sim:\n" + self.stderr())
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return False
+
+    @property
+    def dev(self):
+        return os.path.join(self.mnt, "nvidiactl")
+
+    def state(self):
+        with open(os.path.join(self.mnt, "state")) as f:
+            return json.load(f)
+
+    def log(self):
+        with open(os.path.join(self.mnt, "log")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def control(self, text):
+        """Write one command block; raises OSError as write(2) does."""
+        fd = os.open(os.path.join(self.mnt, "control"), os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+    def injections(self):
+        with open(os.path.join(self.mnt, "control")) as f:
+            return json.load(f)
+
+    def wait_empty(self, timeout=3.0):
+        """Release is asynchronous in FUSE: wait until nothing is left."""
+        def empty():
+            s = self.state()
+            return not s["clients"] and not s["tsgs"] and not s["files"]
+        wait_for(empty, timeout, "every client to be freed")
+
+    # ---- programs ----
+
+    def fakecuda(self, *args, check_rc=True, timeout=20):
+        cmd = [os.path.join(self.bindir, "fakecuda"), "--dev", self.dev] + list(args)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if check_rc and p.returncode != 0:
+            raise Fail("fakecuda %s exited %d: %s" % (" ".join(args), p.returncode, p.stderr))
+        return p
+
+    def fakecuda_bg(self, *args):
+        cmd = [os.path.join(self.bindir, "fakecuda"), "--dev", self.dev] + list(args)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def probe(self, mode, *args, prefix=()):
+        cmd = list(prefix) + [os.path.join(self.bindir, "sim_probe"), mode, self.mnt] + list(args)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            raise Fail("sim_probe %s exited %d: %s" % (mode, p.returncode, p.stderr))
+        return {r["case"]: r for r in map(json.loads, p.stdout.splitlines())}
+
+
+_LIVE = []
+
+
+def expect_cases(results, expected):
+    """expected: case -> (errno, status) or dict of fields."""
+    for case, want in expected.items():
+        check(case in results, "case %s did not run" % case)
+        got = results[case]
+        if isinstance(want, tuple):
+            want = {"errno": want[0], "status": want[1]}
+        for k, v in want.items():
+            g = got[k]
+            if k == "status":
+                g, v = hexint(g), v
+            check(g == v, "%s: %s is %r, want %r" % (case, k, got[k], v))
+
+
+# --------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------
+
+def tsgs_by_client(state):
+    out = {}
+    for t in state["tsgs"]:
+        out.setdefault(t["client"], []).append(t)
+    return out
+
+
+def case_basic(b):
+    with Sim(b, gpus=2) as sim:
+        flag = os.path.join(sim.tmp, "go")
+        p = sim.fakecuda_bg("--contexts", "2", "--gpu", "1", "--wait-file", flag,
+                            "--print-state")
+        s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 else None)(sim.state()),
+                     5.0, "8 TSGs")
+        check(s["gpus"] == 2, "gpus in state")
+        clients = sorted(hexint(c["handle"]) for c in s["clients"])
+        check(clients == [CLIENT_BASE, CLIENT_BASE + 1], "client handles %s" % clients)
+        check(len(s["files"]) == 1 and len(s["files"][0]["clients"]) == 2, "one open file")
+        check([d["deviceId"] for d in s["devices"]] == [1, 1], "deviceId")
+        check(len(s["subdevices"]) == 2, "subdevices")
+        for client, tsgs in tsgs_by_client(s).items():
+            check(sorted(t["engineType"] for t in tsgs) == [1, 11, 12, 13],
+                  "engine types of %s" % client)
+            for t in tsgs:
+                want = 2048 if t["engineType"] == 1 else 1024
+                check(t["timeslice_us"] == want, "timeslice of TSG %s" % t["handle"])
+        tsg_handles = {t["handle"] for t in s["tsgs"]}
+        check(len(s["channels"]) == 8 and all(c["parent"] in tsg_handles and c["class"] == "0xc86f"
+                                              for c in s["channels"]), "a channel per TSG")
+        # libcuda's SET_TIMESLICE comes right after the GR TSG is allocated.
+        log = sim.log()
+        for i, e in enumerate(log):
+            if e["kind"] == "alloc" and e["params"].get("engineType") == 1:
+                nxt = log[i + 1]
+                check(nxt["kind"] == "control" and hexint(nxt["cmd"]) == SET_TIMESLICE and
+                      nxt["params"]["timesliceUs"] == 2048 and nxt["object"] == e["object"],
+                      "SET_TIMESLICE 2048 follows the GR TSG: %r" % nxt)
+        open(flag, "w").close()
+        out, err = p.communicate(timeout=10)
+        check(p.returncode == 0, "fakecuda failed: " + err)
+        fc = json.loads(out)
+        seen = {t["handle"]: t["timesliceUs"] for c in fc["contexts"] for t in c["tsgs"]}
+        check(seen == {t["handle"]: t["timeslice_us"] for t in s["tsgs"]},
+              "fakecuda's read-back matches the simulator")
+        sim.wait_empty()
+        # A deviceId beyond --gpus fails with a message naming call and status.
+        p = sim.fakecuda("--gpu", "2", check_rc=False)
+        check(p.returncode != 0 and "device" in p.stderr and "0x1f" in p.stderr,
+              "deviceId out of range: %s" % p.stderr)
+
+
+def normalized_state(s):
+    s = dict(s)
+    s["files"] = [dict(f, opener_pid=0) for f in s["files"]]
+    return s
+
+
+def case_forms(b):
+    states = {}
+    for form in ("64", "21", "xfer"):
+        with Sim(b) as sim:
+            flag = os.path.join(sim.tmp, "go")
+            p = sim.fakecuda_bg("--form", form, "--contexts", "2", "--wait-file", flag)
+            wait_for(lambda: len(sim.state()["tsgs"]) == 8, 5.0, "8 TSGs (form %s)" % form)
+            # libcuda's SET follows the TSG: wait for the last context's too.
+            wait_for(lambda: sum(t["timeslice_sets"] for t in sim.state()["tsgs"]) == 2, 5.0,
+                     "both SET_TIMESLICE calls")
+            states[form] = normalized_state(sim.state())
+            log = sim.log()
+            open(flag, "w").close()
+            _, err = p.communicate(timeout=10)
+            check(p.returncode == 0, "fakecuda --form %s: %s" % (form, err))
+            rm_calls = [e for e in log if e["kind"] != "other"]
+            check(all(e["status"] == "0x00" and e["errno"] == 0 for e in rm_calls),
+                  "form %s: every call succeeded" % form)
+            allocs = {e["form"] for e in rm_calls if e["kind"] == "alloc"}
+            check(allocs == {"nvos21" if form == "21" else "nvos64"}, "alloc form %s" % allocs)
+            check(all(e["xfer"] == (form == "xfer") for e in rm_calls), "xfer flag")
+            sim.wait_empty()
+    check(states["64"] == states["21"] == states["xfer"],
+          "the three encodings give identical states:\n%s" % json.dumps(states, indent=1))
+
+
+def case_ownership(b):
+    with Sim(b) as sim:
+        r = sim.probe("ownership")
+        ok, bad = (0, 0), (0, 0x23)
+        expect_cases(r, {
+            "own.same_fd.get": {"errno": 0, "status": 0, "value": 1024},
+            "own.fresh_open.get": bad, "own.fresh_open.set": bad,
+            "own.fresh_open.preempt": bad, "own.fresh_open.alloc": bad,
+            "own.fresh_open.free": bad,
+            "own.dup.set": ok,
+            "own.dup.readback_on_original": {"errno": 0, "status": 0, "value": 512},
+            "own.fork_child.set": ok,
+            "own.fork_child.get": {"errno": 0, "status": 0, "value": 768},
+            "own.fork_child.preempt": ok,
+            "own.fork.readback_on_original": {"errno": 0, "status": 0, "value": 768},
+            "own.pidfd.set": ok,
+            "own.pidfd.get": {"errno": 0, "status": 0, "value": 300},
+            "own.pidfd.preempt": ok,
+            "own.pidfd_fresh.get": bad, "own.pidfd_fresh.set": bad,
+            "own.pidfd.after_owner_exit": {"errno": 0, "status": 0, "value": 300},
+            "own.pidfd.present_while_dup_open": {"present": True},
+            "own.pidfd.present_after_dup_close": {"present": False},
+        })
+        # The log names the foreign caller's own file handle.
+        denied = [e for e in sim.log() if e.get("status") == "0x23"]
+        check(denied and len({e["fh"] for e in denied}) == 1, "0x23 answered on one fh")
+        sim.wait_empty()
+
+
+def case_release(b):
+    with Sim(b) as sim:
+        r = sim.probe("release")
+        expect_cases(r, {
+            "release.dup_still_open": {"present": True},
+            "release.last_close": {"present": False},
+            "release.fork_child_holds": {"present": True},
+            "release.fork_child_exited": {"present": False},
+            "release.free_device": (0, 0),
+            "release.tsg_gone_with_device": (0, 0x33),
+            "release.free_client": (0, 0),
+            "release.client_gone_after_free": {"present": False},
+        })
+        sim.wait_empty()
+        sim.fakecuda("--contexts", "3", "--exit-without-free")
+        sim.wait_empty()
+        p = sim.fakecuda_bg("--contexts", "2", "--hold", "30")
+        wait_for(lambda: len(sim.state()["tsgs"]) == 8, 5.0, "8 TSGs")
+        p.kill()
+        p.wait(timeout=5)
+        sim.wait_empty()
+
+
+def case_interleave(b):
+    with Sim(b) as sim:
+        expect_cases(sim.probe("interleave", "2"), {
+            "interleave.set": (0, 0), "interleave.get": (0, 0x56),
+            "interleave.preempt": (0, 0), "interleave.set_timeslice": (0, 0)})
+        tsgs = [t for t in sim.state()["tsgs"]]
+        check(not tsgs, "probe's TSGs freed on exit")
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                  "--inh-caps=-all"]
+        expect_cases(sim.probe("interleave", "0", prefix=nobody), {
+            "interleave.set": (0, 0x1b), "interleave.get": (0, 0x56),
+            "interleave.preempt": (0, 0), "interleave.set_timeslice": (0, 0)})
+        # The calling task's CAP_SYS_NICE alone is enough.
+        nice = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                "--inh-caps=-all,+sys_nice", "--ambient-caps=-all,+sys_nice"]
+        expect_cases(sim.probe("interleave", "0", prefix=nice), {"interleave.set": (0, 0)})
+        sets = [e for e in sim.log() if e.get("cmd") == "0xa06c0107"]
+        check([e["status"] for e in sets] == ["0x00", "0x1b", "0x00"],
+              "interleave statuses in the log: %r" % [e["status"] for e in sets])
+        check([e["params"]["tsgInterleaveLevel"] for e in sets] == [2, 0, 0], "levels logged")
+        sim.wait_empty()
+
+
+def controls(log, cmd):
+    return [e for e in log if e["kind"] == "control" and hexint(e["cmd"]) == cmd]
+
+
+def case_inject(b):
+    with Sim(b) as sim:
+        inject_latency(sim)
+        inject_fail(sim)
+        inject_stuck(sim)
+        inject_bad_commands(sim)
+
+
+def inject_latency(sim):
+    sim.control("latency a06c0104 30000\n")
+    sim.fakecuda()
+    log = sim.log()
+    gets, sets = controls(log, GET_TIMESLICE), controls(log, SET_TIMESLICE)
+    check(len(gets) == 4 and all(e["dur_us"] >= 30000 for e in gets), "GET delayed: %r" % gets)
+    check(sets and all(e["dur_us"] < 30000 for e in sets), "SET not delayed")
+    sim.control("clear\nreset-log\nlatency all 3000")
+    check(sim.log() == [], "reset-log empties the log")
+    sim.fakecuda()
+    log = sim.log()
+    check(log[0]["seq"] > gets[-1]["seq"], "seq keeps counting after reset-log")
+    ctl = [e for e in log if e["kind"] == "control"]
+    check(len(ctl) == 5 and all(e["dur_us"] >= 3000 for e in ctl), "latency all")
+    check(all(e["dur_us"] < 3000 for e in log if e["kind"] == "alloc"), "allocs not delayed")
+    sim.control("clear")
+    check(sim.injections() == [], "clear")
+
+
+def inject_fail(sim):
+    sim.control("fail a06c0104 1f")
+    fc = json.loads(sim.fakecuda("--print-state").stdout)
+    check(all(t["status"] == "0x1f" for t in fc["contexts"][0]["tsgs"]), "GET fails with 0x1f")
+    check(fc["poll_failures"] == 4, "four failed reads")
+    sim.control("clear\nfail 0xa06c0103 0x65 1")
+    p = sim.fakecuda(check_rc=False)
+    check(p.returncode != 0 and "SET_TIMESLICE" in p.stderr and "0x65" in p.stderr,
+          "failing call named: %s" % p.stderr)
+    sim.fakecuda()  # the counted failure is used up
+    sim.control("clear\nunsupported a06c0104")
+    fc = json.loads(sim.fakecuda("--print-state").stdout)
+    check(all(t["status"] == "0x56" for t in fc["contexts"][0]["tsgs"]), "unsupported")
+    sim.control("clear")
+    sim.wait_empty()
+
+
+def inject_stuck(sim):
+    """A control that does not return stalls only its caller."""
+    sim.control("latency a06c0103 60000000")
+    stuck = sim.fakecuda_bg("--hold", "0")
+    wait_for(lambda: len(sim.state()["tsgs"]) >= 1, 5.0, "the stuck process's GR TSG")
+    t0 = time.monotonic()
+    sim.fakecuda("--libcuda-set", "none", "--contexts", "2")
+    check(time.monotonic() - t0 < 3.0, "other callers are not blocked")
+    check(stuck.poll() is None, "the stuck caller is still in its ioctl")
+    stuck.kill()
+    stuck.wait(timeout=3)
+    sim.control("clear")
+    sim.wait_empty()
+
+
+def inject_bad_commands(sim):
+    sim.control("latency a06c0105 250")
+    before = sim.injections()
+    for bad in ["\n", " \t\n", "latency", "latency xyz 10", "latency all -5", "latency all 1 2",
+                "fail a06c0103 0", "fail a06c0103", "clear extra", "bogus",
+                "unsupported all", "latency a06c0103 10\nbogus", "latency 0 5",
+                "latency a06c0103 99999999999999"]:
+        try:
+            sim.control(bad)
+        except OSError as e:
+            check(e.errno == errno.EINVAL, "%r: errno %d" % (bad, e.errno))
+        else:
+            raise Fail("control command %r was accepted" % bad)
+        check(sim.injections() == before, "%r changed the injections" % bad)
+    sim.control("clear")
+
+
+def case_malformed(b):
+    with Sim(b, gpus=1) as sim:
+        r = sim.probe("malformed")
+        E, F, T = errno.EINVAL, errno.EFAULT, errno.ENOTTY
+        expect_cases(r, {
+            "esc.unknown_nr": (E, 0), "esc.card_info": (E, 0), "esc.alloc_size40": (E, 0),
+            "esc.control_size24": (E, 0), "esc.free_size8": (E, 0), "esc.not_rm_type": (T, 0),
+            "esc.top_level_bad_pointer": (F, 0), "xfer.bad_ptr": (F, 0),
+            "xfer.too_big": (E, 0), "xfer.nested": (E, 0), "xfer.inner_wrong_size": (E, 0),
+            "ctrl.null_cmd": (0, 0), "ctrl.params_bad_ptr": (0, 0x1e),
+            "ctrl.params_null_with_size": (0, 0x1f), "ctrl.params_too_big": (0, 0x1f),
+            "ctrl.wrong_size": (0, 0x3a), "ctrl.unknown_object": (0, 0x33),
+            "ctrl.unknown_client": (0, 0x23), "ctrl.unknown_cmd_on_tsg": (0, 0),
+            "ctrl.other_cmd_on_device": (0, 0), "ctrl.tsg_cmd_on_device": (0, 0x56),
+            "ctrl.get_interleave": (0, 0x56), "ctrl.set_interleave_level3": (0, 0x1f),
+            "ctrl.set_timeslice_max": (0, 0), "ctrl.set_timeslice_over": (0, 0x1f),
+            "ctrl.timeslice_after_over": {"status": 0, "value": 1000000},
+            "ctrl.set_timeslice_zero": (0, 0),
+            "ctrl.timeslice_after_zero": {"status": 0, "value": 0},
+            "alloc.bad_params_ptr": (0, 0x1e), "alloc.null_params": (0, 0x1f),
+            "alloc.device_id_out_of_range": (0, 0x1f), "alloc.duplicate_handle": (0, 0x34),
+            "alloc.handle_equals_client": (0, 0x34), "alloc.unknown_parent": (0, 0x36),
+            "alloc.tsg_under_client": (0, 0x36),
+            "alloc.generated_handle": {"status": 0, "value": 0xCAF00000},
+            "alloc.client_duplicate_handle": (0, 0x34), "free.unknown": (0, 0x33),
+            "free.tsg": (0, 0), "free.channel_gone_with_tsg": (0, 0x33),
+        })
+        # Still up and still right.
+        fc = json.loads(sim.fakecuda("--print-state").stdout)
+        check(fc["contexts"][0]["tsgs"][0]["timesliceUs"] == 2048, "simulator still serves")
+        log = sim.log()
+        check(any(e["errno"] == errno.EINVAL for e in log), "escape errors logged")
+        sim.wait_empty()
+
+
+def case_fork(b):
+    with Sim(b) as sim:
+        flag = os.path.join(sim.tmp, "go")
+        p = sim.fakecuda_bg("--fork", "--wait-file", flag, "--print-state", "--form", "xfer")
+        s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 else None)(sim.state()),
+                     5.0, "8 TSGs from parent and child")
+        check(len(s["files"]) == 2 and len({f["opener_pid"] for f in s["files"]}) == 2,
+              "two processes, two open files")
+        check(len({c["fh"] for c in s["clients"]}) == 2, "a client per open file")
+        open(flag, "w").close()
+        out, err = p.communicate(timeout=10)
+        check(p.returncode == 0, "fakecuda --fork: " + err)
+        outs = [json.loads(line) for line in out.splitlines()]
+        check(len(outs) == 2 and len({o["pid"] for o in outs}) == 2, "both printed their TSGs")
+        sim.wait_empty()
+
+
+CASES = {
+    "basic": case_basic, "forms": case_forms, "ownership": case_ownership,
+    "release": case_release, "interleave": case_interleave, "inject": case_inject,
+    "malformed": case_malformed, "fork": case_fork,
+}
+
+
+def skip_reason():
+    if os.geteuid() != 0:
+        return "needs root (mounts FUSE with allow_other, runs helpers as other users)"
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as e:
+        return "cannot open /dev/fuse: %s" % os.strerror(e.errno)
+    if not shutil.which("fusermount3") and not shutil.which("umount"):
+        return "neither fusermount3 nor umount is available"
+    return None
+
+
+def on_signal(signum, frame):
+    raise SystemExit("interrupted by signal %d" % signum)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory holding gpuqos-sim, fakecuda, sim_probe")
+    ap.add_argument("case", choices=sorted(CASES) + ["all"])
+    a = ap.parse_args()
+    why = skip_reason()
+    if why:
+        print("SKIP: " + why)
+        return SKIP
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    names = sorted(CASES) if a.case == "all" else [a.case]
+    try:
+        for name in names:
+            t0 = time.monotonic()
+            CASES[name](a.bin)
+            print("ok %s (%.2fs)" % (name, time.monotonic() - t0))
+    except Fail as e:
+        print("FAIL: %s" % e)
+        return 1
+    finally:
+        for sim in list(_LIVE):
+            sim.__exit__(None, None, None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

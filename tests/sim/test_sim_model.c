@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_sim_model.c - unit tests of the simulator's RM model and injection
+ * grammar, without FUSE, root or a mount: ownership per open file, handle
+ * generation, parent rules, cascading frees, TSG control statuses.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "tests/check.h"
+#include "sim_inject.h"
+#include "sim_rm.h"
+
+static const struct sim_ctrl_inject no_inj;
+
+static rm_u32 alloc(struct sim_rm *rm, const struct sim_call *c, rm_handle root,
+		    rm_handle parent, rm_handle *h, rm_u32 cls, const void *ap, size_t len)
+{
+	struct rm_alloc_view v = { .hRoot = root, .hObjectParent = parent, .hObjectNew = *h,
+				   .hClass = cls };
+	rm_u32 st = sim_rm_alloc(rm, c, &v, ap, len);
+	*h = v.hObjectNew;
+	return st;
+}
+
+static rm_u32 ctrl(struct sim_rm *rm, const struct sim_call *c, rm_handle cl, rm_handle obj,
+		   rm_u32 cmd, void *p, rm_u32 size)
+{
+	return sim_rm_control(rm, c, cl, obj, cmd, p, size, &no_inj);
+}
+
+static void test_ownership_and_tree(void)
+{
+	struct sim_rm *rm = sim_rm_new(2);
+	struct sim_call a = { .fh = sim_rm_file_open(rm, 1), .privileged = 0 };
+	struct sim_call b = { .fh = sim_rm_file_open(rm, 2), .privileged = 1 };
+	struct rm_device_alloc dp = { .deviceId = 1 };
+	struct rm_tsg_alloc tp = { .engineType = 11 };
+	struct rm_tsg_timeslice ts = { 0 };
+	rm_handle c = 0, c2 = 0, d = 0x10, t = 0x20, ch = 0x30;
+
+	CHECK_EQ_U(alloc(rm, &a, 0, 0, &c, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(c, RM_CLIENT_HANDLE_BASE);
+	CHECK_EQ_U(alloc(rm, &b, 0, 0, &c2, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(c2, RM_CLIENT_HANDLE_BASE + 1);
+	CHECK_EQ_U(alloc(rm, &a, c, c, &d, RM_CLASS_DEVICE, &dp, sizeof(dp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, d, &t, RM_CLASS_TSG, &tp, sizeof(tp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, t, &ch, RM_CLASS_HOPPER_GPFIFO, NULL, 0), RM_OK);
+	CHECK_EQ_U(ctrl(rm, &a, c, t, RM_CTRL_TSG_GET_TIMESLICE, &ts, sizeof(ts)), RM_OK);
+	CHECK_EQ_U(ts.timesliceUs, 1024);
+	CHECK_EQ_U(ctrl(rm, &b, c, t, RM_CTRL_TSG_GET_TIMESLICE, &ts, sizeof(ts)),
+		   RM_ERR_INVALID_CLIENT);
+	struct rm_tsg_interleave il = { 2 };
+	CHECK_EQ_U(ctrl(rm, &a, c, t, RM_CTRL_TSG_SET_INTERLEAVE, &il, sizeof(il)),
+		   RM_ERR_INSUFFICIENT_PERMISSIONS);
+	struct rm_free_params fp = { .hRoot = c, .hObjectOld = d };
+	CHECK_EQ_U(sim_rm_free(rm, &a, &fp), RM_OK);
+	CHECK_EQ_U(ctrl(rm, &a, c, ch, 0xc86f0101u, NULL, 0), RM_ERR_INVALID_OBJECT_HANDLE);
+	sim_rm_file_release(rm, a.fh);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, 0x00000101u, NULL, 0), RM_ERR_INVALID_CLIENT);
+	sim_rm_destroy(rm);
+}
+
+static void test_inject_grammar(void)
+{
+	struct sim_inject *inj = sim_inject_new();
+	struct sim_ctrl_inject out;
+	uint64_t lat;
+	int reset;
+	const char *bad[] = { "", "latency", "latency xyz 10", "latency all -5", "fail a06c0103 0",
+			      "clear extra", "bogus", "latency a06c0103 10\nbogus",
+			      "unsupported all" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(sim_inject_apply(inj, bad[i], strlen(bad[i]), &reset) == -EINVAL);
+	sim_inject_lookup(inj, RM_CTRL_TSG_SET_TIMESLICE, &lat, &out);
+	CHECK_EQ_U(lat, 0);
+	const char *good = "latency all 5\nlatency 0xa06c0103 300\nfail a06c0104 1f 1\nreset-log\n";
+	CHECK_EQ_U(sim_inject_apply(inj, good, strlen(good), &reset), 0);
+	CHECK_EQ_U(reset, 1);
+	sim_inject_lookup(inj, RM_CTRL_TSG_SET_TIMESLICE, &lat, &out);
+	CHECK_EQ_U(lat, 300);
+	CHECK_EQ_U(out.fail, 0);
+	sim_inject_lookup(inj, RM_CTRL_TSG_GET_TIMESLICE, &lat, &out);
+	CHECK_EQ_U(lat, 5);
+	CHECK_EQ_U(out.fail_status, 0x1f);
+	sim_inject_lookup(inj, RM_CTRL_TSG_GET_TIMESLICE, &lat, &out);
+	CHECK_EQ_U(out.fail, 0); /* counted failure used up */
+	CHECK_EQ_U(sim_inject_apply(inj, "clear", 5, &reset), 0);
+	sim_inject_lookup(inj, RM_CTRL_TSG_SET_TIMESLICE, &lat, &out);
+	CHECK_EQ_U(lat, 0);
+	sim_inject_destroy(inj);
+}
+
+int main(void)
+{
+	test_ownership_and_tree();
+	test_inject_grammar();
+	CHECK_DONE();
+}
