@@ -442,6 +442,21 @@ static inline rm_handle rm_alloc_client_handle(const struct rm_alloc_view *v)
 	return v->hObjectNew;
 }
 
+/* How many bytes of pAllocParms an allocation carries. libcuda (driver
+ * 580, measured on an H200) passes paramsSize 0 in NVOS64 and lets the RM
+ * take the size from the class, so for the classes gpuqos reads the class's
+ * own parameter size stands in; 0 for other classes without a size. */
+static inline rm_u32 rm_alloc_params_size(const struct rm_alloc_view *v)
+{
+	if (v->paramsSize != 0 || v->pAllocParms == 0)
+		return v->pAllocParms == 0 ? 0 : v->paramsSize;
+	if (v->hClass == RM_CLASS_TSG)
+		return sizeof(struct rm_tsg_alloc);
+	if (v->hClass == RM_CLASS_DEVICE)
+		return sizeof(struct rm_device_alloc);
+	return 0;
+}
+
 /* Expected paramsSize of the TSG controls gpuqos issues; 0 if unknown. */
 static inline rm_u32 rm_tsg_ctrl_params_size(rm_u32 cmd)
 {

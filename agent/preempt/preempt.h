@@ -48,6 +48,7 @@ struct pa_state {
 	/* Signalled (under lock) when policy_phase leaves PA_POLICY_PENDING. */
 	pthread_cond_t policy_cv;
 	unsigned policy_wait_ms; /* GPUQOS_POLICY_WAIT_MS; set once at init */
+	unsigned long apply_seq, apply_done; /* PA_EV_TSG_APPLY issued / done */
 
 	/* Read without the lock. */
 	_Atomic int policy_phase; /* enum pa_policy_phase */

@@ -215,6 +215,8 @@ static int pa_send_event(int s, const struct pa_event *ev)
 	return pa_send(s, &tsg, sizeof(tsg));
 }
 
+static void pa_apply_event(const struct pa_event *ev);
+
 static int pa_flush(int s)
 {
 	unsigned long overflows;
@@ -235,9 +237,12 @@ static int pa_flush(int s)
 	pa.qlen = 0;
 	pa.wake_pending = 0;
 	pa_unlock();
-	for (unsigned i = 0; i < n; i++)
-		if (pa_send_event(s, &pa_batch[i]) != 0)
+	for (unsigned i = 0; i < n; i++) {
+		if (pa_batch[i].type == PA_EV_TSG_APPLY)
+			pa_apply_event(&pa_batch[i]);
+		else if (pa_send_event(s, &pa_batch[i]) != 0)
 			return -1;
+	}
 	return 0;
 }
 
@@ -313,6 +318,40 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 		 c->h_client, c->h_tsg, err, rm_status_name(status));
 	pa_msg_result(&r, c, status, err, value, elapsed);
 	return pa_send(s, &r, sizeof(r));
+}
+
+/* Set a TSG the application just created to the policy's value (see
+ * pa_apply_new_tsg), then release the application thread waiting for it.
+ * The resulting TSG report goes out with the next flush. */
+static void pa_apply_event(const struct pa_event *ev)
+{
+	struct gq_command c;
+	struct pa_ctrl ctl;
+	struct pa_tsg *g;
+	rm_u32 err, status = 0;
+	rm_u64 elapsed = 0;
+	int wake = 0;
+
+	memset(&c, 0, sizeof(c));
+	c.op = GQ_OP_SET_TIMESLICE;
+	c.h_client = ev->tsg.h_client;
+	c.h_tsg = ev->tsg.h;
+	c.arg = ev->value_us;
+	err = pa_cmd_plan(&c, &ctl);
+	if (err == 0)
+		err = pa_issue(ev->tsg.fd, &c, &ctl, &status, &elapsed);
+	pa_debug("new TSG 0x%x of client 0x%x set to %u us: err %u, %s, %llu ns", c.h_tsg, c.h_client,
+		 ev->value_us, err, rm_status_name(status), (unsigned long long)elapsed);
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, c.h_client, c.h_tsg);
+	if (g != NULL && err == 0 && status == RM_OK)
+		pa_track_note_timeslice(&pa.track, c.h_client, c.h_tsg, g->app_timeslice_us, 1,
+					ev->value_us, pa_emit, &wake);
+	if (pa.apply_done < ev->seq)
+		pa.apply_done = ev->seq;
+	pthread_cond_broadcast(&pa.policy_cv);
+	pa_unlock();
+	pa_wake(wake);
 }
 
 /* ---- receiving ---- */

@@ -94,6 +94,21 @@ static void pa_config_policy_wait(void)
 	pa.policy_wait_ms = (unsigned)ms;
 }
 
+/* An absolute CLOCK_REALTIME deadline ms from now, for condition waits. */
+static void pa_deadline_in(struct timespec *dl, unsigned ms)
+{
+	if (clock_gettime(CLOCK_REALTIME, dl) != 0) {
+		dl->tv_sec = 0;
+		dl->tv_nsec = 0;
+	}
+	dl->tv_sec += ms / 1000;
+	dl->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
+	}
+}
+
 void pa_policy_phase_set(enum pa_policy_phase ph)
 {
 	pa_lock();
@@ -114,14 +129,7 @@ static void pa_await_policy(void)
 
 	if (atomic_load(&pa.policy_phase) != PA_POLICY_PENDING || pa.policy_wait_ms == 0)
 		return;
-	if (clock_gettime(CLOCK_REALTIME, &dl) != 0)
-		return;
-	dl.tv_sec += pa.policy_wait_ms / 1000;
-	dl.tv_nsec += (long)(pa.policy_wait_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	pa_deadline_in(&dl, pa.policy_wait_ms);
 	pa_lock();
 	while (atomic_load(&pa.policy_phase) == PA_POLICY_PENDING) {
 		if (pthread_cond_timedwait(&pa.policy_cv, &pa.lock, &dl) == ETIMEDOUT) {
@@ -286,6 +294,52 @@ void pa_wake(int wake)
 	errno = saved;
 }
 
+/* The policy's timeslice for a TSG on this engine; 0: leave it. */
+static rm_u32 pa_policy_for(rm_u32 engine_type)
+{
+	if (rm_engine_is_gr(engine_type))
+		return atomic_load(&pa.policy_gr_us);
+	if (rm_engine_is_copy(engine_type))
+		return atomic_load(&pa.policy_copy_us);
+	return 0;
+}
+
+/* Set a TSG libcuda just created to the policy's timeslice before any work
+ * can run on it. On driver 580 libcuda issues no SET_TIMESLICE of its own
+ * (the TSG starts at the RM's default), so there may be no call to rewrite.
+ * The agent thread issues the control; this thread waits for it at most
+ * policy_wait_ms, so a control that does not return never holds the
+ * application for longer than that. */
+static void pa_apply_new_tsg(rm_handle h_client, rm_handle h_tsg)
+{
+	struct pa_event ev;
+	struct pa_tsg *g;
+	struct timespec dl;
+	unsigned long seq;
+	int wake = 0;
+
+	memset(&ev, 0, sizeof(ev));
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
+	if (g == NULL || !pa.connected || pa.policy_wait_ms == 0 || pa_policy_for(g->engine_type) == 0) {
+		pa_unlock();
+		return;
+	}
+	ev.type = PA_EV_TSG_APPLY;
+	ev.tsg = *g;
+	ev.value_us = pa_policy_for(g->engine_type);
+	ev.seq = seq = ++pa.apply_seq;
+	pa_emit(&wake, &ev);
+	pa_unlock();
+	pa_wake(wake);
+	pa_deadline_in(&dl, pa.policy_wait_ms);
+	pa_lock();
+	while (pa.apply_done < seq && pa.connected)
+		if (pthread_cond_timedwait(&pa.policy_cv, &pa.lock, &dl) == ETIMEDOUT)
+			break;
+	pa_unlock();
+}
+
 /* ---- completed calls ---- */
 
 static void pa_after(int fd, enum rm_call_kind kind, void *arg)
@@ -307,8 +361,10 @@ static void pa_after(int fd, enum rm_call_kind kind, void *arg)
 	if (c.kind == RM_CALL_ALLOC21 || c.kind == RM_CALL_ALLOC64) {
 		struct rm_alloc_view v;
 
-		if (rm_alloc_view_of(c.kind, c.block, &v) == 0 && v.hClass == RM_CLASS_TSG)
+		if (rm_alloc_view_of(c.kind, c.block, &v) == 0 && v.hClass == RM_CLASS_TSG) {
 			pa_await_policy();
+			pa_apply_new_tsg(v.hRoot, v.hObjectNew);
+		}
 	}
 }
 
@@ -467,6 +523,8 @@ static void pa_fork_child(void)
 	pthread_mutex_init(&pa.lock, NULL);
 	pthread_cond_init(&pa.policy_cv, NULL);
 	atomic_store(&pa.policy_phase, PA_POLICY_IDLE);
+	pa.apply_seq = 0;
+	pa.apply_done = 0;
 	pa_track_init(&pa.track);
 	pa.qhead = 0;
 	pa.qlen = 0;

@@ -167,7 +167,7 @@ static void pa_trace_params(struct pa_trace_call *tc)
 		return;
 	if (rm_alloc_view_of(tc->call.kind, tc->call.block, &v) == 0) {
 		tc->params = (const void *)(uintptr_t)v.pAllocParms;
-		tc->params_size = v.paramsSize;
+		tc->params_size = rm_alloc_params_size(&v);
 	} else if (tc->call.kind == RM_CALL_CONTROL) {
 		tc->params = (const void *)(uintptr_t)c->params;
 		tc->params_size = c->paramsSize;

@@ -181,7 +181,7 @@ static void pa_add_device(struct pa_track *t, const struct rm_alloc_view *v)
 	struct pa_device *d = pa_device_find(t, v->hRoot, v->hObjectNew);
 	rm_u32 instance = GQ_UNKNOWN;
 
-	if (v->pAllocParms != 0 && v->paramsSize >= sizeof(rm_u32))
+	if (rm_alloc_params_size(v) >= sizeof(rm_u32))
 		memcpy(&instance, pa_ptr(v->pAllocParms), sizeof(instance));
 	if (d == NULL)
 		d = pa_slot(t->devices, sizeof(*d), PA_MAX_DEVICES, &t->device_hi);
@@ -220,7 +220,7 @@ static void pa_add_tsg(struct pa_track *t, int fd, const struct rm_alloc_view *v
 	g->h_device = v->hObjectParent;
 	g->device_instance = d != NULL ? d->instance : GQ_UNKNOWN;
 	g->engine_type = GQ_UNKNOWN;
-	if (v->pAllocParms != 0 && v->paramsSize >= engine_end) {
+	if (rm_alloc_params_size(v) >= engine_end) {
 		memcpy(&a, pa_ptr(v->pAllocParms), engine_end);
 		g->engine_type = a.engineType;
 	}

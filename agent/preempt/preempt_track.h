@@ -67,11 +67,14 @@ struct pa_track {
 enum pa_event_type {
 	PA_EV_TSG = 1,
 	PA_EV_TSG_GONE = 2,
+	PA_EV_TSG_APPLY = 3, /* agent thread: set a new TSG to value_us */
 };
 
 struct pa_event {
 	enum pa_event_type type;
 	struct pa_tsg tsg;
+	rm_u32 value_us;   /* PA_EV_TSG_APPLY only */
+	unsigned long seq; /* PA_EV_TSG_APPLY only: for the waiting thread */
 };
 
 typedef void pa_emit_fn(void *ctx, const struct pa_event *ev);

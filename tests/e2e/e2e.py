@@ -108,18 +108,33 @@ class Node:
             self.agent.wait(10)
         self.agent = None
 
+    def public_copy(self, rel):
+        """A copy any user can execute: the build tree may sit under /root."""
+        dst = os.path.join(self.dir, "pub", os.path.basename(rel))
+        if not os.path.exists(dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.chmod(os.path.dirname(dst), 0o755)
+            shutil.copy(self.bin(rel), dst)
+            os.chmod(dst, 0o755)
+        return dst
+
     def workload(self, cls, args=(), nonroot=False, inject=True, stdout=None):
         """fakecuda under `gpuqos run --class cls` (or bare, inject=False)."""
-        cmd = [self.bin("tests/e2e/e2e-fakecuda"), "--dev", self.dev] + list(args)
+        binf = self.bin
+        env = self.env
+        if nonroot:
+            binf = self.public_copy
+            env = dict(self.env, GPUQOS_PREEMPT_LIB=self.public_copy("agent/preempt/libgpuqos-preempt.so"))
+        cmd = [binf("tests/e2e/e2e-fakecuda"), "--dev", self.dev] + list(args)
         if inject:
-            cmd = [self.bin("agent/cli/gpuqos"), "run", "--class", cls, "--"] + cmd
+            cmd = [binf("agent/cli/gpuqos"), "run", "--class", cls, "--"] + cmd
         pre = None
         if nonroot:
             def pre():
                 os.setgroups([])
                 os.setgid(65534)
                 os.setuid(65534)
-        p = subprocess.Popen(cmd, env=self.env, preexec_fn=pre, cwd=self.dir,
+        p = subprocess.Popen(cmd, env=env, preexec_fn=pre, cwd=self.dir,
                              stdout=stdout or subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.procs.append(p)
         return p

@@ -92,6 +92,7 @@ class Stack:
 
     def run(self, cls, cmd, tag, trace=None, nonroot=False):
         env = dict(self.env)
+        env["GPUQOS_LOG"] = "debug"  # to the workload's log file (stderr), never stdout
         if trace:
             env["GPUQOS_TRACE"] = trace
         log = open(os.path.join(self.out, "wl-%s.log" % tag), "w")
@@ -101,7 +102,7 @@ class Stack:
                 os.setgroups([])
                 os.setgid(65534)
                 os.setuid(65534)
-        full = [os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls, "--"] + cmd
+        full = [WORK + "/gpuqos", "run", "--class", cls, "--"] + cmd
         return subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 preexec_fn=pre, cwd=WORK)
 
@@ -227,6 +228,9 @@ def main():
     shutil.copy(os.path.join(a.build, "agent/preempt/libgpuqos-preempt.so"), WORK + "/lib/")
     os.chmod(WORK + "/lib", 0o755)
     os.chmod(WORK + "/lib/libgpuqos-preempt.so", 0o755)
+    # Copies every user can reach: the checkout may sit under /root.
+    shutil.copy(os.path.join(a.build, "agent/cli/gpuqos"), WORK + "/gpuqos")
+    os.chmod(WORK + "/gpuqos", 0o755)
     binp = WORK + "/bin"
     shutil.copytree(a.bin, binp)
     for f in os.listdir(binp):
