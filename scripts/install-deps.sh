@@ -4,7 +4,8 @@
 set -eu
 
 PKGS="build-essential cmake pkg-config clang llvm libcjson-dev fuse3 libfuse3-dev \
-valgrind python3 procps util-linux libcap2-bin"
+valgrind python3 procps util-linux libcap2-bin \
+libbpf-dev bpftool libelf-dev zlib1g-dev"
 
 missing=""
 for p in $PKGS; do

@@ -204,8 +204,12 @@ static void sim_alloc_log(struct sim_log_rec *r, const struct rm_alloc_view *v, 
 	r->cls = v->hClass;
 	if (v->hClass == RM_CLASS_TSG && ap && aplen >= sizeof(struct rm_tsg_alloc))
 		sim_rec_param(r, "engineType", ((const struct rm_tsg_alloc *)ap)->engineType);
-	if (v->hClass == RM_CLASS_DEVICE && ap && aplen >= sizeof(struct rm_device_alloc))
-		sim_rec_param(r, "deviceId", ((const struct rm_device_alloc *)ap)->deviceId);
+	if (v->hClass == RM_CLASS_DEVICE && ap && aplen >= sizeof(struct rm_device_alloc)) {
+		const struct rm_device_alloc *d = ap;
+		sim_rec_param(r, "deviceId", d->deviceId);
+		/* Logged so a replay can show it renumbered the client inside. */
+		sim_rec_param(r, "hClientShare", d->hClientShare);
+	}
 }
 
 static void sim_do_alloc(struct sim_icall *ic, enum rm_call_kind k, void *block)

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""End-to-end tests of gpuqos-sim: mount it, drive it with fakecuda and
-sim_probe, and check the simulator's own truth (its `state` and `log`
-files) against the RM behaviour measured in docs/DESIGN.md.
+"""End-to-end tests of gpuqos-sim: mount it, drive it with fakecuda,
+sim_probe and gpuqos-replay (the traces recorded on a real GPU), and check
+the simulator's own truth (its `state` and `log` files) against the RM
+behaviour measured in docs/DESIGN.md and recorded in tests/fixtures/traces.
 
-Owns: the expectations. Does not own: the calls (fakecuda, sim_probe).
+Owns: the expectations. Does not own: the calls (fakecuda, sim_probe,
+gpuqos-replay).
 
     test_sim.py --bin BUILD_DIR CASE      (CASE: see CASES below)
 
@@ -93,6 +95,7 @@ class Sim:
     def __exit__(self, *exc):
         if self in _LIVE:
             _LIVE.remove(self)
+        kill_background()
         if subprocess.call(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL) != 0:
             subprocess.call(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
         if self.proc:
@@ -163,6 +166,20 @@ class Sim:
 
 
 _LIVE = []
+_BACKGROUND = []
+
+
+def kill_background():
+    """A failed case leaves its holding workload behind: end it (and a
+    --fork child) before unmounting."""
+    while _BACKGROUND:
+        p = _BACKGROUND.pop()
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.communicate(timeout=10)
 
 
 def expect_cases(results, expected):
@@ -445,7 +462,7 @@ def case_malformed(b):
             "alloc.handle_equals_client": (0, 0x34), "alloc.unknown_parent": (0, 0x36),
             "alloc.tsg_under_client": (0, 0x36),
             "alloc.generated_handle": {"status": 0, "value": 0xCAF00000},
-            "alloc.client_duplicate_handle": (0, 0x34), "free.unknown": (0, 0x33),
+            "alloc.client_duplicate_handle": (0, 0x34), "free.unknown": (0, 0),
             "free.tsg": (0, 0), "free.channel_gone_with_tsg": (0, 0x33),
         })
         # Still up and still right.
@@ -473,10 +490,223 @@ def case_fork(b):
         sim.wait_empty()
 
 
+# --------------------------------------------------------------------------
+# replaying the traces recorded on a real GPU (tests/fixtures/traces)
+# --------------------------------------------------------------------------
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "traces")
+ENGINE_TYPES = [1, 11, 12, 13]
+
+
+def fixtures(suffix):
+    """Every recorded trace of one workload (one per driver recorded)."""
+    names = sorted(f for f in os.listdir(FIXTURES) if f.endswith(suffix))
+    check(names, "no fixture *%s in %s" % (suffix, FIXTURES))
+    return [os.path.join(FIXTURES, f) for f in names]
+
+
+def read_trace(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def replay_bg(sim, trace, *args):
+    cmd = [os.path.join(sim.bindir, "gpuqos-replay"), "--dev", sim.dev, "--trace", trace,
+           "--check"] + list(args)
+    # Its own session, so SIGTERM reaches a --fork child too.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    _BACKGROUND.append(p)
+    return p
+
+
+def replay_summaries(p, n):
+    """The first n summary lines (printed before the hold)."""
+    out = []
+    for _ in range(n):
+        line = p.stdout.readline()
+        if not line:
+            p.wait(timeout=10)
+            raise Fail("gpuqos-replay exited %s: %s" % (p.returncode, p.stderr.read()))
+        out.append(json.loads(line))
+    return out
+
+
+def replay_end(p):
+    os.killpg(p.pid, signal.SIGTERM)
+    out, err = p.communicate(timeout=20)
+    check(p.returncode == 0, "gpuqos-replay exited %d: %s%s" % (p.returncode, out, err))
+    check("Sanitizer" not in err and "runtime error" not in err, "sanitizer report:\n" + err)
+    return out
+
+
+def check_summary(summary, recs, passes=1):
+    rm_calls = sum(1 for r in recs if r["kind"] != "other")
+    check(summary["differences"] == 0 and summary["different"] == [],
+          "statuses differ from the real GPU: %s" % json.dumps(summary["different"], indent=1))
+    check(summary["calls"] == summary["same"] == passes * rm_calls,
+          "calls %d same %d, want %d" % (summary["calls"], summary["same"], passes * rm_calls))
+    check(summary["skipped_other"] == passes * (len(recs) - rm_calls), "skipped_other")
+
+
+def check_replayed_context(state, client):
+    """One replayed CUDA context: its four TSGs as the real GPU left them."""
+    tsgs = sorted((t for t in state["tsgs"] if t["client"] == client),
+                  key=lambda t: t["engineType"])
+    check([t["engineType"] for t in tsgs] == ENGINE_TYPES,
+          "engine types of %s: %r" % (client, [t["engineType"] for t in tsgs]))
+    devices = {t["device"] for t in tsgs}
+    check(len(devices) == 1, "the TSGs of %s share one device" % client)
+    dev = [d for d in state["devices"] if d["client"] == client and d["handle"] in devices]
+    check(len(dev) == 1 and dev[0]["deviceId"] == 0, "deviceId 0 for %s" % client)
+    for t in tsgs:
+        # libcuda's own SET_TIMESLICE 2048 reaches the GR TSG only.
+        want = (2048, 1) if t["engineType"] == 1 else (1024, 0)
+        check((t["timeslice_us"], t["timeslice_sets"]) == want,
+              "timeslice of %s: %r" % (t["handle"], t))
+        check(t["gpfifo_enabled"] and t["gpfifo_schedules"] == 1, "GPFIFO_SCHEDULE replayed")
+    return tsgs
+
+
+def tsg_clients(state):
+    return sorted({t["client"] for t in state["tsgs"]})
+
+
+def check_client_share(log, pid):
+    """Handles inside parameters are renumbered: a device's hClientShare
+    names the replayed client (the fixture holds the recorded one)."""
+    devs = [e for e in log if e["pid"] == pid and e["kind"] == "alloc" and
+            e.get("class") == "0x0080"]
+    check(devs, "device allocs in the log")
+    shared = [e for e in devs if e["params"]["hClientShare"] != 0]
+    check(shared, "a device alloc with hClientShare")
+    for e in shared:
+        check(e["params"]["hClientShare"] == hexint(e["client"]),
+              "hClientShare 0x%x of %s" % (e["params"]["hClientShare"], e["client"]))
+
+
+def replay_one(sim, trace):
+    recs = read_trace(trace)
+    p = replay_bg(sim, trace, "--hold", "30")
+    summary = replay_summaries(p, 1)[0]
+    check_summary(summary, recs)
+    s = sim.state()
+    check(len(s["files"]) == 1, "one open file")
+    check(sorted(c["handle"] for c in s["clients"]) == sorted(summary["clients"]),
+          "the clients the trace leaves are the replayed ones")
+    recorded = {hexint(r["hNew"]) for r in recs if r["kind"] == "alloc" and
+                hexint(r["hClass"]) == 0x41}
+    check(not recorded & {hexint(c) for c in summary["clients"]},
+          "client handles come from the simulator, not the recording")
+    clients = tsg_clients(s)
+    check(len(clients) == 1 and len(s["tsgs"]) == 4, "4 TSGs in one client: %r" % s["tsgs"])
+    check_replayed_context(s, clients[0])
+    check(all(d["deviceId"] == 0 for d in s["devices"]), "every device is GPU 0")
+    check_client_share(sim.log(), summary["pid"])
+    replay_end(p)
+    sim.wait_empty()
+    # The trace leaves its clients allocated; the replay frees them at exit.
+    frees = [e for e in sim.log() if e["pid"] == summary["pid"] and e["kind"] == "free"]
+    traced = sum(1 for r in recs if r["kind"] == "free")
+    check(len(frees) == traced + len(summary["clients"]) and
+          all(e["status"] == "0x00" for e in frees), "frees at exit: %r" % frees)
+    return recs
+
+
+def replay_detects_difference(sim, trace, recs):
+    """--check is a real comparison: a status the GPU did not return fails it."""
+    sets = [r for r in recs if r["kind"] == "control" and hexint(r["cmd"]) == SET_TIMESLICE]
+    check(sets, "the fixture holds libcuda's SET_TIMESLICE")
+    sim.control("fail a06c0103 1f")
+    p = subprocess.run([os.path.join(sim.bindir, "gpuqos-replay"), "--dev", sim.dev,
+                        "--trace", trace, "--check"], capture_output=True, text=True,
+                       timeout=30)
+    sim.control("clear")
+    check(p.returncode == 1, "--check exit %d with a difference" % p.returncode)
+    d = json.loads(p.stdout)["different"]
+    check([(x["seq"], x["recorded"]["status"], x["replayed"]["status"]) for x in d] ==
+          [(r["seq"], "0x00", "0x1f") for r in sets], "the difference reported: %r" % d)
+    sim.wait_empty()
+
+
+def replay_fixture(b, suffix):
+    for trace in fixtures(suffix):
+        with Sim(b) as sim:
+            recs = replay_one(sim, trace)
+            replay_detects_difference(sim, trace, recs)
+
+
+def case_replay_micro(b):
+    replay_fixture(b, "-lc_micro.jsonl")
+
+
+def case_replay_resnet50(b):
+    replay_fixture(b, "-resnet50.jsonl")
+
+
+def case_replay_contexts(b):
+    trace = fixtures("-lc_micro.jsonl")[0]
+    with Sim(b) as sim:
+        p = replay_bg(sim, trace, "--contexts", "3", "--hold", "30")
+        summary = replay_summaries(p, 1)[0]
+        check_summary(summary, read_trace(trace), passes=3)
+        s = sim.state()
+        clients = tsg_clients(s)
+        check(len(s["tsgs"]) == 12 and len(clients) == 3, "12 TSGs in 3 clients")
+        check(len(s["files"]) == 1 and len({c["fh"] for c in s["clients"]}) == 1,
+              "every context on one open file")
+        for c in clients:
+            check_replayed_context(s, c)
+        replay_end(p)
+        sim.wait_empty()
+
+
+def case_replay_fork(b):
+    trace = fixtures("-lc_micro.jsonl")[0]
+    with Sim(b) as sim:
+        p = replay_bg(sim, trace, "--fork", "--hold", "30")
+        summaries = replay_summaries(p, 2)
+        for summary in summaries:
+            check_summary(summary, read_trace(trace))
+        check(len({x["pid"] for x in summaries}) == 2, "two processes")
+        s = sim.state()
+        check(len(s["files"]) == 2 and len({f["opener_pid"] for f in s["files"]}) == 2,
+              "an open file per process")
+        by_fh = {f["fh"]: f["clients"] for f in s["files"]}
+        owners = {t["client"]: c["fh"] for t in s["tsgs"] for c in s["clients"]
+                  if c["handle"] == t["client"]}
+        check(len(s["tsgs"]) == 8 and len(set(owners.values())) == 2,
+              "4 TSGs in a client of each open file")
+        for client, fh in owners.items():
+            check(client in by_fh[fh], "client %s belongs to fh %d" % (client, fh))
+            check_replayed_context(s, client)
+        replay_end(p)
+        sim.wait_empty()
+
+
+def case_replay_exit(b):
+    """Without frees, exit (the last close) frees everything."""
+    trace = fixtures("-lc_micro.jsonl")[0]
+    recs = read_trace(trace)
+    with Sim(b) as sim:
+        p = replay_bg(sim, trace, "--exit-without-free")
+        summary = replay_summaries(p, 1)[0]
+        out, err = p.communicate(timeout=20)
+        check(p.returncode == 0, "gpuqos-replay --exit-without-free: %s" % err)
+        check_summary(summary, recs)
+        sim.wait_empty()
+        frees = [e for e in sim.log() if e["pid"] == summary["pid"] and e["kind"] == "free"]
+        check(len(frees) == sum(1 for r in recs if r["kind"] == "free"),
+              "no frees beyond the trace's own")
+
+
 CASES = {
     "basic": case_basic, "forms": case_forms, "ownership": case_ownership,
     "release": case_release, "interleave": case_interleave, "inject": case_inject,
     "malformed": case_malformed, "fork": case_fork,
+    "replay_micro": case_replay_micro, "replay_resnet50": case_replay_resnet50,
+    "replay_contexts": case_replay_contexts, "replay_fork": case_replay_fork,
+    "replay_exit": case_replay_exit,
 }
 
 
@@ -498,7 +728,7 @@ def on_signal(signum, frame):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory holding gpuqos-sim, fakecuda, sim_probe")
+    ap.add_argument("--bin", required=True, help="directory holding gpuqos-sim, fakecuda, sim_probe, gpuqos-replay")
     ap.add_argument("case", choices=sorted(CASES) + ["all"])
     a = ap.parse_args()
     why = skip_reason()

@@ -2,7 +2,8 @@
 /*
  * test_sim_model.c - unit tests of the simulator's RM model and injection
  * grammar, without FUSE, root or a mount: ownership per open file, handle
- * generation, parent rules, cascading frees, TSG control statuses.
+ * generation, parent rules, cascading frees (and the free of an unknown
+ * object, NV_OK as on the real RM), TSG control statuses.
  */
 #include <errno.h>
 #include <string.h>
@@ -56,6 +57,10 @@ static void test_ownership_and_tree(void)
 	struct rm_free_params fp = { .hRoot = c, .hObjectOld = d };
 	CHECK_EQ_U(sim_rm_free(rm, &a, &fp), RM_OK);
 	CHECK_EQ_U(ctrl(rm, &a, c, ch, 0xc86f0101u, NULL, 0), RM_ERR_INVALID_OBJECT_HANDLE);
+	/* Freeing an object the client does not hold is NV_OK (measured);
+	 * through another open file it is still the client's 0x23. */
+	CHECK_EQ_U(sim_rm_free(rm, &a, &fp), RM_OK);
+	CHECK_EQ_U(sim_rm_free(rm, &b, &fp), RM_ERR_INVALID_CLIENT);
 	sim_rm_file_release(rm, a.fh);
 	CHECK_EQ_U(ctrl(rm, &a, c, c, 0x00000101u, NULL, 0), RM_ERR_INVALID_CLIENT);
 	sim_rm_destroy(rm);

@@ -1,0 +1,583 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Tests of gpuqos's eBPF RM tracer (bpf/): load and attach in both modes,
+see exactly what a fake CUDA workload does on the GPU simulator (checked
+against the simulator's own log), keep the live TSG table across a process
+exit and an agent restart, recreate incompatible pins, report the verifier's
+words when a program is refused.
+
+Owns: the expectations. Does not own: the calls (fakecuda, rm_dup) or the
+simulator.
+
+    test_tsgtrace.py --tracer BIN --sim DIR --dup BIN CASE
+
+Needs root, kernel BTF, and /dev/fuse for the simulator cases; without them
+it says why and exits 77 (skip). Each case pins under its own directory in
+/sys/fs/bpf and removes it, and the simulator mount, in all cases.
+"""
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+CLIENT_CLASSES = (0x0, 0x1, 0x41)
+SET_TIMESLICE = 0xA06C0103
+SET_INTERLEAVE = 0xA06C0107
+TRACEFS = "/sys/kernel/tracing"
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def wait_for(pred, timeout=5.0, what="condition"):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise Fail("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def h(x):
+    return int(x, 16) if isinstance(x, str) else x
+
+
+_CLEANUP = []
+
+
+class Sim:
+    """A mounted gpuqos-sim; always unmounted."""
+
+    def __init__(self, simdir):
+        self.simdir = simdir
+        self.tmp = tempfile.mkdtemp(prefix="gpuqos-bpf-sim-")
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+        self.err = open(os.path.join(self.tmp, "sim.stderr"), "w")
+        self.proc = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([os.path.join(self.simdir, "gpuqos-sim"), self.mnt,
+                                      "--gpus", "1", "--foreground"],
+                                     stdout=self.err, stderr=self.err)
+        _CLEANUP.append(self.close)
+
+        def mounted():
+            if self.proc.poll() is not None:
+                raise Fail("gpuqos-sim exited with %d" % self.proc.returncode)
+            with open("/proc/self/mountinfo") as f:
+                return any(line.split()[4] == self.mnt for line in f)
+        wait_for(mounted, 5.0, "the simulator to mount")
+        return self
+
+    def close(self):
+        if self.proc is None:
+            return
+        if subprocess.call(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL) != 0:
+            subprocess.call(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        self.err.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @property
+    def dev(self):
+        return os.path.join(self.mnt, "nvidiactl")
+
+    def log(self):
+        with open(os.path.join(self.mnt, "log")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def state(self):
+        with open(os.path.join(self.mnt, "state")) as f:
+            return json.load(f)
+
+
+class Tracer:
+    """gpuqos-tsgtrace printing events; stop() returns them."""
+
+    def __init__(self, args, pin_dir, *extra):
+        self.cmd = [args.tracer, "--pin-dir", pin_dir] + list(extra)
+        self.proc = None
+        self.ready = None
+        self.stderr = ""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _CLEANUP.append(self.kill)
+        # Raw reads only: communicate() later reads the raw fd, so nothing
+        # may sit in a Python-side buffer.
+        buf, fd, end = b"", self.proc.stdout.fileno(), time.monotonic() + 20
+        while b"\n" not in buf and time.monotonic() < end:
+            r, _, _ = select.select([fd], [], [], 0.5)
+            chunk = os.read(fd, 65536) if r else b""
+            if r and not chunk:
+                break
+            buf += chunk
+        if b"\n" not in buf:
+            self.kill()
+            raise Fail("tracer did not start: " + self.proc.stderr.read().decode())
+        line, self.rest = buf.split(b"\n", 1)
+        self.ready = json.loads(line)
+        check(self.ready.get("ready") is True, "first line is not ready: %r" % line)
+        return self
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=20)
+        out, self.stderr = (self.rest + out).decode(), err.decode()
+        check(self.proc.returncode == 0, "tracer exited %d: %s" % (self.proc.returncode,
+                                                                   self.stderr))
+        lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+        check(lines and "counters" in lines[-1], "no counters line at the end")
+        self.counters = lines[-1]["counters"]
+        return lines[:-1]
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __exit__(self, *exc):
+        self.kill()
+        return False
+
+
+def dump(args, pin_dir):
+    out = subprocess.run([args.tracer, "--pin-dir", pin_dir, "--dump"], capture_output=True,
+                         text=True, timeout=20)
+    check(out.returncode == 0, "dump failed: " + out.stderr)
+    rows = [json.loads(x) for x in out.stdout.splitlines() if x.strip()]
+    return ([r for r in rows if r.get("kind") == "tsg"],
+            [r for r in rows if r.get("kind") == "client"],
+            rows[-1]["counters"])
+
+
+def new_pin_dir(case):
+    d = "/sys/fs/bpf/gpuqos-test-%d-%s" % (os.getpid(), case)
+    _CLEANUP.append(lambda: unpin(d))
+    return d
+
+
+_TRACER_BIN = [None]
+
+
+def unpin(d):
+    if os.path.isdir(d) and _TRACER_BIN[0]:
+        subprocess.call([_TRACER_BIN[0], "--pin-dir", d, "--unpin"])
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def fakecuda(args, sim, *extra, wait=True):
+    cmd = [os.path.join(args.sim, "fakecuda"), "--dev", sim.dev] + list(extra)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _CLEANUP.append(lambda: p.poll() is None and (p.kill(), p.wait()))
+    if wait:
+        out, err = p.communicate(timeout=30)
+        check(p.returncode == 0, "fakecuda %s failed: %s" % (" ".join(extra), err))
+    return p
+
+
+# ------------------------------------------------------------------
+# Expectations from the simulator's log
+# ------------------------------------------------------------------
+
+def expected_from_log(log, pid):
+    """The events the tracer must send for pid, from the simulator's truth."""
+    exp = []
+    for r in log:
+        if r["pid"] != pid or r["errno"] != 0 or r.get("status") != "0x00":
+            continue
+        if r["kind"] == "alloc":
+            cls = h(r["class"])
+            p = r.get("params", {})
+            if cls in CLIENT_CLASSES:
+                exp.append(("client", h(r["object"]), h(r["object"]), cls, None, r["xfer"]))
+            elif cls == 0x80:
+                exp.append(("device", h(r["client"]), h(r["object"]), cls, p["deviceId"],
+                            r["xfer"]))
+            elif cls == 0xA06C:
+                exp.append(("tsg", h(r["client"]), h(r["object"]), cls, p["engineType"],
+                            r["xfer"]))
+            elif (cls & 0xFF) == 0x6F and 0xA06F <= cls <= 0xCF6F:
+                exp.append(("channel", h(r["client"]), h(r["object"]), cls, h(r["parent"]),
+                            r["xfer"]))
+        elif r["kind"] == "free":
+            exp.append(("free", h(r["client"]), h(r["object"]), None, None, r["xfer"]))
+        elif r["kind"] == "control":
+            cmd = h(r["cmd"])
+            if cmd == SET_TIMESLICE:
+                exp.append(("timeslice", h(r["client"]), h(r["object"]), None,
+                            r["params"]["timesliceUs"], r["xfer"]))
+            elif cmd == SET_INTERLEAVE:
+                exp.append(("interleave", h(r["client"]), h(r["object"]), None,
+                            r["params"]["tsgInterleaveLevel"], r["xfer"]))
+    return exp
+
+
+def project(ev):
+    t = ev["type"]
+    cls = h(ev["class"])
+    extra = None
+    if t == "device":
+        extra = ev["deviceId"]
+    elif t == "tsg":
+        extra = ev["engineType"]
+    elif t == "channel":
+        extra = h(ev["parent"])
+    elif t in ("timeslice", "interleave"):
+        extra = ev["value"]
+    if t in ("free", "timeslice", "interleave"):
+        cls = None
+    return (t, h(ev["client"]), h(ev["object"]), cls, extra, ev["xfer"])
+
+
+def rm_events(events, pid):
+    return [e for e in events if e.get("tgid") == pid and e.get("type") != "exit"]
+
+
+def compare(events, log, pid, what):
+    got = [project(e) for e in rm_events(events, pid)]
+    exp = expected_from_log(log, pid)
+    check(exp, "%s: the simulator logged nothing for pid %d" % (what, pid))
+    if got != exp:
+        raise Fail("%s: tracer and simulator disagree for pid %d\n tracer: %s\n sim:    %s"
+                   % (what, pid, got, exp))
+
+
+def check_context_shape(events, pid, contexts, what):
+    tsgs = [e for e in events if e.get("tgid") == pid and e["type"] == "tsg"]
+    check(sorted(e["engineType"] for e in tsgs) == sorted([1, 11, 12, 13] * contexts),
+          "%s: TSG engine types %s" % (what, [e["engineType"] for e in tsgs]))
+    check(all(e["deviceId"] == 0 for e in tsgs), "%s: TSG device instance not 0" % what)
+    devs = [e for e in events if e.get("tgid") == pid and e["type"] == "device"]
+    check(len(devs) == contexts and all(d["deviceId"] == 0 for d in devs),
+          "%s: device events %s" % (what, devs))
+    chans = [e for e in events if e.get("tgid") == pid and e["type"] == "channel"]
+    tsg_handles = {(e["client"], e["object"]): e["engineType"] for e in tsgs}
+    check(len(chans) == 4 * contexts, "%s: %d channels" % (what, len(chans)))
+    for c in chans:
+        check(tsg_handles.get((c["client"], c["parent"])) == c["engineType"],
+              "%s: channel %s not under a TSG it names" % (what, c["object"]))
+    for e in rm_events(events, pid):
+        check(e["fd"] >= 0 and e["owner_tgid"] == pid and not e["foreign"],
+              "%s: fd/owner wrong in %s" % (what, e))
+
+
+# ------------------------------------------------------------------
+# Cases
+# ------------------------------------------------------------------
+
+def ensure_tracefs():
+    if os.path.exists(os.path.join(TRACEFS, "events/syscalls/sys_enter_ioctl")):
+        return
+    if subprocess.call(["mount", "-t", "tracefs", "tracefs", TRACEFS]) != 0:
+        raise Skip("cannot mount tracefs on " + TRACEFS)
+    _CLEANUP.append(lambda: subprocess.call(["umount", TRACEFS]))
+    if not os.path.exists(os.path.join(TRACEFS, "events/syscalls/sys_enter_ioctl")):
+        raise Skip("no syscall tracepoints (CONFIG_FTRACE_SYSCALLS?)")
+
+
+def case_load(args, mode):
+    if mode == "tracepoint":
+        ensure_tracefs()
+    pin = new_pin_dir("load-" + mode)
+    with Tracer(args, pin, "--mode", mode) as t:
+        check(t.ready["mode"] == mode, "attached in %s, wanted %s" % (t.ready["mode"], mode))
+        check(not t.ready["inherited_links"], "fresh pin dir has links")
+        names = sorted(os.listdir(pin))
+        for n in ("link_ioctl_enter", "link_ioctl_exit", "link_process_exit", "tt_tsgs",
+                  "tt_clients", "tt_devices", "tt_events", "tt_counters", "tt_meta"):
+            check(n in names, "pin %s missing: %s" % (n, names))
+        t.stop()
+    if mode == "tracepoint":
+        # auto picks the syscall tracepoints when tracefs shows them.
+        with Tracer(args, pin, "--mode", "auto") as t:
+            check(t.ready["mode"] == "tracepoint", "auto chose " + t.ready["mode"])
+            check(t.ready["inherited_links"] and t.ready["inherited_tables"],
+                  "second open did not find the first one's pins")
+            t.stop()
+
+
+def case_forms(args, mode):
+    if mode == "tracepoint":
+        ensure_tracefs()
+    pin = new_pin_dir("forms-" + mode)
+    with Sim(args.sim) as sim, Tracer(args, pin, "--mode", mode) as t:
+        procs = []
+        for form in ("64", "21", "xfer"):
+            procs.append((form, fakecuda(args, sim, "--hold", "0", "--form", form,
+                                         "--contexts", "2")))
+        fork = fakecuda(args, sim, "--hold", "0", "--fork")
+        time.sleep(0.2)
+        log = sim.log()
+        events = t.stop()
+    for form, p in procs:
+        what = "%s form %s" % (mode, form)
+        compare(events, log, p.pid, what)
+        check_context_shape(events, p.pid, 2, what)
+        xfer = form == "xfer"
+        forms = {"64": "nvos64", "21": "nvos21", "xfer": "nvos64"}
+        for e in rm_events(events, p.pid):
+            check(e["xfer"] == xfer, "%s: xfer flag %s" % (what, e))
+            if e["type"] in ("client", "device", "tsg", "channel"):
+                check(e["form"] == forms[form], "%s: form %s" % (what, e["form"]))
+        exits = [e for e in events if e["type"] == "exit" and e["tgid"] == p.pid]
+        check(len(exits) == 1 and exits[0]["value"] == 0,
+              "%s: exit event after freeing everything: %s" % (what, exits))
+    pids = sorted({r["pid"] for r in log} - {p.pid for _, p in procs})
+    check(len(pids) == 2 and fork.pid in pids, "fork: pids in the log %s" % pids)
+    for pid in pids:
+        compare(events, log, pid, "%s fork pid %d" % (mode, pid))
+        check_context_shape(events, pid, 1, "%s fork" % mode)
+    check(t.counters["ringbuf_full"] == 0 and t.counters["read_fault"] == 0,
+          "drops: %s" % t.counters)
+    tsgs, clients, _ = dump(args, pin)
+    mine = {p.pid for _, p in procs} | set(pids)
+    check(not [x for x in tsgs + clients if x["tgid"] in mine],
+          "freed objects still in the live table")
+
+
+def case_dup(args):
+    pin = new_pin_dir("dup")
+    with Sim(args.sim) as sim, Tracer(args, pin, "--mode", "tp_btf") as t:
+        wf = os.path.join(sim.tmp, "release")
+        p = subprocess.Popen([args.dup, "owner", sim.dev, wf], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        _CLEANUP.append(lambda: p.poll() is None and (p.kill(), p.wait()))
+        info = json.loads(p.stdout.readline())
+        check(info["fd2"] != info["fd"], "dup gave the same fd")
+        # The node agent's direct path: another process, a pidfd_getfd duplicate.
+        f = subprocess.run([args.dup, "foreign", str(info["pid"]), str(info["fd"]),
+                            info["client"], info["tsg"], "7000"], capture_output=True,
+                           text=True, timeout=20)
+        check(f.returncode == 0, "foreign SET_TIMESLICE failed: " + f.stdout + f.stderr)
+        fpid = json.loads(f.stdout)["pid"]
+        tsgs, _, _ = dump(args, pin)
+        mine = [x for x in tsgs if x["tgid"] == info["pid"]]
+        check(len(mine) == 1, "live TSGs of the dup owner: %s" % mine)
+        m = mine[0]
+        check(m["fd"] == info["fd2"] and m["tsg"] == info["tsg"] and m["deviceId"] == 0 and
+              m["engineType"] == 1 and m["device"] == info["device"],
+              "live TSG entry %s vs %s" % (m, info))
+        check(m["timesliceUs"] == 7000 and m["interleave"] == 2,
+              "last accepted values not recorded: %s" % m)
+        open(wf, "w").close()
+        p.communicate(timeout=20)
+        check(p.returncode == 0, "rm_dup owner failed")
+        time.sleep(0.1)
+        log = sim.log()
+        events = t.stop()
+    compare(events, log, info["pid"], "dup")
+    ev = rm_events(events, info["pid"])
+    by = {(e["type"], e["object"]): e for e in ev}
+    check(by[("client", info["client"])]["fd"] == info["fd"], "client fd")
+    check(by[("device", info["device"])]["fd"] == info["fd2"], "device not on the dup fd")
+    check(by[("device", info["device"])]["deviceId"] == 0, "device id with paramsSize 0")
+    check(by[("tsg", info["tsg"])]["engineType"] == 1, "engine type with paramsSize 0")
+    check(by[("timeslice", info["tsg"])]["fd"] == info["fd2"], "timeslice fd")
+    check(by[("interleave", info["tsg"])]["fd"] == info["fd"], "interleave fd")
+    frees = [e for e in ev if e["type"] == "free"]
+    check([(e["object"], e["class"]) for e in frees] ==
+          [(info["tsg"], "0xa06c"), (info["client"], "0x0041")], "frees %s" % frees)
+    fe = [e for e in events if e.get("tgid") == fpid]
+    check(len(fe) == 1 and fe[0]["type"] == "timeslice" and fe[0]["value"] == 7000 and
+          fe[0]["foreign"] and fe[0]["owner_tgid"] == info["pid"],
+          "foreign control event: %s" % fe)
+    compare(events, log, fpid, "foreign")
+    tsgs, clients, _ = dump(args, pin)
+    check(not [x for x in tsgs + clients if x["tgid"] == info["pid"]], "dup owner left entries")
+
+
+def live_of(args, pin, pid):
+    tsgs, clients, _ = dump(args, pin)
+    return ([x for x in tsgs if x["tgid"] == pid], [x for x in clients if x["tgid"] == pid])
+
+
+def case_exit(args):
+    pin = new_pin_dir("exit")
+    with Sim(args.sim) as sim, Tracer(args, pin, "--mode", "tp_btf") as t:
+        wf = os.path.join(sim.tmp, "go")
+        p = fakecuda(args, sim, "--exit-without-free", "--hold", "30", "--wait-file", wf,
+                     wait=False)
+        tsgs = wait_for(lambda: len(live_of(args, pin, p.pid)[0]) == 4 and
+                        live_of(args, pin, p.pid)[0], 10, "4 live TSGs")
+        check(sorted(x["engineType"] for x in tsgs) == [1, 11, 12, 13], "engines %s" % tsgs)
+        gr = [x for x in tsgs if x["engineType"] == 1][0]
+        check(gr["timesliceUs"] == 2048, "libcuda's SET 2048 not recorded: %s" % gr)
+        check(all(x["timesliceUs"] is None for x in tsgs if x["engineType"] != 1),
+              "copy TSGs have a recorded timeslice")
+        check(len(live_of(args, pin, p.pid)[1]) == 1, "one live client")
+        open(wf, "w").close()
+        p.communicate(timeout=20)
+        check(p.returncode == 0, "fakecuda failed")
+        wait_for(lambda: live_of(args, pin, p.pid) == ([], []), 5,
+                 "the exited process's entries to go")
+        time.sleep(0.1)
+        events = t.stop()
+    ex = [e for e in events if e["type"] == "exit" and e["tgid"] == p.pid]
+    check(len(ex) == 1 and ex[0]["value"] == 4, "exit event %s" % ex)
+    check(not [e for e in events if e["tgid"] == p.pid and e["type"] == "free"],
+          "exit-without-free sent frees")
+
+
+def case_restart(args, detach):
+    """Agent restart. Default: links are pinned, programs stay attached while
+    no agent runs, so TSGs made in the gap are in the table and their events
+    wait in the pinned ring. With --detach-on-close the gap is blind: TSGs
+    made before the restart survive in the table, those made in the gap do
+    not appear (documented)."""
+    pin = new_pin_dir("restart-" + ("detach" if detach else "pinned"))
+    extra = ["--mode", "tp_btf"] + (["--detach-on-close"] if detach else [])
+    with Sim(args.sim) as sim:
+        wa, wb = os.path.join(sim.tmp, "a"), os.path.join(sim.tmp, "b")
+        with Tracer(args, pin, *extra) as t1:
+            a = fakecuda(args, sim, "--hold", "60", "--wait-file", wa, wait=False)
+            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4, 10, "A's TSGs")
+            t1.stop()
+        links = [n for n in os.listdir(pin) if n.startswith("link_")]
+        check(bool(links) != detach, "link pins after close: %s" % links)
+        b = fakecuda(args, sim, "--hold", "60", "--wait-file", wb, wait=False)
+        wait_for(lambda: len([x for x in sim.state()["tsgs"]]) == 8, 10, "B's TSGs in the sim")
+        time.sleep(0.1)
+        check(len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs lost over the restart")
+        gap = live_of(args, pin, b.pid)[0]
+        if detach:
+            check(gap == [], "detached, yet the gap's TSGs were seen: %s" % gap)
+        else:
+            check(len(gap) == 4, "pinned links, yet the gap's TSGs are missing: %s" % gap)
+        with Tracer(args, pin, "--mode", "tp_btf") as t2:
+            check(t2.ready["inherited_tables"], "tables not inherited")
+            check(t2.ready["inherited_links"] != detach, "inherited_links %s" % t2.ready)
+            open(wa, "w").close()
+            open(wb, "w").close()
+            a.communicate(timeout=20)
+            b.communicate(timeout=20)
+            wait_for(lambda: live_of(args, pin, a.pid) == ([], []), 5, "A's entries to go")
+            time.sleep(0.1)
+            log = sim.log()
+            events = t2.stop()
+        # The gap's events waited in the pinned ring.
+        bt = [e for e in events if e["tgid"] == b.pid and e["type"] == "tsg"]
+        check(len(bt) == (0 if detach else 4), "B's TSG events after restart: %d" % len(bt))
+        if not detach:
+            compare(events, log, b.pid, "restart gap")
+        af = [e for e in events if e["tgid"] == a.pid and e["type"] == "free"]
+        check(len(af) == 1 and af[0]["class"] == "0x0041", "A's client free %s" % af)
+        check(live_of(args, pin, b.pid) == ([], []), "B left entries")
+
+
+def case_incompatible(args):
+    pin = new_pin_dir("incompat")
+    os.makedirs(pin, exist_ok=True)
+    r = subprocess.run(["bpftool", "map", "create", os.path.join(pin, "tt_tsgs"), "type",
+                        "hash", "key", "4", "value", "4", "entries", "8", "name", "tt_tsgs"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Skip("bpftool map create failed: " + r.stderr)
+    with Tracer(args, pin, "--mode", "tp_btf") as t:
+        check(t.ready["recreated"] and not t.ready["inherited_tables"],
+              "incompatible pin not recreated: %s" % t.ready)
+        t.stop()
+    check("does not match this build" in t.stderr, "no clear log line: " + t.stderr)
+    dump(args, pin)
+
+
+def case_verifier(args):
+    pin = new_pin_dir("verifier")
+    r = subprocess.run([args.tracer, "--pin-dir", pin, "--mode", "tp_btf",
+                        "--test-verifier-reject"], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1, "a refused program still loaded (rc %d)" % r.returncode)
+    msg = [x for x in r.stderr.split("gpuqos-tsgtrace: ") if x.startswith("load BPF programs")]
+    check(msg and "verifier says" in msg[0] and "bpf_probe_read_user" in msg[0] and
+          "processed" in msg[0], "no verifier log in the error: " + r.stderr[-2000:])
+    left = os.listdir(pin) if os.path.isdir(pin) else []
+    check(not left, "pins left after a failed load: %s" % left)
+
+
+CASES = {
+    "load_tp_btf": lambda a: case_load(a, "tp_btf"),
+    "load_tracepoint": lambda a: case_load(a, "tracepoint"),
+    "forms_tp_btf": lambda a: case_forms(a, "tp_btf"),
+    "forms_tracepoint": lambda a: case_forms(a, "tracepoint"),
+    "dup": case_dup,
+    "exit": case_exit,
+    "restart_pinned": lambda a: case_restart(a, False),
+    "restart_detached": lambda a: case_restart(a, True),
+    "incompatible": case_incompatible,
+    "verifier_log": case_verifier,
+}
+NEEDS_SIM = {"forms_tp_btf", "forms_tracepoint", "dup", "exit", "restart_pinned",
+             "restart_detached"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tracer", required=True)
+    ap.add_argument("--sim", required=True, help="directory with gpuqos-sim and fakecuda")
+    ap.add_argument("--dup", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    _TRACER_BIN[0] = args.tracer
+
+    if os.geteuid() != 0:
+        print("skip: needs root (BPF, bpffs, FUSE)")
+        return SKIP
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        print("skip: no kernel BTF at /sys/kernel/btf/vmlinux")
+        return SKIP
+    if args.case in NEEDS_SIM and not (os.path.exists("/dev/fuse") and
+                                       os.path.exists(os.path.join(args.sim, "gpuqos-sim"))):
+        print("skip: needs /dev/fuse and the simulator")
+        return SKIP
+
+    def on_signal(signum, frame):
+        raise SystemExit(1)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        CASES[args.case](args)
+        print("ok")
+        return 0
+    except Skip as e:
+        print("skip: %s" % e)
+        return SKIP
+    except Fail as e:
+        print("FAIL: %s" % e)
+        return 1
+    finally:
+        for fn in reversed(_CLEANUP):
+            try:
+                fn()
+            except Exception as e:  # cleanup must go on
+                print("cleanup: %s" % e, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
