@@ -5,7 +5,9 @@
  * the functions over one of these; this header only declares them.
  *
  * Desired state (class, policy output) and observed state (what the
- * preempt agent reports RM accepted) are kept apart in struct tsg.
+ * preempt agent reports RM accepted, and what direct controls set) are
+ * kept apart in struct tsg; so are the two control paths' bookkeeping
+ * (struct peer for the preempt agent, struct direct for the direct path).
  */
 #ifndef GPUQOS_AGENT_AGENT_H
 #define GPUQOS_AGENT_AGENT_H
@@ -14,8 +16,11 @@
 #include <sys/types.h>
 
 #include "abi/gq_proto.h"
+#include "agent/caps.h"
 #include "agent/config.h"
+#include "agent/direct.h"
 #include "agent/loop.h"
+#include "agent/path.h"
 #include "agent/policy.h"
 
 #define GQ_AGENT_VERSION "0.1.0"
@@ -24,6 +29,7 @@
 #define GQ_DEFAULT_NVIDIACTL "/dev/nvidiactl"
 
 #define GQ_CMDS_PER_TICK 16       /* per peer: rate limit of reconcile */
+#define GQ_DIRECT_PER_TICK 16     /* direct path, all processes together */
 #define GQ_BACKOFF_MIN_MS 100u
 #define GQ_BACKOFF_MAX_MS 10000u
 /* P reconnects with backoff up to 2 s plus jitter (docs/protocol.md). */
@@ -70,13 +76,19 @@ struct tsg {
 	rm_handle h_client, h_tsg, h_device;
 	uint32_t gpu, engine, fd;
 	uint32_t gen; /* sync generation of its last report */
-	/* observed, as the preempt agent reports it */
+	/* observed: what the preempt agent reports, or what a direct control
+	 * set (the preempt agent does not see those) */
 	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
+	uint32_t rep_ts, rep_il; /* the preempt agent's last report of them */
 	/* desired, from the last reconcile */
 	uint32_t desired_ts;
 	int32_t desired_il;
 	const char *reason;
 	/* control */
+	enum gq_path last_path; /* path of the last control, GQ_PATH_NONE before */
+	enum gq_path action_path[GQ_NACTIONS]; /* ... of the last one per action */
+	const char *blocked;    /* why no path can carry its next control, or NULL */
+	int blocked_stalled;    /* ... because a path is stalled */
 	unsigned inflight;
 	uint64_t backoff_until;
 	uint32_t backoff_ms;
@@ -91,7 +103,8 @@ struct tsg {
 struct cmd {
 	struct cmd *next;
 	uint32_t seq;
-	struct peer *peer;
+	enum gq_path path;
+	struct peer *peer; /* agent path only */
 	pid_t pid;
 	rm_handle h_client, h_tsg;
 	uint32_t op;
@@ -134,6 +147,11 @@ struct agent {
 	int dirty; /* something changed: reconcile after this batch */
 	uint64_t started_us;
 	struct counters n;
+	struct caps caps;       /* effective set at start (caps.h) */
+	struct direct *direct;  /* NULL when the direct path is off */
+	struct loop_watch direct_w;
+	char direct_off[160];   /* why it is off, or "" */
+	unsigned direct_sent_this_tick;
 };
 
 /* procinfo.c */
@@ -178,10 +196,11 @@ void peer_close_broken(struct agent *a);
 void peer_reap(struct agent *a);
 void peer_free_all(struct agent *a);
 
-/* cmd.c: in-flight commands and their deadlines */
-struct cmd *cmd_issue(struct agent *a, struct peer *p, struct tsg *t, uint32_t op, uint64_t arg,
+/* cmd.c: in-flight commands (both paths) and their deadlines */
+struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_t op, uint64_t arg,
 		      struct ctl_conn *ctl);
 void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r);
+void cmd_direct_result(struct agent *a, const struct direct_res *r);
 void cmd_expire(struct agent *a);
 void cmd_fail_peer(struct agent *a, struct peer *p);
 void cmd_detach_ctl(struct agent *a, struct ctl_conn *c);
@@ -192,6 +211,8 @@ const char *gq_op_name(uint32_t op);
 /* reconcile.c */
 void reconcile(struct agent *a);
 void reconcile_tick(struct agent *a);
+/* The path that would carry action act on t now (path.c decides). */
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act);
 /* The POLICY values (timeslices for TSGs it creates next) of peer p. */
 void reconcile_peer_policy(struct agent *a, const struct peer *p, uint32_t *gr, uint32_t *copy);
 int wake_init(struct agent *a);
@@ -200,10 +221,11 @@ void tick_rearm(struct agent *a);
 
 /* ctl.c */
 int ctl_listen(struct agent *a);
-/* a command issued for a ctl request finished: result is a cJSON object
- * (ownership passes), or NULL with why set */
+/* A command issued for a ctl request finished (or timed out: err_word
+ * "timeout"); why is the failure in words, or NULL. */
 void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t rm_status,
-		  uint32_t err, const char *err_word, uint64_t value, uint64_t elapsed_ns);
+		  uint32_t err, const char *err_word, uint64_t value, uint64_t elapsed_ns,
+		  const char *why);
 void ctl_reap(struct agent *a);
 void ctl_free_all(struct agent *a);
 

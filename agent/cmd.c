@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd.c - commands sent to preempt agents and not yet answered: ids,
- * absolute deadlines, matching RESULTs, recording outcomes on the TSG
- * (backoff on failure) and marking a peer stalled when a deadline passes.
- * Does not own deciding which commands to send (reconcile.c, ctl.c).
+ * cmd.c - RM controls in flight on either path (a COMMAND to a preempt
+ * agent, or a job of the direct path): ids, absolute deadlines, matching
+ * results, recording outcomes on the TSG (backoff on failure, the path
+ * used) and what a missed deadline means: a stalled peer, or a direct
+ * worker counted lost. Does not own deciding which commands to send or on
+ * which path (reconcile.c, ctl.c, path.c), nor the paths (peer.c,
+ * direct.c).
  */
 #include "agent/agent.h"
 #include "agent/log.h"
@@ -43,23 +46,52 @@ static const char *err_name(uint32_t err)
 
 /* The preempt agent drops a command not started within deadline_us; we
  * allow the same again for the control itself (RM round trips take
- * 100-450 us, but one once hung for minutes) before calling it lost. */
+ * 100-450 us, but one once hung for minutes) before calling it lost. The
+ * direct path gets the same budget: its queue wait plus the control. */
 static uint64_t cmd_deadline(const struct agent *a)
 {
 	return now_us() + 2ull * a->cfg->control_deadline_ms * 1000u;
 }
 
-struct cmd *cmd_issue(struct agent *a, struct peer *p, struct tsg *t, uint32_t op, uint64_t arg,
+static int cmd_send_direct(struct agent *a, struct tsg *t, struct cmd *c)
+{
+	const struct proc *p = proc_find(a, t->pid);
+	struct direct_req r;
+
+	if (!a->direct || !p) {
+		errno = EPIPE;
+		return -1;
+	}
+	memset(&r, 0, sizeof(r));
+	r.seq = c->seq;
+	r.pid = t->pid;
+	r.starttime = p->starttime;
+	r.fd = t->fd;
+	r.h_client = t->h_client;
+	r.h_tsg = t->h_tsg;
+	r.op = c->op;
+	r.arg = c->arg;
+	return direct_submit(a->direct, &r);
+}
+
+/* Issues op on t through path (chosen by the caller with tsg_path). */
+struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_t op, uint64_t arg,
 		      struct ctl_conn *ctl)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
+	struct proc *p = proc_find(a, t->pid);
+	struct cmd *c;
+	int rc;
 
+	if (path == GQ_PATH_NONE || (path == GQ_PATH_AGENT && (!p || !p->peer)))
+		return NULL;
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
 	if (++a->next_seq == 0)
 		a->next_seq = 1;
 	c->seq = a->next_seq;
-	c->peer = p;
+	c->path = path;
+	c->peer = path == GQ_PATH_AGENT ? p->peer : NULL;
 	c->pid = t->pid;
 	c->h_client = t->h_client;
 	c->h_tsg = t->h_tsg;
@@ -67,16 +99,19 @@ struct cmd *cmd_issue(struct agent *a, struct peer *p, struct tsg *t, uint32_t o
 	c->arg = arg;
 	c->deadline = cmd_deadline(a);
 	c->ctl = ctl;
-	if (peer_send_command(a, p, c) != 0) {
+	rc = path == GQ_PATH_AGENT ? peer_send_command(a, c->peer, c) : cmd_send_direct(a, t, c);
+	if (rc != 0) {
 		free(c);
 		return NULL;
 	}
 	c->next = a->cmds;
 	a->cmds = c;
 	t->inflight++;
+	t->last_path = path;
+	t->action_path[gq_op_action(op)] = path;
 	a->n.commands++;
-	log_debug("pid %d: COMMAND %u %s TSG 0x%x arg %llu", (int)t->pid, c->seq,
-		  gq_op_name(op), t->h_tsg, (unsigned long long)arg);
+	log_debug("pid %d: COMMAND %u %s TSG 0x%x arg %llu via %s", (int)t->pid, c->seq,
+		  gq_op_name(op), t->h_tsg, (unsigned long long)arg, gq_path_name(path));
 	return c;
 }
 
@@ -98,117 +133,192 @@ static void tsg_backoff(struct tsg *t)
 	t->backoff_until = now_us() + (uint64_t)t->backoff_ms * 1000u;
 }
 
-/* Records the outcome on the TSG: observed value on success, backoff and
- * the error in words on failure. */
-static void tsg_record(struct tsg *t, const struct cmd *c, const struct gq_result *r)
-{
-	int ok = r->err == 0 && r->rm_status == RM_OK;
+/* One finished control, from either path. */
+struct outcome {
+	uint32_t rm_status, err;
+	uint64_t value, elapsed_ns;
+	const char *why; /* direct path: the failure in words */
+};
 
-	t->has_last = 1;
-	t->last_op = c->op;
-	t->last_status = r->rm_status;
-	t->last_errno = r->err;
-	t->last_timeout = 0;
-	t->last_elapsed_us = r->elapsed_ns / 1000u;
-	if (c->op == GQ_OP_PREEMPT || (c->op == GQ_OP_GET_TIMESLICE && !ok))
-		return; /* changes no setting: says nothing of convergence */
-	t->last_failed = !ok;
-	if (ok) {
-		t->error[0] = '\0';
-		t->backoff_ms = 0;
-		t->backoff_until = 0;
-		if (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE)
-			t->applied_ts = (uint32_t)r->value;
-		else if (c->op == GQ_OP_SET_INTERLEAVE)
-			t->applied_il = (uint32_t)c->arg;
-		return;
-	}
-	if (r->err)
-		snprintf(t->error, sizeof(t->error), "%s: %s", gq_op_name(c->op), err_name(r->err));
+static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct outcome *o)
+{
+	const char *via = c->path == GQ_PATH_DIRECT ? " (direct path)" : "";
+
+	if (o->why && o->why[0])
+		snprintf(t->error, sizeof(t->error), "%s%s: %s", gq_op_name(c->op), via, o->why);
+	else if (o->err)
+		snprintf(t->error, sizeof(t->error), "%s%s: %s", gq_op_name(c->op), via,
+			 err_name(o->err));
 	else
-		snprintf(t->error, sizeof(t->error), "%s: %s", gq_op_name(c->op),
-			 rm_status_name(r->rm_status));
-	if (c->op == GQ_OP_SET_INTERLEAVE && r->err == 0 &&
-	    r->rm_status == RM_ERR_INSUFFICIENT_PERMISSIONS) {
+		snprintf(t->error, sizeof(t->error), "%s%s: %s", gq_op_name(c->op), via,
+			 rm_status_name(o->rm_status));
+	if (c->op == GQ_OP_SET_INTERLEAVE && o->err == 0 &&
+	    o->rm_status == RM_ERR_INSUFFICIENT_PERMISSIONS) {
 		/* Only CAP_SYS_NICE in the calling task helps; retrying cannot. */
 		t->il_refused = (int32_t)c->arg;
 		snprintf(t->error, sizeof(t->error),
-			 "SET_INTERLEAVE: NV_ERR_INSUFFICIENT_PERMISSIONS: needs CAP_SYS_NICE");
+			 "SET_INTERLEAVE%s: NV_ERR_INSUFFICIENT_PERMISSIONS: needs CAP_SYS_NICE", via);
 		return;
 	}
 	tsg_backoff(t);
 }
 
+/* Records the outcome on the TSG: observed value on success, backoff and
+ * the error in words on failure. */
+static void tsg_record(struct tsg *t, const struct cmd *c, const struct outcome *o)
+{
+	int ok = o->err == 0 && o->rm_status == RM_OK;
+
+	t->has_last = 1;
+	t->last_op = c->op;
+	t->last_status = o->rm_status;
+	t->last_errno = o->err;
+	t->last_timeout = 0;
+	t->last_elapsed_us = o->elapsed_ns / 1000u;
+	if (c->op == GQ_OP_PREEMPT || (c->op == GQ_OP_GET_TIMESLICE && !ok))
+		return; /* changes no setting: says nothing of convergence */
+	t->last_failed = !ok;
+	if (!ok) {
+		tsg_record_error(t, c, o);
+		return;
+	}
+	/* A refused level is not retried: its reason must stay in view. */
+	if (!(t->desired_il >= 0 && t->il_refused == t->desired_il))
+		t->error[0] = '\0';
+	t->backoff_ms = 0;
+	t->backoff_until = 0;
+	if (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE)
+		t->applied_ts = (uint32_t)o->value;
+	else if (c->op == GQ_OP_SET_INTERLEAVE)
+		t->applied_il = (uint32_t)c->arg;
+}
+
+/* The result of c arrived (on time or late): record it, answer a waiting
+ * ctl request, free c. */
+static void cmd_finish(struct agent *a, struct cmd *c, const struct outcome *o)
+{
+	struct tsg *t = tsg_find(a, c->pid, c->h_client, c->h_tsg);
+
+	cmd_unlink(a, c);
+	a->n.results++;
+	if (!c->timed_out && t && t->inflight)
+		t->inflight--;
+	if (o->err || o->rm_status) {
+		a->n.failures++;
+		log_warn("pid %d: %s on TSG 0x%x via %s failed: %s, errno %u (%s)%s%s", (int)c->pid,
+			 gq_op_name(c->op), c->h_tsg, gq_path_name(c->path),
+			 rm_status_name(o->rm_status), o->err, o->err ? err_name(o->err) : "none",
+			 o->why && o->why[0] ? ": " : "", o->why ? o->why : "");
+	}
+	if (t)
+		tsg_record(t, c, o);
+	if (c->ctl)
+		ctl_cmd_done(a, c->ctl, c, o->rm_status, o->err, NULL, o->value, o->elapsed_ns, o->why);
+	free(c);
+	a->dirty = 1;
+}
+
 void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 {
+	struct outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, NULL };
 	struct cmd *c;
-	struct tsg *t;
 
 	for (c = a->cmds; c; c = c->next)
-		if (c->seq == r->hdr.seq && c->peer == p)
+		if (c->seq == r->hdr.seq && c->peer == p && c->path == GQ_PATH_AGENT)
 			break;
 	if (!c || c->op != r->op || c->h_client != r->h_client || c->h_tsg != r->h_tsg) {
 		a->n.unknown_result++;
 		log_debug("pid %d: RESULT %u matches no command", (int)p->pid, r->hdr.seq);
 		return;
 	}
-	cmd_unlink(a, c);
-	a->n.results++;
-	t = tsg_find(a, c->pid, c->h_client, c->h_tsg);
 	if (c->timed_out) {
 		log_info("pid %d: late RESULT %u: control path works again", (int)p->pid, c->seq);
 		p->stalled = 0;
-	} else if (t && t->inflight) {
-		t->inflight--;
 	}
-	if (r->err || r->rm_status) {
-		a->n.failures++;
-		log_warn("pid %d: %s on TSG 0x%x failed: %s, errno %u (%s)", (int)p->pid,
-			 gq_op_name(c->op), c->h_tsg, rm_status_name(r->rm_status), r->err,
-			 r->err ? err_name(r->err) : "none");
-	}
-	if (t)
-		tsg_record(t, c, r);
-	if (c->ctl)
-		ctl_cmd_done(a, c->ctl, c, r->rm_status, r->err, NULL, r->value, r->elapsed_ns);
-	free(c);
-	a->dirty = 1;
+	cmd_finish(a, c, &o);
 }
 
+void cmd_direct_result(struct agent *a, const struct direct_res *r)
+{
+	struct outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, r->why };
+	struct cmd *c;
+
+	for (c = a->cmds; c; c = c->next)
+		if (c->seq == r->seq && c->path == GQ_PATH_DIRECT)
+			break;
+	if (!c) {
+		a->n.unknown_result++;
+		log_debug("direct path: result %u matches no command", r->seq);
+		return;
+	}
+	if (c->timed_out)
+		log_info("pid %d: %s on TSG 0x%x returned %.1f s late on the direct path",
+			 (int)c->pid, gq_op_name(c->op), c->h_tsg, (double)r->elapsed_ns / 1e9);
+	cmd_finish(a, c, &o);
+}
+
+static void tsg_timeout(struct agent *a, struct cmd *c, struct tsg *t)
+{
+	if (t->inflight)
+		t->inflight--;
+	t->has_last = 1;
+	t->last_op = c->op;
+	t->last_timeout = 1;
+	snprintf(t->error, sizeof(t->error), "%s: no result within the deadline%s",
+		 gq_op_name(c->op), c->path == GQ_PATH_DIRECT ? " (direct path)" : "");
+	/* The agent path stops at a stalled peer; the direct path has no such
+	 * stop per process, so the TSG itself waits before a retry. */
+	if (c->path == GQ_PATH_DIRECT && c->op != GQ_OP_PREEMPT && c->op != GQ_OP_GET_TIMESLICE)
+		tsg_backoff(t);
+}
+
+/* Frees c when it was a direct job that never started. */
 static void cmd_timeout(struct agent *a, struct cmd *c)
 {
 	struct tsg *t = tsg_find(a, c->pid, c->h_client, c->h_tsg);
+	int where = -1;
 
 	c->timed_out = 1;
 	a->n.timeouts++;
-	log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path stalled",
-		 (int)c->pid, gq_op_name(c->op), c->h_tsg);
-	c->peer->stalled = 1;
-	if (t) {
-		if (t->inflight)
-			t->inflight--;
-		t->has_last = 1;
-		t->last_op = c->op;
-		t->last_timeout = 1;
-		snprintf(t->error, sizeof(t->error), "%s: no result within the deadline",
-			 gq_op_name(c->op));
+	if (c->path == GQ_PATH_AGENT) {
+		log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path stalled",
+			 (int)c->pid, gq_op_name(c->op), c->h_tsg);
+		c->peer->stalled = 1;
+	} else {
+		where = direct_expire(a->direct, c->seq);
+		log_warn("pid %d: %s on TSG 0x%x: no result within its deadline on the direct path (%s)",
+			 (int)c->pid, gq_op_name(c->op), c->h_tsg,
+			 where == 0   ? "still queued: dropped"
+			 : where == 1 ? "a worker is stuck in it: counted lost"
+				      : "it just finished");
 	}
+	if (t)
+		tsg_timeout(a, c, t);
 	if (c->ctl) {
 		struct ctl_conn *ctl = c->ctl;
 
 		c->ctl = NULL;
-		ctl_cmd_done(a, ctl, c, 0, 0, "timeout", 0, 0);
+		ctl_cmd_done(a, ctl, c, 0, 0, "timeout", 0, 0, NULL);
 	}
 	a->dirty = 1;
+	if (where != 0)
+		return;
+	cmd_unlink(a, c); /* dropped from the queue: no result will come */
+	free(c);
 }
 
 void cmd_expire(struct agent *a)
 {
 	uint64_t now = now_us();
+	struct cmd *c = a->cmds;
 
-	for (struct cmd *c = a->cmds; c; c = c->next)
+	while (c) {
+		struct cmd *next = c->next;
+
 		if (!c->timed_out && c->deadline <= now)
 			cmd_timeout(a, c);
+		c = next;
+	}
 }
 
 uint64_t cmd_next_deadline(const struct agent *a)
@@ -229,13 +339,13 @@ void cmd_fail_peer(struct agent *a, struct peer *p)
 	while (*pp) {
 		struct cmd *c = *pp;
 
-		if (c->peer != p) {
+		if (c->path != GQ_PATH_AGENT || c->peer != p) {
 			pp = &c->next;
 			continue;
 		}
 		*pp = c->next;
 		if (c->ctl)
-			ctl_cmd_done(a, c->ctl, c, 0, ECONNRESET, NULL, 0, 0);
+			ctl_cmd_done(a, c->ctl, c, 0, ECONNRESET, NULL, 0, 0, NULL);
 		free(c);
 	}
 }

@@ -338,6 +338,65 @@ static int parse_interval(const struct ctx *x, const cJSON *j, struct state *st)
 			GQ_RECONCILE_INTERVAL_MAX_MS, &st->cfg.reconcile_interval_ms);
 }
 
+static const char *const path_modes[] = { "auto", "agent", "direct" };
+static const char *const actions[GQ_NACTIONS] = { "timeslice", "interleave", "preempt" };
+
+const char *gq_path_mode_name(enum gq_path_mode m)
+{
+	return (unsigned)m < 3 ? path_modes[m] : "?";
+}
+
+const char *gq_action_name(enum gq_action a)
+{
+	return (unsigned)a < GQ_NACTIONS ? actions[a] : "?";
+}
+
+static int get_path_mode(const struct ctx *x, const char *field, const cJSON *j,
+			 enum gq_path_mode *out)
+{
+	const char *s = NULL;
+
+	if (get_string(x, field, j, &s))
+		return -1;
+	for (size_t i = 0; i < 3; i++) {
+		if (strcmp(s, path_modes[i]) == 0) {
+			*out = (enum gq_path_mode)i;
+			return 0;
+		}
+	}
+	return fail(x, field, "must be \"auto\", \"agent\" or \"direct\", got \"%s\"", s);
+}
+
+/* One string for every action, or an object naming some of them (the
+ * others stay "auto"). */
+static int parse_control_path(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	enum gq_path_mode m = GQ_MODE_AUTO;
+	char field[48];
+
+	if (cJSON_IsString(j)) {
+		if (get_path_mode(x, "controlPath", j, &m))
+			return -1;
+		for (size_t i = 0; i < GQ_NACTIONS; i++)
+			st->cfg.control_path[i] = m;
+		return 0;
+	}
+	if (!cJSON_IsObject(j))
+		return fail(x, "controlPath",
+			    "must be a string (\"auto\", \"agent\", \"direct\") or an object by "
+			    "action, got %s", type_name(j));
+	if (check_keys(x, "controlPath", j, actions, GQ_NACTIONS))
+		return -1;
+	for (size_t i = 0; i < GQ_NACTIONS; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, actions[i]);
+
+		snprintf(field, sizeof(field), "controlPath.%s", actions[i]);
+		if (v && get_path_mode(x, field, v, &st->cfg.control_path[i]))
+			return -1;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The document                                                        */
 /* ------------------------------------------------------------------ */
@@ -357,6 +416,7 @@ static const struct {
 	{ "manageCopyEngines", parse_manage_copy },
 	{ "controlDeadlineMs", parse_deadline },
 	{ "reconcileIntervalMs", parse_interval },
+	{ "controlPath", parse_control_path },
 };
 #define NTOP (sizeof(top) / sizeof(top[0]))
 

@@ -38,6 +38,22 @@ struct gq_rule {
 #define GQ_RECONCILE_INTERVAL_MIN_MS 10u
 #define GQ_RECONCILE_INTERVAL_MAX_MS 60000u
 
+/* Which control path carries an action (docs/policy.md, "controlPath"):
+ * auto lets path.c choose; agent and direct force one. */
+enum gq_path_mode {
+	GQ_MODE_AUTO = 0,
+	GQ_MODE_AGENT = 1,
+	GQ_MODE_DIRECT = 2,
+};
+
+/* The actions a path is chosen for. GET_TIMESLICE goes with timeslice. */
+enum gq_action {
+	GQ_ACTION_TIMESLICE = 0,
+	GQ_ACTION_INTERLEAVE = 1,
+	GQ_ACTION_PREEMPT = 2,
+	GQ_NACTIONS = 3,
+};
+
 /* Largest policy file read; a real one is a few KiB. */
 #define GQ_CONFIG_MAX_BYTES (1024 * 1024)
 
@@ -50,6 +66,7 @@ struct gq_config {
 	struct policy_config policy;
 	uint32_t control_deadline_ms;   /* one RM control, any path */
 	uint32_t reconcile_interval_ms; /* full reconcile pass */
+	enum gq_path_mode control_path[GQ_NACTIONS]; /* by enum gq_action */
 	char path[4096];                /* where it was loaded from; "" if parsed */
 };
 
@@ -69,5 +86,9 @@ int gq_config_parse(const char *json_text, struct gq_config *out, char *err, siz
  * "default", a static string. */
 enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
 				 const char *run_class, const char **source);
+
+/* "auto", "agent", "direct"; "timeslice", "interleave", "preempt". */
+const char *gq_path_mode_name(enum gq_path_mode m);
+const char *gq_action_name(enum gq_action a);
 
 #endif

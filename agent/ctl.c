@@ -216,10 +216,19 @@ static void tsg_add_last(cJSON *o, const struct tsg *t)
 	cJSON_AddNumberToObject(o, "lastElapsedUs", (double)t->last_elapsed_us);
 }
 
+/* "agent" or "direct"; null before any control went that way. */
+static void add_path(cJSON *o, const char *k, enum gq_path p)
+{
+	if (p == GQ_PATH_NONE)
+		cJSON_AddNullToObject(o, k);
+	else
+		cJSON_AddStringToObject(o, k, gq_path_name(p));
+}
+
 static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 {
 	const struct proc *p = proc_find(a, t->pid);
-	cJSON *o = cJSON_CreateObject(), *ts, *il;
+	cJSON *o = cJSON_CreateObject(), *ts, *il, *paths;
 	char eng[24];
 
 	if (!o)
@@ -245,7 +254,10 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		add_u32_or_null(il, "desired", t->desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->desired_il);
 		add_u32_or_null(il, "applied", t->applied_il);
 	}
-	cJSON_AddStringToObject(o, "path", "agent");
+	add_path(o, "path", t->last_path);
+	paths = cJSON_AddObjectToObject(o, "paths");
+	for (int i = 0; paths && i < GQ_NACTIONS; i++)
+		add_path(paths, gq_action_name((enum gq_action)i), t->action_path[i]);
 	tsg_add_last(o, t);
 	cJSON_AddStringToObject(o, "state", tsg_state(a, t));
 	cJSON_AddStringToObject(o, "reason", t->reason ? t->reason : "");
@@ -293,6 +305,56 @@ static cJSON *counters_json(const struct counters *n)
 	return o;
 }
 
+/* Every action of the capability table: allowed or not, and what is
+ * missing in words for those that are not. */
+static void caps_json(struct agent *a, cJSON *o)
+{
+	cJSON *allowed = cJSON_AddObjectToObject(o, "capabilities");
+	cJSON *missing = cJSON_AddObjectToObject(o, "capabilitiesMissing");
+	const struct caps_need *tab;
+	size_t n;
+
+	if (!allowed || !missing)
+		return;
+	tab = caps_table(&n);
+	for (size_t i = 0; i < n; i++) {
+		char why[128];
+
+		cJSON_AddBoolToObject(allowed, tab[i].name, caps_allows(&a->caps, tab[i].action));
+		if (caps_missing(&a->caps, tab[i].action, why, sizeof(why))[0])
+			cJSON_AddStringToObject(missing, tab[i].name, why);
+	}
+}
+
+static void direct_json(struct agent *a, cJSON *o)
+{
+	cJSON *d = cJSON_AddObjectToObject(o, "direct"), *cp;
+	struct direct_stats st;
+
+	if (!d)
+		return;
+	cJSON_AddBoolToObject(d, "running", a->direct != NULL);
+	if (a->direct_off[0])
+		cJSON_AddStringToObject(d, "off", a->direct_off);
+	else
+		cJSON_AddNullToObject(d, "off");
+	if (a->direct) {
+		direct_get_stats(a->direct, &st);
+		cJSON_AddNumberToObject(d, "workers", st.workers);
+		cJSON_AddNumberToObject(d, "busy", st.busy);
+		cJSON_AddNumberToObject(d, "queued", st.queued);
+		cJSON_AddNumberToObject(d, "stuck", st.stuck);
+		cJSON_AddNumberToObject(d, "lost", (double)st.lost);
+		cJSON_AddNumberToObject(d, "maxLost", st.max_lost);
+		cJSON_AddNumberToObject(d, "late", (double)st.late);
+		cJSON_AddBoolToObject(d, "stalled", st.stalled);
+	}
+	cp = cJSON_AddObjectToObject(o, "controlPath");
+	for (int i = 0; cp && i < GQ_NACTIONS; i++)
+		cJSON_AddStringToObject(cp, gq_action_name((enum gq_action)i),
+					gq_path_mode_name(a->cfg->control_path[i]));
+}
+
 static cJSON *agent_json(struct agent *a)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -315,6 +377,8 @@ static cJSON *agent_json(struct agent *a)
 	else
 		cJSON_AddNullToObject(o, "config");
 	cJSON_AddItemToObject(o, "counters", counters_json(&a->n));
+	caps_json(a, o);
+	direct_json(a, o);
 	return o;
 }
 
@@ -429,13 +493,17 @@ static void ctl_finish_wait(struct agent *a, struct ctl_conn *c)
 }
 
 void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t rm_status,
-		  uint32_t err, const char *err_word, uint64_t value, uint64_t elapsed_ns)
+		  uint32_t err, const char *err_word, uint64_t value, uint64_t elapsed_ns,
+		  const char *why)
 {
 	cJSON *o = cJSON_CreateObject();
 
 	if (o) {
 		add_hex(o, "tsg", cmd->h_tsg);
 		cJSON_AddStringToObject(o, "op", gq_op_name(cmd->op));
+		cJSON_AddStringToObject(o, "path", gq_path_name(cmd->path));
+		if (why && why[0])
+			cJSON_AddStringToObject(o, "error", why);
 		cJSON_AddNumberToObject(o, "rmStatus", rm_status);
 		cJSON_AddStringToObject(o, "rmStatusName", rm_status_name(rm_status));
 		if (err_word)
@@ -454,14 +522,58 @@ void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t
 		ctl_finish_wait(a, c);
 }
 
+/* A TSG no path can reach gets a result of its own saying why. */
+static void ctl_unreachable(struct ctl_conn *c, const struct tsg *t, uint32_t op, const char *why)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return;
+	add_hex(o, "tsg", t->h_tsg);
+	cJSON_AddStringToObject(o, "op", gq_op_name(op));
+	cJSON_AddStringToObject(o, "path", "none");
+	cJSON_AddStringToObject(o, "error", why);
+	cJSON_AddNumberToObject(o, "rmStatus", 0);
+	cJSON_AddStringToObject(o, "rmStatusName", rm_status_name(0));
+	cJSON_AddStringToObject(o, "errno", "unavailable");
+	cJSON_AddNullToObject(o, "value");
+	cJSON_AddNumberToObject(o, "elapsedUs", 0);
+	cJSON_AddItemToArray(c->results, o);
+}
+
+static int cmd_applies(const struct tsg *t, pid_t pid, uint32_t op)
+{
+	return t->pid == pid && (op != GQ_OP_PREEMPT || rm_engine_is_gr(t->engine));
+}
+
+/* NULL when at least one of the pid's TSGs (or none exists) can be
+ * reached; else why the first could not. */
+static const char *unreachable_why(struct agent *a, pid_t pid, uint32_t op)
+{
+	const char *why = NULL;
+
+	for (struct tsg *t = a->tsgs; t; t = t->next) {
+		struct path_choice ch;
+
+		if (!cmd_applies(t, pid, op))
+			continue;
+		ch = tsg_path(a, t, gq_op_action(op));
+		if (ch.path != GQ_PATH_NONE)
+			return NULL;
+		if (!why)
+			why = ch.why;
+	}
+	return why;
+}
+
 /* preempt (GR TSGs only) and get-timeslice (every TSG): one command per
- * TSG through the pid's own control path. */
+ * TSG, each on the path path.c chooses for the action. */
 static void do_commands(struct agent *a, struct ctl_conn *c, const cJSON *req, uint32_t op)
 {
 	const char *name = op == GQ_OP_PREEMPT ? "preempt" : "get-timeslice";
 	const cJSON *wait = cJSON_GetObjectItemCaseSensitive(req, "wait");
 	uint64_t arg = op == GQ_OP_PREEMPT && !cJSON_IsFalse(wait) ? 1 : 0;
-	struct peer *peer;
+	const char *why;
 	struct proc *p;
 	pid_t pid;
 
@@ -471,13 +583,13 @@ static void do_commands(struct agent *a, struct ctl_conn *c, const cJSON *req, u
 		return;
 	}
 	p = proc_find(a, pid);
-	if (!p || !p->peer || !p->peer->hello) {
-		ctl_error(a, c, "%s: pid %d has no connected preempt agent", name, (int)pid);
+	if (!p) {
+		ctl_error(a, c, "%s: pid %d is not known to the agent", name, (int)pid);
 		return;
 	}
-	if (p->peer->stalled) {
-		ctl_error(a, c, "%s: pid %d: control path stalled (a command missed its deadline)",
-			  name, (int)pid);
+	why = unreachable_why(a, pid, op);
+	if (why) {
+		ctl_error(a, c, "%s: pid %d: %s", name, (int)pid, why);
 		return;
 	}
 	c->results = cJSON_CreateArray();
@@ -487,12 +599,18 @@ static void do_commands(struct agent *a, struct ctl_conn *c, const cJSON *req, u
 	}
 	c->phase = CTL_WAIT;
 	c->pending = 1; /* held until every command is out */
-	peer = p->peer;
 	for (struct tsg *t = a->tsgs; t; t = t->next) {
-		if (t->pid != pid || (op == GQ_OP_PREEMPT && !rm_engine_is_gr(t->engine)))
+		struct path_choice ch;
+
+		if (!cmd_applies(t, pid, op))
 			continue;
-		if (cmd_issue(a, peer, t, op, arg, c))
+		ch = tsg_path(a, t, gq_op_action(op));
+		if (ch.path == GQ_PATH_NONE)
+			ctl_unreachable(c, t, op, ch.why);
+		else if (cmd_issue(a, t, ch.path, op, arg, c))
 			c->pending++;
+		else
+			ctl_unreachable(c, t, op, "not sent: the path's queue is full");
 	}
 	wake_rearm(a);
 	if (--c->pending == 0)

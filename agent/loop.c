@@ -75,6 +75,14 @@ void loop_close(struct loop *l, struct loop_watch *w)
 	w->dead = 1;
 }
 
+void loop_del(struct loop *l, struct loop_watch *w)
+{
+	if (w->fd >= 0 && epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL) != 0)
+		log_warn("epoll_ctl del fd %d: %s", w->fd, strerror(errno));
+	w->fd = -1;
+	w->dead = 1;
+}
+
 int loop_run(struct loop *l)
 {
 	struct epoll_event evs[LOOP_BATCH];

@@ -33,6 +33,8 @@ int loop_mod(struct loop *l, struct loop_watch *w, uint32_t events);
 /* Removes the watch and closes its fd; the caller frees the watch only
  * after the current batch (after_batch is the place). */
 void loop_close(struct loop *l, struct loop_watch *w);
+/* Removes the watch without closing its fd, for an fd another part owns. */
+void loop_del(struct loop *l, struct loop_watch *w);
 int loop_run(struct loop *l);
 
 /* CLOCK_MONOTONIC in microseconds: the clock of every deadline. */

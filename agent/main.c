@@ -3,8 +3,9 @@
  * main.c - gpuqos-agent: options (each also from the environment), the
  * configuration (load at start, reload on SIGHUP keeping the old one when
  * the new one is invalid), signals, start-up and an orderly exit that
- * removes the sockets and frees everything. Does not own any subsystem's
- * work; it wires them into the one loop.
+ * removes the sockets and frees everything, and the capability check at
+ * start that decides whether the direct path runs. Does not own any
+ * subsystem's work; it wires them into the one loop.
  */
 #include "agent/agent.h"
 #include "agent/log.h"
@@ -200,6 +201,52 @@ static void after_batch(void *arg)
 	ctl_reap(a);
 }
 
+static void on_direct(struct loop_watch *w, uint32_t events)
+{
+	struct agent *a = w->ctx;
+	struct direct_res res[32];
+	size_t n;
+
+	(void)events;
+	n = direct_take(a->direct, res, sizeof(res) / sizeof(res[0]));
+	for (size_t i = 0; i < n; i++)
+		cmd_direct_result(a, &res[i]);
+	a->dirty = 1; /* a replaced worker or a late result may free a path */
+}
+
+/* What the agent may do is what its effective set allows (caps.h). The
+ * direct path runs only with CAP_SYS_PTRACE; without it every action that
+ * would take it says so instead of failing inside pidfd_getfd. */
+static int direct_init(struct agent *a)
+{
+	char missing[128], err[160];
+
+	if (caps_read(&a->caps) != 0)
+		log_warn("capget: %s; assuming no capabilities", strerror(errno));
+	if (!caps_allows(&a->caps, CAPS_INTERLEAVE))
+		log_warn("no CAP_SYS_NICE or CAP_SYS_ADMIN: SET_INTERLEAVE only through root workloads' "
+			 "own preempt agents");
+	if (!caps_allows(&a->caps, CAPS_DIRECT)) {
+		snprintf(a->direct_off, sizeof(a->direct_off), "direct path needs %s",
+			 caps_missing(&a->caps, CAPS_DIRECT, missing, sizeof(missing)));
+		log_warn("%s: it is off", a->direct_off);
+		return 0;
+	}
+	a->direct = direct_start(a->nvidiactl, DIRECT_WORKERS, DIRECT_MAX_LOST, err, sizeof(err));
+	if (!a->direct) {
+		snprintf(a->direct_off, sizeof(a->direct_off), "%s", err);
+		log_error("%s: the direct path is off", err);
+		return 0;
+	}
+	a->direct_w.fd = direct_fd(a->direct);
+	a->direct_w.fn = on_direct;
+	a->direct_w.ctx = a;
+	if (loop_add(&a->loop, &a->direct_w, EPOLLIN) != 0)
+		return -1;
+	log_info("direct path: %u workers", DIRECT_WORKERS);
+	return 0;
+}
+
 static int resolve_paths(struct agent *a)
 {
 	char *real = realpath(a->opt.nvidiactl, NULL);
@@ -220,7 +267,7 @@ static int resolve_paths(struct agent *a)
 static int agent_start(struct agent *a)
 {
 	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || config_initial(a) != 0 ||
-	    resolve_paths(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
+	    resolve_paths(a) != 0 || direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
 	    peer_listen(a) != 0 || ctl_listen(a) != 0)
 		return -1;
 	a->loop.after_batch = after_batch;
@@ -240,6 +287,11 @@ static void agent_stop(struct agent *a)
 {
 	ctl_free_all(a);
 	peer_free_all(a);
+	if (a->direct) {
+		loop_del(&a->loop, &a->direct_w);
+		direct_stop(a->direct);
+		a->direct = NULL;
+	}
 	cmd_free_all(a);
 	proc_free_all(a);
 	state_free_all(a);
@@ -264,6 +316,7 @@ int main(int argc, char **argv)
 
 	a->loop.epfd = -1;
 	a->sig_w.fd = a->tick_w.fd = a->wake_w.fd = a->listen_w.fd = a->ctl_w.fd = -1;
+	a->direct_w.fd = -1;
 	rc = parse_options(a, argc, argv);
 	if (rc != 0)
 		return rc == 100 ? 0 : rc;

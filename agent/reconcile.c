@@ -2,8 +2,8 @@
 /*
  * reconcile.c - makes observed TSG settings match desired ones: runs the
  * policy over every known TSG, sends the commands that close the gap
- * (rate-limited, one in flight per TSG, none during backoff or to a stalled
- * peer) and keeps each peer's POLICY current. Safe to run at any time; a
+ * (rate-limited, one in flight per TSG, none during backoff, each on the
+ * path path.c chooses) and keeps each peer's POLICY current. Safe to run at any time; a
  * second run with nothing changed sends nothing. Also owns the two timers:
  * the periodic tick and the wake-up for the next deadline or backoff end.
  * Does not own the policy itself (policy.c) or the wire (peer.c).
@@ -12,6 +12,7 @@
 #include "agent/log.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -45,28 +46,83 @@ static void run_policy(struct agent *a)
 	free(out);
 }
 
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act)
+{
+	const struct proc *p = proc_find(a, t->pid);
+	const struct peer *peer = p ? p->peer : NULL;
+	struct path_in in = {
+		.mode = a->cfg->control_path[act],
+		.action = act,
+		.peer = peer && peer->hello && !peer->broken,
+		.peer_stalled = peer && peer->stalled,
+		.direct_caps = caps_allows(&a->caps, CAPS_DIRECT),
+		.interleave_caps = caps_allows(&a->caps, CAPS_INTERLEAVE),
+		.direct_running = a->direct != NULL,
+		.direct_stalled = a->direct && direct_is_stalled(a->direct),
+		/* The pid-reuse guard needs the start time, kept with the proc. */
+		.fd_known = t->fd != GQ_UNKNOWN && p != NULL,
+	};
+
+	return path_select(&in);
+}
+
+/* No path can carry t's next control: say why once, show it on the TSG. */
+static void tsg_block(struct tsg *t, uint32_t op, const struct path_choice *ch)
+{
+	if (t->blocked != ch->why)
+		log_warn("pid %d: %s on TSG 0x%x not sent: %s", (int)t->pid, gq_op_name(op),
+			 t->h_tsg, ch->why);
+	t->blocked = ch->why;
+	t->blocked_stalled = ch->stalled;
+	snprintf(t->error, sizeof(t->error), "%s: %s", gq_op_name(op), ch->why);
+}
+
+/* The rate limit of the chosen path; 1 if one more may be sent now. */
+static int path_budget(struct agent *a, const struct tsg *t, enum gq_path path)
+{
+	struct proc *p = proc_find(a, t->pid);
+
+	if (path == GQ_PATH_DIRECT)
+		return a->direct_sent_this_tick < GQ_DIRECT_PER_TICK;
+	return p && p->peer && p->peer->sent_this_tick < GQ_CMDS_PER_TICK;
+}
+
 /* Sends at most one command for t; returns 1 if one was sent. */
 static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now)
 {
 	struct proc *p = proc_find(a, t->pid);
-	struct peer *peer = p ? p->peer : NULL;
+	struct path_choice ch;
+	uint32_t op;
+	uint64_t arg;
 
-	if (!peer || peer->broken || peer->stalled || !peer->hello || t->inflight || t->backoff_until > now)
+	if (!p || t->inflight || t->backoff_until > now)
 		return 0;
 	if (p->cls == GQ_CLASS_UNMANAGED && t->applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
-	if (peer->sent_this_tick >= GQ_CMDS_PER_TICK)
-		return 0;
 	if (tsg_ts_differs(t)) {
-		if (!cmd_issue(a, peer, t, GQ_OP_SET_TIMESLICE, t->desired_ts, NULL))
-			return 0;
+		op = GQ_OP_SET_TIMESLICE;
+		arg = t->desired_ts;
 	} else if (tsg_il_differs(t)) {
-		if (!cmd_issue(a, peer, t, GQ_OP_SET_INTERLEAVE, (uint64_t)t->desired_il, NULL))
-			return 0;
+		op = GQ_OP_SET_INTERLEAVE;
+		arg = (uint64_t)t->desired_il;
 	} else {
+		if (t->blocked)
+			t->error[0] = '\0';
+		t->blocked = NULL;
 		return 0;
 	}
-	peer->sent_this_tick++;
+	ch = tsg_path(a, t, gq_op_action(op));
+	if (ch.path == GQ_PATH_NONE) {
+		tsg_block(t, op, &ch);
+		return 0;
+	}
+	t->blocked = NULL;
+	if (!path_budget(a, t, ch.path) || !cmd_issue(a, t, ch.path, op, arg, NULL))
+		return 0;
+	if (ch.path == GQ_PATH_DIRECT)
+		a->direct_sent_this_tick++;
+	else
+		p->peer->sent_this_tick++;
 	return 1;
 }
 
@@ -180,6 +236,7 @@ void reconcile_tick(struct agent *a)
 {
 	for (struct peer *p = a->peers; p; p = p->next)
 		p->sent_this_tick = 0;
+	a->direct_sent_this_tick = 0;
 	proc_gc(a);
 	state_gc(a);
 	reconcile(a);

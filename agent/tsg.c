@@ -98,6 +98,7 @@ struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h
 struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen)
 {
 	struct tsg *t = tsg_find(a, pid, m->h_client, m->h_tsg);
+	int fresh = !t;
 
 	if (!t) {
 		t = calloc(1, sizeof(*t));
@@ -117,9 +118,16 @@ struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint3
 	t->gpu = m->device_instance;
 	t->engine = m->engine_type;
 	t->fd = m->fd;
-	t->applied_ts = m->timeslice_us;
+	/* The preempt agent does not see what the direct path set: a report
+	 * that repeats its previous value says nothing new, so a value set
+	 * directly since then stands. A changed report is the newer truth. */
+	if (fresh || m->timeslice_us != t->rep_ts)
+		t->applied_ts = m->timeslice_us;
+	if (fresh || m->interleave != t->rep_il)
+		t->applied_il = m->interleave;
+	t->rep_ts = m->timeslice_us;
+	t->rep_il = m->interleave;
 	t->app_ts = m->app_timeslice_us;
-	t->applied_il = m->interleave;
 	t->gen = gen;
 	a->dirty = 1;
 	return t;
@@ -204,13 +212,13 @@ const char *tsg_state(const struct agent *a, const struct tsg *t)
 	const struct proc *p = proc_find((struct agent *)a, t->pid);
 	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
 
-	if (p && p->peer && p->peer->stalled)
+	if (t->blocked && t->blocked_stalled)
 		return "stalled";
 	if (t->inflight)
 		return "pending";
 	if (p && p->cls == GQ_CLASS_UNMANAGED)
 		return "unmanaged";
-	if (differs && (t->last_failed || t->last_timeout))
+	if (differs && (t->last_failed || t->last_timeout || t->blocked))
 		return "failed";
 	if (t->desired_il >= 0 && t->desired_il == t->il_refused)
 		return "failed";

@@ -290,6 +290,16 @@ static long sweep_client(struct bpf_map *map, struct tt_client_key *key,
 	return 0;
 }
 
+/* A device or TSG was inserted under this client: its free must sweep. */
+static __always_inline void client_child_add(__u32 tgid, __u32 hClient)
+{
+	struct tt_client_key ck = { .tgid = tgid, .hClient = hClient };
+	struct tt_client_val *cv = bpf_map_lookup_elem(&tt_clients, &ck);
+
+	if (cv)
+		__sync_fetch_and_add(&cv->children, 1);
+}
+
 static __always_inline void proc_client_add(__u32 tgid)
 {
 	struct tt_proc_val *p = bpf_map_lookup_elem(&tt_procs, &tgid);
@@ -413,6 +423,8 @@ static __always_inline void on_alloc(const struct tt_inflight *in, const union t
 
 		if (bpf_map_update_elem(&tt_devices, &k, &dv, BPF_ANY))
 			count(TT_CNT_LIVE_FULL);
+		else
+			client_child_add(ev->owner_tgid, ev->hClient);
 	} else if (type == TT_EV_TSG && ev->owner_tgid) {
 		struct tt_obj_key k = { .tgid = ev->owner_tgid, .hClient = ev->hClient,
 					.handle = v.hObjectNew };
@@ -422,6 +434,8 @@ static __always_inline void on_alloc(const struct tt_inflight *in, const union t
 
 		if (bpf_map_update_elem(&tt_tsgs, &k, &tv, BPF_ANY))
 			count(TT_CNT_LIVE_FULL);
+		else
+			client_child_add(ev->owner_tgid, ev->hClient);
 	}
 	ev_submit(ev);
 }
@@ -444,11 +458,14 @@ static __always_inline void on_free(const struct tt_inflight *in, const union tt
 		if (f->hObjectOld == f->hRoot) {
 			/* The client and everything under it. */
 			struct tt_client_key ck = { .tgid = owner, .hClient = f->hRoot };
+			struct tt_client_val *cv = bpf_map_lookup_elem(&tt_clients, &ck);
 			struct tt_proc_val *p;
 
 			cls = RM_CLASS_ROOT_CLIENT;
-			bpf_for_each_map_elem(&tt_tsgs, sweep_tsg, &c, 0);
-			bpf_for_each_map_elem(&tt_devices, sweep_dev, &c, 0);
+			if (!cv || cv->children) {
+				bpf_for_each_map_elem(&tt_tsgs, sweep_tsg, &c, 0);
+				bpf_for_each_map_elem(&tt_devices, sweep_dev, &c, 0);
+			}
 			if (bpf_map_delete_elem(&tt_clients, &ck) == 0) {
 				p = bpf_map_lookup_elem(&tt_procs, &owner);
 				if (p && p->clients)

@@ -19,7 +19,7 @@
 #include <linux/types.h>
 #endif
 
-#define TT_LAYOUT_VERSION 1u
+#define TT_LAYOUT_VERSION 2u
 #define TT_COMM_LEN 16
 
 /* Map capacities. A TSG costs ~80 bytes in kernel memory; 16384 TSGs is
@@ -119,8 +119,13 @@ struct tt_client_val {
 	__u64 created_ns;
 	__s32 fd;
 	__u32 hClass;
+	/* Devices and TSGs ever inserted under this client. A client free
+	 * sweeps the tables (a walk of every bucket, ~80 us) only when it is
+	 * non-zero: libcuda frees short-lived clients that own nothing. */
+	__u32 children;
+	__u32 pad;
 };
-_Static_assert(sizeof(struct tt_client_val) == 24, "tt_client_val layout");
+_Static_assert(sizeof(struct tt_client_val) == 32, "tt_client_val layout");
 
 /* Per process that has at least one live client: lets the exit handler
  * skip every process that never touched the RM without a table walk. */

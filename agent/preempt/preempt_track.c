@@ -317,7 +317,8 @@ void pa_track_note_timeslice(struct pa_track *t, rm_handle h_client, rm_handle h
 
 	if (g == NULL)
 		return;
-	g->app_timeslice_us = pa_u32_clamp(app_us);
+	/* Unknown stays unknown: the clamp would turn it into a real value. */
+	g->app_timeslice_us = app_us == GQ_UNKNOWN ? GQ_UNKNOWN : pa_u32_clamp(app_us);
 	if (accepted)
 		g->timeslice_us = pa_u32_clamp(rm_us);
 	pa_emit_tsg(g, PA_EV_TSG, emit, ctx);

@@ -157,7 +157,9 @@ def t_garbage(make_agent):
 
 
 def t_deadline(make_agent):
-    a = make_agent(config(controlDeadlineMs=100))
+    # The preempt agent's own path: with "auto" a stalled peer's TSGs would
+    # move to the direct path (see t_path_stall_fallback).
+    a = make_agent(config(controlDeadlineMs=100, controlPath="agent"))
     a.start()
     be = a.peer()
     be.send(op="set", answer=False)
@@ -309,7 +311,7 @@ def t_ctl_malformed(make_agent):
 
 
 def t_preempt(make_agent):
-    a = make_agent(config())
+    a = make_agent(config(controlPath={"preempt": "auto", "timeslice": "agent"}))
     a.start()
     p = a.peer()
     standard_process(p)
@@ -317,6 +319,7 @@ def t_preempt(make_agent):
     wait_for(lambda: len(a.tsgs(p.pid)) == 5, "listed")
     r = a.ctl({"cmd": "preempt", "pid": p.pid, "wait": True})
     check(r["ok"] and len(r["results"]) == 2, "one PREEMPT per GR TSG: %r" % r)
+    check(all(x["path"] == "agent" for x in r["results"]), "auto: through the preempt agent")
     check(all(x["op"] == "PREEMPT" and x["errno"] == 0 and x["rmStatusName"] == "NV_OK"
               for x in r["results"]), repr(r))
     check(all(c["arg"] == 1 for c in p.commands(OP_PREEMPT)), "wait bit set")
@@ -333,10 +336,14 @@ def t_preempt(make_agent):
     # a failing control is recorded with its status in words
     p.send(op="set", answer=True, status={"2": 0x1F})
     p.send(op="release")
-    wait_for(lambda: gr_of_state(a, p.pid) != "stalled", "late results un-stall")
-    r = a.ctl({"cmd": "get-timeslice", "pid": p.pid})
+    r = wait_for(lambda: ok_or_none(a.ctl({"cmd": "get-timeslice", "pid": p.pid})),
+                 "late results un-stall")
     check(r["ok"] and all(x["rmStatusName"] == "NV_ERR_INVALID_ARGUMENT"
                           for x in r["results"]), repr(r))
+
+
+def ok_or_none(r):
+    return r if r.get("ok") else None
 
 
 def gr_of_state(a, pid):
@@ -344,7 +351,8 @@ def gr_of_state(a, pid):
 
 
 def t_interleave(make_agent):
-    a = make_agent(config(interleave={"lc": "high", "be": "low"}))
+    # Through the preempt agents: with "auto" interleave goes direct.
+    a = make_agent(config(interleave={"lc": "high", "be": "low"}, controlPath={"interleave": "agent"}))
     a.start()
     be = a.peer()
     be.send(op="set", status={"3": 0x1B})  # SET_INTERLEAVE: insufficient permissions
@@ -392,13 +400,16 @@ def t_valgrind(make_agent):
         print("SKIP: valgrind is not installed")
         return 77
     log = "/dev/null"
-    a = make_agent(config(controlDeadlineMs=200))
+    # interleave be=low sends controls down the direct path (worker threads).
+    a = make_agent(config(controlDeadlineMs=200, interleave={"be": "low"}))
     log = os.path.join(a.dir, "valgrind.log")
     a.prefix = [vg, "--leak-check=full", "--errors-for-leak-kinds=definite",
                 "--error-exitcode=99", "--log-file=" + log]
     a.start()
     be, lc = be_and_lc(a)
-    wait_for(lambda: converged(a, be.pid, 50), "converged under valgrind", 20)
+    wait_for(lambda: converged_ts(a, be.pid, 50), "timeslice applied under valgrind", 20)
+    wait_for(lambda: "direct path" in ((gr_of(a, be.pid) or {}).get("error") or ""),
+             "a direct control ran under valgrind", 20)
     a.ctl({"cmd": "set-class", "pid": lc.pid, "class": "be"})
     a.ctl({"cmd": "get-timeslice", "pid": be.pid}, timeout=20)
     lc.send(op="set", answer=False)
@@ -414,7 +425,112 @@ def t_valgrind(make_agent):
     check(rc == 0, "clean exit under valgrind (rc %s)\n%s" % (rc, text[-3000:]))
 
 
+# ---- control path selection --------------------------------------------
+# The fake peers hold a regular file where the control device would be, so
+# a control that takes the direct path really runs pidfd_getfd, the checks
+# and the ioctl, and fails there with ENOTTY: enough to see which path was
+# taken and that the error names the pid, the fd and the TSG. The real
+# mechanics against the GPU simulator are in tests/e2e (direct_*).
+
+ENOTTY = 25
+
+
+def t_path_auto(make_agent):
+    """auto: timeslice through the preempt agent, interleave direct."""
+    a = make_agent(config(interleave={"lc": "high", "be": "low"}))
+    a.start()
+    ag = a.list()["agent"]
+    check(ag["capabilities"]["direct"] is True and ag["capabilities"]["interleave"] is True,
+          "root test agent holds CAP_SYS_PTRACE and CAP_SYS_NICE: %r" % ag)
+    check(ag["controlPath"] == {"timeslice": "auto", "interleave": "auto", "preempt": "auto"},
+          repr(ag["controlPath"]))
+    check(ag["direct"]["running"] and ag["direct"]["workers"] == 4, repr(ag["direct"]))
+    be, lc = be_and_lc(a)
+    wait_for(lambda: converged_ts(a, be.pid, 50), "BE timeslice through its preempt agent")
+    check(be.commands(OP_SET_TS, GR), "SET_TIMESLICE went to the preempt agent")
+    t = wait_for(lambda: with_error(a, be.pid, "SET_INTERLEAVE (direct path)"),
+                 "interleave tried on the direct path")
+    check(t["path"] == "direct", "path recorded: %r" % t)
+    check("pid %d fd " % be.pid in t["error"] and "TSG 0x5c000010" in t["error"] and
+          "Inappropriate ioctl" in t["error"], "error names pid, fd, TSG, errno: %r" % t["error"])
+    check(t["lastErrno"] == ENOTTY, repr(t))
+    check(not be.commands(OP_SET_IL) and not lc.commands(OP_SET_IL),
+          "no interleave command went to a preempt agent")
+    r = a.ctl({"cmd": "preempt", "pid": be.pid})
+    check(r["ok"] and [x["path"] for x in r["results"]] == ["agent"], "preempt via agent: %r" % r)
+
+
+def converged_ts(a, pid, want):
+    t = gr_of(a, pid)
+    return t and t["timeslice"]["applied"] == want
+
+
+def with_error(a, pid, text):
+    t = gr_of(a, pid)
+    return t if t and text in (t.get("error") or "") else None
+
+
+def t_path_forced(make_agent):
+    """controlPath per action: timeslice forced direct, preempt forced agent."""
+    a = make_agent(config(controlPath={"timeslice": "direct", "preempt": "agent"}))
+    a.start()
+    be, lc = be_and_lc(a)
+    t = wait_for(lambda: with_error(a, be.pid, "SET_TIMESLICE (direct path)"),
+                 "timeslice tried on the direct path")
+    check(t["path"] == "direct" and t["state"] in ("failed", "pending"), repr(t))
+    be.sync()
+    check(not be.commands(OP_SET_TS), "forced direct: nothing sent to the preempt agent")
+    r = a.ctl({"cmd": "get-timeslice", "pid": be.pid})
+    check(r["ok"] and len(r["results"]) == 4 and
+          all(x["path"] == "direct" and x["errno"] == ENOTTY and x["value"] is None and
+              "pid %d" % be.pid in x["error"] for x in r["results"]), repr(r))
+    r = a.ctl({"cmd": "preempt", "pid": be.pid})
+    check(r["ok"] and [x["path"] for x in r["results"]] == ["agent"], repr(r))
+    # A forced path that is not there is refused in words.
+    a.write_config(config(controlPath="agent"))
+    a.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: a.counters()["configReloads"] == 1, "reloaded")
+    check(a.list()["agent"]["controlPath"]["timeslice"] == "agent", "reload applies controlPath")
+    lc.close()
+    wait_for(lambda: not a.tsgs(lc.pid), "LC gone")
+    wait_for(lambda: converged(a, be.pid, 2048), "back on the agent path, converged")
+
+
+def t_path_stall_fallback(make_agent):
+    """auto: a stalled preempt agent's controls move to the direct path;
+    "agent" refuses instead."""
+    a = make_agent(config(controlDeadlineMs=100))
+    a.start()
+    p = a.peer()
+    standard_process(p)
+    wait_for(lambda: len(a.tsgs(p.pid)) == 4, "listed")
+    p.send(op="set", answer=False)
+    r = a.ctl({"cmd": "preempt", "pid": p.pid})
+    check(r["ok"] and r["results"][0]["errno"] == "timeout" and r["results"][0]["path"] == "agent",
+          repr(r))
+    r = a.ctl({"cmd": "preempt", "pid": p.pid})
+    check(r["ok"] and r["results"][0]["path"] == "direct" and r["results"][0]["errno"] == ENOTTY,
+          "stalled peer: auto falls back to direct: %r" % r)
+    a.write_config(config(controlDeadlineMs=100, controlPath="agent"))
+    a.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: a.counters()["configReloads"] == 1, "reloaded")
+    r = a.ctl({"cmd": "preempt", "pid": p.pid})
+    check(not r["ok"] and "stalled" in r["error"], repr(r))
+
+
+def t_path_bad_config(make_agent):
+    a = make_agent(config(controlPath="sideways"))
+    import subprocess
+    r = subprocess.run([os.environ["GPUQOS_AGENT_BIN"], "--standalone", "--config", a.config,
+                        "--socket", a.sock, "--ctl-socket", a.ctl_sock, "--state-dir", a.state],
+                       capture_output=True, text=True, timeout=20)
+    check(r.returncode == 1 and 'field "controlPath" must be "auto", "agent" or "direct"' in r.stderr,
+          r.stderr)
+
+
 TESTS = {
+    "path_auto": t_path_auto, "path_forced": t_path_forced,
+    "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
     "policy_converge": t_policy_converge, "lies": t_lies, "garbage": t_garbage,
     "deadline": t_deadline, "reconnect": t_reconnect, "restart": t_restart,
     "sighup": t_sighup, "ctl_malformed": t_ctl_malformed, "preempt": t_preempt,

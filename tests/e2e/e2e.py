@@ -76,10 +76,10 @@ class Node:
     def bin(self, rel):
         return os.path.join(self.b, rel)
 
-    def start_agent(self, config=None, extra=()):
+    def start_agent(self, config=None, extra=(), prefix=()):
         log = os.path.join(self.dir, "agent-%d.log" % len(self.agent_logs))
         self.agent_logs.append(log)
-        cmd = [self.bin("agent/gpuqos-agent"), "--standalone", "--socket", self.sock,
+        cmd = list(prefix) + [self.bin("agent/gpuqos-agent"), "--standalone", "--socket", self.sock,
                "--ctl-socket", self.ctl_sock, "--state-dir", self.state,
                "--nvidiactl", self.dev, "--log-level", "debug"] + list(extra)
         if config is not None:
@@ -118,7 +118,7 @@ class Node:
             os.chmod(dst, 0o755)
         return dst
 
-    def workload(self, cls, args=(), nonroot=False, inject=True, stdout=None):
+    def workload(self, cls, args=(), nonroot=False, inject=True, stdout=None, prefix=()):
         """fakecuda under `gpuqos run --class cls` (or bare, inject=False)."""
         binf = self.bin
         env = self.env
@@ -128,6 +128,7 @@ class Node:
         cmd = [binf("tests/e2e/e2e-fakecuda"), "--dev", self.dev] + list(args)
         if inject:
             cmd = [binf("agent/cli/gpuqos"), "run", "--class", cls, "--"] + cmd
+        cmd = list(prefix) + cmd
         pre = None
         if nonroot:
             def pre():
@@ -401,10 +402,12 @@ def t_many(node):
 
 
 def t_nonroot(node):
-    """A non-root workload: timeslice applied through its own fd; the
-    interleave request is refused by the RM (0x1b) and reported as needing
-    CAP_SYS_NICE, not silently dropped."""
-    node.start_agent(config={"version": 1, "interleave": {"lc": "high", "be": "low"}})
+    """A non-root workload with interleave forced onto its preempt agent:
+    timeslice applied through its own fd; the interleave request is refused
+    by the RM (0x1b) and reported as needing CAP_SYS_NICE, not silently
+    dropped. (With "auto" the node agent sets it: see direct_interleave.)"""
+    node.start_agent(config={"version": 1, "interleave": {"lc": "high", "be": "low"},
+                             "controlPath": {"interleave": "agent"}})
     lc = node.workload("lc", ["--hold", "30"])
     nr = node.workload("be", ["--hold", "30"], nonroot=True)
     wait_for(lambda: gr_timeslice(node, nr.pid) == [50], what="non-root BE timeslice applied in the simulator")
@@ -436,8 +439,174 @@ def t_deadline(node):
     node.sim_control("clear")
 
 
+# ---- the direct control path ----------------------------------------------
+
+
+def sim_gr_tsg(node, pid):
+    """The simulator's GR TSG of pid (its only context)."""
+    clients = sim_client_of_pid(node, pid)
+    gr = [t for t in node.sim_state()["tsgs"] if h(t["client"]) in clients and t["engineType"] == 1]
+    return gr[0] if len(gr) == 1 else None
+
+
+def sim_calls(node, cmd, tsg):
+    """Log records of control cmd on the simulator TSG dict tsg."""
+    return [r for r in node.sim_log() if r.get("cmd") == cmd and
+            h(r.get("client", "0")) == h(tsg["client"]) and h(r.get("object", "0")) == h(tsg["handle"])]
+
+
+def agent_gr(node, pid):
+    rows = [t for t in agent_tsgs(node, pid) if t["engine"] == 1]
+    return rows[0] if rows else None
+
+
+def agent_fds_on(node, path):
+    """How many of the agent's open fds point to path right now."""
+    fd_dir = "/proc/%d/fd" % node.agent.pid
+    n = 0
+    for fd in os.listdir(fd_dir):
+        try:
+            n += os.readlink(os.path.join(fd_dir, fd)) == path
+        except OSError:
+            pass
+    return n
+
+
+def t_direct_interleave(node):
+    """(a) A NON-ROOT BE beside an LC, policy interleave be=low, controlPath
+    auto: the node agent sets the BE's level through the direct path (the
+    workload could not: the RM wants CAP_SYS_NICE in the calling task)."""
+    node.start_agent(config={"version": 1, "interleave": {"be": "low"}})
+    lc = node.workload("lc", ["--hold", "30"])
+    nr = node.workload("be", ["--hold", "30"], nonroot=True)
+    wait_for(lambda: (sim_gr_tsg(node, nr.pid) or {}).get("interleave_set"),
+             what="the BE's GR TSG got an interleave level in the simulator")
+    st = sim_gr_tsg(node, nr.pid)
+    expect(st["interleave"] == 0, "level LOW in the simulator: %r" % st)
+    calls = [r for r in sim_calls(node, "0xa06c0107", st) if r.get("status") == "0x00"]
+    expect(calls and all(r["pid"] == node.agent.pid for r in calls),
+           "SET_INTERLEAVE came from the agent (pid %d), not the workload (pid %d): %r"
+           % (node.agent.pid, nr.pid, [(r["pid"], r["status"]) for r in sim_calls(node, "0xa06c0107", st)]))
+    row = wait_for(lambda: (lambda t: t if t and t["state"] == "converged" else None)(agent_gr(node, nr.pid)),
+                   what="agent shows the BE converged")
+    expect(row["interleave"] == {"desired": 0, "applied": 0}, "agent view: %r" % row["interleave"])
+    expect(row["paths"]["interleave"] == "direct" and row["error"] is None,
+           "interleave path direct, no error: %r" % row)
+    expect(row["paths"]["timeslice"] == "agent", "timeslice through its preempt agent: %r" % row["paths"])
+    expect(gr_timeslice(node, nr.pid) == [50], "timeslice still applied: %r" % gr_timeslice(node, nr.pid))
+    # The LC's level is left alone by this policy.
+    expect(not sim_gr_tsg(node, lc.pid)["interleave_set"], "LC level untouched")
+
+
+def t_direct_forced(node):
+    """(b) timeslice, get-timeslice and preempt forced onto the direct path.
+    The agent cannot discover a process without a preempt agent yet (that
+    needs the eBPF tracker), so the TSG comes from a preempt agent's report
+    and the path is forced. (c) The duplicate is closed at once: no fd on
+    the control device stays open in the agent, and once the workload is
+    killed the simulator frees its client."""
+    node.start_agent(config={"version": 1, "controlPath": {"timeslice": "direct", "preempt": "direct"}})
+    be = node.workload("be", ["--hold", "30"], nonroot=True)
+    wait_for(lambda: len(agent_tsgs(node, be.pid)) == 4, what="BE's 4 TSGs listed")
+    node.sim_control("reset-log")
+    lc = node.workload("lc", ["--hold", "30"])
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50], what="BE shortened to 50 us in the simulator")
+    st = sim_gr_tsg(node, be.pid)
+    sets = [r for r in sim_calls(node, "0xa06c0103", st)]
+    expect(sets and all(r["pid"] == node.agent.pid and r["params"]["timesliceUs"] == 50 for r in sets),
+           "SET_TIMESLICE on the BE came from the agent: %r" % [(r["pid"], r["params"]) for r in sets])
+    wait_for(lambda: (agent_gr(node, be.pid) or {}).get("state") == "converged", what="BE converged")
+    expect(agent_gr(node, be.pid)["path"] == "direct", "path direct: %r" % agent_gr(node, be.pid))
+    r = node.ctl("get-timeslice", str(be.pid))
+    expect(r.get("ok") and len(r["results"]) == 4 and all(x["path"] == "direct" for x in r["results"]),
+           "get-timeslice via direct: %r" % r)
+    expect(sorted(x["value"] for x in r["results"]) == [50, 1024, 1024, 1024], "read-back: %r" % r)
+    before = sim_gr_tsg(node, be.pid)["preempts"]
+    r = node.ctl("preempt", str(be.pid))
+    expect(r.get("ok") and [(x["path"], x["rmStatusName"]) for x in r["results"]] == [("direct", "NV_OK")],
+           "preempt via direct: %r" % r)
+    expect(sim_gr_tsg(node, be.pid)["preempts"] == before + 1, "the simulator counted the PREEMPT")
+    pre = sim_calls(node, "0xa06c0105", st)
+    expect(pre and pre[-1]["pid"] == node.agent.pid, "PREEMPT came from the agent")
+    expect(agent_fds_on(node, node.dev) == 0, "no duplicate of the control device left open in the agent")
+    # (c) killed: nothing of ours keeps its client alive.
+    be.kill()
+    lc.kill()
+    be.wait()
+    lc.wait()
+    wait_for(lambda: node.sim_state()["clients"] == [], what="the simulator freed every client")
+
+
+def t_direct_hang(node):
+    """(d) A direct control that does not return: the loop keeps answering,
+    the control is reported as a timeout, the stuck worker is replaced,
+    and after more than 4 lost the direct path reports itself stalled."""
+    node.start_agent(config={"version": 1, "controlDeadlineMs": 300,
+                             "interleave": {"lc": "high", "be": "low"}})
+    node.sim_control("latency 0xa06c0107 20000000")
+    node.workload("lc", ["--hold", "30"])
+    be = node.workload("be", ["--hold", "30"], nonroot=True)
+    t0 = time.time()
+    row = wait_for(lambda: (lambda t: t if t and t["lastErrno"] == "timeout" else None)(agent_gr(node, be.pid)),
+                   timeout=10, what="the hung SET_INTERLEAVE reported as a timeout")
+    expect(time.time() - t0 < 5, "timeout recorded promptly")
+    expect("no result within the deadline (direct path)" in row["error"], "error: %r" % row["error"])
+    for _ in range(5):
+        t1 = time.time()
+        lst = node.ctl("list")
+        expect(time.time() - t1 < 1.0, "ctl list answers while direct controls hang")
+        time.sleep(0.2)
+    d = wait_for(lambda: (lambda d: d if d.get("stalled") else None)(node.ctl("list")["agent"]["direct"]),
+                 timeout=15, what="direct path stalled after more than 4 workers lost")
+    # Controls already running when it stalled may be lost too.
+    expect(d["lost"] >= 5 and d["stuck"] >= 5 and d["workers"] >= 1, "lost workers counted: %r" % d)
+    row = wait_for(lambda: (lambda t: t if t and t["state"] == "stalled" else None)(agent_gr(node, be.pid)),
+                   what="TSG shown stalled")
+    # auto then tries the preempt agent, whose control hangs the same way.
+    expect("stalled" in row["error"], "error says stalled: %r" % row["error"])
+    # The workloads' own controls still pass: their timeslices were set.
+    expect(gr_timeslice(node, be.pid) == [50], "BE timeslice still applied by its preempt agent")
+    t1 = time.time()
+    node.ctl("list")
+    expect(time.time() - t1 < 1.0, "ctl list answers with the direct path stalled")
+
+
+def t_direct_nocaps(node):
+    """(e) The agent runs without CAP_SYS_PTRACE: it says so in its list,
+    on each TSG that needs the direct path and in answers to ctl, instead
+    of failing inside pidfd_getfd."""
+    drop = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", "--"]
+    if not shutil.which("setpriv"):
+        raise Fail("setpriv (util-linux) is needed to drop CAP_SYS_PTRACE")
+    node.start_agent(config={"version": 1, "controlPath": {"timeslice": "direct", "preempt": "direct"}},
+                     prefix=drop)
+    ag = node.ctl("list")["agent"]
+    expect(ag["capabilities"]["direct"] is False, "capabilities.direct false: %r" % ag["capabilities"])
+    expect(ag["capabilitiesMissing"].get("direct") == "CAP_SYS_PTRACE", repr(ag["capabilitiesMissing"]))
+    expect(ag["direct"]["running"] is False and ag["direct"]["off"] == "direct path needs CAP_SYS_PTRACE",
+           repr(ag["direct"]))
+    # Same capabilities as the agent, so it may still read their /proc. The
+    # BE is in place first: only a control can shorten it then.
+    be = node.workload("be", ["--hold", "30"], prefix=drop)
+    wait_for(lambda: len(agent_tsgs(node, be.pid)) == 4, what="BE's 4 TSGs listed")
+    node.workload("lc", ["--hold", "30"], prefix=drop)
+    row = wait_for(lambda: (lambda t: t if t and t["state"] == "failed" else None)(agent_gr(node, be.pid)),
+                   what="the BE's TSG reports the missing capability")
+    expect(row["error"] == "SET_TIMESLICE: direct path needs CAP_SYS_PTRACE", "error in words: %r" % row)
+    expect(row["timeslice"]["applied"] == 2048, "not applied: %r" % row["timeslice"])
+    r = node.ctl("preempt", str(be.pid))
+    expect(not r.get("ok") and "direct path needs CAP_SYS_PTRACE" in r.get("error", ""), repr(r))
+    # Only the preempt agent's rewrite of libcuda's own call can have set
+    # it (POLICY); the agent itself issued nothing.
+    expect(not [r for r in node.sim_log() if r["pid"] == node.agent.pid],
+           "no control from the agent's pid")
+    expect("direct path needs CAP_SYS_PTRACE" in open(node.agent_logs[-1]).read(), "logged at start")
+
+
 SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
-             "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline}
+             "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline,
+             "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
+             "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps}
 
 
 def main():

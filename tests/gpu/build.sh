@@ -28,3 +28,8 @@ for prog in lc_micro be_fill; do
 		-o "$out/$prog" "$here/$prog.cu"
 	echo "built $out/$prog"
 done
+# Tracer-cost workloads: context creation (driver API) and raw RM ioctls.
+"$nvcc" -O2 -arch="$arch" -std=c++17 -o "$out/ctx_bench" "$here/ctx_bench.cu" -lcuda
+echo "built $out/ctx_bench"
+${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -I"$here/../.." -o "$out/rm_latency" "$here/rm_latency.c"
+echo "built $out/rm_latency"

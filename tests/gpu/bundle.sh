@@ -3,7 +3,7 @@
 #
 # bundle.sh [DIR] - build gpuqos (no sanitizers, no simulator) into DIR
 # (default build-gpu/) together with the shared libraries the node agent and
-# gpuqosctl load that a bare GPU machine lacks (libcjson), so the bundle can
+# gpuqosctl load that a bare GPU machine lacks (libcjson, libbpf, libelf), so the bundle can
 # be copied to a GPU machine that has no Debian packages. The preempt agent
 # needs only libc and is built the same way.
 set -euo pipefail
@@ -12,7 +12,10 @@ dir=${1:-build-gpu}
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUQOS_SIM=OFF -DGPUQOS_TESTS=OFF >/dev/null
 cmake --build "$dir" -j"$(nproc)" >/dev/null
 mkdir -p "$dir/lib"
-for so in $(ldd "$dir/agent/gpuqos-agent" "$dir/agent/cli/gpuqosctl" | awk '/cjson/ {print $3}' | sort -u); do
+bins="$dir/agent/gpuqos-agent $dir/agent/cli/gpuqosctl"
+[ -x "$dir/bpf/gpuqos-tsgtrace" ] && bins="$bins $dir/bpf/gpuqos-tsgtrace"
+# shellcheck disable=SC2086
+for so in $(ldd $bins | awk '/cjson|libbpf|libelf/ {print $3}' | sort -u); do
 	cp -L "$so" "$dir/lib/"
 done
 ls "$dir/lib"

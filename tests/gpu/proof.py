@@ -214,6 +214,25 @@ def phase_torch(stack, pyexe):
     return tp
 
 
+def prepare(build, bin_src, out):
+    """A fresh WORK with copies every user can reach (the checkout may sit
+    under /root): the preempt agent, `gpuqos`, the CUDA workloads."""
+    os.makedirs(out, exist_ok=True)
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK + "/lib")
+    os.chmod(WORK, 0o755)
+    shutil.copy(os.path.join(build, "agent/preempt/libgpuqos-preempt.so"), WORK + "/lib/")
+    os.chmod(WORK + "/lib", 0o755)
+    os.chmod(WORK + "/lib/libgpuqos-preempt.so", 0o755)
+    shutil.copy(os.path.join(build, "agent/cli/gpuqos"), WORK + "/gpuqos")
+    os.chmod(WORK + "/gpuqos", 0o755)
+    binp = WORK + "/bin"
+    shutil.copytree(bin_src, binp)
+    for f in os.listdir(binp):
+        os.chmod(os.path.join(binp, f), 0o755)
+    return binp
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -221,20 +240,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--python", default=sys.executable)
     a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    shutil.rmtree(WORK, ignore_errors=True)
-    os.makedirs(WORK + "/lib")
-    os.chmod(WORK, 0o755)
-    shutil.copy(os.path.join(a.build, "agent/preempt/libgpuqos-preempt.so"), WORK + "/lib/")
-    os.chmod(WORK + "/lib", 0o755)
-    os.chmod(WORK + "/lib/libgpuqos-preempt.so", 0o755)
-    # Copies every user can reach: the checkout may sit under /root.
-    shutil.copy(os.path.join(a.build, "agent/cli/gpuqos"), WORK + "/gpuqos")
-    os.chmod(WORK + "/gpuqos", 0o755)
-    binp = WORK + "/bin"
-    shutil.copytree(a.bin, binp)
-    for f in os.listdir(binp):
-        os.chmod(os.path.join(binp, f), 0o755)
+    binp = prepare(a.build, a.bin, a.out)
     config = HERE + "/proof-policy.json"
     stack = Stack(a.build, a.out)
     procs = []

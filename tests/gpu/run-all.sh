@@ -34,6 +34,14 @@ if [[ " $PHASES " == *" proof "* ]]; then
 	echo "proof exit $?" >>"$T/proof/proof.log"
 fi
 
+if [[ " $PHASES " == *" tracer "* ]]; then
+	mkdir -p "$T/tracer"
+	PYTHONUNBUFFERED=1 python3 tests/gpu/tracer_check.py --build "$B" --bin "$T/cubin" --out "$T/tracer" \
+		>"$T/tracer/tracer.log" 2>&1
+	echo "tracer exit $?" >>"$T/tracer/tracer.log"
+	tar czf "$OUTDIR/tracer.tgz" -C "$T" env.txt tracer 2>/dev/null
+fi
+
 if [[ " $PHASES " == *" bench "* ]]; then
 	export GPUQOS_SOCKET=$T/gq/agent.sock GPUQOS_CTL_SOCKET=$T/gq/ctl.sock
 	export GPUQOS_PREEMPT_LIB=$B/agent/preempt/libgpuqos-preempt.so
@@ -54,4 +62,5 @@ tar czf "$OUTDIR/proof.tgz" -C "$T" env.txt proof 2>/dev/null
 tar czf "$OUTDIR/bench.tgz" -C "$T" env.txt bench 2>/dev/null
 cat "$T/env.txt"
 [ -f "$T/proof/proof.log" ] && tail -n 25 "$T/proof/proof.log"
+[ -f "$T/tracer/tracer.log" ] && tail -n 20 "$T/tracer/tracer.log"
 [ -f "$T/bench/bench.out" ] && tail -n 16 "$T/bench/bench.out"

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * path.c - the choice of control path per action (path.h). Pure: no I/O,
+ * no state; the reconciler and ctl.c feed it the facts. Does not own the
+ * facts nor issuing anything.
+ */
+#include "agent/path.h"
+
+#include "abi/gq_proto.h"
+
+const char *gq_path_name(enum gq_path p)
+{
+	switch (p) {
+	case GQ_PATH_AGENT:
+		return "agent";
+	case GQ_PATH_DIRECT:
+		return "direct";
+	case GQ_PATH_NONE:
+		break;
+	}
+	return "none";
+}
+
+enum gq_action gq_op_action(uint32_t op)
+{
+	switch (op) {
+	case GQ_OP_SET_INTERLEAVE:
+		return GQ_ACTION_INTERLEAVE;
+	case GQ_OP_PREEMPT:
+		return GQ_ACTION_PREEMPT;
+	default:
+		return GQ_ACTION_TIMESLICE;
+	}
+}
+
+static const char agent_stalled[] =
+	"the preempt agent's control path is stalled (a control missed its deadline)";
+static const char direct_stalled[] =
+	"direct path stalled (too many controls lost past their deadline)";
+
+/* NULL when the preempt agent can carry it, else why not. */
+static const char *agent_why(const struct path_in *in)
+{
+	if (!in->peer)
+		return "no connected preempt agent";
+	if (in->peer_stalled)
+		return agent_stalled;
+	return NULL;
+}
+
+/* NULL when the direct path can carry it, else why not. The capability
+ * comes first: it is what an operator must change. */
+static const char *direct_why(const struct path_in *in)
+{
+	if (!in->direct_caps)
+		return "direct path needs CAP_SYS_PTRACE";
+	if (in->action == GQ_ACTION_INTERLEAVE && !in->interleave_caps)
+		return "SET_INTERLEAVE through the direct path needs CAP_SYS_NICE in the node agent";
+	if (!in->direct_running)
+		return "direct path not running";
+	if (!in->fd_known)
+		return "direct path: the control-device fd of the TSG's client is unknown";
+	if (in->direct_stalled)
+		return direct_stalled;
+	return NULL;
+}
+
+static struct path_choice none(const char *why, int stalled)
+{
+	return (struct path_choice){ .path = GQ_PATH_NONE, .stalled = stalled, .why = why };
+}
+
+static struct path_choice use(enum gq_path p)
+{
+	return (struct path_choice){ .path = p, .stalled = 0, .why = NULL };
+}
+
+struct path_choice path_select(const struct path_in *in)
+{
+	const char *aw = agent_why(in), *dw = direct_why(in);
+
+	switch (in->mode) {
+	case GQ_MODE_AGENT:
+		return aw ? none(aw, aw == agent_stalled) : use(GQ_PATH_AGENT);
+	case GQ_MODE_DIRECT:
+		return dw ? none(dw, dw == direct_stalled) : use(GQ_PATH_DIRECT);
+	case GQ_MODE_AUTO:
+		break;
+	}
+	if (in->action == GQ_ACTION_INTERLEAVE && !dw)
+		return use(GQ_PATH_DIRECT);
+	if (!aw)
+		return use(GQ_PATH_AGENT);
+	if (!dw)
+		return use(GQ_PATH_DIRECT);
+	/* Neither: a stalled agent says more than a missing alternative. */
+	if (aw == agent_stalled)
+		return none(aw, 1);
+	return none(dw, dw == direct_stalled);
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_path.c - unit tests of the pure parts of control-path selection:
+ * path_select() (agent/path.c), the capability table (agent/caps.c) and
+ * the "controlPath" key of the policy file (agent/config.c). No sockets,
+ * no threads, no GPU.
+ */
+#include <linux/capability.h>
+#include <string.h>
+
+#include "abi/gq_proto.h"
+#include "agent/caps.h"
+#include "agent/config.h"
+#include "agent/path.h"
+#include "tests/check.h"
+
+#define BIT(c) (1ull << (c))
+
+/* Everything available: the agent path for timeslice and preempt, the
+ * direct path for interleave. */
+static struct path_in all_up(enum gq_path_mode mode, enum gq_action act)
+{
+	return (struct path_in){ .mode = mode, .action = act, .peer = 1, .peer_stalled = 0,
+				 .direct_caps = 1, .interleave_caps = 1, .direct_running = 1,
+				 .direct_stalled = 0, .fd_known = 1 };
+}
+
+static void test_auto(void)
+{
+	struct path_in in = all_up(GQ_MODE_AUTO, GQ_ACTION_TIMESLICE);
+	struct path_choice ch = path_select(&in);
+
+	CHECK_EQ_U(ch.path, GQ_PATH_AGENT);
+	in.action = GQ_ACTION_PREEMPT;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	/* A non-root workload cannot set interleave itself. */
+	in.action = GQ_ACTION_INTERLEAVE;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	/* ... but without CAP_SYS_NICE the agent cannot either: its own
+	 * preempt agent is the only chance (a root workload). */
+	in.interleave_caps = 0;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	/* No preempt agent: direct. */
+	in = all_up(GQ_MODE_AUTO, GQ_ACTION_TIMESLICE);
+	in.peer = 0;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	/* A stalled preempt agent: direct. */
+	in.peer = 1;
+	in.peer_stalled = 1;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	/* Both stalled: none, and it says stalled. */
+	in.direct_stalled = 1;
+	ch = path_select(&in);
+	CHECK_EQ_U(ch.path, GQ_PATH_NONE);
+	CHECK(ch.stalled && ch.why && strstr(ch.why, "stalled"));
+	/* No preempt agent and no CAP_SYS_PTRACE: the capability is named. */
+	in = all_up(GQ_MODE_AUTO, GQ_ACTION_PREEMPT);
+	in.peer = 0;
+	in.direct_caps = 0;
+	ch = path_select(&in);
+	CHECK_EQ_U(ch.path, GQ_PATH_NONE);
+	CHECK(!ch.stalled && strcmp(ch.why, "direct path needs CAP_SYS_PTRACE") == 0);
+	/* fd unknown (the eBPF tracker did not see it): no direct. */
+	in = all_up(GQ_MODE_AUTO, GQ_ACTION_INTERLEAVE);
+	in.fd_known = 0;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+}
+
+static void test_forced(void)
+{
+	struct path_in in = all_up(GQ_MODE_AGENT, GQ_ACTION_INTERLEAVE);
+	struct path_choice ch;
+
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	in.peer_stalled = 1;
+	ch = path_select(&in);
+	CHECK(ch.path == GQ_PATH_NONE && ch.stalled);
+	in.peer = 0;
+	ch = path_select(&in);
+	CHECK(ch.path == GQ_PATH_NONE && !ch.stalled &&
+	      strcmp(ch.why, "no connected preempt agent") == 0);
+
+	in = all_up(GQ_MODE_DIRECT, GQ_ACTION_TIMESLICE);
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	in.direct_caps = 0;
+	ch = path_select(&in);
+	CHECK(ch.path == GQ_PATH_NONE && strstr(ch.why, "CAP_SYS_PTRACE"));
+	in = all_up(GQ_MODE_DIRECT, GQ_ACTION_INTERLEAVE);
+	in.interleave_caps = 0;
+	ch = path_select(&in);
+	CHECK(ch.path == GQ_PATH_NONE && strstr(ch.why, "CAP_SYS_NICE"));
+	/* CAP_SYS_NICE matters for interleave only. */
+	in.action = GQ_ACTION_PREEMPT;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	in.direct_stalled = 1;
+	ch = path_select(&in);
+	CHECK(ch.path == GQ_PATH_NONE && ch.stalled);
+	in = all_up(GQ_MODE_DIRECT, GQ_ACTION_PREEMPT);
+	in.direct_running = 0;
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_NONE);
+}
+
+static void test_ops(void)
+{
+	CHECK_EQ_U(gq_op_action(GQ_OP_SET_TIMESLICE), GQ_ACTION_TIMESLICE);
+	CHECK_EQ_U(gq_op_action(GQ_OP_GET_TIMESLICE), GQ_ACTION_TIMESLICE);
+	CHECK_EQ_U(gq_op_action(GQ_OP_SET_INTERLEAVE), GQ_ACTION_INTERLEAVE);
+	CHECK_EQ_U(gq_op_action(GQ_OP_PREEMPT), GQ_ACTION_PREEMPT);
+	CHECK(strcmp(gq_path_name(GQ_PATH_DIRECT), "direct") == 0);
+	CHECK(strcmp(gq_path_name(GQ_PATH_AGENT), "agent") == 0);
+	CHECK(strcmp(gq_path_name(GQ_PATH_NONE), "none") == 0);
+}
+
+static void test_caps(void)
+{
+	struct caps c = { .known = 1, .eff = BIT(CAP_SYS_PTRACE) | BIT(CAP_SYS_NICE),
+			  .ptrace_scope = -1 };
+	const struct caps_need *tab;
+	char buf[128];
+	size_t n;
+
+	tab = caps_table(&n);
+	CHECK_EQ_U(n, CAPS_NACTIONS);
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ_U(tab[i].action, i); /* rows in enum order */
+	CHECK(caps_allows(&c, CAPS_DIRECT));
+	CHECK(caps_allows(&c, CAPS_INTERLEAVE));
+	CHECK(caps_allows(&c, CAPS_PROC_FD));
+	CHECK(!caps_allows(&c, CAPS_ENVIRON)); /* needs a DAC override too */
+	CHECK(!caps_allows(&c, CAPS_BPF));
+	CHECK(strcmp(caps_missing(&c, CAPS_DIRECT, buf, sizeof(buf)), "") == 0);
+	CHECK(strcmp(caps_missing(&c, CAPS_ENVIRON, buf, sizeof(buf)),
+		     "CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH") == 0);
+	CHECK(strcmp(caps_missing(&c, CAPS_BPF, buf, sizeof(buf)), "CAP_PERFMON and CAP_BPF") == 0);
+	c.eff = BIT(CAP_SYS_ADMIN);
+	CHECK(caps_allows(&c, CAPS_INTERLEAVE)); /* either one */
+	CHECK(strcmp(caps_missing(&c, CAPS_DIRECT, buf, sizeof(buf)), "CAP_SYS_PTRACE") == 0);
+	c.eff = 0;
+	CHECK(strcmp(caps_missing(&c, CAPS_INTERLEAVE, buf, sizeof(buf)),
+		     "CAP_SYS_ADMIN or CAP_SYS_NICE") == 0);
+	CHECK(strcmp(caps_missing(&c, CAPS_ENVIRON, buf, sizeof(buf)),
+		     "CAP_SYS_PTRACE and CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH") == 0);
+	/* Yama scope 3: nobody may attach, capabilities or not. */
+	c.eff = ~0ull;
+	c.ptrace_scope = 3;
+	CHECK(!caps_allows(&c, CAPS_DIRECT));
+	CHECK(strstr(caps_missing(&c, CAPS_DIRECT, buf, sizeof(buf)), "ptrace_scope") != NULL);
+	/* An unread set allows nothing. */
+	c.known = 0;
+	c.ptrace_scope = -1;
+	CHECK(!caps_allows(&c, CAPS_INTERLEAVE));
+	CHECK(strcmp(caps_name(CAP_SYS_PTRACE, buf, sizeof(buf)), "CAP_SYS_PTRACE") == 0);
+	CHECK(strcmp(caps_name(63, buf, sizeof(buf)), "CAP_63") == 0);
+}
+
+static void test_config(void)
+{
+	struct gq_config c;
+	char err[512];
+
+	gq_config_defaults(&c);
+	for (int i = 0; i < GQ_NACTIONS; i++)
+		CHECK_EQ_U(c.control_path[i], GQ_MODE_AUTO);
+	CHECK(gq_config_parse("{\"version\":1}", &c, err, sizeof(err)) == 0);
+	CHECK_EQ_U(c.control_path[GQ_ACTION_INTERLEAVE], GQ_MODE_AUTO);
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"direct\"}", &c, err, sizeof(err)) == 0);
+	for (int i = 0; i < GQ_NACTIONS; i++)
+		CHECK_EQ_U(c.control_path[i], GQ_MODE_DIRECT);
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"interleave\":\"direct\","
+			      "\"preempt\":\"agent\"}}", &c, err, sizeof(err)) == 0);
+	CHECK_EQ_U(c.control_path[GQ_ACTION_TIMESLICE], GQ_MODE_AUTO);
+	CHECK_EQ_U(c.control_path[GQ_ACTION_INTERLEAVE], GQ_MODE_DIRECT);
+	CHECK_EQ_U(c.control_path[GQ_ACTION_PREEMPT], GQ_MODE_AGENT);
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"both\"}", &c, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "field \"controlPath\" must be \"auto\", \"agent\" or \"direct\", got \"both\""));
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"timeslise\":\"agent\"}}", &c, err,
+			      sizeof(err)) != 0);
+	CHECK(strstr(err, "field \"controlPath\" has unknown key \"timeslise\""));
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"preempt\":1}}", &c, err,
+			      sizeof(err)) != 0);
+	CHECK(strstr(err, "field \"controlPath.preempt\" must be a string"));
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":[]}", &c, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "field \"controlPath\" must be a string"));
+	CHECK(strcmp(gq_path_mode_name(GQ_MODE_DIRECT), "direct") == 0);
+	CHECK(strcmp(gq_action_name(GQ_ACTION_INTERLEAVE), "interleave") == 0);
+}
+
+int main(void)
+{
+	test_auto();
+	test_forced();
+	test_ops();
+	test_caps();
+	test_config();
+	CHECK_DONE();
+}

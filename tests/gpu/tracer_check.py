@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""tracer_check.py - the eBPF RM tracer on a real NVIDIA GPU.
+
+  1. cost: CUDA context creation time (ctx_bench) and RM ioctl latency
+     (rm_latency) with the tracer detached and attached, alternating
+     off/on/off/on so drift shows;
+  2. agreement: the tracer's pinned live-TSG table equals the preempt
+     agent's view (gpuqosctl list) for a plain CUDA program and PyTorch;
+  3. direct path (when the agent has one): a CUDA process WITHOUT the
+     preempt agent is found through the tracer and gets its timeslice,
+     interleave and preempt through pidfd_getfd; values read back.
+
+Prints PASS/FAIL rows and a cost table last.
+Usage: tracer_check.py --build BUILD --bin CUDA_BIN --out OUT [--python PY]
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proof  # noqa: E402  (shares the stack helpers)
+from proof import WORK, Stack, check, tsgs_of, wait_until, RESULTS  # noqa: E402
+
+PIN_COST = "/sys/fs/bpf/gpuqos-cost"
+PIN = "/sys/fs/bpf/gpuqos"
+
+
+def tracer(build, pin, out_path):
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "lib"))
+    p = subprocess.Popen([os.path.join(build, "bpf/gpuqos-tsgtrace"), "--pin-dir", pin],
+                         stdout=open(out_path, "w"), stderr=subprocess.STDOUT, env=env)
+    ok = wait_until(lambda: '"ready"' in open(out_path).read() or p.poll() is not None, 30)
+    return p if ok and p.poll() is None else None
+
+
+def tsgtrace_cmd(build, *args):
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "lib"))
+    return subprocess.run([os.path.join(build, "bpf/gpuqos-tsgtrace")] + list(args),
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    for line in p.stdout.splitlines()[::-1]:
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError("%s: no result (%s)" % (cmd[0], p.stderr[-300:]))
+
+
+def phase_cost(build, binp, out):
+    rows = {"off": [], "on": []}
+    for rnd, mode in enumerate(("off", "on") * 3):
+        tp = None
+        if mode == "on":
+            tp = tracer(build, PIN_COST, os.path.join(out, "cost-tracer-%d.log" % rnd))
+            if tp is None:
+                check("tracer attaches for the cost run", False, open(os.path.join(out, "cost-tracer-%d.log" % rnd)).read()[-300:])
+                return None
+        ctx = run_json([binp + "/ctx_bench", "--iters", "25"])
+        lat = run_json([binp + "/rm_latency", "--iters", "20000"])
+        rows[mode].append((ctx, lat))
+        if tp:
+            tp.send_signal(signal.SIGINT)
+            tp.wait(10)
+            tsgtrace_cmd(build, "--pin-dir", PIN_COST, "--unpin")
+    summary = {}
+    for mode in rows:
+        summary[mode] = {
+            "ctx_p50_us": statistics.median(r[0]["p50_us"] for r in rows[mode]),
+            "ctx_min_us": min(r[0]["min_us"] for r in rows[mode]),
+            "null_control_p50_ns": statistics.median(r[1]["null_control_p50_ns"] for r in rows[mode]),
+            "client_alloc_free_p50_ns": statistics.median(r[1]["client_alloc_free_p50_ns"] for r in rows[mode]),
+        }
+    json.dump({"rounds": rows, "summary": summary}, open(os.path.join(out, "cost.json"), "w"), indent=1)
+    off, on = summary["off"], summary["on"]
+    added = (on["ctx_p50_us"] - off["ctx_p50_us"]) / off["ctx_p50_us"] * 100
+    added_min = (on["ctx_min_us"] - off["ctx_min_us"]) / off["ctx_min_us"] * 100
+    check("tracer adds < 1 % to CUDA context creation", added < 1.0,
+          "context creation p50 %.0f us off, %.0f us on (%+.2f %%); min %.0f / %.0f us (%+.2f %%)" % (
+              off["ctx_p50_us"], on["ctx_p50_us"], added, off["ctx_min_us"], on["ctx_min_us"], added_min))
+    return summary
+
+
+def bpf_dump(build):
+    p = tsgtrace_cmd(build, "--pin-dir", PIN, "--dump")
+    return [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{") and '"kind":"tsg"' in x]
+
+
+def phase_agree(stack, build, binp, pyexe, out):
+    tp = tracer(build, PIN, os.path.join(out, "tracer-events.jsonl"))
+    if tp is None:
+        check("tracer attaches (default pins)", False)
+        return []
+    stack.start_agent(None, "tracer")
+    be = stack.run("be", [binp + "/be_fill", "--duration-s", "120"], "t-be")
+    lc = stack.run("lc", [binp + "/lc_micro", "--period-us", "2000", "--duration-s", "120"], "t-lc")
+    torch_p = stack.run("lc", [pyexe, proof.HERE + "/lc_torch.py", "--mode", "graph", "--period-ms", "5",
+                               "--duration-s", "120"], "t-torch")
+    pids = [be.pid, lc.pid, torch_p.pid]
+    wait_until(lambda: all(len(tsgs_of(stack.ctl("list"), p)) >= 4 for p in pids), 120)
+    time.sleep(2)
+    lst = stack.ctl("list")
+    dump = bpf_dump(build)
+    json.dump({"list": lst, "bpf": dump}, open(os.path.join(out, "agree.json"), "w"), indent=1)
+    for pid, name in zip(pids, ("be_fill", "lc_micro", "PyTorch ResNet-50")):
+        a = sorted((int(t["client"], 16), int(t["tsg"], 16), t["engine"], t["gpu"]) for t in tsgs_of(lst, pid))
+        b = sorted((int(t["client"], 16), int(t["tsg"], 16), t["engineType"], t["deviceId"])
+                   for t in dump if t["tgid"] == pid)
+        check("%s: tracer table == preempt agent's table" % name, a == b and len(a) >= 4,
+              "%d TSGs from the preempt agent, %d from the tracer" % (len(a), len(b)))
+        ts_a = {int(t["tsg"], 16): t["timeslice"]["applied"] for t in tsgs_of(lst, pid)}
+        ts_b = {int(t["tsg"], 16): t["timesliceUs"] for t in dump if t["tgid"] == pid}
+        check("%s: RM-accepted timeslices agree (tracer vs agent)" % name,
+              all(ts_b.get(k) in (v, None) for k, v in ts_a.items()),
+              "agent %s / tracer %s" % (sorted(ts_a.values(), key=str), sorted(ts_b.values(), key=str)))
+    return [be, lc, torch_p, tp]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    a = ap.parse_args()
+    if not os.path.exists("/sys/kernel/tracing/events") and not os.path.exists("/sys/kernel/debug/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"])
+    binp = proof.prepare(a.build, a.bin, a.out)
+    stack = Stack(a.build, a.out)
+    procs = []
+    summary = None
+    try:
+        summary = phase_cost(a.build, binp, a.out)
+        procs = phase_agree(stack, a.build, binp, a.python, a.out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        stack.stop_agent()
+        tsgtrace_cmd(a.build, "--pin-dir", PIN, "--unpin")
+    print("\n| check | result | detail |\n| --- | --- | --- |")
+    for name, ok, detail in RESULTS:
+        print("| %s | %s | %s |" % (name, "PASS" if ok else "FAIL", detail[:200]))
+    if summary:
+        print("\n| tracer | context creation p50 us | min us | null control p50 ns | client alloc+free p50 ns |")
+        print("| --- | --- | --- | --- | --- |")
+        for mode in ("off", "on"):
+            s = summary[mode]
+            print("| %s | %.0f | %.0f | %.0f | %.0f |" % (mode, s["ctx_p50_us"], s["ctx_min_us"],
+                                                         s["null_control_p50_ns"], s["client_alloc_free_p50_ns"]))
+    return 0 if all(ok for _, ok, _ in RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
