@@ -258,6 +258,82 @@ _Static_assert(sizeof(struct rm_tsg_gpfifo_schedule) == 3, "gpfifo schedule para
 #define RM_DEFAULT_TIMESLICE_COPY_US 1024u
 
 /* ------------------------------------------------------------------ */
+/* GPU identity controls (client class 0x41, subdevice class 0x2080)   */
+/* ------------------------------------------------------------------ */
+
+/* ctrl0000gpu.h; layouts confirmed on the H200 traces (driver 580, see
+ * docs/gpuinfo.md): libcuda issues 0x201, 0x205 and 0x21b on its client
+ * and 0x2080014a on its subdevice. A gpuId is the RM's platform id of a
+ * GPU (on Linux domain << 16 | bus << 8 | slot: 6 for 0000:00:06.0). */
+#define RM_CTRL_GPU_GET_ATTACHED_IDS 0x00000201u
+#define RM_CTRL_GPU_GET_ID_INFO_V2 0x00000205u
+#define RM_CTRL_GPU_GET_PCI_INFO 0x0000021bu
+#define RM_CTRL_GPU_GET_UUID_FROM_GPU_ID 0x00000275u
+#define RM_CTRL_SUBDEVICE_GET_GID_INFO 0x2080014au /* NV2080_CTRL_CMD_GPU_GET_GID_INFO */
+
+#define RM_GPU_MAX_ATTACHED 32u          /* NV0000_CTRL_GPU_MAX_ATTACHED_GPUS */
+#define RM_GPU_INVALID_ID 0xffffffffu    /* NV0000_CTRL_GPU_INVALID_ID: ends the list */
+#define RM_GPU_MAX_GID_LENGTH 256u       /* NV0000_GPU_MAX_GID_LENGTH */
+#define RM_GPU_UUID_LEN 16u              /* NV_UUID_LEN: the binary (SHA-1) GID */
+#define RM_GPU_UUID_STR_LEN 41u          /* NV_UUID_STR_LEN: "GPU-" 8-4-4-4-12, NUL */
+
+/* flags of GET_UUID_FROM_GPU_ID and GET_GID_INFO: FORMAT is bits 1:0,
+ * TYPE bit 2 (SHA-1 is the UUID nvidia-smi shows). */
+#define RM_GPU_UUID_FLAGS_FORMAT_ASCII 0x0u
+#define RM_GPU_UUID_FLAGS_FORMAT_BINARY 0x2u
+#define RM_GPU_UUID_FLAGS_FORMAT_MASK 0x3u
+#define RM_GPU_UUID_FLAGS_TYPE_SHA256 0x4u
+
+struct rm_gpu_attached_ids { /* NV0000_CTRL_GPU_GET_ATTACHED_IDS_PARAMS */
+	rm_u32 gpuIds[RM_GPU_MAX_ATTACHED]; /* contiguous, then RM_GPU_INVALID_ID */
+};
+_Static_assert(sizeof(struct rm_gpu_attached_ids) == 128, "GET_ATTACHED_IDS params");
+
+struct rm_gpu_id_info_v2 { /* NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS */
+	rm_u32 gpuId; /* in */
+	rm_u32 gpuFlags;
+	rm_u32 deviceInstance; /* what NV0080_ALLOC_PARAMETERS.deviceId names */
+	rm_u32 subDeviceInstance;
+	rm_u32 sliStatus;
+	rm_u32 boardId;
+	rm_u32 gpuInstance;
+	rm_u32 numaId; /* NvS32: 0xffffffff (-1) when there is no NUMA node */
+};
+_Static_assert(sizeof(struct rm_gpu_id_info_v2) == 32, "GET_ID_INFO_V2 params");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_id_info_v2, deviceInstance) == 8, "deviceInstance");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_id_info_v2, subDeviceInstance) == 12, "subDeviceInstance");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_id_info_v2, numaId) == 28, "numaId");
+
+struct rm_gpu_pci_info { /* NV0000_CTRL_GPU_GET_PCI_INFO_PARAMS */
+	rm_u32 gpuId; /* in */
+	rm_u32 domain;
+	rm_u16 bus;
+	rm_u16 slot; /* PCI device number; the function is not reported */
+};
+_Static_assert(sizeof(struct rm_gpu_pci_info) == 12, "GET_PCI_INFO params");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_pci_info, bus) == 8, "pci.bus");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_pci_info, slot) == 10, "pci.slot");
+
+struct rm_gpu_uuid_from_id { /* NV0000_CTRL_GPU_GET_UUID_FROM_GPU_ID_PARAMS */
+	rm_u32 gpuId; /* in */
+	rm_u32 flags; /* in: RM_GPU_UUID_FLAGS_* */
+	rm_u8 gpuUuid[RM_GPU_MAX_GID_LENGTH];
+	rm_u32 uuidStrLen; /* 16 binary; 41 ASCII, counting the NUL */
+};
+_Static_assert(sizeof(struct rm_gpu_uuid_from_id) == 268, "GET_UUID_FROM_GPU_ID params");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_uuid_from_id, gpuUuid) == 8, "gpuUuid");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_uuid_from_id, uuidStrLen) == 264, "uuidStrLen");
+
+struct rm_gpu_gid_info { /* NV2080_CTRL_GPU_GET_GID_INFO_PARAMS */
+	rm_u32 index;
+	rm_u32 flags; /* in: RM_GPU_UUID_FLAGS_* */
+	rm_u32 length;
+	rm_u8 data[RM_GPU_MAX_GID_LENGTH];
+};
+_Static_assert(sizeof(struct rm_gpu_gid_info) == 268, "GET_GID_INFO params");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_gid_info, data) == 12, "gid.data");
+
+/* ------------------------------------------------------------------ */
 /* Status codes (NV_STATUS)                                            */
 /* ------------------------------------------------------------------ */
 
@@ -273,6 +349,7 @@ _Static_assert(sizeof(struct rm_tsg_gpfifo_schedule) == 3, "gpfifo schedule para
 #define RM_ERR_INVALID_PARAM_STRUCT 0x3au
 #define RM_ERR_INVALID_PARAMETER 0x3bu
 #define RM_ERR_NOT_SUPPORTED 0x56u
+#define RM_ERR_OBJECT_NOT_FOUND 0x57u /* unknown gpuId: GET_UUID_FROM_GPU_ID, GET_PCI_INFO */
 
 /* The RM status in words, for logs and the JSON view. */
 static inline const char *rm_status_name(rm_u32 status)

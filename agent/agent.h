@@ -5,8 +5,8 @@
  * the functions over one of these; this header only declares them.
  *
  * Desired state (class, policy output) and observed state (what the
- * preempt agent reports RM accepted, and what direct controls set) are
- * kept apart in struct tsg; so are the two control paths' bookkeeping
+ * eBPF tracker saw RM accept, what the preempt agent reports, and what
+ * direct controls set) are kept apart in struct tsg; so are the two control paths' bookkeeping
  * (struct peer for the preempt agent, struct direct for the direct path).
  */
 #ifndef GPUQOS_AGENT_AGENT_H
@@ -22,6 +22,7 @@
 #include "agent/loop.h"
 #include "agent/path.h"
 #include "agent/policy.h"
+#include "agent/tracker.h"
 
 #define GQ_AGENT_VERSION "0.1.0"
 #define GQ_DEFAULT_CTL_SOCKET "/run/gpuqos/ctl.sock"
@@ -76,8 +77,13 @@ struct tsg {
 	rm_handle h_client, h_tsg, h_device;
 	uint32_t gpu, engine, fd;
 	uint32_t gen; /* sync generation of its last report */
-	/* observed: what the preempt agent reports, or what a direct control
-	 * set (the preempt agent does not see those) */
+	unsigned sources; /* GQ_SRC_*: who saw it; freed when none does */
+	/* A preempt agent's report the tracker has not confirmed: held
+	 * (never controlled) until then, refused after it (now_us clock). */
+	uint64_t unverified_until;
+	/* observed: what the tracker saw RM accept (the authority when it
+	 * runs), what the preempt agent reports, or what a direct control set
+	 * (the preempt agent does not see those) */
 	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
 	uint32_t rep_ts, rep_il; /* the preempt agent's last report of them */
 	/* desired, from the last reconcile */
@@ -126,6 +132,8 @@ struct options {
 	const char *ctl_socket;
 	const char *state_dir;
 	const char *nvidiactl;
+	enum tracker_setting bpf;
+	const char *bpf_pin_dir; /* NULL: the tracer's default */
 };
 
 struct agent {
@@ -152,6 +160,7 @@ struct agent {
 	struct loop_watch direct_w;
 	char direct_off[160];   /* why it is off, or "" */
 	unsigned direct_sent_this_tick;
+	struct tracker trk;     /* the eBPF tracker (tracker.h) */
 };
 
 /* procinfo.c */
@@ -173,10 +182,11 @@ void proc_classify(struct agent *a, struct proc *p);
 void proc_reclassify_all(struct agent *a);
 void proc_gc(struct agent *a);
 struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
+struct tsg *tsg_new(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
 struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen);
 void tsg_drop(struct agent *a, struct tsg *t);
-void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen);
-size_t tsg_count(const struct agent *a, pid_t pid);
+void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsigned sources);
+size_t tsg_count(const struct agent *a, pid_t pid); /* pid 0: all */
 uint32_t tsg_baseline(const struct tsg *t);
 uint32_t tsg_effective_ts(const struct tsg *t);
 int tsg_ts_differs(const struct tsg *t);

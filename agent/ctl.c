@@ -6,6 +6,7 @@
  * loop never waits for them. Does not own the state it shows or changes.
  */
 #include "agent/agent.h"
+#include "agent/gpuinfo.h"
 #include "agent/log.h"
 
 #include <cjson/cJSON.h>
@@ -225,6 +226,17 @@ static void add_path(cJSON *o, const char *k, enum gq_path p)
 		cJSON_AddStringToObject(o, k, gq_path_name(p));
 }
 
+/* Who saw the TSG: ["bpf"], ["agent"] or ["bpf","agent"]. */
+static void add_sources(cJSON *o, unsigned sources)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, "sources");
+
+	if (arr && (sources & GQ_SRC_BPF))
+		cJSON_AddItemToArray(arr, cJSON_CreateString("bpf"));
+	if (arr && (sources & GQ_SRC_AGENT))
+		cJSON_AddItemToArray(arr, cJSON_CreateString("agent"));
+}
+
 static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 {
 	const struct proc *p = proc_find(a, t->pid);
@@ -237,10 +249,15 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	cJSON_AddNumberToObject(o, "pid", t->pid);
 	cJSON_AddStringToObject(o, "comm", p ? p->comm : "");
 	add_u32_or_null(o, "gpu", t->gpu);
+	if (gpuinfo_uuid(t->gpu)) /* the GPU of its device instance (gpuinfo.c) */
+		cJSON_AddStringToObject(o, "gpuUuid", gpuinfo_uuid(t->gpu));
+	else
+		cJSON_AddNullToObject(o, "gpuUuid");
 	cJSON_AddNumberToObject(o, "engine", t->engine);
 	cJSON_AddStringToObject(o, "engineName", eng);
 	add_hex(o, "client", t->h_client);
 	add_hex(o, "tsg", t->h_tsg);
+	add_sources(o, t->sources);
 	cJSON_AddStringToObject(o, "class", gq_class_name(p ? p->cls : GQ_CLASS_UNMANAGED));
 	cJSON_AddStringToObject(o, "classSource", p ? p->cls_source : "default");
 	ts = cJSON_AddObjectToObject(o, "timeslice");
@@ -379,6 +396,12 @@ static cJSON *agent_json(struct agent *a)
 	cJSON_AddItemToObject(o, "counters", counters_json(&a->n));
 	caps_json(a, o);
 	direct_json(a, o);
+	tracker_json(a, o);
+	cJSON_AddItemToObject(o, "gpus", gpuinfo_json());
+	if (gpuinfo_error())
+		cJSON_AddStringToObject(o, "gpusError", gpuinfo_error());
+	else
+		cJSON_AddNullToObject(o, "gpusError");
 	return o;
 }
 
@@ -543,7 +566,9 @@ static void ctl_unreachable(struct ctl_conn *c, const struct tsg *t, uint32_t op
 
 static int cmd_applies(const struct tsg *t, pid_t pid, uint32_t op)
 {
-	return t->pid == pid && (op != GQ_OP_PREEMPT || rm_engine_is_gr(t->engine));
+	/* An unverified claim gets no control, whoever asks. */
+	return t->pid == pid && !t->unverified_until &&
+	       (op != GQ_OP_PREEMPT || rm_engine_is_gr(t->engine));
 }
 
 /* NULL when at least one of the pid's TSGs (or none exists) can be

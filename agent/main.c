@@ -4,10 +4,12 @@
  * configuration (load at start, reload on SIGHUP keeping the old one when
  * the new one is invalid), signals, start-up and an orderly exit that
  * removes the sockets and frees everything, and the capability check at
- * start that decides whether the direct path runs. Does not own any
+ * start that decides whether the direct path runs, and whether the eBPF
+ * tracker is wanted (--bpf; tracker.c opens it). Does not own any
  * subsystem's work; it wires them into the one loop.
  */
 #include "agent/agent.h"
+#include "agent/gpuinfo.h"
 #include "agent/log.h"
 
 #include <errno.h>
@@ -34,6 +36,9 @@ static void usage(FILE *f)
 		"  --state-dir DIR     state directory (GPUQOS_STATE_DIR, " GQ_DEFAULT_STATE_DIR ")\n"
 		"  --nvidiactl PATH    control device a reported fd must be (GPUQOS_NVIDIACTL, "
 		GQ_DEFAULT_NVIDIACTL ")\n"
+		"  --bpf auto|on|off   the eBPF tracker (GPUQOS_BPF, auto: use it when it can be\n"
+		"                      opened, say why not otherwise)\n"
+		"  --bpf-pin-dir DIR   its pins, on bpffs (GPUQOS_BPF_PIN_DIR, /sys/fs/bpf/gpuqos)\n"
 		"  --log-level LEVEL   error, warn, info, debug (GPUQOS_LOG_LEVEL, info)\n");
 }
 
@@ -52,10 +57,12 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' }, { "ctl-socket", required_argument, NULL, 'C' },
 		{ "state-dir", required_argument, NULL, 'd' }, { "nvidiactl", required_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
+		{ "bpf", required_argument, NULL, 'B' }, { "bpf-pin-dir", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
 	const char *sa = getenv("GPUQOS_STANDALONE");
+	const char *bpf = env_or("GPUQOS_BPF", "auto");
 	enum gq_log_level lv;
 	int c;
 
@@ -65,6 +72,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.ctl_socket = env_or("GPUQOS_CTL_SOCKET", GQ_DEFAULT_CTL_SOCKET);
 	a->opt.state_dir = env_or("GPUQOS_STATE_DIR", GQ_DEFAULT_STATE_DIR);
 	a->opt.nvidiactl = env_or("GPUQOS_NVIDIACTL", GQ_DEFAULT_NVIDIACTL);
+	a->opt.bpf_pin_dir = env_or("GPUQOS_BPF_PIN_DIR", NULL);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'S': a->opt.standalone = 1; break;
@@ -74,9 +82,15 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'd': a->opt.state_dir = optarg; break;
 		case 'n': a->opt.nvidiactl = optarg; break;
 		case 'l': level = optarg; break;
+		case 'B': bpf = optarg; break;
+		case 'P': a->opt.bpf_pin_dir = optarg; break;
 		case 'h': usage(stdout); return 100;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (tracker_parse_setting(bpf, &a->opt.bpf) != 0) {
+		fprintf(stderr, "gpuqos-agent: --bpf %s: want auto, on or off\n", bpf);
+		return 2;
 	}
 	if (optind < argc || gq_log_parse_level(level, &lv) != 0) {
 		usage(stderr);
@@ -152,6 +166,7 @@ static void on_signal(struct loop_watch *w, uint32_t events)
 	while (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			config_reload(a);
+			gpuinfo_refresh("SIGHUP");
 		} else {
 			log_info("signal %u: exiting", si.ssi_signo);
 			a->loop.stop = 1;
@@ -186,10 +201,21 @@ static int signals_init(struct agent *a)
 
 /* After every batch of events: close peers whose send failed, reconcile
  * what changed, then free what was closed (no event can point at it now). */
+/* A TSG on a device instance the GPU table lacks asks for a new query
+ * (gpuinfo.c rate-limits it). */
+static void gpuinfo_check_tsgs(struct agent *a)
+{
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->gpu != GQ_UNKNOWN && !gpuinfo_uuid(t->gpu))
+			gpuinfo_note_device(t->gpu);
+}
+
 static void after_batch(void *arg)
 {
 	struct agent *a = arg;
 
+	if (a->dirty)
+		gpuinfo_check_tsgs(a);
 	for (int i = 0; i < 4; i++) {
 		peer_close_broken(a);
 		if (!a->dirty)
@@ -268,7 +294,8 @@ static int agent_start(struct agent *a)
 {
 	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || config_initial(a) != 0 ||
 	    resolve_paths(a) != 0 || direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
-	    peer_listen(a) != 0 || ctl_listen(a) != 0)
+	    tracker_init(a) != 0 || peer_listen(a) != 0 || ctl_listen(a) != 0 ||
+	    gpuinfo_init(&a->loop, a->nvidiactl) != 0)
 		return -1;
 	a->loop.after_batch = after_batch;
 	a->loop.after_arg = a;
@@ -293,6 +320,7 @@ static void agent_stop(struct agent *a)
 		a->direct = NULL;
 	}
 	cmd_free_all(a);
+	tracker_stop(a);
 	proc_free_all(a);
 	state_free_all(a);
 	if (a->listen_w.fd >= 0 && unlink(a->opt.socket) != 0)
@@ -304,6 +332,7 @@ static void agent_stop(struct agent *a)
 	close_watch(a, &a->tick_w);
 	close_watch(a, &a->wake_w);
 	close_watch(a, &a->sig_w);
+	gpuinfo_fini();
 	loop_fini(&a->loop);
 	free(a->cfg);
 }
@@ -317,9 +346,12 @@ int main(int argc, char **argv)
 	a->loop.epfd = -1;
 	a->sig_w.fd = a->tick_w.fd = a->wake_w.fd = a->listen_w.fd = a->ctl_w.fd = -1;
 	a->direct_w.fd = -1;
+	a->trk.w.fd = -1;
 	rc = parse_options(a, argc, argv);
 	if (rc != 0)
 		return rc == 100 ? 0 : rc;
+	a->trk.setting = a->opt.bpf;
+	a->trk.pin_dir = a->opt.bpf_pin_dir;
 	a->started_us = now_us();
 	a->cfg = calloc(1, sizeof(*a->cfg));
 	if (!a->cfg) {

@@ -127,9 +127,9 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 		return;
 	log_info("pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
 	cmd_fail_peer(a, p);
-	/* Its TSGs are unknown until it reconnects and re-reports them; the
-	 * process (and its class) is kept. */
-	tsg_drop_pid(a, p->pid, 0, 0);
+	/* What only it reported is unknown until it reconnects and re-reports;
+	 * what the eBPF tracker sees stays. The process (and its class) is kept. */
+	tsg_drop_pid(a, p->pid, 0, 0, GQ_SRC_AGENT);
 	if (p->proc && p->proc->peer == p)
 		p->proc->peer = NULL;
 	loop_close(&a->loop, &p->w);
@@ -233,7 +233,7 @@ static void on_synced(struct agent *a, struct peer *p, const struct gq_synced *m
 {
 	log_debug("pid %d: SYNCED after %u TSGs", (int)p->pid, m->ntsg);
 	p->syncing = 0;
-	tsg_drop_pid(a, p->pid, 1, p->gen);
+	tsg_drop_pid(a, p->pid, 1, p->gen, GQ_SRC_AGENT);
 	state_peer_synced(a, p->pid);
 	a->dirty = 1;
 }

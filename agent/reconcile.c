@@ -41,6 +41,8 @@ static void run_policy(struct agent *a)
 		t->reason = out[i].reason ? out[i].reason : "";
 		if (t->gpu == GQ_UNKNOWN)
 			t->reason = "GPU (device instance) unknown: left alone";
+		if (t->unverified_until)
+			t->reason = "reported by its preempt agent, not seen by the eBPF tracker yet: held";
 	}
 	free(in);
 	free(out);
@@ -95,8 +97,8 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now)
 	uint32_t op;
 	uint64_t arg;
 
-	if (!p || t->inflight || t->backoff_until > now)
-		return 0;
+	if (!p || t->inflight || t->backoff_until > now || t->unverified_until)
+		return 0; /* an unverified claim is never acted on */
 	if (p->cls == GQ_CLASS_UNMANAGED && t->applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
 	if (tsg_ts_differs(t)) {
@@ -148,7 +150,10 @@ static long policy_inputs(struct agent *a, struct policy_tsg_in **inp, struct po
 
 		(*inp)[i].gpu = t->gpu;
 		(*inp)[i].engine_type = t->engine;
-		(*inp)[i].cls = p && t->gpu != GQ_UNKNOWN ? p->cls : GQ_CLASS_UNMANAGED;
+		/* A claim the tracker has not confirmed must not move its
+		 * neighbours either. */
+		(*inp)[i].cls = p && t->gpu != GQ_UNKNOWN && !t->unverified_until ? p->cls
+										    : GQ_CLASS_UNMANAGED;
 		(*inp)[i].baseline_timeslice_us = tsg_baseline(t);
 	}
 	return (long)n;
@@ -237,6 +242,7 @@ void reconcile_tick(struct agent *a)
 	for (struct peer *p = a->peers; p; p = p->next)
 		p->sent_this_tick = 0;
 	a->direct_sent_this_tick = 0;
+	tracker_tick(a);
 	proc_gc(a);
 	state_gc(a);
 	reconcile(a);
@@ -253,7 +259,8 @@ static void on_wake(struct loop_watch *w, uint32_t events)
 	if (read(w->fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
 		log_warn("timerfd read: %s", strerror(errno));
 	cmd_expire(a);
-	a->dirty = 1; /* a backoff may have ended */
+	tracker_tick(a);
+	a->dirty = 1; /* a backoff or a claim's grace may have ended */
 }
 
 static void on_tick(struct loop_watch *w, uint32_t events)
@@ -306,9 +313,11 @@ int wake_init(struct agent *a)
  * neither waits for the next tick. */
 void wake_rearm(struct agent *a)
 {
-	uint64_t next = cmd_next_deadline(a), now = now_us();
+	uint64_t next = cmd_next_deadline(a), now = now_us(), claim = tracker_next_deadline(a);
 	struct itimerspec its;
 
+	if (claim && (next == 0 || claim < next))
+		next = claim;
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->backoff_until > now && (next == 0 || t->backoff_until < next))
 			next = t->backoff_until;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tsg.c - the tables of processes and TSGs: lookup, upsert, drop, and a
- * process's class (override > config rules). Does not own sockets or the
- * decision of what a TSG's settings should be (reconcile.c, policy.c).
+ * process's class (override > config rules). A TSG lives while one of its
+ * sources (the eBPF tracker, the preempt agent) holds it. Does not own
+ * sockets, the tracker's events (tracker.c) or the decision of what a
+ * TSG's settings should be (reconcile.c, policy.c).
  */
 #include "agent/agent.h"
 #include "agent/log.h"
@@ -48,7 +50,7 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 
 	if (p && p->starttime != pi->starttime) {
 		log_info("pid %d: start time changed, forgetting the old process", (int)pid);
-		tsg_drop_pid(a, pid, 0, 0);
+		tsg_drop_pid(a, pid, 0, 0, GQ_SRC_ALL);
 	}
 	if (!p) {
 		p = calloc(1, sizeof(*p));
@@ -78,7 +80,7 @@ void proc_gc(struct agent *a)
 
 		if (!p->peer && (procinfo_starttime(p->pid, &st) != 0 || st != p->starttime)) {
 			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
-			tsg_drop_pid(a, p->pid, 0, 0);
+			tsg_drop_pid(a, p->pid, 0, 0, GQ_SRC_ALL);
 			*pp = p->next;
 			free(p);
 			continue;
@@ -95,35 +97,63 @@ struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h
 	return NULL;
 }
 
+/* A TSG nobody has described yet: every observed value unknown. */
+struct tsg *tsg_new(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg)
+{
+	struct tsg *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->pid = pid;
+	t->h_client = h_client;
+	t->h_tsg = h_tsg;
+	t->gpu = t->engine = t->fd = GQ_UNKNOWN;
+	t->applied_ts = t->app_ts = t->applied_il = GQ_UNKNOWN;
+	t->rep_ts = t->rep_il = GQ_UNKNOWN;
+	t->desired_ts = GQ_UNKNOWN;
+	t->desired_il = POLICY_INTERLEAVE_LEAVE;
+	t->il_refused = GQ_IL_NONE;
+	t->reason = "not reconciled yet";
+	t->next = a->tsgs;
+	a->tsgs = t;
+	a->dirty = 1;
+	return t;
+}
+
+/* A preempt agent's report. With the tracker running, the kernel is the
+ * authority: a TSG it has not seen is held unverified (tracker.c refuses
+ * it after the grace), and the values RM accepted come from its events. */
 struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen)
 {
 	struct tsg *t = tsg_find(a, pid, m->h_client, m->h_tsg);
-	int fresh = !t;
+	int fresh = !t, kernel;
 
 	if (!t) {
-		t = calloc(1, sizeof(*t));
+		t = tsg_new(a, pid, m->h_client, m->h_tsg);
 		if (!t)
 			return NULL;
-		t->pid = pid;
-		t->h_client = m->h_client;
-		t->h_tsg = m->h_tsg;
-		t->desired_ts = GQ_UNKNOWN;
-		t->desired_il = POLICY_INTERLEAVE_LEAVE;
-		t->il_refused = GQ_IL_NONE;
-		t->reason = "not reconciled yet";
-		t->next = a->tsgs;
-		a->tsgs = t;
+		if (tracker_active(a)) {
+			t->unverified_until = now_us() + TRACKER_CLAIM_GRACE_MS * 1000ull;
+			log_debug("pid %d: TSG 0x%x/0x%x held until the eBPF tracker confirms it",
+				  (int)pid, m->h_client, m->h_tsg);
+		}
 	}
+	kernel = (t->sources & GQ_SRC_BPF) != 0;
+	t->sources |= GQ_SRC_AGENT;
 	t->h_device = m->h_device;
-	t->gpu = m->device_instance;
-	t->engine = m->engine_type;
-	t->fd = m->fd;
+	if (!kernel || m->device_instance != GQ_UNKNOWN)
+		t->gpu = m->device_instance;
+	if (!kernel || m->engine_type != GQ_UNKNOWN)
+		t->engine = m->engine_type;
+	if (!kernel || t->fd == GQ_UNKNOWN)
+		t->fd = m->fd;
 	/* The preempt agent does not see what the direct path set: a report
 	 * that repeats its previous value says nothing new, so a value set
-	 * directly since then stands. A changed report is the newer truth. */
-	if (fresh || m->timeslice_us != t->rep_ts)
+	 * directly since then stands. A changed report is the newer truth,
+	 * unless the tracker saw the TSG: it sees every value RM accepts. */
+	if (!kernel && (fresh || m->timeslice_us != t->rep_ts))
 		t->applied_ts = m->timeslice_us;
-	if (fresh || m->interleave != t->rep_il)
+	if (!kernel && (fresh || m->interleave != t->rep_il))
 		t->applied_il = m->interleave;
 	t->rep_ts = m->timeslice_us;
 	t->rep_il = m->interleave;
@@ -145,16 +175,23 @@ void tsg_drop(struct agent *a, struct tsg *t)
 	}
 }
 
-/* Drops the pid's TSGs; with keep_gen, only those not re-reported in
- * generation gen (SYNCED: they no longer exist). */
-void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen)
+/* Withdraws `sources` from the pid's TSGs (with keep_gen, only from those
+ * not re-reported in generation gen: SYNCED says they no longer exist)
+ * and drops each TSG no source holds any more. A preempt agent going away
+ * thus leaves the TSGs the tracker still sees. */
+void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsigned sources)
 {
 	struct tsg **pp = &a->tsgs;
 
 	while (*pp) {
 		struct tsg *t = *pp;
 
-		if (t->pid == pid && !(keep_gen && t->gen == gen)) {
+		if (t->pid == pid && !(keep_gen && t->gen == gen) && (t->sources & sources)) {
+			t->sources &= ~sources;
+			if (t->sources) {
+				pp = &t->next;
+				continue;
+			}
 			*pp = t->next;
 			free(t);
 			a->dirty = 1;
@@ -169,7 +206,7 @@ size_t tsg_count(const struct agent *a, pid_t pid)
 	size_t n = 0;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
-		n += t->pid == pid;
+		n += !pid || t->pid == pid;
 	return n;
 }
 
@@ -212,6 +249,8 @@ const char *tsg_state(const struct agent *a, const struct tsg *t)
 	const struct proc *p = proc_find((struct agent *)a, t->pid);
 	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
 
+	if (t->unverified_until)
+		return "unverified";
 	if (t->blocked && t->blocked_stalled)
 		return "stalled";
 	if (t->inflight)

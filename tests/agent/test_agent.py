@@ -66,6 +66,10 @@ def t_policy_converge(make_agent):
     check(t["class"] == "best-effort" and t["classSource"] == "rule", "BE by rule: %r" % t)
     check(t["timeslice"] == {"desired": 50, "applied": 50, "baseline": 2048}, repr(t))
     check(t["lastOp"] == "SET_TIMESLICE" and t["lastStatusName"] == "NV_OK", repr(t))
+    # The tracker is off here (harness: --bpf off): the preempt agent is the only source.
+    check(t["sources"] == ["agent"], "sources without the tracker: %r" % t["sources"])
+    tr = a.list()["agent"]["tracker"]
+    check(tr["mode"] == "off" and tr["off"] == "off (--bpf off)" and tr["refusedClaims"] == 0, repr(tr))
     tl = gr_of(a, lc.pid)
     check(tl["class"] == "latency-critical" and tl["classSource"] == "gpuqos-run", repr(tl))
     procs = {p["pid"]: p for p in a.list()["processes"]}
@@ -383,13 +387,35 @@ def t_options(make_agent):
     check(r.returncode == 1 and "not valid JSON" in r.stderr, "invalid config at start: " + r.stderr)
     a = make_agent()
     env = dict(os.environ, GPUQOS_SOCKET=a.sock, GPUQOS_CTL_SOCKET=a.ctl_sock,
-               GPUQOS_STATE_DIR=a.state, GPUQOS_NVIDIACTL=a.nvctl)
+               GPUQOS_STATE_DIR=a.state, GPUQOS_NVIDIACTL=a.nvctl, GPUQOS_BPF="off",
+               GPUQOS_BPF_PIN_DIR="/sys/fs/bpf/gpuqos-unused")
     proc = subprocess.Popen([binary, "--standalone"], env=env, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: a.try_ctl({"cmd": "list"}), "options from the environment", 20)
+        r = wait_for(lambda: a.try_ctl({"cmd": "list"}), "options from the environment", 20)
+        tr = r["agent"]["tracker"]
+        check(tr["setting"] == "off" and tr["mode"] == "off" and tr["off"] and
+              tr["pinDir"] == "/sys/fs/bpf/gpuqos-unused", "GPUQOS_BPF=off from the environment: %r" % tr)
     finally:
         proc.terminate()
         proc.wait()
+    for bad in (["--bpf", "sometimes"], ["--bpf"]):
+        r = subprocess.run([binary, "--standalone"] + bad, capture_output=True, text=True, timeout=20)
+        check(r.returncode == 2, "%s: exit 2, got %d" % (bad, r.returncode))
+    r = subprocess.run([binary, "--standalone"], capture_output=True, text=True, timeout=20,
+                       env=dict(env, GPUQOS_BPF="maybe"))
+    check(r.returncode == 2 and "want auto, on or off" in r.stderr, "GPUQOS_BPF=maybe: " + r.stderr)
+    # A tracker that cannot be opened (a pin directory off bpffs, or no
+    # CAP_BPF): auto says why and runs on; on refuses to start.
+    nobpf = os.path.join(a.dir, "not-bpffs")
+    r = subprocess.run([binary, "--standalone", "--bpf", "on", "--bpf-pin-dir", nobpf], env=env,
+                       capture_output=True, text=True, timeout=20)
+    check(r.returncode == 1 and "eBPF tracker" in r.stderr, "--bpf on without a tracker: %d %s"
+          % (r.returncode, r.stderr[-500:]))
+    b = make_agent()
+    b.start(["--bpf", "auto", "--bpf-pin-dir", nobpf])
+    tr = b.list()["agent"]["tracker"]
+    check(tr["setting"] == "auto" and tr["mode"] == "off" and tr["off"].startswith("the eBPF tracker")
+          and tr["counters"] is None, "--bpf auto runs on without it: %r" % tr)
 
 
 def t_valgrind(make_agent):

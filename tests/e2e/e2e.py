@@ -9,6 +9,10 @@ assertion about GPU settings reads the simulator's own state or call log,
 not what the agent believes.
 
 Usage: e2e.py --build BUILD SCENARIO      (exit 77 = skipped, with a reason)
+
+The bpf_* scenarios run the agent with its eBPF tracker (--bpf on, a pin
+directory of their own); the others with --bpf off, or with the tracker too
+when E2E_BPF=on is in the environment (they pass either way).
 """
 import argparse
 import json
@@ -26,6 +30,10 @@ SKIP = 77
 
 
 class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
     pass
 
 
@@ -59,6 +67,7 @@ class Node:
         self.ctl_sock = os.path.join(self.dir, "ctl.sock")
         self.state = os.path.join(self.dir, "state")
         self.procs = []
+        self.pin = None  # the eBPF tracker's pin directory, once an agent used it
         self.agent = None
         self.agent_logs = []
         self.sim = subprocess.Popen(
@@ -76,9 +85,23 @@ class Node:
     def bin(self, rel):
         return os.path.join(self.b, rel)
 
-    def start_agent(self, config=None, extra=(), prefix=()):
+    def start_agent(self, config=None, extra=(), prefix=(), bpf=None):
+        """bpf=False runs the agent with --bpf off; bpf=True with --bpf on
+        and a pin directory of this node's own. The scenarios written before
+        the tracker leave it None: off, unless E2E_BPF=on asks to run them
+        with the tracker too."""
+        if bpf is None:
+            bpf = os.environ.get("E2E_BPF") == "on"
         log = os.path.join(self.dir, "agent-%d.log" % len(self.agent_logs))
         self.agent_logs.append(log)
+        if bpf:
+            if not os.path.exists(self.bin("bpf/gpuqos-tsgtrace")):
+                raise Skip("the eBPF tracer was not built (bpf/ skipped)")
+            if self.pin is None:
+                self.pin = "/sys/fs/bpf/gpuqos-e2e-%d" % os.getpid()
+            extra = ["--bpf", "on", "--bpf-pin-dir", self.pin] + list(extra)
+        else:
+            extra = ["--bpf", "off"] + list(extra)
         cmd = list(prefix) + [self.bin("agent/gpuqos-agent"), "--standalone", "--socket", self.sock,
                "--ctl-socket", self.ctl_sock, "--state-dir", self.state,
                "--nvidiactl", self.dev, "--log-level", "debug"] + list(extra)
@@ -89,7 +112,13 @@ class Node:
             cmd += ["--config", path]
         self.agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
                                       env=self.env)
-        wait_for(self.ctl_ready, what="agent ctl socket accepting")
+        wait_for(lambda: self.agent.poll() is not None or self.ctl_ready(),
+                 what="agent ctl socket accepting")
+        if self.agent.poll() is not None:
+            text = open(log).read()
+            if bpf and "eBPF tracker" in text:
+                raise Skip("the eBPF tracker cannot run here: " + text.strip().splitlines()[-1])
+            raise Fail("the agent exited at start (%d): %s" % (self.agent.returncode, text[-2000:]))
 
     def ctl_ready(self):
         # A killed agent leaves its socket file behind: wait for a listener.
@@ -118,13 +147,13 @@ class Node:
             os.chmod(dst, 0o755)
         return dst
 
-    def workload(self, cls, args=(), nonroot=False, inject=True, stdout=None, prefix=()):
+    def workload(self, cls, args=(), nonroot=False, inject=True, stdout=None, prefix=(), env_extra=None):
         """fakecuda under `gpuqos run --class cls` (or bare, inject=False)."""
         binf = self.bin
-        env = self.env
+        env = dict(self.env, **(env_extra or {}))
         if nonroot:
             binf = self.public_copy
-            env = dict(self.env, GPUQOS_PREEMPT_LIB=self.public_copy("agent/preempt/libgpuqos-preempt.so"))
+            env = dict(env, GPUQOS_PREEMPT_LIB=self.public_copy("agent/preempt/libgpuqos-preempt.so"))
         cmd = [binf("tests/e2e/e2e-fakecuda"), "--dev", self.dev] + list(args)
         if inject:
             cmd = [binf("agent/cli/gpuqos"), "run", "--class", cls, "--"] + cmd
@@ -170,6 +199,11 @@ class Node:
             except subprocess.TimeoutExpired:
                 pass
         self.stop_agent(signal.SIGKILL)
+        if self.pin and os.path.isdir(self.pin):
+            # The agent leaves its programs attached on purpose: detach here.
+            subprocess.run([self.bin("bpf/gpuqos-tsgtrace"), "--pin-dir", self.pin, "--unpin"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            shutil.rmtree(self.pin, ignore_errors=True)
         subprocess.run(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL)
         try:
             self.sim.wait(5)
@@ -597,16 +631,214 @@ def t_direct_nocaps(node):
     r = node.ctl("preempt", str(be.pid))
     expect(not r.get("ok") and "direct path needs CAP_SYS_PTRACE" in r.get("error", ""), repr(r))
     # Only the preempt agent's rewrite of libcuda's own call can have set
-    # it (POLICY); the agent itself issued nothing.
-    expect(not [r for r in node.sim_log() if r["pid"] == node.agent.pid],
+    # it (POLICY); the agent itself issued nothing on a TSG (its own GPU
+    # table query, on a client of its own, is not a TSG control).
+    expect(not [r for r in node.sim_log() if r["pid"] == node.agent.pid and
+                r.get("cmd", "").startswith("0xa06c")],
            "no control from the agent's pid")
     expect("direct path needs CAP_SYS_PTRACE" in open(node.agent_logs[-1]).read(), "logged at start")
+
+
+# ---- the eBPF tracker in the node agent ------------------------------------
+# Each runs the agent with --bpf on and a pin directory of its own (removed
+# at the end); exit 77 when the tracer cannot be opened here.
+
+BE_ENV = {"GPUQOS_RUN_CLASS": "best-effort"}
+LC_ENV = {"GPUQOS_RUN_CLASS": "latency-critical"}
+
+
+def tracker(node):
+    return node.ctl("list")["agent"]["tracker"]
+
+
+def bare(node, env, args=("--hold", "30")):
+    """fakecuda without the preempt agent, its class in its environment."""
+    return node.workload(None, list(args), inject=False, env_extra=env)
+
+
+def sim_pids(node):
+    """client handle -> the pid that opened the simulator file it lives on."""
+    out = {}
+    for f in node.sim_state().get("files", []):
+        for c in f.get("clients", []):
+            out[h(c)] = f["opener_pid"]
+    return out
+
+
+def sim_table(node):
+    """(pid, client, tsg, engine, gpu, timeslice) of every TSG the simulator holds."""
+    st = node.sim_state()
+    owner = sim_pids(node)
+    dev = {(h(d["client"]), h(d["handle"])): d["deviceId"] for d in st.get("devices", [])}
+    return sorted((owner.get(h(t["client"])), h(t["client"]), h(t["handle"]), t["engineType"],
+                   dev.get((h(t["client"]), h(t["device"]))), t["timeslice_us"])
+                  for t in st.get("tsgs", []))
+
+
+def agent_table(node):
+    """The same from the agent; a TSG never set runs at its baseline."""
+    return sorted((t["pid"], h(t["client"]), h(t["tsg"]), t["engine"], t["gpu"],
+                   t["timeslice"]["applied"] if t["timeslice"]["applied"] is not None
+                   else t["timeslice"]["baseline"]) for t in agent_tsgs(node))
+
+
+def all_settled(node):
+    rows = agent_tsgs(node)
+    return rows and all(t["state"] in ("converged", "unmanaged") for t in rows)
+
+
+def t_bpf_bare(node):
+    """(a) A BE without the preempt agent, its class from GPUQOS_RUN_CLASS,
+    beside an injected LC: found through the tracker alone, and its GR TSG
+    shortened through the direct path by the agent's own pid."""
+    node.start_agent(bpf=True)
+    tr = tracker(node)
+    expect(tr["mode"] in ("tp_btf", "tracepoint") and tr["off"] is None, "tracker running: %r" % tr)
+    be = bare(node, BE_ENV)
+    wait_for(lambda: len(agent_tsgs(node, be.pid)) == 4, what="the bare BE's 4 TSGs, from the tracker")
+    expect(all(t["sources"] == ["bpf"] for t in agent_tsgs(node, be.pid)),
+           "sources: %r" % [t["sources"] for t in agent_tsgs(node, be.pid)])
+    procs = {p["pid"]: p for p in node.ctl("list")["processes"]}
+    expect(procs[be.pid]["class"] == "best-effort" and procs[be.pid]["classSource"] == "gpuqos-run"
+           and not procs[be.pid]["connected"], "bare BE classified from its environment: %r" % procs[be.pid])
+    expect(gr_timeslice(node, be.pid) == [2048], "BE alone keeps libcuda's 2048")
+    lc = node.workload("lc", ["--hold", "30"])
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50], what="bare BE shortened to 50 us in the simulator")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="LC at 100000 us")
+    sets = [r for r in sim_calls(node, "0xa06c0103", sim_gr_tsg(node, be.pid))
+            if r["params"]["timesliceUs"] == 50]
+    expect(sets and all(r["pid"] == node.agent.pid for r in sets),
+           "the SET to 50 came from the agent (pid %d): %r" % (node.agent.pid, [r["pid"] for r in sets]))
+    row = wait_for(lambda: (lambda t: t if t and t["state"] == "converged" else None)(agent_gr(node, be.pid)),
+                   what="the agent shows the bare BE converged")
+    expect(row["path"] == "direct" and row["timeslice"] == {"desired": 50, "applied": 50, "baseline": 2048},
+           "direct path, applied from the tracker: %r" % row)
+    wait_for(lambda: all(t["sources"] == ["bpf", "agent"] for t in agent_tsgs(node, lc.pid)),
+             what="the injected LC's TSGs seen by both")
+    expect(tracker(node)["refusedClaims"] == 0, "no claim refused")
+    lc.kill()
+    lc.wait()
+    wait_for(lambda: gr_timeslice(node, be.pid) == [2048], what="bare BE restored to 2048 after the LC left")
+    wait_for(lambda: agent_tsgs(node, lc.pid) == [], what="LC's TSGs dropped")
+
+
+def t_bpf_forms(node):
+    """(b) The tracker's table agrees with the simulator's state, TSG for TSG
+    and value for value, for the three alloc forms and a forked workload."""
+    node.start_agent(bpf=True)
+    ws = [bare(node, LC_ENV, ["--hold", "30", "--form", "64"]),
+          bare(node, BE_ENV, ["--hold", "30", "--form", "21"]),
+          bare(node, BE_ENV, ["--hold", "30", "--form", "xfer"]),
+          bare(node, BE_ENV, ["--hold", "30", "--form", "64", "--fork"])]
+    wait_for(lambda: len(sim_table(node)) == 20, what="20 TSGs in the simulator")
+    wait_for(lambda: len(agent_tsgs(node)) == 20 and all_settled(node), timeout=20,
+             what="20 TSGs listed and settled")
+    # One LC and four BEs (the fork's child is one): the several-BE floor.
+    wait_for(lambda: agent_table(node) == sim_table(node), timeout=10,
+             what="agent table == simulator state:\n%r\n%r" % (agent_table(node), sim_table(node)))
+    tab = sim_table(node)
+    expect(len({r[0] for r in tab}) == 5, "five processes (the fork's child among them): %r" % tab)
+    gr = sorted(r[5] for r in tab if r[3] == 1)
+    expect(gr == [1000, 1000, 1000, 1000, 100000], "GR values in the simulator: %r" % gr)
+    expect(all(t["sources"] == ["bpf"] for t in agent_tsgs(node)), "all from the tracker")
+    keys = [(t["pid"], t["client"], t["tsg"]) for t in agent_tsgs(node)]
+    expect(len(keys) == len(set(keys)), "no duplicates")
+    # The fork's child is no Popen of ours: end it too, or it holds the mount.
+    for pid in {r[0] for r in tab} - {p.pid for p in ws}:
+        os.kill(pid, signal.SIGKILL)
+
+
+def t_bpf_restart(node):
+    """(c) The agent is killed; workloads start (and one exits) while it is
+    down; the restarted agent rebuilds the table from the pinned maps and
+    the gap's events: everything listed once, settings applied."""
+    node.start_agent(bpf=True)
+    a = bare(node, BE_ENV, ["--hold", "40"])
+    gone = bare(node, BE_ENV, ["--hold", "40"])
+    wait_for(lambda: len(agent_tsgs(node)) == 8, what="8 TSGs before the restart")
+    node.stop_agent(signal.SIGKILL)
+    lc = bare(node, LC_ENV, ["--hold", "40"])
+    b = bare(node, BE_ENV, ["--hold", "40"])
+    gone.kill()
+    gone.wait()
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [2048] and gr_timeslice(node, b.pid) == [2048],
+             what="the gap's workloads created their TSGs")
+    expect(gr_timeslice(node, a.pid) == [2048], "nothing touched while the agent was down")
+    node.start_agent(bpf=True)
+    tr = tracker(node)
+    expect(tr["inherited"]["tables"] and tr["inherited"]["links"], "pins inherited: %r" % tr)
+    wait_for(lambda: len(agent_tsgs(node)) == 12, what="12 TSGs after the restart")
+    keys = [(t["pid"], t["client"], t["tsg"]) for t in agent_tsgs(node)]
+    expect(len(keys) == len(set(keys)), "no duplicates: %r" % keys)
+    expect({t["pid"] for t in agent_tsgs(node)} == {a.pid, lc.pid, b.pid},
+           "the process that exited in the gap is not listed")
+    wait_for(lambda: gr_timeslice(node, a.pid) == [1000] and gr_timeslice(node, b.pid) == [1000]
+             and gr_timeslice(node, lc.pid) == [100000], what="settings applied after the restart")
+    wait_for(lambda: all_settled(node) and agent_table(node) == sim_table(node),
+             what="agent table == simulator state after the restart")
+
+
+def t_bpf_liar(node):
+    """(d) A preempt agent claims a TSG that was never allocated: held,
+    then refused and counted, and no control is ever issued for it."""
+    node.start_agent(bpf=True)
+    # Alone, the LC keeps libcuda's value; a BE beside it would move both.
+    lc = node.workload("lc", ["--hold", "30"])
+    wait_for(lambda: len(agent_tsgs(node, lc.pid)) == 4 and all_settled(node), what="LC listed")
+    out = open(os.path.join(node.dir, "liar.out"), "w")
+    env = dict(node.env, **BE_ENV)
+    liar = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                              "..", "agent", "fake_peer.py"), node.sock, node.dev],
+                            stdin=subprocess.PIPE, stdout=out, env=env)
+    node.procs.append(liar)
+    fake = {"op": "tsg", "client": 0xC1D0BEEF, "tsg": 0x5C0000EE, "engine": 1, "gpu": 0,
+            "ts": 2048, "app": 2048}
+    liar.stdin.write((json.dumps(fake) + "\n").encode())
+    liar.stdin.flush()
+    held = wait_for(lambda: agent_tsgs(node, liar.pid) or tracker(node)["refusedClaims"], timeout=10,
+                    what="the claim reached the agent")
+    if isinstance(held, list):
+        expect(held[0]["state"] == "unverified" and held[0]["sources"] == ["agent"], "held: %r" % held)
+    wait_for(lambda: tracker(node)["refusedClaims"] == 1, what="the claim refused and counted")
+    expect(agent_tsgs(node, liar.pid) == [], "the refused TSG is not listed")
+    time.sleep(0.5)
+    liar.kill()
+    liar.wait()
+    out.close()
+    cmds = [json.loads(line) for line in open(out.name) if '"command"' in line]
+    expect(not cmds, "no COMMAND was sent for the claimed TSG: %r" % cmds)
+    expect(not [r for r in node.sim_log() if r["pid"] == node.agent.pid and h(r.get("client", "0")) == 0xC1D0BEEF],
+           "no control from the agent on the claimed client")
+    log = open(node.agent_logs[-1]).read()
+    expect("pid %d: preempt agent's TSG 0xc1d0beef/0x5c0000ee refused" % liar.pid in log, "refusal logged with the pid")
+    expect(node.ctl("list")["agent"]["counters"]["refusedTsgs"] == 0, "not an fd refusal")
+    expect(gr_timeslice(node, lc.pid) == [2048], "the LC is untouched: the claim moved nothing")
+
+
+def t_bpf_exit(node):
+    """(e) A process's exit removes its TSGs: killed (the tracer's EXIT) or
+    after freeing its clients and exiting normally (FREE)."""
+    node.start_agent(bpf=True)
+    killed = bare(node, BE_ENV, ["--hold", "30"])
+    done = bare(node, BE_ENV, ["--hold", "1"])
+    wait_for(lambda: len(agent_tsgs(node, killed.pid)) == 4 and len(agent_tsgs(node, done.pid)) == 4,
+             what="both processes listed")
+    killed.kill()
+    killed.wait()
+    wait_for(lambda: agent_tsgs(node, killed.pid) == [], what="the killed process's TSGs dropped")
+    expect(done.wait(10) == 0, "the workload exited cleanly")
+    wait_for(lambda: agent_tsgs(node, done.pid) == [], what="the exited process's TSGs dropped")
+    wait_for(lambda: not [p for p in node.ctl("list")["processes"] if p["pid"] in (killed.pid, done.pid)],
+             what="both process entries forgotten")
+    expect(agent_tsgs(node) == [], "table empty")
 
 
 SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
-             "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps}
+             "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
+             "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
+             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit}
 
 
 def main():
@@ -623,6 +855,9 @@ def main():
     node = Node(os.path.abspath(a.build))
     try:
         SCENARIOS[a.scenario](node)
+    except Skip as e:
+        print("SKIP:", e)
+        return SKIP
     except Fail as e:
         print("FAIL:", e)
         node.dump()

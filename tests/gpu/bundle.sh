@@ -10,7 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-build-gpu}
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUQOS_SIM=OFF -DGPUQOS_TESTS=OFF >/dev/null
-cmake --build "$dir" -j"$(nproc)" >/dev/null
+cmake --build "$dir" -j"$(nproc)" --target gpuqos-agent gpuqosctl gpuqos gpuqos-preempt >/dev/null
+if grep -q "^gpuqos-tsgtrace:" "$dir/Makefile" 2>/dev/null || [ -d "$dir/bpf" ]; then
+	cmake --build "$dir" -j"$(nproc)" --target gpuqos-tsgtrace >/dev/null
+fi
 mkdir -p "$dir/lib"
 bins="$dir/agent/gpuqos-agent $dir/agent/cli/gpuqosctl"
 [ -x "$dir/bpf/gpuqos-tsgtrace" ] && bins="$bins $dir/bpf/gpuqos-tsgtrace"

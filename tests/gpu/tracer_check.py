@@ -93,10 +93,8 @@ def bpf_dump(build):
 
 
 def phase_agree(stack, build, binp, pyexe, out):
-    tp = tracer(build, PIN, os.path.join(out, "tracer-events.jsonl"))
-    if tp is None:
-        check("tracer attaches (default pins)", False)
-        return []
+    # The agent's own tracker consumes the event ring; the table is read
+    # with a dump-only open, which consumes nothing.
     stack.start_agent(None, "tracer")
     be = stack.run("be", [binp + "/be_fill", "--duration-s", "120"], "t-be")
     lc = stack.run("lc", [binp + "/lc_micro", "--period-us", "2000", "--duration-s", "120"], "t-lc")
@@ -108,18 +106,94 @@ def phase_agree(stack, build, binp, pyexe, out):
     lst = stack.ctl("list")
     dump = bpf_dump(build)
     json.dump({"list": lst, "bpf": dump}, open(os.path.join(out, "agree.json"), "w"), indent=1)
+    tr = lst.get("agent", {}).get("tracker", {})
+    check("agent runs its tracker", tr.get("mode") in ("tracepoint", "tp_btf"), json.dumps(tr)[:200])
     for pid, name in zip(pids, ("be_fill", "lc_micro", "PyTorch ResNet-50")):
         a = sorted((int(t["client"], 16), int(t["tsg"], 16), t["engine"], t["gpu"]) for t in tsgs_of(lst, pid))
         b = sorted((int(t["client"], 16), int(t["tsg"], 16), t["engineType"], t["deviceId"])
                    for t in dump if t["tgid"] == pid)
-        check("%s: tracer table == preempt agent's table" % name, a == b and len(a) >= 4,
-              "%d TSGs from the preempt agent, %d from the tracer" % (len(a), len(b)))
+        both = all(sorted(t.get("sources", [])) == ["agent", "bpf"] for t in tsgs_of(lst, pid))
+        check("%s: tracer table == preempt agent's table" % name, a == b and len(a) >= 4 and both,
+              "%d TSGs listed (seen by both: %s), %d in the kernel table" % (len(a), both, len(b)))
         ts_a = {int(t["tsg"], 16): t["timeslice"]["applied"] for t in tsgs_of(lst, pid)}
         ts_b = {int(t["tsg"], 16): t["timesliceUs"] for t in dump if t["tgid"] == pid}
         check("%s: RM-accepted timeslices agree (tracer vs agent)" % name,
               all(ts_b.get(k) in (v, None) for k, v in ts_a.items()),
               "agent %s / tracer %s" % (sorted(ts_a.values(), key=str), sorted(ts_b.values(), key=str)))
-    return [be, lc, torch_p, tp]
+    ctrs = tr.get("counters", {})
+    drops = {k: v for k, v in ctrs.items() if k in ("ringbuf_full", "read_fault", "params_fault",
+                                                  "inflight_full", "live_table_full") and v}
+    check("tracer dropped nothing under CUDA + PyTorch", not drops and tr.get("refusedClaims", 0) == 0,
+          "drops %s, refused claims %s" % (drops, tr.get("refusedClaims")))
+    return [be, lc, torch_p]
+
+
+def bare(stack, cmd, tag, nonroot=False):
+    """A CUDA process WITHOUT the preempt agent; its class from the
+    environment, as `gpuqos run` would have recorded it."""
+    env = dict(os.environ, GPUQOS_RUN_CLASS="best-effort")
+    env.pop("LD_PRELOAD", None)
+    pre = None
+    if nonroot:
+        def pre():
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+    return subprocess.Popen(cmd, env=env, preexec_fn=pre, cwd=WORK,
+                            stdout=open(os.path.join(stack.out, "wl-%s.log" % tag), "w"),
+                            stderr=subprocess.STDOUT)
+
+
+def phase_direct(stack, build, binp, out):
+    """Processes with no preempt agent, found by the tracker and controlled
+    through pidfd_getfd: timeslice and preempt read back, interleave as
+    the RM accepted it (seen by the tracer), also for a non-root process."""
+    stack.stop_agent()
+    stack.start_agent(proof.HERE + "/proof-policy.json", "direct")
+    lc = stack.run("lc", [binp + "/lc_micro", "--period-us", "2000", "--duration-s", "90"], "d-lc")
+    be = bare(stack, [binp + "/be_fill", "--duration-s", "90"], "d-be")
+    nr = bare(stack, [binp + "/lc_micro", "--period-us", "5000", "--duration-s", "90"], "d-nonroot",
+              nonroot=True)
+    procs = [lc, be, nr]
+
+    def settled():
+        lst = stack.ctl("list")
+        for pid in (be.pid, nr.pid):
+            ts = tsgs_of(lst, pid)
+            gr = [t for t in ts if t.get("engine") == 1]
+            if len(ts) < 4 or not gr or gr[0].get("state") != "converged":
+                return None
+        return lst
+    lst = wait_until(settled, 60) or stack.ctl("list")
+    dump = bpf_dump(build)
+    json.dump({"list": lst, "bpf": dump}, open(os.path.join(out, "direct.json"), "w"), indent=1)
+    for pid, name in ((be.pid, "bare BE be_fill (root)"), (nr.pid, "bare BE lc_micro (non-root)")):
+        ts = tsgs_of(lst, pid)
+        gr = [t for t in ts if t.get("engine") == 1]
+        check("%s: found by the tracker alone (4 TSGs, sources bpf)" % name,
+              len(ts) == 4 and all(t.get("sources") == ["bpf"] for t in ts),
+              "engines %s" % sorted(t.get("engine") for t in ts))
+        if not gr:
+            continue
+        g = gr[0]
+        want = g["timeslice"]["desired"]
+        res = stack.ctl("get-timeslice", str(pid))
+        got = {r["tsg"]: r for r in res.get("results", [])}
+        r = got.get(g["tsg"], {})
+        check("%s: timeslice set through the direct path and read back" % name,
+              r.get("value") == want and r.get("path") == "direct" and want != 2048,
+              "desired %s, GET_TIMESLICE %s via %s (%s us)" % (want, r.get("value"), r.get("path"), r.get("elapsedUs")))
+        k = [t for t in dump if t["tgid"] == pid and int(t["tsg"], 16) == int(g["tsg"], 16)]
+        il = k[0].get("interleave") if k else None
+        check("%s: interleave LOW accepted by the RM through the direct path" % name,
+              il == 0 and g.get("interleave", {}).get("applied") == 0,
+              "kernel table %s, agent %s, last %s %s" % (il, g.get("interleave"), g.get("lastOp"), g.get("lastStatusName")))
+        pr = stack.ctl("preempt", str(pid))
+        rs = pr.get("results", [])
+        check("%s: PREEMPT through the direct path" % name,
+              bool(rs) and all(x.get("rmStatus") == 0 and x.get("path") == "direct" for x in rs),
+              "; ".join("%s %s via %s %sus" % (x.get("tsg"), x.get("rmStatusName"), x.get("path"), x.get("elapsedUs")) for x in rs))
+    return procs
 
 
 def main():
@@ -138,6 +212,9 @@ def main():
     try:
         summary = phase_cost(a.build, binp, a.out)
         procs = phase_agree(stack, a.build, binp, a.python, a.out)
+        for p in procs:
+            p.kill()
+        procs += phase_direct(stack, a.build, binp, a.out)
     finally:
         for p in procs:
             if p.poll() is None:

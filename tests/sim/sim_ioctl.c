@@ -9,6 +9,7 @@
  * with ioctl() returning 0.
  */
 #include "sim_ioctl.h"
+#include "sim_gpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -239,8 +240,41 @@ static void sim_do_alloc(struct sim_icall *ic, enum rm_call_kind k, void *block)
 
 /* ---------------- control ---------------- */
 
+/* The GPU identity controls: which gpuId was asked about, and the device
+ * instance GET_ID_INFO_V2 answered (the UUID itself is in `state`). */
+static void sim_gpu_control_log(struct sim_log_rec *r, rm_u32 cmd, const void *params)
+{
+	switch (cmd) {
+	case RM_CTRL_GPU_GET_ID_INFO_V2:
+		sim_rec_param(r, "gpuId", ((const struct rm_gpu_id_info_v2 *)params)->gpuId);
+		sim_rec_param(r, "deviceInstance",
+			      ((const struct rm_gpu_id_info_v2 *)params)->deviceInstance);
+		break;
+	case RM_CTRL_GPU_GET_PCI_INFO:
+		sim_rec_param(r, "gpuId", ((const struct rm_gpu_pci_info *)params)->gpuId);
+		break;
+	case RM_CTRL_GPU_GET_UUID_FROM_GPU_ID: {
+		const struct rm_gpu_uuid_from_id *p = params;
+		sim_rec_param(r, "gpuId", p->gpuId);
+		sim_rec_param(r, "flags", p->flags);
+		sim_rec_param(r, "uuidStrLen", p->uuidStrLen);
+		break;
+	}
+	case RM_CTRL_SUBDEVICE_GET_GID_INFO:
+		sim_rec_param(r, "flags", ((const struct rm_gpu_gid_info *)params)->flags);
+		sim_rec_param(r, "length", ((const struct rm_gpu_gid_info *)params)->length);
+		break;
+	default:
+		break;
+	}
+}
+
 static void sim_control_log(struct sim_log_rec *r, rm_u32 cmd, const void *params, rm_u32 size)
 {
+	if (params && size && size == sim_gpu_ctrl_params_size(cmd)) {
+		sim_gpu_control_log(r, cmd, params);
+		return;
+	}
 	if (!params || size != rm_tsg_ctrl_params_size(cmd))
 		return;
 	switch (cmd) {

@@ -9,6 +9,7 @@
  * lock does.
  */
 #include "sim_rm.h"
+#include "sim_gpu.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -404,6 +405,44 @@ static rm_u32 sim_tsg_control(struct sim_obj *t, const struct sim_call *c, rm_u3
 	}
 }
 
+/* Bit i set when some client holds a device of instance i: the IN_USE
+ * flag of GET_ID_INFO_V2. */
+static uint64_t sim_devices_in_use(const struct sim_rm *rm)
+{
+	uint64_t m = 0;
+
+	for (size_t i = 0; i < rm->nclients; i++)
+		for (size_t j = 0; j < rm->clients[i].nobjs; j++) {
+			const struct sim_obj *o = &rm->clients[i].objs[j];
+			if (o->cls == RM_CLASS_DEVICE && o->device_id < 64)
+				m |= 1ull << o->device_id;
+		}
+	return m;
+}
+
+/* The device instance a subdevice belongs to (its parent device's). */
+static unsigned sim_subdevice_instance(struct sim_client *cl, const struct sim_obj *sub)
+{
+	const struct sim_obj *d = sim_find_obj(cl, sub->parent);
+	return d ? d->device_id : 0;
+}
+
+/* Whether cmd is a method of o's class among those modelled: TSG controls
+ * on TSGs, the GPU identity controls on the client, GET_GID_INFO on a
+ * subdevice. Other commands exist everywhere (so traces replay). */
+static int sim_method_exists(rm_u32 cmd, const struct sim_obj *o)
+{
+	if (cmd == RM_CTRL_TSG_GET_INTERLEAVE)
+		return 0;
+	if ((cmd >> 16) == RM_CLASS_TSG)
+		return o && o->cls == RM_CLASS_TSG;
+	if (sim_gpu_is_client_ctrl(cmd))
+		return o == NULL;
+	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO)
+		return o && o->cls == RM_CLASS_SUBDEVICE;
+	return 1;
+}
+
 /* Checks in the order the RM makes them: client, object, method exists,
  * parameter size; then an injected failure stands in for the method. */
 static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
@@ -417,16 +456,21 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 	if (hObject != hClient && !o)
 		return RM_ERR_INVALID_OBJECT_HANDLE;
 
-	int tsg_cmd = (cmd >> 16) == RM_CLASS_TSG;
-	int is_tsg = o && o->cls == RM_CLASS_TSG;
-	if (inj->unsupported || cmd == RM_CTRL_TSG_GET_INTERLEAVE || (tsg_cmd && !is_tsg))
+	if (inj->unsupported || !sim_method_exists(cmd, o))
 		return RM_ERR_NOT_SUPPORTED;
-	rm_u32 want = tsg_cmd ? rm_tsg_ctrl_params_size(cmd) : 0;
+	rm_u32 want = (cmd >> 16) == RM_CLASS_TSG ? rm_tsg_ctrl_params_size(cmd)
+						  : sim_gpu_ctrl_params_size(cmd);
 	if (want && (size != want || !params))
 		return RM_ERR_INVALID_PARAM_STRUCT;
 	if (inj->fail)
 		return inj->fail_status;
-	return is_tsg ? sim_tsg_control(o, c, cmd, params) : RM_OK;
+	if (o && o->cls == RM_CLASS_TSG)
+		return sim_tsg_control(o, c, cmd, params);
+	if (!o && sim_gpu_is_client_ctrl(cmd))
+		return sim_gpu_client_control(rm->gpus, sim_devices_in_use(rm), cmd, params);
+	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO)
+		return sim_gpu_gid_info(sim_subdevice_instance(cl, o), params);
+	return RM_OK;
 }
 
 rm_u32 sim_rm_control(struct sim_rm *rm, const struct sim_call *c, rm_handle hClient,
@@ -517,7 +561,9 @@ static int sim_is_other(rm_u32 cls)
 void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *b)
 {
 	pthread_mutex_lock(&rm->lock);
-	sim_buf_printf(b, "{\"gpus\":%u,", rm->gpus);
+	sim_buf_printf(b, "{\"gpus\":%u", rm->gpus);
+	sim_gpu_state_json(rm->gpus, b);
+	sim_buf_printf(b, ",");
 	sim_json_files(rm, b);
 	sim_buf_printf(b, ",\"clients\":[");
 	for (size_t i = 0; i < rm->nclients; i++)

@@ -215,6 +215,10 @@ def case_basic(b):
         s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 else None)(sim.state()),
                      5.0, "8 TSGs")
         check(s["gpus"] == 2, "gpus in state")
+        check([(g["deviceInstance"], g["gpuId"], g["uuid"], g["pciBusId"]) for g in s["attached_gpus"]] ==
+              [(0, "0x00000006", "GPU-73696d30-0000-4000-8000-000000000000", "00000000:00:06.0"),
+               (1, "0x00000106", "GPU-73696d30-0000-4000-8000-000000000001", "00000000:01:06.0")],
+              "attached GPUs in state: %r" % s["attached_gpus"])
         clients = sorted(hexint(c["handle"]) for c in s["clients"])
         check(clients == [CLIENT_BASE, CLIENT_BASE + 1], "client handles %s" % clients)
         check(len(s["files"]) == 1 and len(s["files"][0]["clients"]) == 2, "one open file")

@@ -3,12 +3,14 @@
  * test_sim_model.c - unit tests of the simulator's RM model and injection
  * grammar, without FUSE, root or a mount: ownership per open file, handle
  * generation, parent rules, cascading frees (and the free of an unknown
- * object, NV_OK as on the real RM), TSG control statuses.
+ * object, NV_OK as on the real RM), TSG control statuses, the GPU
+ * identity controls.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "tests/check.h"
+#include "sim_gpu.h"
 #include "sim_inject.h"
 #include "sim_rm.h"
 
@@ -97,9 +99,68 @@ static void test_inject_grammar(void)
 	sim_inject_destroy(inj);
 }
 
+/* The GPU identity controls: two GPUs with gpuIds 0x6 and 0x106, the
+ * statuses the RM's handlers return, GET_GID_INFO through a subdevice. */
+static void test_gpu_identity(void)
+{
+	struct sim_rm *rm = sim_rm_new(2);
+	struct sim_call a = { .fh = sim_rm_file_open(rm, 1), .privileged = 0 };
+	struct rm_device_alloc dp = { .deviceId = 1 };
+	struct rm_gpu_attached_ids ids;
+	struct rm_gpu_id_info_v2 info = { .gpuId = 0x106 };
+	struct rm_gpu_uuid_from_id u = { .gpuId = 0x106, .flags = RM_GPU_UUID_FLAGS_FORMAT_ASCII };
+	struct rm_gpu_pci_info pci = { .gpuId = 0x106 };
+	struct rm_gpu_gid_info gid = { .flags = RM_GPU_UUID_FLAGS_FORMAT_BINARY };
+	rm_u8 bin[RM_GPU_UUID_LEN];
+	rm_handle c = 0, d = 0x10, sd = 0x11;
+
+	CHECK_EQ_U(alloc(rm, &a, 0, 0, &c, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_ATTACHED_IDS, &ids, sizeof(ids)), RM_OK);
+	CHECK_EQ_U(ids.gpuIds[0], 0x6);
+	CHECK_EQ_U(ids.gpuIds[1], 0x106);
+	CHECK_EQ_U(ids.gpuIds[2], RM_GPU_INVALID_ID);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_ID_INFO_V2, &info, sizeof(info)), RM_OK);
+	CHECK_EQ_U(info.deviceInstance, 1);
+	CHECK_EQ_U(info.gpuFlags, 0); /* no device of it allocated yet */
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_UUID_FROM_GPU_ID, &u, sizeof(u)), RM_OK);
+	CHECK(strcmp((const char *)u.gpuUuid, "GPU-73696d30-0000-4000-8000-000000000001") == 0);
+	CHECK_EQ_U(u.uuidStrLen, RM_GPU_UUID_STR_LEN);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_PCI_INFO, &pci, sizeof(pci)), RM_OK);
+	CHECK_EQ_U(pci.bus, 1);
+	CHECK_EQ_U(pci.slot, SIM_GPU_PCI_SLOT);
+	/* Unknown gpuId: each control's own status; wrong size: 0x3a. */
+	info.gpuId = u.gpuId = pci.gpuId = 0x206;
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_ID_INFO_V2, &info, sizeof(info)),
+		   RM_ERR_INVALID_ARGUMENT);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_UUID_FROM_GPU_ID, &u, sizeof(u)),
+		   RM_ERR_OBJECT_NOT_FOUND);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_PCI_INFO, &pci, sizeof(pci)),
+		   RM_ERR_OBJECT_NOT_FOUND);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_UUID_FROM_GPU_ID, &u, sizeof(u) - 4),
+		   RM_ERR_INVALID_PARAM_STRUCT);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_ATTACHED_IDS, NULL, 0),
+		   RM_ERR_INVALID_PARAM_STRUCT);
+	/* A client method on a device, a subdevice method on the client. */
+	CHECK_EQ_U(alloc(rm, &a, c, c, &d, RM_CLASS_DEVICE, &dp, sizeof(dp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, d, &sd, RM_CLASS_SUBDEVICE, NULL, 0), RM_OK);
+	CHECK_EQ_U(ctrl(rm, &a, c, d, RM_CTRL_GPU_GET_ATTACHED_IDS, &ids, sizeof(ids)),
+		   RM_ERR_NOT_SUPPORTED);
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_SUBDEVICE_GET_GID_INFO, &gid, sizeof(gid)),
+		   RM_ERR_NOT_SUPPORTED);
+	CHECK_EQ_U(ctrl(rm, &a, c, sd, RM_CTRL_SUBDEVICE_GET_GID_INFO, &gid, sizeof(gid)), RM_OK);
+	sim_gpu_uuid_bin(1, bin);
+	CHECK_EQ_U(gid.length, RM_GPU_UUID_LEN);
+	CHECK(memcmp(gid.data, bin, RM_GPU_UUID_LEN) == 0);
+	info.gpuId = 0x106;
+	CHECK_EQ_U(ctrl(rm, &a, c, c, RM_CTRL_GPU_GET_ID_INFO_V2, &info, sizeof(info)), RM_OK);
+	CHECK_EQ_U(info.gpuFlags, 1); /* now in use */
+	sim_rm_destroy(rm);
+}
+
 int main(void)
 {
 	test_ownership_and_tree();
 	test_inject_grammar();
+	test_gpu_identity();
 	CHECK_DONE();
 }

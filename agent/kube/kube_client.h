@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube_client.h - the node agent's Kubernetes API client: lists and watches
+ * the pods of one node into a cache, patches pod annotations and posts
+ * events.k8s.io/v1 Events. Built on the libcurl multi interface so that
+ * the caller's event loop drives every socket and the one timer; nothing
+ * here ever blocks or starts a thread of its own (libcurl's resolver
+ * aside). Does not own the event loop, the configuration (kube_config.h)
+ * or what the annotations mean.
+ */
+#ifndef GPUQOS_KUBE_CLIENT_H
+#define GPUQOS_KUBE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/kube/kube_config.h"
+
+struct cJSON;
+struct kube_client;
+
+enum {
+	KUBE_IO_IN = 1,  /* EPOLLIN */
+	KUBE_IO_OUT = 2, /* EPOLLOUT */
+};
+
+/* How the client asks the caller's loop for work. */
+struct kube_io {
+	/* Watch fd for events (KUBE_IO_IN | KUBE_IO_OUT); events 0: stop
+	 * watching it (libcurl owns the fd and closes it itself, so a
+	 * loop_del, never a close). Returns 0 or -1. */
+	int (*watch_fd)(void *arg, int fd, unsigned events);
+	/* Arm the client's single timer to fire after delay_ms; 0 means on
+	 * the next loop turn (a timerfd needs 1 ns, since 0 disarms it);
+	 * negative disarms it. Returns 0 or -1. */
+	int (*arm_timer)(void *arg, long delay_ms);
+	void *arg;
+};
+
+/* One pod of this node as last seen. Valid until the next call into the
+ * client; a DELETED callback's pod only during the callback. The uid
+ * string alone stays valid for as long as the pod is cached. */
+struct kube_pod {
+	char *uid;
+	char *name;
+	char *namespace;
+	char *node;
+	char *phase;            /* "" when the status has none yet */
+	char *resource_version;
+	int terminating;        /* metadata.deletionTimestamp is set */
+	struct cJSON *annotations; /* an object, never NULL; read only */
+	/* Container ids without the runtime prefix ("containerd://"): the
+	 * form /proc/<pid>/cgroup shows. Init and ephemeral containers too. */
+	char **container_ids;
+	size_t n_container_ids;
+};
+
+enum kube_pod_change {
+	KUBE_POD_ADDED,
+	KUBE_POD_UPDATED, /* annotations, phase, containers or deletion changed */
+	KUBE_POD_DELETED,
+};
+
+enum kube_event_type {
+	KUBE_EVENT_NORMAL,
+	KUBE_EVENT_WARNING,
+};
+
+struct kube_client_opts {
+	const char *node;         /* required: spec.nodeName to watch */
+	struct kube_io io;        /* required */
+	void (*on_pod)(void *arg, enum kube_pod_change change, const struct kube_pod *pod);
+	void (*on_synced)(void *arg); /* a full list has been applied */
+	void *cb_arg;
+	/* Knobs; 0 takes the default in brackets. */
+	unsigned watch_timeout_s; /* [300] server-side timeout, +0..50 % jitter */
+	unsigned backoff_min_ms;  /* [500] first retry delay after an error */
+	unsigned backoff_max_ms;  /* [30000] cap of the doubling delay */
+	double patch_qps;         /* [5] annotation PATCHes per second ... */
+	unsigned patch_burst;     /* [10] ... with this burst */
+	double event_qps;         /* [1] Events per second ... */
+	unsigned event_burst;     /* [5] ... with this burst */
+	unsigned event_dedup_s;   /* [600] same pod+reason+note suppressed this long */
+	unsigned list_limit;      /* [500] pods per list page */
+};
+
+struct kube_stats {
+	uint64_t lists;        /* list requests sent (pages included) */
+	uint64_t relists;      /* lists after 410 Gone */
+	uint64_t watches;      /* watch requests sent */
+	uint64_t watch_events; /* events applied from watch streams */
+	uint64_t bookmarks;
+	uint64_t unauthorized; /* 401 answers */
+	uint64_t errors;       /* failed requests of any kind */
+	uint64_t patches_sent;
+	uint64_t patches_unchanged; /* annotate calls that needed no request */
+	uint64_t events_sent;
+	uint64_t events_suppressed; /* duplicates and queue overflow */
+};
+
+/* cfg is borrowed and must outlive the client. Returns NULL and logs why. */
+struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o);
+/* Starts list+watch; the work happens in the callbacks below. */
+int kube_client_start(struct kube_client *c);
+void kube_client_free(struct kube_client *c);
+
+/* The caller's loop reports readiness (KUBE_IO_* bits; error and hang-up
+ * reported as both) and timer expiry. */
+void kube_client_on_fd(struct kube_client *c, int fd, unsigned events);
+void kube_client_on_timer(struct kube_client *c);
+
+/* Sets (value non-NULL) or removes (NULL) one annotation of a cached pod.
+ * Returns 1 when the pod already has that value (or it is already queued
+ * or in flight): no request. Returns 0 when queued: PATCHes are
+ * rate-limited and coalesced per pod. -1: no such pod in the cache. */
+int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
+			 const char *value);
+
+/* Queues an events.k8s.io/v1 Event regarding a cached pod. Returns 0 when
+ * queued, 1 when suppressed as a duplicate or for a full queue, -1 when
+ * the pod is unknown or an argument is empty. */
+int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_type type,
+		      const char *reason, const char *action, const char *note);
+
+const struct kube_pod *kube_client_pod(const struct kube_client *c, const char *uid);
+size_t kube_client_pod_count(const struct kube_client *c);
+const struct kube_pod *kube_client_pod_at(const struct kube_client *c, size_t i);
+/* The value of one annotation, or NULL. */
+const char *kube_pod_annotation(const struct kube_pod *pod, const char *key);
+/* The resourceVersion the next watch starts from ("" before the first list). */
+const char *kube_client_resource_version(const struct kube_client *c);
+/* 1 once a full list has been applied. */
+int kube_client_synced(const struct kube_client *c);
+void kube_client_stats(const struct kube_client *c, struct kube_stats *out);
+
+#endif

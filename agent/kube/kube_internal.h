@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube_internal.h - what the files of agent/kube share and nothing outside
+ * may use: the client's state, requests in flight, the pod cache entries
+ * and the token buckets. Does not own the public API (kube_client.h).
+ */
+#ifndef GPUQOS_KUBE_INTERNAL_H
+#define GPUQOS_KUBE_INTERNAL_H
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/kube/kube_client.h"
+
+#define KUBE_CONTROLLER "gpuqos.io/node-agent"
+/* A watch line longer than this is garbage, not a pod. */
+#define KUBE_MAX_LINE (16u << 20)
+#define KUBE_EVENT_QUEUE 64
+#define KUBE_DEDUP_SLOTS 128
+
+struct kube_buf {
+	char *p;
+	size_t len, cap;
+};
+
+enum kube_req_kind {
+	KUBE_REQ_LIST,
+	KUBE_REQ_WATCH,
+	KUBE_REQ_PATCH,
+	KUBE_REQ_EVENT,
+};
+
+/* Why a watch stream was cut short by the client itself. */
+enum kube_watch_stop {
+	KUBE_WATCH_OK,
+	KUBE_WATCH_GONE,   /* ERROR event with code 410 */
+	KUBE_WATCH_ERROR,  /* other ERROR event */
+	KUBE_WATCH_BAD,    /* unparsable line or line too long */
+};
+
+struct kube_event_item {
+	char *uid, *name, *namespace, *reason, *action, *note;
+	enum kube_event_type type;
+	unsigned failures;
+	uint64_t due_ms;
+};
+
+struct kube_req {
+	struct kube_client *c;
+	enum kube_req_kind kind;
+	CURL *easy;
+	struct curl_slist *hdrs;
+	char *url;
+	char *body;
+	struct kube_buf resp;   /* the body; for a watch, the unparsed tail */
+	char errbuf[CURL_ERROR_SIZE];
+	char *uid;              /* PATCH and Event: the pod */
+	struct kube_event_item ev; /* Event: what is being posted */
+	enum kube_watch_stop stop;
+	unsigned events;        /* watch: events applied from this stream */
+	char stop_msg[256];
+	uint64_t started_ms;
+	struct kube_req *next;
+};
+
+struct kube_pod_entry {
+	struct kube_pod pod;    /* first: the public view */
+	unsigned list_gen;      /* last list pass that saw the pod */
+	cJSON *pending;         /* annotations to send, coalesced */
+	cJSON *inflight;        /* annotations in the PATCH now in flight */
+	uint64_t patch_due_ms;  /* no PATCH before this (after a failure) */
+	unsigned patch_failures;
+};
+
+struct kube_bucket {
+	double tokens, burst, qps;
+	uint64_t last_ms;
+};
+
+struct kube_dedup {
+	uint64_t hash;
+	uint64_t at_ms;
+};
+
+enum kube_sync_state {
+	KUBE_SYNC_IDLE,     /* not started */
+	KUBE_SYNC_LISTING,
+	KUBE_SYNC_WATCHING,
+	KUBE_SYNC_WAITING,  /* backing off until sync_due_ms */
+};
+
+struct kube_client {
+	struct kube_config *cfg;
+	struct kube_client_opts o;
+	char *node;
+	CURLM *multi;
+	struct kube_req *reqs;
+
+	enum kube_sync_state sync;
+	int sync_relist;        /* the next sync step is a list */
+	char *rv;               /* last resourceVersion seen, "" = none */
+	char *list_rv;          /* RV of the list pass in progress */
+	char *list_continue;    /* next page token of that pass */
+	unsigned list_gen;
+	int synced;
+	uint64_t sync_due_ms;
+	unsigned sync_failures;
+	unsigned gone_streak;   /* 410s with no watch event in between */
+
+	struct kube_pod_entry **pods;
+	size_t n_pods, cap_pods;
+	size_t patch_cursor;    /* round-robin start among pods */
+
+	struct kube_bucket patch_tb, event_tb;
+	struct kube_event_item events[KUBE_EVENT_QUEUE];
+	size_t ev_head, ev_len;
+	struct kube_dedup dedup[KUBE_DEDUP_SLOTS];
+	size_t dedup_next;
+
+	uint64_t curl_due_ms;   /* 0: libcurl wants no timeout */
+	uint64_t armed_due;     /* deadline last handed to arm_timer, 0 none */
+	int armed_valid;        /* armed_due is what the loop's timer holds */
+	int in_curl;            /* inside libcurl: start no transfer now */
+	int in_pump;
+	uint64_t write_due_ms;  /* next PATCH/Event the buckets allow, 0 none */
+	unsigned rng;
+	struct kube_stats st;
+};
+
+/* kube_client.c */
+void kube_client_kick(struct kube_client *c);
+uint64_t kube_now_ms(void);
+unsigned kube_rand(struct kube_client *c, unsigned bound);
+unsigned kube_backoff_ms(struct kube_client *c, unsigned failures);
+struct kube_req *kube_req_new(struct kube_client *c, enum kube_req_kind kind, char *url);
+int kube_req_start(struct kube_req *r, const char *method, const char *content_type);
+void kube_req_free(struct kube_req *r);
+int kube_buf_add(struct kube_buf *b, const char *p, size_t n);
+const char *kube_status_text(long status);
+void kube_describe_failure(const struct kube_req *r, CURLcode rc, long status, char *out,
+			   size_t len);
+char *kube_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *kube_escape(struct kube_client *c, const char *s);
+
+/* kube_sync.c: list + watch */
+void kube_sync_step(struct kube_client *c, uint64_t now);
+void kube_sync_done(struct kube_req *r, CURLcode rc, long status);
+size_t kube_watch_write(char *p, size_t size, size_t n, void *arg);
+
+/* kube_pods.c: the cache */
+struct kube_pod_entry *kube_pods_find(const struct kube_client *c, const char *uid);
+int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen);
+void kube_pods_delete(struct kube_client *c, const cJSON *obj);
+void kube_pods_sweep(struct kube_client *c, unsigned gen);
+void kube_pods_free_all(struct kube_client *c);
+const char *kube_json_str(const cJSON *obj, const char *a, const char *b);
+
+/* kube_write.c: PATCHes and Events */
+void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now);
+int kube_bucket_take(struct kube_bucket *b, uint64_t now);
+uint64_t kube_bucket_next_ms(const struct kube_bucket *b, uint64_t now);
+void kube_write_step(struct kube_client *c, uint64_t now, uint64_t *next_due);
+void kube_patch_done(struct kube_req *r, CURLcode rc, long status);
+void kube_event_done(struct kube_req *r, CURLcode rc, long status);
+void kube_write_free_all(struct kube_client *c);
+void kube_req_free_event(struct kube_req *r);
+
+/* kube_yaml.c */
+cJSON *kube_yaml_load(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube_sync.c - keeps the pod cache in step with the API server: a paged
+ * list of this node's pods, then a watch from the list's resourceVersion
+ * with bookmarks, re-watching from the last resourceVersion after a
+ * server timeout or a dropped connection and re-listing only after 410
+ * Gone (an HTTP status or an ERROR event inside the 200 stream). Does not
+ * own the cache entries (kube_pods.c) or the transport (kube_client.c).
+ */
+#include "agent/kube/kube_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/log.h"
+
+/* A watch that ends sooner than this without events is not a normal
+ * server timeout: back off before the next one. */
+#define KUBE_WATCH_MIN_MS 1000u
+
+static void set_rv(struct kube_client *c, const char *rv)
+{
+	char *n;
+
+	if (!rv || !*rv || strcmp(rv, c->rv) == 0)
+		return;
+	n = strdup(rv);
+	if (!n) {
+		log_error("kube: out of memory recording resourceVersion %s", rv);
+		return;
+	}
+	free(c->rv);
+	c->rv = n;
+}
+
+static void wait_then(struct kube_client *c, uint64_t now, unsigned delay_ms, int relist)
+{
+	c->sync = KUBE_SYNC_WAITING;
+	c->sync_due_ms = now + delay_ms;
+	c->sync_relist = relist;
+}
+
+static void fail_then(struct kube_client *c, int relist)
+{
+	c->sync_failures++;
+	wait_then(c, kube_now_ms(), kube_backoff_ms(c, c->sync_failures), relist);
+}
+
+static char *pods_url(struct kube_client *c, const char *extra)
+{
+	char *node = kube_escape(c, c->node);
+	char *url;
+
+	if (!node)
+		return NULL;
+	/* "spec.nodeName=NODE" is one query value: its '=' is escaped. */
+	url = kube_strdup_printf("%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&%s",
+				 c->cfg->server, node, extra);
+	free(node);
+	return url;
+}
+
+static int start_list(struct kube_client *c)
+{
+	char *extra, *cont = NULL;
+	struct kube_req *r;
+
+	if (c->list_continue && !(cont = kube_escape(c, c->list_continue)))
+		return -1;
+	extra = kube_strdup_printf("limit=%u%s%s", c->o.list_limit, cont ? "&continue=" : "",
+				   cont ? cont : "");
+	free(cont);
+	if (!extra)
+		return -1;
+	r = kube_req_new(c, KUBE_REQ_LIST, pods_url(c, extra));
+	free(extra);
+	if (!r)
+		return -1;
+	if (kube_req_start(r, "GET", NULL) != 0) {
+		kube_req_free(r);
+		return -1;
+	}
+	if (!c->list_continue)
+		c->list_gen++;
+	c->st.lists++;
+	c->sync = KUBE_SYNC_LISTING;
+	return 0;
+}
+
+static int start_watch(struct kube_client *c)
+{
+	unsigned t = c->o.watch_timeout_s + kube_rand(c, c->o.watch_timeout_s / 2 + 1);
+	char *rv = kube_escape(c, c->rv), *extra;
+	struct kube_req *r;
+
+	if (!rv)
+		return -1;
+	extra = kube_strdup_printf("watch=1&allowWatchBookmarks=true&resourceVersion=%s"
+				   "&timeoutSeconds=%u", rv, t);
+	free(rv);
+	if (!extra)
+		return -1;
+	r = kube_req_new(c, KUBE_REQ_WATCH, pods_url(c, extra));
+	free(extra);
+	if (!r)
+		return -1;
+	/* The server ends the watch after t s; the client-side limit only
+	 * catches a server that forgot to. */
+	if (curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, kube_watch_write) != CURLE_OK ||
+	    curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)(t + 30) * 1000L) != CURLE_OK ||
+	    kube_req_start(r, "GET", NULL) != 0) {
+		kube_req_free(r);
+		return -1;
+	}
+	c->st.watches++;
+	c->sync = KUBE_SYNC_WATCHING;
+	return 0;
+}
+
+void kube_sync_step(struct kube_client *c, uint64_t now)
+{
+	int rc;
+
+	if (c->sync != KUBE_SYNC_WAITING || now < c->sync_due_ms)
+		return;
+	if (c->sync_relist || !*c->rv)
+		rc = start_list(c);
+	else
+		rc = start_watch(c);
+	if (rc != 0) {
+		log_error("kube: could not start the pod %s; retrying",
+			  c->sync_relist ? "list" : "watch");
+		fail_then(c, c->sync_relist);
+	}
+}
+
+static void list_page(struct kube_client *c, cJSON *list)
+{
+	const char *rv = kube_json_str(list, "metadata", "resourceVersion");
+	const char *cont = kube_json_str(list, "metadata", "continue");
+	const cJSON *item;
+
+	/* Every page of one pass is the same snapshot: the first page's
+	 * resourceVersion is the one to watch from. */
+	if (!c->list_continue) {
+		free(c->list_rv);
+		c->list_rv = strdup(rv ? rv : "");
+	}
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(list, "items"))
+		kube_pods_apply(c, item, c->list_gen);
+	free(c->list_continue);
+	c->list_continue = cont && *cont ? strdup(cont) : NULL;
+	if (c->list_continue) {
+		wait_then(c, kube_now_ms(), 0, 1);
+		return;
+	}
+	kube_pods_sweep(c, c->list_gen);
+	set_rv(c, c->list_rv);
+	c->sync_failures = 0;
+	c->synced = 1;
+	log_info("kube: listed %zu pod(s) of node %s at resourceVersion %s", c->n_pods, c->node,
+		 c->rv);
+	wait_then(c, kube_now_ms(), 0, 0);
+	if (c->o.on_synced)
+		c->o.on_synced(c->o.cb_arg);
+}
+
+static void list_done(struct kube_req *r, CURLcode rc, long status)
+{
+	struct kube_client *c = r->c;
+	char why[1024];
+	cJSON *list;
+
+	if (rc == CURLE_OK && status == 200) {
+		list = cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
+		if (list && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(list, "items"))) {
+			list_page(c, list);
+			cJSON_Delete(list);
+			return;
+		}
+		cJSON_Delete(list);
+		log_error("kube: GET %s: the answer is not a pod list", r->url);
+	} else {
+		kube_describe_failure(r, rc, status, why, sizeof(why));
+		log_error("kube: %s; retrying the list", why);
+	}
+	/* A continue token that expired (410) or any failure: start the
+	 * pass again from the first page. */
+	free(c->list_continue);
+	c->list_continue = NULL;
+	fail_then(c, 1);
+}
+
+static void watch_gone(struct kube_client *c, const char *url)
+{
+	log_info("kube: watch %s: 410 Gone, resourceVersion %s is too old; re-listing", url,
+		 c->rv);
+	c->st.relists++;
+	free(c->rv);
+	c->rv = strdup("");
+	if (!c->rv)
+		log_error("kube: out of memory after 410 Gone");
+	/* A server that keeps answering 410 right after a list must not
+	 * make us list in a tight loop. */
+	c->gone_streak++;
+	wait_then(c, kube_now_ms(), c->gone_streak > 1 ? kube_backoff_ms(c, c->gone_streak - 1) : 0,
+		  1);
+}
+
+static void watch_done(struct kube_req *r, CURLcode rc, long status)
+{
+	struct kube_client *c = r->c;
+	uint64_t now = kube_now_ms();
+	char why[1024];
+
+	if (r->stop == KUBE_WATCH_GONE || (rc == CURLE_OK && status == 410)) {
+		watch_gone(c, r->url);
+	} else if (r->stop != KUBE_WATCH_OK) {
+		log_warn("kube: watch %s: %s; watching again from resourceVersion %s", r->url,
+			 r->stop_msg, c->rv);
+		fail_then(c, 0);
+	} else if (rc == CURLE_OK && status == 200) {
+		/* The server's timeoutSeconds ran out or it closed the stream
+		 * cleanly: carry on from where we are, no list. */
+		log_debug("kube: watch %s ended; watching again from resourceVersion %s", r->url,
+			  c->rv);
+		if (now - r->started_ms < KUBE_WATCH_MIN_MS && !r->events)
+			fail_then(c, 0);
+		else
+			wait_then(c, now, 0, 0);
+	} else {
+		kube_describe_failure(r, rc, status, why, sizeof(why));
+		log_warn("kube: watch: %s; watching again from resourceVersion %s", why, c->rv);
+		fail_then(c, 0);
+	}
+}
+
+void kube_sync_done(struct kube_req *r, CURLcode rc, long status)
+{
+	if (r->kind == KUBE_REQ_LIST)
+		list_done(r, rc, status);
+	else
+		watch_done(r, rc, status);
+}
+
+static enum kube_watch_stop watch_error(struct kube_req *r, const cJSON *st)
+{
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(st, "code");
+	const char *msg = kube_json_str(st, "message", NULL);
+
+	snprintf(r->stop_msg, sizeof(r->stop_msg), "ERROR event %d %s: %s",
+		 cJSON_IsNumber(code) ? code->valueint : 0,
+		 cJSON_IsNumber(code) ? kube_status_text(code->valueint) : "without a code",
+		 msg ? msg : "no message");
+	if (cJSON_IsNumber(code) && code->valueint == 410)
+		return KUBE_WATCH_GONE;
+	return KUBE_WATCH_ERROR;
+}
+
+static enum kube_watch_stop watch_event(struct kube_req *r, const cJSON *ev)
+{
+	struct kube_client *c = r->c;
+	const char *type = kube_json_str(ev, "type", NULL);
+	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
+
+	if (!type || !cJSON_IsObject(obj)) {
+		snprintf(r->stop_msg, sizeof(r->stop_msg), "a watch line is not an event");
+		return KUBE_WATCH_BAD;
+	}
+	if (strcmp(type, "ERROR") == 0)
+		return watch_error(r, obj);
+	if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0)
+		kube_pods_apply(c, obj, c->list_gen);
+	else if (strcmp(type, "DELETED") == 0)
+		kube_pods_delete(c, obj);
+	else if (strcmp(type, "BOOKMARK") == 0)
+		c->st.bookmarks++;
+	else
+		log_debug("kube: watch %s: ignoring event type %s", r->url, type);
+	set_rv(c, kube_json_str(obj, "metadata", "resourceVersion"));
+	r->events++;
+	c->st.watch_events++;
+	c->sync_failures = 0;
+	c->gone_streak = 0;
+	return KUBE_WATCH_OK;
+}
+
+/* One JSON event per line; returns KUBE_WATCH_OK to go on. */
+static enum kube_watch_stop watch_line(struct kube_req *r, const char *p, size_t n)
+{
+	enum kube_watch_stop stop;
+	cJSON *ev;
+
+	while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' '))
+		n--;
+	if (n == 0)
+		return KUBE_WATCH_OK;
+	ev = cJSON_ParseWithLength(p, n);
+	if (!ev) {
+		snprintf(r->stop_msg, sizeof(r->stop_msg), "unparsable watch line (%zu bytes)", n);
+		return KUBE_WATCH_BAD;
+	}
+	stop = watch_event(r, ev);
+	cJSON_Delete(ev);
+	return stop;
+}
+
+static size_t watch_feed(struct kube_req *r, const char *p, size_t n)
+{
+	size_t start = 0;
+	char *nl;
+
+	if (kube_buf_add(&r->resp, p, n) != 0) {
+		snprintf(r->stop_msg, sizeof(r->stop_msg), "out of memory for a watch line");
+		r->stop = KUBE_WATCH_BAD;
+		return 0;
+	}
+	/* Chunk boundaries fall anywhere: parse each complete line, keep
+	 * the tail for the next chunk. */
+	while ((nl = memchr(r->resp.p + start, '\n', r->resp.len - start))) {
+		size_t len = (size_t)(nl - (r->resp.p + start));
+
+		r->stop = watch_line(r, r->resp.p + start, len);
+		start += len + 1;
+		if (r->stop != KUBE_WATCH_OK)
+			return 0;
+	}
+	memmove(r->resp.p, r->resp.p + start, r->resp.len - start);
+	r->resp.len -= start;
+	r->resp.p[r->resp.len] = '\0';
+	if (r->resp.len > KUBE_MAX_LINE) {
+		snprintf(r->stop_msg, sizeof(r->stop_msg), "watch line over %u bytes", KUBE_MAX_LINE);
+		r->stop = KUBE_WATCH_BAD;
+		return 0;
+	}
+	return n;
+}
+
+size_t kube_watch_write(char *p, size_t size, size_t n, void *arg)
+{
+	struct kube_req *r = arg;
+	long status = 0;
+
+	n *= size;
+	if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+		status = 0;
+	if (status != 200) {
+		/* An error answer: keep (the start of) its Status body to log. */
+		if (r->resp.len < 65536 && kube_buf_add(&r->resp, p, n) != 0)
+			return 0;
+		return n;
+	}
+	return watch_feed(r, p, n);
+}

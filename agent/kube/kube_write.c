@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube_write.c - everything the agent writes to the API server: merge
+ * patches of pod annotations (sent only when a value differs from what
+ * the pod has or is about to have, coalesced per pod, one in flight per
+ * pod) and events.k8s.io/v1 Events (de-duplicated), each behind its own
+ * token bucket. Does not own what the annotations or events say.
+ */
+#include "agent/kube/kube_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/log.h"
+
+#define KUBE_EVENT_RETRIES 3
+/* API limits of events.k8s.io/v1 (note 1 kB; reason, action 128). */
+#define KUBE_NOTE_MAX 1024
+#define KUBE_REASON_MAX 128
+
+void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now)
+{
+	b->qps = qps;
+	b->burst = burst;
+	b->tokens = burst;
+	b->last_ms = now;
+}
+
+static void bucket_refill(struct kube_bucket *b, uint64_t now)
+{
+	if (now > b->last_ms) {
+		b->tokens += b->qps * (double)(now - b->last_ms) / 1000.0;
+		if (b->tokens > b->burst)
+			b->tokens = b->burst;
+		b->last_ms = now;
+	}
+}
+
+int kube_bucket_take(struct kube_bucket *b, uint64_t now)
+{
+	bucket_refill(b, now);
+	if (b->tokens < 1.0)
+		return 0;
+	b->tokens -= 1.0;
+	return 1;
+}
+
+uint64_t kube_bucket_next_ms(const struct kube_bucket *b, uint64_t now)
+{
+	double missing = 1.0 - b->tokens;
+
+	if (missing <= 0)
+		return now;
+	return now + (uint64_t)(missing * 1000.0 / b->qps) + 1;
+}
+
+static void due_min(uint64_t *due, uint64_t t)
+{
+	if (!*due || t < *due)
+		*due = t;
+}
+
+/* ---- annotations ---- */
+
+/* What the annotation will be once queued work lands: pending, then in
+ * flight, then the cached pod. Sets *queued to 0 if neither queue has it. */
+static const cJSON *planned_value(const struct kube_pod_entry *e, const char *key, int *queued)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e->pending, key);
+
+	if (!v)
+		v = cJSON_GetObjectItemCaseSensitive(e->inflight, key);
+	*queued = v != NULL;
+	return v;
+}
+
+static int same_value(const cJSON *planned, int queued, const struct kube_pod *pod,
+		      const char *key, const char *value)
+{
+	const char *have = queued ? (cJSON_IsString(planned) ? planned->valuestring : NULL)
+				  : kube_pod_annotation(pod, key);
+
+	if (!have || !value)
+		return !have && !value;
+	return strcmp(have, value) == 0;
+}
+
+int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
+			 const char *value)
+{
+	struct kube_pod_entry *e = uid ? kube_pods_find(c, uid) : NULL;
+	const cJSON *planned;
+	cJSON *v;
+	int queued;
+
+	if (!e || !key || !*key)
+		return -1;
+	planned = planned_value(e, key, &queued);
+	if (same_value(planned, queued, &e->pod, key, value)) {
+		c->st.patches_unchanged++;
+		return 1;
+	}
+	if (!e->pending && !(e->pending = cJSON_CreateObject()))
+		goto oom;
+	v = value ? cJSON_CreateString(value) : cJSON_CreateNull();
+	if (!v)
+		goto oom;
+	cJSON_DeleteItemFromObjectCaseSensitive(e->pending, key);
+	if (!cJSON_AddItemToObject(e->pending, key, v)) {
+		cJSON_Delete(v);
+		goto oom;
+	}
+	kube_client_kick(c);
+	return 0;
+oom:
+	log_error("kube: out of memory queueing annotation %s of pod %s/%s", key,
+		  e->pod.namespace, e->pod.name);
+	return -1;
+}
+
+static char *patch_body(const struct kube_pod_entry *e, cJSON *annotations)
+{
+	cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
+	char *s = NULL;
+
+	/* metadata.uid makes the server refuse (409) a patch meant for an
+	 * older pod of the same name. */
+	if (meta && cJSON_AddStringToObject(meta, "uid", e->pod.uid) &&
+	    cJSON_AddItemReferenceToObject(meta, "annotations", annotations))
+		s = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	return s;
+}
+
+static char *pod_url(struct kube_client *c, const struct kube_pod *p)
+{
+	char *ns = kube_escape(c, p->namespace), *name = kube_escape(c, p->name), *url = NULL;
+
+	if (ns && name)
+		url = kube_strdup_printf("%s/api/v1/namespaces/%s/pods/%s?fieldManager=gpuqos-agent",
+					 c->cfg->server, ns, name);
+	free(ns);
+	free(name);
+	return url;
+}
+
+static int send_patch(struct kube_client *c, struct kube_pod_entry *e)
+{
+	struct kube_req *r = kube_req_new(c, KUBE_REQ_PATCH, pod_url(c, &e->pod));
+
+	if (!r)
+		return -1;
+	r->body = patch_body(e, e->pending);
+	r->uid = strdup(e->pod.uid);
+	if (!r->body || !r->uid ||
+	    kube_req_start(r, "PATCH", "application/merge-patch+json") != 0) {
+		kube_req_free(r);
+		return -1;
+	}
+	e->inflight = e->pending;
+	e->pending = NULL;
+	c->st.patches_sent++;
+	return 0;
+}
+
+static void patch_step(struct kube_client *c, uint64_t now, uint64_t *due)
+{
+	size_t n = c->n_pods;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (c->patch_cursor + k) % n;
+		struct kube_pod_entry *e = c->pods[i];
+
+		if (!e->pending || !e->pending->child || e->inflight)
+			continue;
+		if (e->patch_due_ms > now) {
+			due_min(due, e->patch_due_ms);
+			continue;
+		}
+		if (!kube_bucket_take(&c->patch_tb, now)) {
+			due_min(due, kube_bucket_next_ms(&c->patch_tb, now));
+			/* Start here next time, so no pod starves. */
+			c->patch_cursor = i;
+			return;
+		}
+		if (send_patch(c, e) != 0) {
+			log_error("kube: could not start the PATCH of pod %s/%s; retrying",
+				  e->pod.namespace, e->pod.name);
+			e->patch_due_ms = now + kube_backoff_ms(c, ++e->patch_failures);
+			due_min(due, e->patch_due_ms);
+		}
+	}
+}
+
+/* Puts a failed patch's values back unless a newer value was queued. */
+static void requeue_patch(struct kube_client *c, struct kube_pod_entry *e)
+{
+	cJSON *v;
+
+	if (!e->pending) {
+		e->pending = e->inflight;
+		e->inflight = NULL;
+	} else {
+		while ((v = e->inflight->child)) {
+			cJSON_DetachItemViaPointer(e->inflight, v);
+			if (cJSON_GetObjectItemCaseSensitive(e->pending, v->string))
+				cJSON_Delete(v);
+			else
+				cJSON_AddItemToObject(e->pending, v->string, v);
+		}
+	}
+	e->patch_failures++;
+	e->patch_due_ms = kube_now_ms() + kube_backoff_ms(c, e->patch_failures);
+}
+
+static int retryable(CURLcode rc, long status)
+{
+	return rc != CURLE_OK || status == 401 || status == 429 || status >= 500;
+}
+
+void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
+{
+	struct kube_client *c = r->c;
+	struct kube_pod_entry *e = kube_pods_find(c, r->uid);
+	char why[1024];
+	cJSON *pod;
+
+	if (!e)
+		return; /* deleted meanwhile: nothing left to annotate */
+	if (rc == CURLE_OK && status >= 200 && status < 300) {
+		cJSON_Delete(e->inflight);
+		e->inflight = NULL;
+		e->patch_failures = 0;
+		/* The answer is the patched pod: cache it now so an
+		 * annotate of the same value right after sends nothing. */
+		pod = cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
+		if (pod)
+			kube_pods_apply(c, pod, e->list_gen);
+		cJSON_Delete(pod);
+		return;
+	}
+	kube_describe_failure(r, rc, status, why, sizeof(why));
+	if (retryable(rc, status)) {
+		log_warn("kube: annotating pod %s/%s: %s; retrying", e->pod.namespace, e->pod.name,
+			 why);
+		requeue_patch(c, e);
+		return;
+	}
+	log_error("kube: annotating pod %s/%s: %s; giving up on these values", e->pod.namespace,
+		  e->pod.name, why);
+	cJSON_Delete(e->inflight);
+	e->inflight = NULL;
+}
+
+/* ---- events ---- */
+
+static uint64_t event_hash(const char *uid, const char *reason, const char *note)
+{
+	const char *parts[] = { uid, reason, note };
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (size_t i = 0; i < 3; i++) {
+		for (const char *s = parts[i]; *s; s++)
+			h = (h ^ (unsigned char)*s) * 1099511628211ull;
+		h = (h ^ 0xff) * 1099511628211ull; /* separator */
+	}
+	return h;
+}
+
+static int event_is_duplicate(struct kube_client *c, uint64_t h, uint64_t now)
+{
+	uint64_t window = (uint64_t)c->o.event_dedup_s * 1000u;
+
+	for (size_t i = 0; i < KUBE_DEDUP_SLOTS; i++)
+		if (c->dedup[i].at_ms && c->dedup[i].hash == h && now - c->dedup[i].at_ms < window)
+			return 1;
+	c->dedup[c->dedup_next].hash = h;
+	c->dedup[c->dedup_next].at_ms = now ? now : 1;
+	c->dedup_next = (c->dedup_next + 1) % KUBE_DEDUP_SLOTS;
+	return 0;
+}
+
+static void event_item_free(struct kube_event_item *it)
+{
+	free(it->uid);
+	free(it->name);
+	free(it->namespace);
+	free(it->reason);
+	free(it->action);
+	free(it->note);
+	memset(it, 0, sizeof(*it));
+}
+
+static int event_fill(struct kube_event_item *it, const struct kube_pod *p,
+		      enum kube_event_type type, const char *reason, const char *action,
+		      const char *note)
+{
+	it->type = type;
+	it->uid = strdup(p->uid);
+	it->name = strdup(p->name);
+	it->namespace = strdup(p->namespace);
+	it->reason = strndup(reason, KUBE_REASON_MAX);
+	it->action = strndup(action, KUBE_REASON_MAX);
+	it->note = strndup(note ? note : "", KUBE_NOTE_MAX);
+	if (it->uid && it->name && it->namespace && it->reason && it->action && it->note)
+		return 0;
+	event_item_free(it);
+	return -1;
+}
+
+int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_type type,
+		      const char *reason, const char *action, const char *note)
+{
+	struct kube_pod_entry *e = uid ? kube_pods_find(c, uid) : NULL;
+	struct kube_event_item *it;
+
+	if (!e || !reason || !*reason || !action || !*action)
+		return -1;
+	if (event_is_duplicate(c, event_hash(uid, reason, note ? note : ""), kube_now_ms())) {
+		c->st.events_suppressed++;
+		return 1;
+	}
+	if (c->ev_len == KUBE_EVENT_QUEUE) {
+		c->st.events_suppressed++;
+		log_warn("kube: event queue full; dropping event %s for pod %s/%s", reason,
+			 e->pod.namespace, e->pod.name);
+		return 1;
+	}
+	it = &c->events[(c->ev_head + c->ev_len) % KUBE_EVENT_QUEUE];
+	if (event_fill(it, &e->pod, type, reason, action, note) != 0) {
+		log_error("kube: out of memory queueing event %s", reason);
+		return -1;
+	}
+	c->ev_len++;
+	kube_client_kick(c);
+	return 0;
+}
+
+/* MicroTime: RFC 3339 with microseconds, UTC. */
+static void micro_time(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || !gmtime_r(&ts.tv_sec, &tm)) {
+		snprintf(buf, len, "1970-01-01T00:00:00.000000Z");
+		return;
+	}
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+}
+
+static char *event_body(struct kube_client *c, const struct kube_event_item *it)
+{
+	cJSON *root = cJSON_CreateObject(), *meta, *reg;
+	char when[96], name[254];
+	struct timespec ts;
+	char *s = NULL;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		ts.tv_sec = ts.tv_nsec = 0;
+	/* client-go names Events "<regarding>.<unix nanoseconds in hex>". */
+	snprintf(name, sizeof(name), "%.*s.%llx", 253 - 17, it->name,
+		 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+	micro_time(when, sizeof(when));
+	meta = cJSON_AddObjectToObject(root, "metadata");
+	reg = cJSON_AddObjectToObject(root, "regarding");
+	if (!meta || !reg || !cJSON_AddStringToObject(root, "apiVersion", "events.k8s.io/v1") ||
+	    !cJSON_AddStringToObject(root, "kind", "Event") ||
+	    !cJSON_AddStringToObject(meta, "name", name) ||
+	    !cJSON_AddStringToObject(meta, "namespace", it->namespace) ||
+	    !cJSON_AddStringToObject(root, "eventTime", when) ||
+	    !cJSON_AddStringToObject(root, "reportingController", KUBE_CONTROLLER) ||
+	    !cJSON_AddStringToObject(root, "reportingInstance", c->node) ||
+	    !cJSON_AddStringToObject(root, "action", it->action) ||
+	    !cJSON_AddStringToObject(root, "reason", it->reason) ||
+	    !cJSON_AddStringToObject(root, "note", it->note) ||
+	    !cJSON_AddStringToObject(root, "type",
+				     it->type == KUBE_EVENT_WARNING ? "Warning" : "Normal") ||
+	    !cJSON_AddStringToObject(reg, "apiVersion", "v1") ||
+	    !cJSON_AddStringToObject(reg, "kind", "Pod") ||
+	    !cJSON_AddStringToObject(reg, "namespace", it->namespace) ||
+	    !cJSON_AddStringToObject(reg, "name", it->name) ||
+	    !cJSON_AddStringToObject(reg, "uid", it->uid))
+		goto out;
+	s = cJSON_PrintUnformatted(root);
+out:
+	cJSON_Delete(root);
+	return s;
+}
+
+static int send_event(struct kube_client *c, struct kube_event_item *it)
+{
+	char *ns = kube_escape(c, it->namespace);
+	struct kube_req *r;
+
+	if (!ns)
+		return -1;
+	r = kube_req_new(c, KUBE_REQ_EVENT,
+			 kube_strdup_printf("%s/apis/events.k8s.io/v1/namespaces/%s/events",
+					    c->cfg->server, ns));
+	free(ns);
+	if (!r)
+		return -1;
+	r->body = event_body(c, it);
+	if (!r->body || kube_req_start(r, "POST", "application/json") != 0) {
+		kube_req_free(r);
+		return -1;
+	}
+	/* The request carries the item until it is answered. */
+	r->ev = *it;
+	memset(it, 0, sizeof(*it));
+	return 0;
+}
+
+static void event_step(struct kube_client *c, uint64_t now, uint64_t *due)
+{
+	while (c->ev_len) {
+		struct kube_event_item *it = &c->events[c->ev_head];
+
+		if (it->due_ms > now) {
+			due_min(due, it->due_ms);
+			return;
+		}
+		if (!kube_bucket_take(&c->event_tb, now)) {
+			due_min(due, kube_bucket_next_ms(&c->event_tb, now));
+			return;
+		}
+		if (send_event(c, it) != 0) {
+			log_error("kube: could not start posting event %s; dropping it", it->reason);
+			event_item_free(it);
+		}
+		c->ev_head = (c->ev_head + 1) % KUBE_EVENT_QUEUE;
+		c->ev_len--;
+	}
+}
+
+static void event_requeue(struct kube_client *c, struct kube_event_item *it)
+{
+	struct kube_event_item *slot;
+
+	if (c->ev_len == KUBE_EVENT_QUEUE) {
+		event_item_free(it);
+		return;
+	}
+	c->ev_head = (c->ev_head + KUBE_EVENT_QUEUE - 1) % KUBE_EVENT_QUEUE;
+	slot = &c->events[c->ev_head];
+	*slot = *it;
+	memset(it, 0, sizeof(*it));
+	slot->failures++;
+	slot->due_ms = kube_now_ms() + kube_backoff_ms(c, slot->failures);
+	c->ev_len++;
+}
+
+void kube_event_done(struct kube_req *r, CURLcode rc, long status)
+{
+	struct kube_client *c = r->c;
+	char why[1024];
+
+	if (rc == CURLE_OK && status >= 200 && status < 300) {
+		c->st.events_sent++;
+		event_item_free(&r->ev);
+		return;
+	}
+	kube_describe_failure(r, rc, status, why, sizeof(why));
+	if (retryable(rc, status) && r->ev.failures + 1 < KUBE_EVENT_RETRIES) {
+		log_warn("kube: event %s for pod %s/%s: %s; retrying", r->ev.reason,
+			 r->ev.namespace, r->ev.name, why);
+		event_requeue(c, &r->ev);
+		return;
+	}
+	log_error("kube: event %s for pod %s/%s: %s; dropped", r->ev.reason, r->ev.namespace,
+		  r->ev.name, why);
+	event_item_free(&r->ev);
+}
+
+void kube_write_step(struct kube_client *c, uint64_t now, uint64_t *next_due)
+{
+	patch_step(c, now, next_due);
+	event_step(c, now, next_due);
+}
+
+void kube_write_free_all(struct kube_client *c)
+{
+	for (size_t i = 0; i < KUBE_EVENT_QUEUE; i++)
+		event_item_free(&c->events[i]);
+	c->ev_len = 0;
+}
+
+void kube_req_free_event(struct kube_req *r)
+{
+	event_item_free(&r->ev);
+}

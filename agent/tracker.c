@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tracker.c - the eBPF RM tracer in the node agent (tracker.h): open,
+ * dump, consume in the loop, and the kernel's side of the TSG table.
+ *
+ * Owns: turning tracer events and live-table entries into TSGs (idempotent:
+ * the dump and the ring overlap, and a restarted agent sees both again),
+ * the processes only the kernel saw, removal on FREE and EXIT, the values
+ * RM accepted, and refusing preempt-agent claims the kernel never saw.
+ * Does not own the table's data structure (tsg.c), the policy or the
+ * paths; the tracer's programs and pins belong to bpf/.
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#ifdef GPUQOS_HAVE_BPF
+#include "bpf/tsgtrace_api.h"
+#endif
+
+int tracker_parse_setting(const char *s, enum tracker_setting *out)
+{
+	static const struct {
+		const char *name;
+		enum tracker_setting v;
+	} names[] = {
+		{ "auto", TRACKER_AUTO }, { "on", TRACKER_ON },	  { "1", TRACKER_ON },
+		{ "true", TRACKER_ON },	  { "yes", TRACKER_ON },  { "off", TRACKER_OFF },
+		{ "0", TRACKER_OFF },	  { "false", TRACKER_OFF }, { "no", TRACKER_OFF },
+	};
+
+	for (size_t i = 0; s && i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcasecmp(s, names[i].name) == 0) {
+			*out = names[i].v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+const char *tracker_setting_name(enum tracker_setting s)
+{
+	return s == TRACKER_ON ? "on" : s == TRACKER_OFF ? "off" : "auto";
+}
+
+int tracker_active(const struct agent *a)
+{
+	return a->trk.tt != NULL;
+}
+
+uint64_t tracker_next_deadline(const struct agent *a)
+{
+	uint64_t next = 0;
+
+	for (const struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->unverified_until && (next == 0 || t->unverified_until < next))
+			next = t->unverified_until;
+	return next;
+}
+
+#ifdef GPUQOS_HAVE_BPF
+
+/* ---- the kernel's side of one TSG ---- */
+
+/* One TSG as the kernel saw it, from an event or the live table. */
+struct seen {
+	pid_t pid;
+	rm_handle h_client, h_tsg, h_device;
+	uint32_t gpu, engine;
+	int32_t fd;
+	int ts_set, il_set;
+	uint32_t ts, il;
+};
+
+/* The process owning a TSG the kernel saw. A process met for the first
+ * time gets an entry (and a class) like a connecting peer's; a pid whose
+ * start time changed is a new process. NULL: not ours to manage (another
+ * device than the control device, e.g. a second simulator, or gone). */
+static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
+{
+	struct proc *p = proc_find(a, pid);
+	struct procinfo pi;
+	uint64_t st;
+
+	if (pid <= 0 || pid == getpid())
+		return NULL;
+	if (fd < 0 || !procinfo_fd_is(pid, (uint32_t)fd, a->nvidiactl)) {
+		a->trk.ignored++;
+		log_debug("pid %d: TSG on fd %d ignored: not %s (or gone)", (int)pid, (int)fd,
+			  a->nvidiactl);
+		return NULL;
+	}
+	if (p && (p->peer || (procinfo_starttime(pid, &st) == 0 && st == p->starttime)))
+		return p;
+	if (procinfo_read(pid, &pi) != 0)
+		return NULL; /* exited already: its EXIT follows */
+	p = proc_attach(a, pid, &pi);
+	if (p)
+		log_info("pid %d (%s): found by the eBPF tracker, class %s (%s)", (int)pid, p->comm,
+			 gq_class_name(p->cls), p->cls_source);
+	return p;
+}
+
+static void tsg_seen(struct agent *a, const struct seen *s)
+{
+	struct tsg *t = tsg_find(a, s->pid, s->h_client, s->h_tsg);
+
+	if (!t) {
+		if (!tracked_proc(a, s->pid, s->fd))
+			return;
+		t = tsg_new(a, s->pid, s->h_client, s->h_tsg);
+		if (!t) {
+			log_error("pid %d: TSG 0x%x: out of memory", (int)s->pid, s->h_tsg);
+			return;
+		}
+		log_debug("pid %d: TSG 0x%x/0x%x engine %u from the eBPF tracker", (int)s->pid,
+			  s->h_client, s->h_tsg, s->engine);
+	}
+	if (t->unverified_until)
+		log_debug("pid %d: TSG 0x%x confirmed by the eBPF tracker", (int)s->pid, s->h_tsg);
+	t->unverified_until = 0;
+	t->sources |= GQ_SRC_BPF;
+	t->h_device = s->h_device;
+	/* Fill in what the preempt agent did not know. */
+	if (t->gpu == GQ_UNKNOWN && s->gpu != TT_UNKNOWN)
+		t->gpu = s->gpu;
+	if (t->engine == GQ_UNKNOWN && s->engine != TT_UNKNOWN)
+		t->engine = s->engine;
+	if (t->fd == GQ_UNKNOWN && s->fd >= 0)
+		t->fd = (uint32_t)s->fd;
+	if (s->ts_set)
+		t->applied_ts = s->ts;
+	if (s->il_set)
+		t->applied_il = s->il;
+	a->dirty = 1;
+}
+
+static int on_live_tsg(void *ctx, const struct tt_obj_key *k, const struct tt_tsg_val *v)
+{
+	struct seen s = {
+		.pid = (pid_t)k->tgid, .h_client = k->hClient, .h_tsg = k->handle,
+		.h_device = v->hDevice, .gpu = v->device_id, .engine = v->engine_type, .fd = v->fd,
+		.ts_set = !!(v->flags & TT_TSG_TIMESLICE_SET), .ts = (uint32_t)v->timeslice_us,
+		.il_set = !!(v->flags & TT_TSG_INTERLEAVE_SET), .il = v->interleave,
+	};
+
+	tsg_seen(ctx, &s);
+	return 0;
+}
+
+/* The process whose client the call named: the live tables key objects
+ * by the client's owner, which the agent's own direct controls are not. */
+static pid_t ev_owner(const struct tt_event *ev)
+{
+	return ev->owner_tgid ? (pid_t)ev->owner_tgid : (pid_t)ev->tgid;
+}
+
+static void on_tsg_event(struct agent *a, const struct tt_event *ev)
+{
+	struct seen s = {
+		.pid = ev_owner(ev), .h_client = ev->hClient, .h_tsg = ev->hObject,
+		.h_device = ev->hParent, .gpu = ev->device_id, .engine = ev->engine_type,
+		.fd = ev->fd,
+	};
+
+	tsg_seen(a, &s);
+}
+
+/* Drops the TSGs of (pid, client) that match: the TSG itself, every TSG
+ * under a freed device, or all of them when the client went. */
+static void drop_under(struct agent *a, pid_t pid, rm_handle client, rm_handle obj, int what)
+{
+	struct tsg *t = a->tsgs;
+
+	while (t) {
+		struct tsg *next = t->next;
+
+		if (t->pid == pid && t->h_client == client &&
+		    (what == 2 || ((what & 1) && t->h_tsg == obj) || ((what & 4) && t->h_device == obj)))
+			tsg_drop(a, t);
+		t = next;
+	}
+}
+
+static void on_free_event(struct agent *a, const struct tt_event *ev)
+{
+	uint32_t cls = ev->hClass;
+	int what;
+
+	if (ev->hObject == ev->hClient || rm_class_is_client(cls))
+		what = 2; /* the client */
+	else if (cls == RM_CLASS_TSG)
+		what = 1;
+	else if (cls == RM_CLASS_DEVICE)
+		what = 4;
+	else if (cls == TT_UNKNOWN)
+		what = 1 | 4;
+	else
+		return; /* a channel or anything else: no TSG goes with it */
+	drop_under(a, ev_owner(ev), ev->hClient, ev->hObject, what);
+}
+
+/* A control another process issued on the client (our direct path) names
+ * the owner; should the owner table be wrong (client handles reused by
+ * several simulators), a unique match on the handles is the same TSG. */
+static struct tsg *set_target(struct agent *a, const struct tt_event *ev)
+{
+	struct tsg *t = tsg_find(a, ev_owner(ev), ev->hClient, ev->hObject), *only = NULL;
+
+	if (t || !(ev->flags & TT_F_FOREIGN))
+		return t;
+	for (t = a->tsgs; t; t = t->next) {
+		if (t->h_client != ev->hClient || t->h_tsg != ev->hObject)
+			continue;
+		if (only)
+			return NULL;
+		only = t;
+	}
+	return only;
+}
+
+static void on_set_event(struct agent *a, const struct tt_event *ev)
+{
+	struct tsg *t = set_target(a, ev);
+
+	if (!t)
+		return;
+	if (ev->type == TT_EV_INTERLEAVE) {
+		t->applied_il = (uint32_t)ev->value;
+	} else {
+		t->applied_ts = (uint32_t)ev->value;
+		/* Without a preempt agent the process's own SET is what the
+		 * application asked for: the baseline to restore. */
+		if (!(ev->flags & TT_F_FOREIGN) && !(t->sources & GQ_SRC_AGENT))
+			t->app_ts = (uint32_t)ev->value;
+	}
+	a->dirty = 1;
+}
+
+static int on_event(void *ctx, const struct tt_event *ev)
+{
+	struct agent *a = ctx;
+
+	a->trk.events++;
+	switch (ev->type) {
+	case TT_EV_TSG:
+		on_tsg_event(a, ev);
+		break;
+	case TT_EV_FREE:
+		on_free_event(a, ev);
+		break;
+	case TT_EV_TIMESLICE:
+	case TT_EV_INTERLEAVE:
+		on_set_event(a, ev);
+		break;
+	case TT_EV_EXIT:
+		tsg_drop_pid(a, (pid_t)ev->tgid, 0, 0, GQ_SRC_ALL);
+		break;
+	default:
+		break; /* clients, devices, channels: the TSG events carry what we need */
+	}
+	return 0;
+}
+
+/* ---- the tracer's life ---- */
+
+static void tracker_consume(struct agent *a)
+{
+	int n = tsgtrace_consume(a->trk.tt, on_event, a);
+
+	if (n < 0)
+		log_warn("eBPF tracker: reading the ring: %s", strerror(-n));
+}
+
+static void tracker_dump(struct agent *a)
+{
+	int n = tsgtrace_dump(a->trk.tt, on_live_tsg, a);
+
+	if (n < 0)
+		log_warn("eBPF tracker: reading the live TSG table: %s", strerror(-n));
+}
+
+static void on_ring(struct loop_watch *w, uint32_t events)
+{
+	(void)events;
+	tracker_consume(w->ctx);
+}
+
+static void on_tracer_log(void *ctx, const char *line)
+{
+	(void)ctx;
+	log_info("eBPF tracker: %s", line);
+}
+
+/* 0 with the tracer running, else -1 with trk.off saying why. */
+static int tracker_open(struct agent *a)
+{
+	struct tsgtrace_opts o = { .pin_dir = a->trk.pin_dir, .log = on_tracer_log };
+	char err[2048], missing[128];
+
+	if (!caps_allows(&a->caps, CAPS_BPF)) {
+		snprintf(a->trk.off, sizeof(a->trk.off), "the eBPF tracker needs %s",
+			 caps_missing(&a->caps, CAPS_BPF, missing, sizeof(missing)));
+		return -1;
+	}
+	a->trk.tt = tsgtrace_open(&o, err, sizeof(err));
+	if (!a->trk.tt) {
+		snprintf(a->trk.off, sizeof(a->trk.off), "the eBPF tracker cannot be opened: %.300s", err);
+		return -1;
+	}
+	a->trk.inherited = tsgtrace_inherited(a->trk.tt);
+	a->trk.w.fd = tsgtrace_fd(a->trk.tt);
+	a->trk.w.fn = on_ring;
+	a->trk.w.ctx = a;
+	return 0;
+}
+
+int tracker_init(struct agent *a)
+{
+	a->trk.w.fd = -1;
+	if (a->trk.setting == TRACKER_OFF) {
+		snprintf(a->trk.off, sizeof(a->trk.off), "off (--bpf off)");
+		log_info("eBPF tracker: off; TSGs come from preempt agents only");
+		return 0;
+	}
+	if (tracker_open(a) != 0) {
+		log_warn("%s%s", a->trk.off,
+			 a->trk.setting == TRACKER_ON ? "" : "; TSGs come from preempt agents only");
+		return a->trk.setting == TRACKER_ON ? -1 : 0;
+	}
+	/* The table first (TSGs from before we started), then what waits in
+	 * the ring: records already there raise no wake-up, so drain before
+	 * the first wait. */
+	tracker_dump(a);
+	tracker_consume(a);
+	if (loop_add(&a->loop, &a->trk.w, EPOLLIN) != 0)
+		return -1;
+	log_info("eBPF tracker: %s, pins %s%s, %u TSG(s) known", tsgtrace_attach_mode(a->trk.tt),
+		 a->trk.pin_dir ? a->trk.pin_dir : TSGTRACE_DEFAULT_PIN_DIR,
+		 (a->trk.inherited & TSGTRACE_INHERITED_LINKS) ? ", programs were attached (no gap)"
+		 : (a->trk.inherited & TSGTRACE_INHERITED_TABLES) ? ", tables re-used"
+								    : "",
+		 (unsigned)tsg_count(a, 0));
+	return 0;
+}
+
+void tracker_stop(struct agent *a)
+{
+	if (!a->trk.tt)
+		return;
+	loop_del(&a->loop, &a->trk.w);
+	tsgtrace_close(a->trk.tt);
+	a->trk.tt = NULL;
+}
+
+void tracker_tick(struct agent *a)
+{
+	uint64_t now = now_us(), next = tracker_next_deadline(a);
+	struct tsg *t;
+
+	if (!a->trk.tt || next == 0 || next > now)
+		return;
+	/* A full ring drops events but the table is still exact: look again
+	 * before calling anyone a liar. */
+	tracker_consume(a);
+	tracker_dump(a);
+	t = a->tsgs;
+	while (t) {
+		struct tsg *n = t->next;
+
+		if (t->unverified_until && t->unverified_until <= now) {
+			a->trk.refused_claims++;
+			log_warn("pid %d: preempt agent's TSG 0x%x/0x%x refused: the eBPF tracker never "
+				 "saw pid %d allocate it", (int)t->pid, t->h_client, t->h_tsg, (int)t->pid);
+			tsg_drop(a, t);
+		}
+		t = n;
+	}
+}
+
+static void counters_json(struct agent *a, cJSON *o)
+{
+	struct tsgtrace_counters c;
+	cJSON *cn;
+
+	if (tsgtrace_counters(a->trk.tt, &c) != 0) {
+		cJSON_AddNullToObject(o, "counters");
+		return;
+	}
+	cn = cJSON_AddObjectToObject(o, "counters");
+	for (unsigned i = 0; cn && i < TT_CNT_MAX; i++)
+		cJSON_AddNumberToObject(cn, tsgtrace_counter_name(i), (double)c.v[i]);
+	if (cn)
+		cJSON_AddNumberToObject(cn, "bad_records", (double)c.bad_records);
+}
+
+void tracker_json(struct agent *a, cJSON *agent_obj)
+{
+	cJSON *o = cJSON_AddObjectToObject(agent_obj, "tracker"), *inh;
+
+	if (!o)
+		return;
+	cJSON_AddStringToObject(o, "setting", tracker_setting_name(a->trk.setting));
+	cJSON_AddStringToObject(o, "mode", a->trk.tt ? tsgtrace_attach_mode(a->trk.tt) : "off");
+	if (a->trk.off[0])
+		cJSON_AddStringToObject(o, "off", a->trk.off);
+	else
+		cJSON_AddNullToObject(o, "off");
+	cJSON_AddStringToObject(o, "pinDir", a->trk.pin_dir ? a->trk.pin_dir : TSGTRACE_DEFAULT_PIN_DIR);
+	inh = cJSON_AddObjectToObject(o, "inherited");
+	if (inh) {
+		cJSON_AddBoolToObject(inh, "tables", !!(a->trk.inherited & TSGTRACE_INHERITED_TABLES));
+		cJSON_AddBoolToObject(inh, "links", !!(a->trk.inherited & TSGTRACE_INHERITED_LINKS));
+		cJSON_AddBoolToObject(inh, "recreated", !!(a->trk.inherited & TSGTRACE_RECREATED));
+	}
+	cJSON_AddNumberToObject(o, "events", (double)a->trk.events);
+	cJSON_AddNumberToObject(o, "refusedClaims", (double)a->trk.refused_claims);
+	cJSON_AddNumberToObject(o, "ignoredTsgs", (double)a->trk.ignored);
+	if (a->trk.tt)
+		counters_json(a, o);
+	else
+		cJSON_AddNullToObject(o, "counters");
+}
+
+#else /* !GPUQOS_HAVE_BPF */
+
+int tracker_init(struct agent *a)
+{
+	a->trk.w.fd = -1;
+	snprintf(a->trk.off, sizeof(a->trk.off), "%s",
+		 a->trk.setting == TRACKER_OFF ? "off (--bpf off)"
+					       : "this gpuqos-agent was built without the eBPF tracker");
+	if (a->trk.setting == TRACKER_ON) {
+		log_error("--bpf on: %s", a->trk.off);
+		return -1;
+	}
+	log_info("eBPF tracker: %s; TSGs come from preempt agents only", a->trk.off);
+	return 0;
+}
+
+void tracker_stop(struct agent *a)
+{
+	(void)a;
+}
+
+void tracker_tick(struct agent *a)
+{
+	(void)a;
+}
+
+void tracker_json(struct agent *a, cJSON *agent_obj)
+{
+	cJSON *o = cJSON_AddObjectToObject(agent_obj, "tracker");
+
+	if (!o)
+		return;
+	cJSON_AddStringToObject(o, "setting", tracker_setting_name(a->trk.setting));
+	cJSON_AddStringToObject(o, "mode", "off");
+	cJSON_AddStringToObject(o, "off", a->trk.off);
+	if (a->trk.pin_dir)
+		cJSON_AddStringToObject(o, "pinDir", a->trk.pin_dir);
+	else
+		cJSON_AddNullToObject(o, "pinDir");
+	cJSON_AddNullToObject(o, "inherited");
+	cJSON_AddNumberToObject(o, "events", 0);
+	cJSON_AddNumberToObject(o, "refusedClaims", 0);
+	cJSON_AddNumberToObject(o, "ignoredTsgs", 0);
+	cJSON_AddNullToObject(o, "counters");
+}
+
+#endif

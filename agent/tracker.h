@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tracker.h - the eBPF RM tracer (bpf/, library gpuqos_tsgtrace) inside the
+ * node agent: opening it at start (--bpf auto|on|off), dumping the pinned
+ * live TSG table, consuming its events in the one epoll loop, and merging
+ * what the kernel saw into the agent's TSG table.
+ *
+ * Owns: the tracer handle, its loop watch, the kernel's side of every TSG
+ * (sources, applied values RM accepted, removal on free and exit), finding
+ * processes that only the kernel saw, and verifying preempt-agent claims
+ * (a claim the kernel never saw is held for TRACKER_CLAIM_GRACE_MS, then
+ * refused). Does not own the TSG table itself (tsg.c), classification
+ * (tsg.c, config.c), or what a TSG's settings should be (reconcile.c).
+ *
+ * Without GPUQOS_HAVE_BPF (the library was not built) the tracker is
+ * always off and says why.
+ */
+#ifndef GPUQOS_AGENT_TRACKER_H
+#define GPUQOS_AGENT_TRACKER_H
+
+#include <stdint.h>
+
+#include "agent/loop.h"
+
+/* Where a TSG was seen (struct tsg.sources). */
+#define GQ_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */
+#define GQ_SRC_AGENT 0x2u /* the process's injected preempt agent reported it */
+#define GQ_SRC_ALL (GQ_SRC_BPF | GQ_SRC_AGENT)
+
+/* A preempt agent reports a TSG after its ioctl returned, and the tracer
+ * sent its event before that return, so the kernel's word is normally
+ * there first; the grace only covers the two arriving in either order
+ * within one loop pass and a slow ring wake-up. */
+#define TRACKER_CLAIM_GRACE_MS 1000u
+
+enum tracker_setting {
+	TRACKER_AUTO = 0, /* use it when it can be opened, say why not otherwise */
+	TRACKER_ON = 1,   /* refuse to start without it */
+	TRACKER_OFF = 2,
+};
+
+struct tsgtrace;
+struct cJSON;
+struct agent;
+
+struct tracker {
+	enum tracker_setting setting;
+	const char *pin_dir;   /* as configured; NULL: the library's default */
+	struct tsgtrace *tt;   /* NULL while off */
+	struct loop_watch w;
+	char off[384];         /* why it is off, or "" */
+	unsigned inherited;    /* TSGTRACE_INHERITED_* of the open */
+	uint64_t events;       /* events consumed */
+	uint64_t refused_claims;
+	uint64_t ignored;      /* TSGs on another device than the control device */
+};
+
+/* "auto", "on", "off" (also 1/0, true/false, yes/no). 0, or -1. */
+int tracker_parse_setting(const char *s, enum tracker_setting *out);
+const char *tracker_setting_name(enum tracker_setting s);
+
+/* Opens, dumps and drains the tracer, then watches its ring. Returns -1
+ * only when the setting is "on" and it cannot run. */
+int tracker_init(struct agent *a);
+
+/* Whether the kernel's view is the authority for TSGs. */
+int tracker_active(const struct agent *a);
+
+/* Claims past their grace: re-reads the ring and the table, then refuses
+ * what the kernel still never saw. Safe to call at any time. */
+void tracker_tick(struct agent *a);
+
+/* The earliest end of a claim's grace (now_us() clock), or 0. */
+uint64_t tracker_next_deadline(const struct agent *a);
+
+/* Adds "tracker" to the ctl agent object (docs/ctl.md). */
+void tracker_json(struct agent *a, struct cJSON *agent_obj);
+
+/* Releases the tracer; the programs stay attached (pinned links), so a
+ * restarted agent misses nothing. */
+void tracker_stop(struct agent *a);
+
+#endif

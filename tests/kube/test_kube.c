@@ -1,0 +1,577 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_kube.c - scenario tests of agent/kube against fake_apiserver.py,
+ * one scenario per run (argv[1]). Every scenario also checks that no call
+ * into the client took long: the client must never block the agent's loop.
+ * Does not test the fake server itself (test_kubectl.py does, with kubectl).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/kube/kube_client.h"
+#include "tests/check.h"
+#include "tests/kube/kube_harness.h"
+
+/* Generous for sanitized builds; a blocking call would take ~seconds. */
+#define MAX_CALL_US 100000u
+#define NODE "node-a"
+
+struct rec {
+	int added, updated, deleted, synced;
+	char last_uid[64];
+};
+
+struct env {
+	struct fake_server srv;
+	struct kube_config cfg;
+	struct drv drv;
+	struct kube_client *c;
+	struct rec rec;
+	struct kube_client_opts o;
+};
+
+static void on_pod(void *arg, enum kube_pod_change ch, const struct kube_pod *p)
+{
+	struct rec *r = arg;
+
+	if (ch == KUBE_POD_ADDED)
+		r->added++;
+	else if (ch == KUBE_POD_UPDATED)
+		r->updated++;
+	else
+		r->deleted++;
+	snprintf(r->last_uid, sizeof(r->last_uid), "%s", p->uid);
+}
+
+static void on_synced(void *arg)
+{
+	((struct rec *)arg)->synced++;
+}
+
+static const struct kube_pod *pod_named(struct env *e, const char *name)
+{
+	for (size_t i = 0; i < kube_client_pod_count(e->c); i++)
+		if (strcmp(kube_client_pod_at(e->c, i)->name, name) == 0)
+			return kube_client_pod_at(e->c, i);
+	return NULL;
+}
+
+static const char *ann(struct env *e, const char *pod, const char *key)
+{
+	const struct kube_pod *p = pod_named(e, pod);
+
+	return p ? kube_pod_annotation(p, key) : NULL;
+}
+
+static int ann_is(struct env *e, const char *pod, const char *key, const char *v)
+{
+	const char *a = ann(e, pod, key);
+
+	return v ? a && strcmp(a, v) == 0 : a == NULL;
+}
+
+/* A kubeconfig with a tokenFile, as an operator would write it. */
+static int write_kubeconfig(struct env *e, const char *token)
+{
+	char path[400], text[2048];
+
+	snprintf(path, sizeof(path), "%s/token", e->srv.dir);
+	if (write_file(path, token) != 0)
+		return -1;
+	snprintf(text, sizeof(text),
+		 "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+		 "clusters:\n- name: fake\n  cluster:\n    server: %s\n"
+		 "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: agent\n"
+		 "users:\n- name: agent\n  user:\n    tokenFile: token\n",
+		 e->srv.url);
+	snprintf(path, sizeof(path), "%s/kubeconfig", e->srv.dir);
+	return write_file(path, text);
+}
+
+static int env_server(struct env *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (server_start(&e->srv, "tok-1", 0) != 0)
+		return -1;
+	return write_kubeconfig(e, "tok-1\n");
+}
+
+/* Loads the kubeconfig and starts the client; waits for the first list. */
+static int env_client(struct env *e)
+{
+	char path[400], err[512];
+
+	snprintf(path, sizeof(path), "%s/kubeconfig", e->srv.dir);
+	if (!e->cfg.server && kube_config_kubeconfig(&e->cfg, path, NULL, err, sizeof(err)) != 0) {
+		fprintf(stderr, "kubeconfig: %s\n", err);
+		return -1;
+	}
+	if (drv_init(&e->drv) != 0)
+		return -1;
+	e->o.node = NODE;
+	e->o.io = drv_io(&e->drv);
+	e->o.on_pod = on_pod;
+	e->o.on_synced = on_synced;
+	e->o.cb_arg = &e->rec;
+	if (!e->o.backoff_min_ms)
+		e->o.backoff_min_ms = 200;
+	e->c = kube_client_new(&e->cfg, &e->o);
+	if (!e->c)
+		return -1;
+	e->drv.client = e->c;
+	if (kube_client_start(e->c) != 0)
+		return -1;
+	WAIT(&e->drv, 5000, e->rec.synced >= 1);
+	WAIT(&e->drv, 5000, server_watchers(&e->srv) == 1);
+	return e->rec.synced >= 1 ? 0 : -1;
+}
+
+static void env_stop(struct env *e)
+{
+	printf("calls into the client: %llu, longest %llu us\n", (unsigned long long)e->drv.calls,
+	       (unsigned long long)e->drv.max_call_us);
+	CHECK(e->drv.max_call_us < MAX_CALL_US);
+	kube_client_free(e->c);
+	drv_fini(&e->drv);
+	kube_config_free(&e->cfg);
+	server_stop(&e->srv);
+}
+
+static int lists(struct env *e)
+{
+	return count_reqs(&e->srv, "list", 200, NULL, 0);
+}
+
+/* ---- scenarios ---- */
+
+static void t_list_watch(void)
+{
+	struct env e;
+	const struct kube_pod *p;
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"gpuqos.io/class\":\"latency\"}") == 0);
+	CHECK(put_pod(&e.srv, "other", "node-b", "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	CHECK(kube_client_pod_count(e.c) == 1);
+	p = pod_named(&e, "p1");
+	CHECK(p && strcmp(p->phase, "Running") == 0 && strcmp(p->node, NODE) == 0);
+	CHECK(p && p->n_container_ids == 1 && strcmp(p->container_ids[0], "p1-c0ffee") == 0);
+	CHECK(ann_is(&e, "p1", "gpuqos.io/class", "latency"));
+	CHECK(e.rec.added == 1);
+
+	CHECK(put_pod(&e.srv, "p2", NODE, "Pending", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p2") != NULL);
+	CHECK(put_pod(&e.srv, "p2", NODE, "Running", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p2") && !strcmp(pod_named(&e, "p2")->phase, "Running"));
+	CHECK(e.rec.updated == 1);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"gpuqos.io/class\":\"batch\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/class", "batch"));
+	CHECK(ctl_ok(&e.srv, "DELETE", "/_test/pods/default/p2", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p2") == NULL);
+	CHECK(e.rec.deleted == 1);
+	/* A change on another node is not ours. */
+	CHECK(put_pod(&e.srv, "other", "node-b", "Failed", NULL) == 0);
+	SPIN(&e.drv, 200);
+	CHECK(kube_client_pod_count(e.c) == 1 && e.rec.added == 2);
+	kube_client_stats(e.c, &st);
+	CHECK(st.lists == 1 && st.watches == 1 && lists(&e) == 1);
+	env_stop(&e);
+}
+
+static void t_paging(void)
+{
+	struct env e;
+	char name[16];
+
+	CHECK(env_server(&e) == 0);
+	for (int i = 0; i < 7; i++) {
+		snprintf(name, sizeof(name), "pg%d", i);
+		CHECK(put_pod(&e.srv, name, NODE, "Running", NULL) == 0);
+	}
+	e.o.list_limit = 3;
+	CHECK(env_client(&e) == 0);
+	CHECK(kube_client_pod_count(e.c) == 7);
+	CHECK(lists(&e) == 3);
+	CHECK(e.rec.synced == 1);
+	env_stop(&e);
+}
+
+static void t_bookmark(void)
+{
+	struct env e;
+	char rv[32], want[32];
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	/* Churn elsewhere in the cluster moves the RV without events for us. */
+	for (int i = 0; i < 5; i++)
+		CHECK(put_pod(&e.srv, "far", "node-b", "Running", NULL) == 0);
+	snprintf(want, sizeof(want), "%d", server_rv(&e.srv));
+	CHECK(strcmp(kube_client_resource_version(e.c), want) != 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/bookmark", NULL) == 0);
+	WAIT(&e.drv, 3000, strcmp(kube_client_resource_version(e.c), want) == 0);
+	/* Forget history up to now and cut the stream: the bookmark's RV is
+	 * still valid, so the client re-watches with no 410 and no list. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/compact", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	WAIT(&e.drv, 5000, count_reqs(&e.srv, "watch", 200, NULL, 0) == 2);
+	last_req_rv(&e.srv, "watch", rv, sizeof(rv));
+	CHECK(strcmp(rv, want) == 0);
+	SPIN(&e.drv, 300);
+	kube_client_stats(e.c, &st);
+	CHECK(st.bookmarks >= 1 && st.relists == 0 && lists(&e) == 1);
+	env_stop(&e);
+}
+
+/* Updates the client cannot see (its watches fail), then compaction:
+ * the next watch meets 410 and the re-list must deliver every change. */
+static void gone_case(const char *mode)
+{
+	struct env e;
+	char body[64];
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", mode);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/gone_mode", body) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"1\"}") == 0);
+	CHECK(put_pod(&e.srv, "p2", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"watch\",\"status\":500,"
+		     "\"count\":2}") == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"2\"}") == 0);
+	CHECK(put_pod(&e.srv, "p3", NODE, "Running", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "DELETE", "/_test/pods/default/p2", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/compact", NULL) == 0);
+	WAIT(&e.drv, 8000, ann_is(&e, "p1", "k", "2") && pod_named(&e, "p3") &&
+			   !pod_named(&e, "p2"));
+	kube_client_stats(e.c, &st);
+	CHECK(st.relists == 1 && lists(&e) == 2);
+	CHECK(e.rec.deleted == 1 && e.rec.synced == 2);
+	if (strcmp(mode, "http") == 0)
+		CHECK(count_reqs(&e.srv, "watch", 410, NULL, 0) == 1);
+	/* Then a live stream that reports 410 as an ERROR event. */
+	WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/expire", NULL) == 0);
+	WAIT(&e.drv, 5000, lists(&e) == 3);
+	kube_client_stats(e.c, &st);
+	CHECK(st.relists == 2);
+	env_stop(&e);
+}
+
+static void t_gone_event(void)
+{
+	gone_case("event");
+}
+
+static void t_gone_http(void)
+{
+	gone_case("http");
+}
+
+static void t_disconnect(void)
+{
+	struct env e;
+	char rv_before[32], rv[32];
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	snprintf(rv_before, sizeof(rv_before), "%s", kube_client_resource_version(e.c));
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	/* Changed while the client is reconnecting: replayed, not lost. */
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"gap\"}") == 0);
+	WAIT(&e.drv, 5000, ann_is(&e, "p1", "k", "gap"));
+	last_req_rv(&e.srv, "watch", rv, sizeof(rv));
+	CHECK(strcmp(rv, rv_before) == 0);
+	CHECK(lists(&e) == 1 && count_reqs(&e.srv, "watch", 200, NULL, 0) == 2);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"after\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "after"));
+	env_stop(&e);
+}
+
+static void t_server_timeout(void)
+{
+	struct env e;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	e.o.watch_timeout_s = 1;
+	CHECK(env_client(&e) == 0);
+	WAIT(&e.drv, 6000, count_reqs(&e.srv, "watch", 200, NULL, 0) >= 3);
+	CHECK(lists(&e) == 1);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"v\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "v"));
+	env_stop(&e);
+}
+
+static void t_token_rotation(void)
+{
+	struct env e;
+	char path[400];
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	/* The kubelet rotates the projected token; the old one dies at once
+	 * here, well before the 60 s re-read would pick the new one up. */
+	snprintf(path, sizeof(path), "%s/token", e.srv.dir);
+	CHECK(write_file(path, "tok-2\n") == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/token", "{\"token\":\"tok-2\"}") == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	WAIT(&e.drv, 5000, count_reqs(&e.srv, "watch", 200, NULL, 0) == 2);
+	CHECK(count_reqs(&e.srv, "watch", 401, NULL, 0) == 1);
+	kube_client_stats(e.c, &st);
+	CHECK(st.unauthorized == 1 && lists(&e) == 1);
+	CHECK(strcmp(e.cfg.token, "tok-2") == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"v\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "v"));
+	env_stop(&e);
+}
+
+/* In-cluster configuration over TLS: service-account files, the CA
+ * checked, KUBERNETES_SERVICE_HOST/PORT. */
+static void t_in_cluster_tls(void)
+{
+	struct env e;
+	char sa[300], path[350], port[16], err[512], cmd[1200];
+
+	memset(&e, 0, sizeof(e));
+	if (access("/usr/bin/openssl", X_OK) != 0) {
+		printf("SKIP: /usr/bin/openssl is missing\n");
+		exit(77);
+	}
+	CHECK(server_start(&e.srv, "sa-token", 1) == 0);
+	snprintf(sa, sizeof(sa), "%s/sa", e.srv.dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s %s/ca.crt", sa, e.srv.ca, sa);
+	CHECK(system(cmd) == 0);
+	snprintf(path, sizeof(path), "%s/token", sa);
+	CHECK(write_file(path, "sa-token\n") == 0);
+	snprintf(path, sizeof(path), "%s/namespace", sa);
+	CHECK(write_file(path, "gpuqos-system\n") == 0);
+	snprintf(port, sizeof(port), "%d", e.srv.port);
+	setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", port, 1);
+	CHECK(kube_config_in_cluster(&e.cfg, sa, err, sizeof(err)) == 0);
+	CHECK(e.cfg.namespace && strcmp(e.cfg.namespace, "gpuqos-system") == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	CHECK(pod_named(&e, "p1") != NULL);
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "p1")->uid, "k", "tls") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "tls"));
+	env_stop(&e);
+}
+
+static void t_patch(void)
+{
+	struct env e;
+	const char *uid;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"gpuqos.io/tsgs\":\"0\"}") == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	/* The pod already says so: no request. */
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "0") == 1);
+	CHECK(kube_client_annotate(e.c, "no-such-uid", "k", "v") == -1);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "1") == 0);
+	/* In flight now: same value again is a no-op, newer values coalesce. */
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "1") == 1);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "2") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "3") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", "ok") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/tsgs", "3") &&
+			   ann_is(&e, "p1", "gpuqos.io/state", "ok"));
+	SPIN(&e.drv, 200);
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 2);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "3") == 1);
+	/* Removal is a merge-patch null. */
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", NULL) == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/state", NULL));
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", NULL) == 1);
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 3);
+	/* A transient failure is retried with the same value. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"patch\",\"status\":503}") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "4") == 0);
+	WAIT(&e.drv, 5000, ann_is(&e, "p1", "gpuqos.io/tsgs", "4"));
+	CHECK(count_reqs(&e.srv, "patch", 503, NULL, 0) == 1);
+	env_stop(&e);
+}
+
+static void t_rate_limit(void)
+{
+	struct env e;
+	char name[16];
+	double t[16];
+	int n;
+
+	CHECK(env_server(&e) == 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		CHECK(put_pod(&e.srv, name, NODE, "Running", NULL) == 0);
+	}
+	e.o.patch_qps = 4;
+	e.o.patch_burst = 2;
+	CHECK(env_client(&e) == 0);
+	for (size_t i = 0; i < kube_client_pod_count(e.c); i++)
+		CHECK(kube_client_annotate(e.c, kube_client_pod_at(e.c, i)->uid, "k", "v") == 0);
+	WAIT(&e.drv, 6000, count_reqs(&e.srv, "patch", 200, NULL, 0) == 8);
+	n = count_reqs(&e.srv, "patch", 200, t, 16);
+	CHECK(n == 8);
+	if (n == 8) {
+		/* Burst of 2, then 4/s: the last starts >= 1.5 s after the first. */
+		printf("patch span %.0f ms, first gap %.0f ms\n", t[7] - t[0], t[1] - t[0]);
+		CHECK(t[1] - t[0] < 200);
+		CHECK(t[7] - t[0] >= 1400 && t[7] - t[0] < 3000);
+		for (int i = 3; i < 8; i++)
+			CHECK(t[i] - t[i - 1] >= 150);
+	}
+	env_stop(&e);
+}
+
+static void check_event_shape(cJSON *ev, const char *uid)
+{
+	cJSON *reg = cJSON_GetObjectItem(ev, "regarding");
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(
+		cJSON_GetObjectItem(ev, "metadata"), "name"));
+	const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "eventTime"));
+
+#define FIELD_IS(o, k, v) CHECK(cJSON_GetStringValue(cJSON_GetObjectItem((o), (k))) && \
+				strcmp(cJSON_GetStringValue(cJSON_GetObjectItem((o), (k))), (v)) == 0)
+	FIELD_IS(ev, "apiVersion", "events.k8s.io/v1");
+	FIELD_IS(ev, "kind", "Event");
+	FIELD_IS(ev, "type", "Warning");
+	FIELD_IS(ev, "reason", "BadAnnotation");
+	FIELD_IS(ev, "action", "Classify");
+	FIELD_IS(ev, "reportingController", "gpuqos.io/node-agent");
+	FIELD_IS(ev, "reportingInstance", NODE);
+	FIELD_IS(reg, "kind", "Pod");
+	FIELD_IS(reg, "apiVersion", "v1");
+	FIELD_IS(reg, "name", "p1");
+	FIELD_IS(reg, "namespace", "default");
+	FIELD_IS(reg, "uid", uid);
+	CHECK(name && strncmp(name, "p1.", 3) == 0);
+	CHECK(t && strlen(t) == 27 && t[26] == 'Z');
+#undef FIELD_IS
+}
+
+static void t_events(void)
+{
+	struct env e;
+	const char *uid;
+	char note[2000];
+	cJSON *evs;
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	CHECK(kube_client_event(e.c, uid, KUBE_EVENT_WARNING, "BadAnnotation", "Classify",
+				"gpuqos.io/class \"fastest\" is not a class") == 0);
+	CHECK(kube_client_event(e.c, uid, KUBE_EVENT_WARNING, "BadAnnotation", "Classify",
+				"gpuqos.io/class \"fastest\" is not a class") == 1);
+	memset(note, 'x', sizeof(note) - 1);
+	note[sizeof(note) - 1] = '\0';
+	/* Over the API's 1 kB note limit: truncated, not refused. */
+	CHECK(kube_client_event(e.c, uid, KUBE_EVENT_WARNING, "BadAnnotation", "Classify",
+				note) == 0);
+	CHECK(kube_client_event(e.c, "nope", KUBE_EVENT_NORMAL, "R", "A", "n") == -1);
+	WAIT(&e.drv, 3000, (kube_client_stats(e.c, &st), st.events_sent == 2));
+	CHECK(count_reqs(&e.srv, "event", 0, NULL, 0) == 2);
+	evs = ctl(&e.srv, "GET", "/_test/events", NULL);
+	CHECK(cJSON_GetArraySize(evs) == 2);
+	if (cJSON_GetArraySize(evs) == 2)
+		check_event_shape(cJSON_GetArrayItem(evs, 0), uid);
+	cJSON_Delete(evs);
+	kube_client_stats(e.c, &st);
+	CHECK(st.events_sent == 2 && st.events_suppressed == 1);
+	env_stop(&e);
+}
+
+static void t_backoff(void)
+{
+	struct env e;
+	double t[8];
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"list\",\"status\":500,"
+		     "\"count\":3}") == 0);
+	e.o.backoff_min_ms = 200;
+	CHECK(env_client(&e) == 0);
+	CHECK(count_reqs(&e.srv, "list", 0, t, 8) == 4);
+	/* Equal jitter: failure n waits within [d/2, d], d = 200 * 2^(n-1). */
+	for (int i = 1; i < 4; i++) {
+		double d = 200.0 * (1 << (i - 1)), gap = t[i] - t[i - 1];
+
+		printf("retry %d after %.0f ms (window %.0f..%.0f)\n", i, gap, d / 2, d);
+		CHECK(gap >= d / 2 - 5 && gap <= d + 150);
+	}
+	CHECK(pod_named(&e, "p1") != NULL);
+	env_stop(&e);
+}
+
+/* Everything at once, for the valgrind run. */
+static void t_all(void)
+{
+	struct env e;
+	const char *uid;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(put_pod(&e.srv, "p2", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	CHECK(kube_client_annotate(e.c, uid, "k", "1") == 0);
+	CHECK(kube_client_event(e.c, uid, KUBE_EVENT_NORMAL, "Classified", "Classify", "ok") == 0);
+	WAIT(&e.drv, 5000, ann_is(&e, "p1", "k", "1"));
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "DELETE", "/_test/pods/default/p2", NULL) == 0);
+	WAIT(&e.drv, 5000, pod_named(&e, "p2") == NULL);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/expire", NULL) == 0);
+	WAIT(&e.drv, 5000, lists(&e) == 2);
+	WAIT(&e.drv, 5000, count_reqs(&e.srv, "event", 201, NULL, 0) == 1);
+	/* Leave work in flight and queued: free must release it all. */
+	CHECK(kube_client_annotate(e.c, uid, "k", "2") == 0);
+	CHECK(kube_client_event(e.c, uid, KUBE_EVENT_WARNING, "ControlRefused", "Apply",
+				"refused") == 0);
+	env_stop(&e);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} scenarios[] = {
+	{ "list_watch", t_list_watch },     { "paging", t_paging },
+	{ "bookmark", t_bookmark },         { "gone_event", t_gone_event },
+	{ "gone_http", t_gone_http },       { "disconnect", t_disconnect },
+	{ "server_timeout", t_server_timeout }, { "token_rotation", t_token_rotation },
+	{ "in_cluster_tls", t_in_cluster_tls }, { "patch", t_patch },
+	{ "rate_limit", t_rate_limit },     { "events", t_events },
+	{ "backoff", t_backoff },           { "all", t_all },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+		if (strcmp(argv[1], scenarios[i].name) == 0) {
+			scenarios[i].fn();
+			CHECK_DONE();
+		}
+	}
+	fprintf(stderr, "unknown scenario %s\n", argv[1]);
+	return 2;
+}
