@@ -56,8 +56,13 @@ int main(int argc, char **argv)
 		if (i > 0) // the first one also loads the module state: not counted
 			t.push_back(t1 - t0);
 	}
-	std::sort(t.begin(), t.end());
-	printf("{\"workload\":\"ctx_bench\",\"iters\":%d,\"p50_us\":%.0f,\"p90_us\":%.0f,\"min_us\":%.0f}\n",
-	       iters, t[t.size() / 2], t[(t.size() * 9) / 10], t[0]);
+	std::vector<double> sorted = t;
+	std::sort(sorted.begin(), sorted.end());
+	printf("{\"workload\":\"ctx_bench\",\"iters\":%d,\"p50_us\":%.0f,\"p90_us\":%.0f,\"min_us\":%.0f,"
+	       "\"samples_us\":[",
+	       iters, sorted[sorted.size() / 2], sorted[(sorted.size() * 9) / 10], sorted[0]);
+	for (size_t i = 0; i < t.size(); i++)
+		printf("%s%.0f", i ? "," : "", t[i]);
+	printf("]}\n");
 	return 0;
 }
