@@ -39,6 +39,7 @@
 
 struct peer;
 struct ctl_conn;
+struct kmode;
 
 /* One host process that ever talked to us, kept across reconnects so a
  * class survives a dropped connection. */
@@ -51,8 +52,16 @@ struct proc {
 	char cgroup[1024];
 	char run_class[64]; /* GPUQOS_RUN_CLASS from its environment, or "" */
 	enum gq_class cls;
-	const char *cls_source; /* "override" | "gpuqos-run" | "rule" | "default" */
+	/* standalone: "override" | "gpuqos-run" | "rule" | "default";
+	 * Kubernetes: "override" | "annotation" | "default" | "no-pod" |
+	 * "pod-unknown" (kubemode.c) */
+	const char *cls_source;
 	struct peer *peer;      /* NULL while disconnected */
+	/* From /proc/<pid>/cgroup (agent/kubenode/cgroup.h): "" when the
+	 * process is in no pod. */
+	char pod_uid[40];
+	char container_id[72];
+	int nopod_logged; /* "not in a pod" said once */
 };
 
 struct peer {
@@ -127,6 +136,10 @@ struct counters {
 
 struct options {
 	int standalone;
+	const char *node_name;     /* Kubernetes mode: spec.nodeName of our pods */
+	const char *kubeconfig;    /* NULL: in-cluster */
+	const char *podres_socket; /* NULL: the kubelet's default */
+	const char *sa_dir;        /* in-cluster service-account folder (tests) */
 	const char *config;
 	const char *socket;
 	const char *ctl_socket;
@@ -161,6 +174,7 @@ struct agent {
 	char direct_off[160];   /* why it is off, or "" */
 	unsigned direct_sent_this_tick;
 	struct tracker trk;     /* the eBPF tracker (tracker.h) */
+	struct kmode *kube;     /* Kubernetes mode (kubemode.h), NULL standalone */
 };
 
 /* procinfo.c */
@@ -170,6 +184,8 @@ struct procinfo {
 	char exe[1024];
 	char cgroup[1024];
 	char run_class[64];
+	char pod_uid[40];      /* "" when in no pod */
+	char container_id[72]; /* "" when not in a container */
 };
 int procinfo_starttime(pid_t pid, uint64_t *starttime);
 int procinfo_read(pid_t pid, struct procinfo *pi);

@@ -278,6 +278,19 @@ static int parse_interleave(const struct ctx *x, const cJSON *j, struct state *s
 	return 0;
 }
 
+/* Kubernetes mode only: the class of a GPU pod whose gpu.qos annotation is
+ * missing or invalid. */
+static int parse_kubernetes(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	static const char *const keys[] = { "defaultClass" };
+	const cJSON *v;
+
+	if (want_object(x, "kubernetes", j) || check_keys(x, "kubernetes", j, keys, 1))
+		return -1;
+	v = cJSON_GetObjectItemCaseSensitive(j, "defaultClass");
+	return v ? get_class(x, "kubernetes.defaultClass", v, &st->cfg.k8s_default_class) : 0;
+}
+
 static int parse_version(const struct ctx *x, const cJSON *j, struct state *st)
 {
 	if (!cJSON_IsNumber(j) || j->valuedouble != (double)GQ_CONFIG_VERSION) {
@@ -417,6 +430,7 @@ static const struct {
 	{ "controlDeadlineMs", parse_deadline },
 	{ "reconcileIntervalMs", parse_interval },
 	{ "controlPath", parse_control_path },
+	{ "kubernetes", parse_kubernetes },
 };
 #define NTOP (sizeof(top) / sizeof(top[0]))
 
@@ -522,6 +536,9 @@ void gq_config_defaults(struct gq_config *c)
 	c->version = GQ_CONFIG_VERSION;
 	c->default_class = GQ_CLASS_UNMANAGED;
 	c->trust_run_class = 1;
+	/* A GPU pod that says nothing shares the GPU as best-effort: only an
+	 * explicit annotation may shorten its neighbours. */
+	c->k8s_default_class = GQ_CLASS_BE;
 	c->nrules = 0;
 	policy_config_defaults(&c->policy);
 	c->control_deadline_ms = 1000;

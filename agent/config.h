@@ -6,7 +6,8 @@
  * Owns: the file format, its limits and error messages, and classifying a
  * process by its cgroup, executable and `gpuqos run` class. Does not own:
  * watching or reloading the file, reading /proc, nor the Kubernetes side
- * (there a pod's annotation decides the class).
+ * (there a pod's annotation decides the class; only its default for pods
+ * without a valid annotation is read here).
  */
 #ifndef GPUQOS_AGENT_CONFIG_H
 #define GPUQOS_AGENT_CONFIG_H
@@ -67,6 +68,9 @@ struct gq_config {
 	uint32_t control_deadline_ms;   /* one RM control, any path */
 	uint32_t reconcile_interval_ms; /* full reconcile pass */
 	enum gq_path_mode control_path[GQ_NACTIONS]; /* by enum gq_action */
+	/* Kubernetes mode: the class of a GPU pod without a valid gpu.qos
+	 * annotation ("kubernetes": {"defaultClass": ...}). */
+	enum gq_class k8s_default_class;
 	char path[4096];                /* where it was loaded from; "" if parsed */
 };
 

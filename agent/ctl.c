@@ -7,6 +7,7 @@
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
+#include "agent/kubemode.h"
 #include "agent/log.h"
 
 #include <cjson/cJSON.h>
@@ -299,6 +300,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddStringToObject(o, "classSource", p->cls_source);
 	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
+	kmode_proc_json(a, p, o);
 	return o;
 }
 
@@ -384,7 +386,7 @@ static cJSON *agent_json(struct agent *a)
 	for (struct tsg *t = a->tsgs; t; t = t->next)
 		ntsgs++;
 	cJSON_AddStringToObject(o, "version", GQ_AGENT_VERSION);
-	cJSON_AddStringToObject(o, "mode", "standalone");
+	cJSON_AddStringToObject(o, "mode", a->kube ? "kubernetes" : "standalone");
 	cJSON_AddNumberToObject(o, "pid", getpid());
 	cJSON_AddNumberToObject(o, "uptimeS", (double)((now_us() - a->started_us) / 1000000u));
 	cJSON_AddNumberToObject(o, "peers", (double)npeers);
@@ -397,6 +399,8 @@ static cJSON *agent_json(struct agent *a)
 	caps_json(a, o);
 	direct_json(a, o);
 	tracker_json(a, o);
+	if (a->kube)
+		kmode_json(a, o);
 	cJSON_AddItemToObject(o, "gpus", gpuinfo_json());
 	if (gpuinfo_error())
 		cJSON_AddStringToObject(o, "gpusError", gpuinfo_error());

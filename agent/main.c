@@ -5,11 +5,14 @@
  * the new one is invalid), signals, start-up and an orderly exit that
  * removes the sockets and frees everything, and the capability check at
  * start that decides whether the direct path runs, and whether the eBPF
- * tracker is wanted (--bpf; tracker.c opens it). Does not own any
+ * tracker is wanted (--bpf; tracker.c opens it), and the choice between
+ * standalone and Kubernetes mode (kubemode.c). Does not own any
  * subsystem's work; it wires them into the one loop.
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
+#include "agent/kubemode.h"
+#include "agent/kubenode/podres.h"
 #include "agent/log.h"
 
 #include <errno.h>
@@ -27,9 +30,15 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gpuqos-agent --standalone [options]\n"
-		"  --standalone        classify processes from the config file (required for now;\n"
-		"                      GPUQOS_STANDALONE=1)\n"
+		"usage: gpuqos-agent [--standalone | --node-name NODE] [options]\n"
+		"  --standalone        classify processes from the config file (GPUQOS_STANDALONE=1);\n"
+		"                      without it the agent runs in Kubernetes mode:\n"
+		"  --node-name NODE    this node, spec.nodeName of its pods (NODE_NAME; required)\n"
+		"  --kubeconfig PATH   API server and credentials (KUBECONFIG; else in-cluster)\n"
+		"  --service-account-dir DIR  in-cluster token, ca.crt, namespace\n"
+		"                      (GPUQOS_SERVICE_ACCOUNT_DIR, " KUBE_SA_DIR ")\n"
+		"  --pod-resources-socket PATH  kubelet pod-resources API (GPUQOS_POD_RESOURCES_SOCKET,\n"
+		"                      " PODRES_DEFAULT_SOCKET ")\n"
 		"  --config PATH       config file (GPUQOS_CONFIG; defaults when absent)\n"
 		"  --socket PATH       preempt-agent socket (GPUQOS_SOCKET, " GQ_DEFAULT_SOCKET ")\n"
 		"  --ctl-socket PATH   control socket (GPUQOS_CTL_SOCKET, " GQ_DEFAULT_CTL_SOCKET ")\n"
@@ -58,6 +67,9 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "state-dir", required_argument, NULL, 'd' }, { "nvidiactl", required_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
 		{ "bpf", required_argument, NULL, 'B' }, { "bpf-pin-dir", required_argument, NULL, 'P' },
+		{ "node-name", required_argument, NULL, 'N' }, { "kubeconfig", required_argument, NULL, 'K' },
+		{ "pod-resources-socket", required_argument, NULL, 'R' },
+		{ "service-account-dir", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
@@ -73,6 +85,10 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.state_dir = env_or("GPUQOS_STATE_DIR", GQ_DEFAULT_STATE_DIR);
 	a->opt.nvidiactl = env_or("GPUQOS_NVIDIACTL", GQ_DEFAULT_NVIDIACTL);
 	a->opt.bpf_pin_dir = env_or("GPUQOS_BPF_PIN_DIR", NULL);
+	a->opt.node_name = env_or("NODE_NAME", NULL);
+	a->opt.kubeconfig = env_or("KUBECONFIG", NULL);
+	a->opt.podres_socket = env_or("GPUQOS_POD_RESOURCES_SOCKET", NULL);
+	a->opt.sa_dir = env_or("GPUQOS_SERVICE_ACCOUNT_DIR", NULL);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'S': a->opt.standalone = 1; break;
@@ -84,6 +100,10 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'l': level = optarg; break;
 		case 'B': bpf = optarg; break;
 		case 'P': a->opt.bpf_pin_dir = optarg; break;
+		case 'N': a->opt.node_name = optarg; break;
+		case 'K': a->opt.kubeconfig = optarg; break;
+		case 'R': a->opt.podres_socket = optarg; break;
+		case 'A': a->opt.sa_dir = optarg; break;
 		case 'h': usage(stdout); return 100;
 		default: usage(stderr); return 2;
 		}
@@ -97,9 +117,9 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		return 2;
 	}
 	gq_log_set_level(lv);
-	if (!a->opt.standalone) {
-		fprintf(stderr, "gpuqos-agent: Kubernetes mode is not implemented yet; "
-				"run with --standalone\n");
+	if (!a->opt.standalone && !a->opt.node_name) {
+		fprintf(stderr, "gpuqos-agent: Kubernetes mode needs --node-name (or NODE_NAME); "
+				"--standalone runs without Kubernetes\n");
 		return 2;
 	}
 	return 0;
@@ -225,6 +245,7 @@ static void after_batch(void *arg)
 	peer_close_broken(a);
 	peer_reap(a);
 	ctl_reap(a);
+	kmode_reap(a);
 }
 
 static void on_direct(struct loop_watch *w, uint32_t events)
@@ -292,15 +313,17 @@ static int resolve_paths(struct agent *a)
 
 static int agent_start(struct agent *a)
 {
+	/* Kubernetes mode before anything that classifies a process. */
 	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || config_initial(a) != 0 ||
-	    resolve_paths(a) != 0 || direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
+	    resolve_paths(a) != 0 || (!a->opt.standalone && kmode_start(a) != 0) ||
+	    direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
 	    tracker_init(a) != 0 || peer_listen(a) != 0 || ctl_listen(a) != 0 ||
 	    gpuinfo_init(&a->loop, a->nvidiactl) != 0)
 		return -1;
 	a->loop.after_batch = after_batch;
 	a->loop.after_arg = a;
-	log_info("gpuqos-agent %s (standalone) running, pid %d, control device %s",
-		 GQ_AGENT_VERSION, (int)getpid(), a->nvidiactl);
+	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", GQ_AGENT_VERSION,
+		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);
 	return 0;
 }
 
@@ -312,6 +335,7 @@ static void close_watch(struct agent *a, struct loop_watch *w)
 
 static void agent_stop(struct agent *a)
 {
+	kmode_stop(a);
 	ctl_free_all(a);
 	peer_free_all(a);
 	if (a->direct) {

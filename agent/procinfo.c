@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * procinfo.c - facts about a host process read from /proc/<pid>: start
- * time, comm, exe, cgroup path, GPUQOS_RUN_CLASS, and where an fd points.
+ * time, comm, exe, cgroup path (and the pod UID and container id it
+ * names), GPUQOS_RUN_CLASS, and where an fd points.
  * Owns no state; does not decide what the facts mean (tsg.c classifies).
  */
 #include "agent/agent.h"
+#include "agent/kubenode/cgroup.h"
 #include "agent/log.h"
 
 #include <errno.h>
@@ -98,18 +100,33 @@ int procinfo_starttime(pid_t pid, uint64_t *starttime)
 	return rc;
 }
 
+/* The pod and container of a process, from the same text the cgroup
+ * path came from (cgroup.h parses every spelling and refuses ambiguity). */
+static void cgroup_identity(const char *text, size_t len, struct procinfo *pi)
+{
+	struct cgroup_info ci;
+
+	if (cgroup_parse(text, len, &ci) < CGROUP_POD_ONLY)
+		return;
+	snprintf(pi->pod_uid, sizeof(pi->pod_uid), "%s", ci.pod_uid);
+	if (ci.kind == CGROUP_CONTAINER)
+		snprintf(pi->container_id, sizeof(pi->container_id), "%s", ci.container_id);
+}
+
 /* cgroup v2 has one "0::/path" line; on v1 (or hybrid hosts without the
  * process in the v2 tree) the first line's path is as good as any. */
-static void read_cgroup(pid_t pid, char *out, size_t outlen)
+static void read_cgroup(pid_t pid, struct procinfo *pi)
 {
 	char path[64], *s, *line, *save = NULL, *first = NULL;
-	size_t len;
+	char *out = pi->cgroup;
+	size_t len, outlen = sizeof(pi->cgroup);
 
 	out[0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	s = read_file(path, 65536, &len);
+	s = read_file(path, CGROUP_TEXT_MAX, &len);
 	if (!s)
 		return;
+	cgroup_identity(s, len, pi);
 	for (line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (!first)
 			first = line;
@@ -169,7 +186,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	n = readlink(path, pi->exe, sizeof(pi->exe) - 1);
 	pi->exe[n > 0 ? n : 0] = '\0';
-	read_cgroup(pid, pi->cgroup, sizeof(pi->cgroup));
+	read_cgroup(pid, pi);
 	read_run_class(pid, pi->run_class, sizeof(pi->run_class));
 	return 0;
 }

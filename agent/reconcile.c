@@ -9,6 +9,7 @@
  * Does not own the policy itself (policy.c) or the wire (peer.c).
  */
 #include "agent/agent.h"
+#include "agent/kubemode.h"
 #include "agent/log.h"
 
 #include <errno.h>
@@ -234,6 +235,8 @@ void reconcile(struct agent *a)
 	}
 	if (sent)
 		log_debug("reconcile: %u command(s) sent", sent);
+	if (a->kube)
+		kmode_publish(a); /* the pods' annotations follow what was just decided */
 	wake_rearm(a);
 }
 
@@ -245,6 +248,7 @@ void reconcile_tick(struct agent *a)
 	tracker_tick(a);
 	proc_gc(a);
 	state_gc(a);
+	kmode_tick(a);
 	reconcile(a);
 }
 

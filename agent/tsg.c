@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tsg.c - the tables of processes and TSGs: lookup, upsert, drop, and a
- * process's class (override > config rules). A TSG lives while one of its
+ * process's class (override > config rules, or > its pod's annotation in
+ * Kubernetes mode, kubemode.c). A TSG lives while one of its
  * sources (the eBPF tracker, the preempt agent) holds it. Does not own
  * sockets, the tracker's events (tracker.c) or the decision of what a
  * TSG's settings should be (reconcile.c, policy.c).
  */
 #include "agent/agent.h"
+#include "agent/kubemode.h"
 #include "agent/log.h"
 
 #include <stdlib.h>
@@ -29,6 +31,10 @@ void proc_classify(struct agent *a, struct proc *p)
 	if (o) {
 		p->cls = o->cls;
 		p->cls_source = "override";
+		return;
+	}
+	if (a->kube) {
+		kmode_classify(a, p); /* the pod's annotation, never the process */
 		return;
 	}
 	p->cls = gq_config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);
@@ -65,6 +71,8 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 	memcpy(p->exe, pi->exe, sizeof(p->exe));
 	memcpy(p->cgroup, pi->cgroup, sizeof(p->cgroup));
 	memcpy(p->run_class, pi->run_class, sizeof(p->run_class));
+	memcpy(p->pod_uid, pi->pod_uid, sizeof(p->pod_uid));
+	memcpy(p->container_id, pi->container_id, sizeof(p->container_id));
 	proc_classify(a, p);
 	return p;
 }

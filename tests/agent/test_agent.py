@@ -376,8 +376,18 @@ def t_interleave(make_agent):
 def t_options(make_agent):
     import subprocess
     binary = os.environ["GPUQOS_AGENT_BIN"]
-    r = subprocess.run([binary], capture_output=True, text=True, timeout=20)
-    check(r.returncode == 2 and "not implemented" in r.stderr, "no --standalone: exit 2")
+    env = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBECONFIG")}
+    r = subprocess.run([binary], capture_output=True, text=True, timeout=20, env=env)
+    check(r.returncode == 2 and "needs --node-name" in r.stderr,
+          "Kubernetes mode without a node name: exit 2 (%r)" % r.stderr)
+    # Kubernetes mode with a kubeconfig that does not exist stops at start,
+    # naming it, before any socket is made.
+    missing = os.path.join(os.path.dirname(make_agent("{}").config), "no-such-kubeconfig")
+    r = subprocess.run([binary, "--node-name", "n1", "--kubeconfig", missing, "--bpf", "off",
+                        "--socket", missing + ".sock", "--ctl-socket", missing + ".ctl",
+                        "--state-dir", missing + ".state"],
+                       capture_output=True, text=True, timeout=20, env=env)
+    check(r.returncode == 1 and missing in r.stderr, "missing kubeconfig: exit 1 naming it (%r)" % r.stderr)
     r = subprocess.run([binary, "--standalone", "--bogus"], capture_output=True, timeout=20)
     check(r.returncode == 2, "unknown option: exit 2")
     a = make_agent("{ broken")

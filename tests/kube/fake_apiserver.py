@@ -622,6 +622,17 @@ class Server(ThreadingHTTPServer):
                                           do_handshake_on_connect=False)
             self.scheme = "https"
         self.thread = None
+        self.conns = set()  # open client connections, for crash()
+        self.conns_lock = threading.Lock()
+
+    def process_request_thread(self, request, client_address):
+        with self.conns_lock:
+            self.conns.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.conns_lock:
+                self.conns.discard(request)
 
     def handle_error(self, request, client_address):
         # A client that went away mid-answer is normal here (kubectl -w
@@ -642,6 +653,19 @@ class Server(ThreadingHTTPServer):
         self.state.broadcast("drop")
         self.shutdown()
         self.server_close()
+
+    def crash(self):
+        """Like a killed API server: stop, and cut every open connection,
+        kept-alive ones included, so no request reaches this instance
+        again. The state object survives for a successor (etcd does)."""
+        self.stop()
+        with self.conns_lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def main():

@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubemode.c - Kubernetes mode: drives the API client (agent/kube) and
+ * the kubelet pod-resources client (agent/kubenode) from the one loop,
+ * classifies each process by its pod's gpu.qos annotation, reclassifies
+ * at once when a pod changes, and shows it all in the ctl view. Does not
+ * own the annotations and Events written back (podstate.c), the policy
+ * or the TSG table; the TSG table never depends on the API server, so an
+ * outage only delays class changes.
+ */
+#include "agent/agent.h"
+#include "agent/kubemode.h"
+#include "agent/kubenode/podres.h"
+#include "agent/log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+/* ---- classification ---- */
+
+int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const char **source,
+		    int *invalid)
+{
+	const char *v = kube_pod_annotation(pod, KMODE_QOS_ANNOTATION);
+
+	if (invalid)
+		*invalid = 0;
+	*source = "annotation";
+	if (v && strcmp(v, KMODE_QOS_LC) == 0)
+		return GQ_CLASS_LC;
+	if (v && strcmp(v, KMODE_QOS_BE) == 0)
+		return GQ_CLASS_BE;
+	if (v && invalid)
+		*invalid = 1;
+	*source = "default";
+	return (int)a->cfg->k8s_default_class;
+}
+
+void kmode_classify(struct agent *a, struct proc *p)
+{
+	const struct kube_pod *pod;
+
+	if (!p->pod_uid[0]) {
+		if (!p->nopod_logged)
+			log_info("pid %d (%s): in no Kubernetes pod (cgroup %s): unmanaged", (int)p->pid,
+				 p->comm, p->cgroup[0] ? p->cgroup : "?");
+		p->nopod_logged = 1;
+		p->cls = GQ_CLASS_UNMANAGED;
+		p->cls_source = "no-pod";
+		return;
+	}
+	pod = kube_client_pod(a->kube->client, p->pod_uid);
+	if (!pod) {
+		/* Not listed yet, or gone: leave its TSGs alone until it is. */
+		p->cls = GQ_CLASS_UNMANAGED;
+		p->cls_source = "pod-unknown";
+		return;
+	}
+	p->cls = (enum gq_class)kmode_pod_class(a, pod, &p->cls_source, NULL);
+}
+
+/* Reclassifies the processes of one pod (all with uid NULL); a deleted
+ * pod's processes become pod-unknown (overrides stay). */
+static void reclassify_pod(struct agent *a, const char *uid, int deleted, const char *name)
+{
+	for (struct proc *p = a->procs; p; p = p->next) {
+		enum gq_class before = p->cls;
+
+		if (uid && strcmp(p->pod_uid, uid) != 0)
+			continue;
+		if (deleted && strcmp(p->cls_source, "override") != 0) {
+			p->cls = GQ_CLASS_UNMANAGED;
+			p->cls_source = "pod-unknown";
+		} else {
+			proc_classify(a, p);
+		}
+		if (p->cls != before) {
+			a->kube->class_changes++;
+			log_info("pid %d (%s): class %s -> %s (%s%s%s)", (int)p->pid, p->comm,
+				 gq_class_name(before), gq_class_name(p->cls), p->cls_source,
+				 name ? ", pod " : "", name ? name : "");
+		}
+	}
+	a->dirty = 1; /* reconcile in this batch: within the second */
+}
+
+static void on_pod(void *arg, enum kube_pod_change change, const struct kube_pod *pod)
+{
+	struct agent *a = arg;
+	char name[320];
+
+	snprintf(name, sizeof(name), "%s/%s", pod->namespace, pod->name);
+	if (change == KUBE_POD_DELETED) {
+		kmode_forget_pod(a, pod->uid);
+		reclassify_pod(a, pod->uid, 1, name);
+		return;
+	}
+	kmode_note_annotation(a, pod);
+	reclassify_pod(a, pod->uid, 0, name);
+}
+
+static void on_synced(void *arg)
+{
+	struct agent *a = arg;
+
+	if (!a->kube->synced_us) {
+		a->kube->synced_us = now_us();
+		log_info("kubernetes: %zu pod(s) of this node listed", kube_client_pod_count(a->kube->client));
+	}
+	reclassify_pod(a, NULL, 0, NULL);
+}
+
+/* ---- the API client's fds and timer ---- */
+
+static unsigned io_bits(uint32_t events)
+{
+	unsigned b = 0;
+
+	if (events & (EPOLLERR | EPOLLHUP))
+		return KUBE_IO_IN | KUBE_IO_OUT;
+	if (events & EPOLLIN)
+		b |= KUBE_IO_IN;
+	if (events & EPOLLOUT)
+		b |= KUBE_IO_OUT;
+	return b;
+}
+
+static void on_kfd(struct loop_watch *w, uint32_t events)
+{
+	struct kfd *f = w->ctx;
+
+	kube_client_on_fd(f->a->kube->client, w->fd, io_bits(events));
+}
+
+static struct kfd *kfd_find(struct kmode *k, int fd)
+{
+	for (struct kfd *f = k->fds; f; f = f->next)
+		if (f->w.fd == fd)
+			return f;
+	return NULL;
+}
+
+/* libcurl closes its fds itself: a loop_del, never a close. */
+static void kfd_drop(struct agent *a, struct kfd *f)
+{
+	struct kmode *k = a->kube;
+
+	loop_del(&a->loop, &f->w);
+	for (struct kfd **pp = &k->fds; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+	f->next = k->dead_fds; /* its events of this batch are skipped */
+	k->dead_fds = f;
+}
+
+static int io_watch_fd(void *arg, int fd, unsigned events)
+{
+	struct agent *a = arg;
+	struct kfd *f = kfd_find(a->kube, fd);
+	uint32_t ev = (events & KUBE_IO_IN ? EPOLLIN : 0) | (events & KUBE_IO_OUT ? EPOLLOUT : 0);
+
+	if (!events) {
+		if (f)
+			kfd_drop(a, f);
+		return 0;
+	}
+	if (f)
+		return loop_mod(&a->loop, &f->w, ev);
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		log_error("kubernetes: out of memory watching fd %d", fd);
+		return -1;
+	}
+	f->a = a;
+	f->w.fd = fd;
+	f->w.fn = on_kfd;
+	f->w.ctx = f;
+	if (loop_add(&a->loop, &f->w, ev) != 0) {
+		free(f);
+		return -1;
+	}
+	f->next = a->kube->fds;
+	a->kube->fds = f;
+	return 0;
+}
+
+static int io_arm_timer(void *arg, long delay_ms)
+{
+	struct agent *a = arg;
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	if (delay_ms == 0)
+		its.it_value.tv_nsec = 1; /* 0 would disarm it */
+	else if (delay_ms > 0) {
+		its.it_value.tv_sec = delay_ms / 1000;
+		its.it_value.tv_nsec = (delay_ms % 1000) * 1000000L;
+	}
+	if (timerfd_settime(a->kube->timer_w.fd, 0, &its, NULL) != 0) {
+		log_error("kubernetes: timerfd_settime: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void on_kube_timer(struct loop_watch *w, uint32_t events)
+{
+	struct agent *a = w->ctx;
+	uint64_t n;
+
+	(void)events;
+	if (read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		log_warn("kubernetes: timerfd read: %s", strerror(errno));
+	kube_client_on_timer(a->kube->client);
+}
+
+void kmode_reap(struct agent *a)
+{
+	struct kmode *k = a->kube;
+
+	while (k && k->dead_fds) {
+		struct kfd *f = k->dead_fds;
+
+		k->dead_fds = f->next;
+		free(f);
+	}
+}
+
+/* ---- start and stop ---- */
+
+static int kube_config_load(struct agent *a)
+{
+	char err[512];
+	int rc;
+
+	if (a->opt.kubeconfig)
+		rc = kube_config_kubeconfig(&a->kube->cfg, a->opt.kubeconfig, NULL, err, sizeof(err));
+	else
+		rc = kube_config_in_cluster(&a->kube->cfg, a->opt.sa_dir, err, sizeof(err));
+	if (rc != 0) {
+		log_error("kubernetes: %s%s: %s", a->opt.kubeconfig ? "kubeconfig " : "in-cluster configuration",
+			  a->opt.kubeconfig ? a->opt.kubeconfig : "", err);
+		return -1;
+	}
+	log_info("kubernetes: API server %s (%s), node %s", a->kube->cfg.server,
+		 a->opt.kubeconfig ? a->opt.kubeconfig : "in cluster", a->opt.node_name);
+	return 0;
+}
+
+static int kube_client_init(struct agent *a)
+{
+	struct kmode *k = a->kube;
+	struct kube_client_opts o = {
+		.node = a->opt.node_name,
+		.io = { .watch_fd = io_watch_fd, .arm_timer = io_arm_timer, .arg = a },
+		.on_pod = on_pod,
+		.on_synced = on_synced,
+		.cb_arg = a,
+	};
+
+	k->timer_w.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (k->timer_w.fd < 0) {
+		log_error("kubernetes: timerfd_create: %s", strerror(errno));
+		return -1;
+	}
+	k->timer_w.fn = on_kube_timer;
+	k->timer_w.ctx = a;
+	if (loop_add(&a->loop, &k->timer_w, EPOLLIN) != 0)
+		return -1;
+	k->client = kube_client_new(&k->cfg, &o);
+	if (!k->client)
+		return -1;
+	/* An unreachable server is no reason to stop: the client retries,
+	 * and TSGs are handled as soon as their pods are known. */
+	if (kube_client_start(k->client) != 0) {
+		log_error("kubernetes: the API client did not start");
+		return -1;
+	}
+	return 0;
+}
+
+int kmode_start(struct agent *a)
+{
+	a->kube = calloc(1, sizeof(*a->kube));
+	if (!a->kube) {
+		log_error("kubernetes: out of memory");
+		return -1;
+	}
+	a->kube->timer_w.fd = a->kube->podres_w.fd = a->kube->inotify_w.fd = -1;
+	if (a->cfg->nrules || a->cfg->default_class != GQ_CLASS_UNMANAGED)
+		log_info("kubernetes: the policy file's rules and defaultClass are not used; "
+			 "a pod's gpu.qos annotation decides (default %s)",
+			 gq_class_name(a->cfg->k8s_default_class));
+	if (kube_config_load(a) != 0 || kube_client_init(a) != 0)
+		return -1;
+	return kmode_podres_start(a);
+}
+
+void kmode_stop(struct agent *a)
+{
+	struct kmode *k = a->kube;
+
+	if (!k)
+		return;
+	kmode_podres_stop(a);
+	/* The client may still give its fds back through watch_fd. */
+	kube_client_free(k->client);
+	while (k->fds)
+		kfd_drop(a, k->fds);
+	kmode_reap(a);
+	if (k->timer_w.fd >= 0)
+		loop_close(&a->loop, &k->timer_w);
+	kube_config_free(&k->cfg);
+	kmode_free_pods(k);
+	free(k);
+	a->kube = NULL;
+}
+
+/* ---- the ctl view ---- */
+
+static void stats_json(const struct kmode *k, cJSON *o)
+{
+	struct kube_stats st;
+	cJSON *s = cJSON_AddObjectToObject(o, "stats");
+
+	if (!s)
+		return;
+	kube_client_stats(k->client, &st);
+	cJSON_AddNumberToObject(s, "lists", (double)st.lists);
+	cJSON_AddNumberToObject(s, "relists", (double)st.relists);
+	cJSON_AddNumberToObject(s, "watches", (double)st.watches);
+	cJSON_AddNumberToObject(s, "watchEvents", (double)st.watch_events);
+	cJSON_AddNumberToObject(s, "unauthorized", (double)st.unauthorized);
+	cJSON_AddNumberToObject(s, "errors", (double)st.errors);
+	cJSON_AddNumberToObject(s, "patchesSent", (double)st.patches_sent);
+	cJSON_AddNumberToObject(s, "patchesUnchanged", (double)st.patches_unchanged);
+	cJSON_AddNumberToObject(s, "eventsSent", (double)st.events_sent);
+	cJSON_AddNumberToObject(s, "eventsSuppressed", (double)st.events_suppressed);
+}
+
+void kmode_json(struct agent *a, cJSON *agent_obj)
+{
+	struct kmode *k = a->kube;
+	cJSON *o = cJSON_AddObjectToObject(agent_obj, "kubernetes");
+
+	if (!o || !k)
+		return;
+	cJSON_AddStringToObject(o, "node", a->opt.node_name);
+	cJSON_AddStringToObject(o, "server", k->cfg.server);
+	cJSON_AddBoolToObject(o, "synced", kube_client_synced(k->client));
+	cJSON_AddNumberToObject(o, "pods", (double)kube_client_pod_count(k->client));
+	cJSON_AddStringToObject(o, "resourceVersion", kube_client_resource_version(k->client));
+	cJSON_AddStringToObject(o, "defaultClass", gq_class_name(a->cfg->k8s_default_class));
+	cJSON_AddNumberToObject(o, "classChanges", (double)k->class_changes);
+	stats_json(k, o);
+	kmode_podres_json(a, o);
+}
+
+static void add_str_or_null(cJSON *o, const char *key, const char *v)
+{
+	if (v && *v)
+		cJSON_AddStringToObject(o, key, v);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+void kmode_proc_json(struct agent *a, const struct proc *p, cJSON *o)
+{
+	const struct kube_pod *pod;
+
+	if (!a->kube)
+		return;
+	pod = p->pod_uid[0] ? kube_client_pod(a->kube->client, p->pod_uid) : NULL;
+	add_str_or_null(o, "podUid", p->pod_uid);
+	add_str_or_null(o, "podNamespace", pod ? pod->namespace : NULL);
+	add_str_or_null(o, "podName", pod ? pod->name : NULL);
+	add_str_or_null(o, "containerId", p->container_id);
+	kmode_podres_devices(a, pod, o);
+}

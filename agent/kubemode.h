@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubemode.h - the node agent in Kubernetes mode: where a process's class
+ * comes from (its pod's gpu.qos annotation, found through /proc/<pid>/cgroup
+ * and the pod cache of the API client), and what the agent writes back
+ * (gpuqos.io/ annotations and Events, docs/kubernetes.md).
+ *
+ * kubemode.c owns the wiring of the API client (its fds and timer in the
+ * one loop) and classification; kubelet.c the pod-resources client's fds;
+ * podstate.c the annotations and Events. Neither owns the policy
+ * (policy.c), the TSG table (tsg.c) nor the API client itself (agent/kube).
+ */
+#ifndef GPUQOS_AGENT_KUBEMODE_H
+#define GPUQOS_AGENT_KUBEMODE_H
+
+#include <stdint.h>
+
+#include "agent/kube/kube_client.h"
+#include "agent/loop.h"
+
+struct agent;
+struct proc;
+struct cJSON;
+struct podres;
+
+/* What a pod says (DESIGN.md). Only these two spellings are accepted:
+ * anything else is a mistake an operator must hear about. */
+#define KMODE_QOS_ANNOTATION "gpu.qos"
+#define KMODE_QOS_LC "latency-critical"
+#define KMODE_QOS_BE "best-effort"
+
+/* What the agent writes, all under one prefix. */
+#define KMODE_PREFIX "gpuqos.io/"
+#define KMODE_KEY_CLASS KMODE_PREFIX "class"
+#define KMODE_KEY_STATE KMODE_PREFIX "state"
+
+/* One libcurl socket in the loop. libcurl owns the fd. */
+struct kfd {
+	struct kfd *next;
+	struct loop_watch w;
+	struct agent *a;
+};
+
+/* What the agent remembers of a pod between passes, so a problem is told
+ * once and not on every reconcile. */
+struct kpod {
+	struct kpod *next;
+	char uid[40];
+	char invalid[96];  /* the gpu.qos value an InvalidQoSClass Event named */
+	char refused[160]; /* the last ControlRefused note */
+	char capmiss[160]; /* the last CapabilityMissing note */
+};
+
+struct kmode {
+	struct kube_config cfg;
+	struct kube_client *client;
+	struct loop_watch timer_w;
+	struct kfd *fds, *dead_fds;
+	struct kpod *pods;
+	uint64_t synced_us; /* first full list applied (now_us), 0 before */
+	uint64_t class_changes;
+	/* pod-resources (kubelet), when built */
+	struct podres *podres;
+	struct loop_watch podres_w, inotify_w;
+	void *devices; /* struct podres_list *, the last good answer */
+	uint64_t podres_lists, podres_errors;
+	char podres_error[512];
+};
+
+/* Starts the API client and the pod-resources client; -1 stops the start. */
+int kmode_start(struct agent *a);
+void kmode_stop(struct agent *a);
+/* After each loop batch: frees the watches of sockets libcurl let go. */
+void kmode_reap(struct agent *a);
+/* Every reconcile tick: asks the kubelet again when due. */
+void kmode_tick(struct agent *a);
+
+/* p's class from its pod: sets p->cls and p->cls_source. */
+void kmode_classify(struct agent *a, struct proc *p);
+/* The class a pod's annotation resolves to; *source "annotation" or
+ * "default"; *invalid (if given) 1 when a gpu.qos value was refused. */
+int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const char **source,
+		    int *invalid);
+
+/* podstate.c: after every reconcile, writes each pod's gpuqos.io/
+ * annotations (only changes reach the API server) and the Events of its
+ * TSGs' problems. */
+void kmode_publish(struct agent *a);
+/* podstate.c: a pod's gpu.qos value changed or appeared: an invalid one
+ * gets one Warning Event per value. */
+void kmode_note_annotation(struct agent *a, const struct kube_pod *pod);
+void kmode_forget_pod(struct agent *a, const char *uid);
+void kmode_free_pods(struct kmode *k);
+
+/* kubelet.c: the pod-resources client (which devices each pod got). A
+ * kubelet that cannot be reached is logged, never a reason to stop. */
+int kmode_podres_start(struct agent *a);
+void kmode_podres_stop(struct agent *a);
+void kmode_podres_json(const struct agent *a, struct cJSON *o);
+/* o.podDevices: the device ids the kubelet lists for pod (null: unknown). */
+void kmode_podres_devices(const struct agent *a, const struct kube_pod *pod, struct cJSON *o);
+
+/* The ctl view: agent.kubernetes, and each process's pod. */
+void kmode_json(struct agent *a, struct cJSON *agent_obj);
+void kmode_proc_json(struct agent *a, const struct proc *p, struct cJSON *o);
+
+#endif

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * podstate.c - what the agent writes back on each pod in Kubernetes mode:
+ * gpuqos.io/class and gpuqos.io/state while the pod has TSGs, removed once
+ * its last one is gone, and the Events an operator must see
+ * (InvalidQoSClass, ControlRefused, CapabilityMissing). Every pass
+ * recomputes the whole desired set; the API client sends only what
+ * differs from the pod it has cached, so a pass with nothing new sends
+ * nothing, before or after an API server restart or a re-list. The state
+ * JSON therefore holds no clock and nothing else that moves by itself.
+ * Does not own classes (kubemode.c) or the client (agent/kube).
+ */
+#include "agent/agent.h"
+#include "agent/gpuinfo.h"
+#include "agent/kubemode.h"
+#include "agent/log.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SET_MAX 16
+
+/* ---- per-pod memory ---- */
+
+static struct kpod *kpod_get(struct kmode *k, const char *uid)
+{
+	struct kpod *p;
+
+	for (p = k->pods; p; p = p->next)
+		if (strcmp(p->uid, uid) == 0)
+			return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	snprintf(p->uid, sizeof(p->uid), "%s", uid);
+	p->next = k->pods;
+	k->pods = p;
+	return p;
+}
+
+void kmode_forget_pod(struct agent *a, const char *uid)
+{
+	for (struct kpod **pp = &a->kube->pods; *pp; pp = &(*pp)->next) {
+		if (strcmp((*pp)->uid, uid) == 0) {
+			struct kpod *p = *pp;
+
+			*pp = p->next;
+			free(p);
+			return;
+		}
+	}
+}
+
+void kmode_free_pods(struct kmode *k)
+{
+	while (k->pods) {
+		struct kpod *p = k->pods;
+
+		k->pods = p->next;
+		free(p);
+	}
+}
+
+/* ---- Events ---- */
+
+/* One Event per distinct note per pod: last[] remembers the note sent
+ * (the client also drops repeats within its de-duplication window). */
+static void pod_event(struct agent *a, const char *uid, char *last, size_t lastlen,
+		      const char *reason, const char *action, const char *note)
+{
+	if (strncmp(last, note, lastlen - 1) == 0)
+		return;
+	snprintf(last, lastlen, "%s", note);
+	if (kube_client_event(a->kube->client, uid, KUBE_EVENT_WARNING, reason, action, note) < 0)
+		log_warn("kubernetes: %s Event for pod %s not queued", reason, uid);
+}
+
+void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
+{
+	const char *v = kube_pod_annotation(pod, KMODE_QOS_ANNOTATION);
+	const char *source;
+	struct kpod *kp;
+	char note[320];
+	int invalid;
+
+	kmode_pod_class(a, pod, &source, &invalid);
+	kp = kpod_get(a->kube, pod->uid);
+	if (!kp)
+		return;
+	if (!invalid) {
+		kp->invalid[0] = '\0'; /* a later mistake is told again */
+		return;
+	}
+	snprintf(note, sizeof(note), "%s: \"%.64s\" is not \"%s\" or \"%s\"; the pod gets the default "
+		 "class %s", KMODE_QOS_ANNOTATION, v, KMODE_QOS_LC, KMODE_QOS_BE,
+		 gq_class_name(a->cfg->k8s_default_class));
+	if (strcmp(kp->invalid, v) == 0)
+		return;
+	snprintf(kp->invalid, sizeof(kp->invalid), "%s", v);
+	log_warn("pod %s/%s: %s", pod->namespace, pod->name, note);
+	if (kube_client_event(a->kube->client, pod->uid, KUBE_EVENT_WARNING, "InvalidQoSClass",
+			      "Classify", note) < 0)
+		log_warn("kubernetes: InvalidQoSClass Event for pod %s/%s not queued", pod->namespace,
+			 pod->name);
+}
+
+/* A TSG's problem an operator must see: which capability is missing, or
+ * what RM refused. Static text in t->error, so repeats compare equal. */
+static void tsg_events(struct agent *a, const char *uid, struct kpod *kp, const struct tsg *t)
+{
+	char note[200];
+
+	if ((t->blocked && strstr(t->blocked, "CAP_")) ||
+	    (t->desired_il >= 0 && t->desired_il == t->il_refused)) {
+		snprintf(note, sizeof(note), "%s", t->error);
+		pod_event(a, uid, kp->capmiss, sizeof(kp->capmiss), "CapabilityMissing", "Control",
+			  note);
+	} else if (t->has_last && t->last_failed && !t->last_timeout && t->error[0]) {
+		snprintf(note, sizeof(note), "TSG control refused: %s", t->error);
+		pod_event(a, uid, kp->refused, sizeof(kp->refused), "ControlRefused", "Control", note);
+	}
+}
+
+/* ---- gpuqos.io/state ---- */
+
+/* Sorted sets of small size: enough for the TSGs of one pod; more values
+ * than SET_MAX are not listed (the count is). */
+struct uset {
+	uint32_t v[SET_MAX];
+	size_t n;
+};
+
+static void uset_add(struct uset *s, uint32_t v)
+{
+	size_t i = 0;
+
+	while (i < s->n && s->v[i] < v)
+		i++;
+	if ((i < s->n && s->v[i] == v) || s->n == SET_MAX)
+		return;
+	memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(s->v[0]));
+	s->v[i] = v;
+	s->n++;
+}
+
+static cJSON *uset_json(const struct uset *s)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; arr && i < s->n; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(s->v[i]));
+	return arr;
+}
+
+struct pod_sum {
+	size_t procs, tsgs, overrides;
+	struct uset gpus, gr, copy, il;
+	unsigned paths; /* bit per enum gq_path */
+	int pending, failed;
+};
+
+/* The path that carried (or, before any control, would carry) the TSG's
+ * timeslice: what an operator wants to know is how it is controlled. */
+static enum gq_path tsg_timeslice_path(struct agent *a, const struct tsg *t)
+{
+	if (t->action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
+		return t->action_path[GQ_ACTION_TIMESLICE];
+	return tsg_path(a, t, GQ_ACTION_TIMESLICE).path;
+}
+
+static void sum_tsg(struct agent *a, struct pod_sum *s, const struct tsg *t)
+{
+	const char *st = tsg_state(a, t);
+
+	s->tsgs++;
+	if (t->gpu != GQ_UNKNOWN)
+		uset_add(&s->gpus, t->gpu);
+	if (rm_engine_is_gr(t->engine))
+		uset_add(&s->gr, tsg_effective_ts(t));
+	else if (rm_engine_is_copy(t->engine))
+		uset_add(&s->copy, tsg_effective_ts(t));
+	if (t->desired_il >= 0)
+		uset_add(&s->il, tsg_effective_il(t));
+	s->paths |= 1u << tsg_timeslice_path(a, t);
+	if (strcmp(st, "failed") == 0 || strcmp(st, "stalled") == 0)
+		s->failed = 1;
+	else if (strcmp(st, "pending") == 0 || strcmp(st, "unverified") == 0)
+		s->pending = 1;
+}
+
+static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (const struct proc *p = a->procs; p; p = p->next) {
+		if (strcmp(p->pod_uid, uid) != 0)
+			continue;
+		s->procs++;
+		s->overrides += strcmp(p->cls_source, "override") == 0;
+		for (const struct tsg *t = a->tsgs; t; t = t->next)
+			if (t->pid == p->pid)
+				sum_tsg(a, s, t);
+	}
+}
+
+static void add_gpus(cJSON *o, const struct pod_sum *s)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, "gpus");
+	char buf[32];
+
+	for (size_t i = 0; arr && i < s->gpus.n; i++) {
+		const char *uuid = gpuinfo_uuid(s->gpus.v[i]);
+
+		/* Without its UUID (yet), the device instance still tells GPUs apart. */
+		snprintf(buf, sizeof(buf), "instance-%u", s->gpus.v[i]);
+		cJSON_AddItemToArray(arr, cJSON_CreateString(uuid ? uuid : buf));
+	}
+}
+
+static void add_paths(cJSON *o, unsigned paths)
+{
+	char buf[64] = "";
+
+	for (int p = GQ_PATH_AGENT; p <= GQ_PATH_DIRECT; p++)
+		if (paths & (1u << p))
+			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", buf[0] ? "," : "",
+				 gq_path_name((enum gq_path)p));
+	cJSON_AddStringToObject(o, "controlPath", buf[0] ? buf : "none");
+}
+
+/* Compact JSON, keys in a fixed order, so equal states compare equal. */
+static char *state_json(const struct pod_sum *s, const char *source)
+{
+	cJSON *o = cJSON_CreateObject(), *ts;
+	char *out = NULL;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "classSource", source);
+	cJSON_AddNumberToObject(o, "processes", (double)s->procs);
+	cJSON_AddNumberToObject(o, "tsgs", (double)s->tsgs);
+	add_gpus(o, s);
+	ts = cJSON_AddObjectToObject(o, "timesliceUs");
+	if (ts) {
+		cJSON_AddItemToObject(ts, "gr", uset_json(&s->gr));
+		cJSON_AddItemToObject(ts, "copy", uset_json(&s->copy));
+	}
+	if (s->il.n) /* only when the policy sets a level */
+		cJSON_AddItemToObject(o, "interleave", uset_json(&s->il));
+	add_paths(o, s->paths);
+	if (s->overrides)
+		cJSON_AddNumberToObject(o, "overrides", (double)s->overrides);
+	cJSON_AddStringToObject(o, "state", s->failed ? "failed" : s->pending ? "pending" : "converged");
+	out = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return out;
+}
+
+/* ---- one pod, every pass ---- */
+
+static void annotate(struct agent *a, const char *uid, const char *key, const char *value)
+{
+	if (kube_client_annotate(a->kube->client, uid, key, value) < 0)
+		log_warn("kubernetes: annotation %s of pod %s not queued", key, uid);
+}
+
+static void publish_pod(struct agent *a, const struct kube_pod *pod, int may_remove)
+{
+	struct pod_sum s;
+	const char *source;
+	char uid[40], cls[32], *state;
+	struct kpod *kp;
+
+	snprintf(uid, sizeof(uid), "%s", pod->uid); /* pod is invalid after a client call */
+	sum_pod(a, uid, &s);
+	if (!s.tsgs) {
+		/* The last GPU process went: nothing of ours stays behind. After
+		 * a restart, only once its processes had time to come back. */
+		if (may_remove) {
+			annotate(a, uid, KMODE_KEY_CLASS, NULL);
+			annotate(a, uid, KMODE_KEY_STATE, NULL);
+		}
+		return;
+	}
+	snprintf(cls, sizeof(cls), "%s",
+		 gq_class_name((enum gq_class)kmode_pod_class(a, pod, &source, NULL)));
+	state = state_json(&s, source);
+	if (!state) {
+		log_error("kubernetes: out of memory formatting the state of pod %s", uid);
+		return;
+	}
+	annotate(a, uid, KMODE_KEY_CLASS, cls);
+	annotate(a, uid, KMODE_KEY_STATE, state);
+	free(state);
+	kp = kpod_get(a->kube, uid);
+	for (const struct proc *p = a->procs; kp && p; p = p->next)
+		for (const struct tsg *t = a->tsgs; strcmp(p->pod_uid, uid) == 0 && t; t = t->next)
+			if (t->pid == p->pid)
+				tsg_events(a, uid, kp, t);
+}
+
+void kmode_publish(struct agent *a)
+{
+	struct kube_client *c = a->kube->client;
+	size_t n = kube_client_pod_count(c);
+	uint64_t now = now_us();
+	char (*uids)[40];
+	int may_remove;
+
+	if (!kube_client_synced(c) || !n)
+		return; /* classes are not known yet: nothing true to write */
+	may_remove = !a->expected && now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
+	/* A call into the client may apply a finished request and change its
+	 * cache: walk a copy of the uids, looking each pod up afresh. */
+	uids = calloc(n, sizeof(*uids));
+	if (!uids) {
+		log_error("kubernetes: out of memory publishing pod state");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pod *pod = kube_client_pod_at(c, i);
+
+		snprintf(uids[i], sizeof(uids[i]), "%s", pod ? pod->uid : "");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct kube_pod *pod = uids[i][0] ? kube_client_pod(c, uids[i]) : NULL;
+
+		if (pod)
+			publish_pod(a, pod, may_remove);
+	}
+	free(uids);
+}

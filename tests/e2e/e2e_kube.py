@@ -1,0 +1,431 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""e2e_kube.py - end-to-end tests of the node agent in Kubernetes mode.
+
+Real parts, as in e2e.py (whose Node it reuses): the FUSE GPU simulator, the
+real node agent (here without --standalone), the preempt agent injected by
+`gpuqos run`, fakecuda workloads and gpuqosctl. The API server is
+tests/kube/fake_apiserver.py (the one proven with real kubectl), run in this
+process so a test can restart it with its state. Each workload runs in a pod
+cgroup made on this host's cgroup v2 tree (kubepods.slice/.../
+cri-containerd-<id>.scope), so the agent finds its pod the way it does on a
+real node: /proc/<pid>/cgroup -> pod UID -> the cached pod's annotation.
+Settings are read from the simulator, annotations and Events from the API
+server, never from what the agent believes.
+
+Usage: e2e_kube.py --build BUILD SCENARIO   (exit 77 = skipped, with a reason)
+"""
+import argparse
+import copy
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "kube"))
+
+import e2e  # noqa: E402
+import fake_apiserver  # noqa: E402
+from e2e import Fail, Skip, expect, wait_for, gr_timeslice, agent_tsgs  # noqa: E402
+
+NODE = "gpu-node-1"
+NS = "default"
+CG_V2 = "/sys/fs/cgroup/unified"
+CG_PARENT = "kubepods.slice/kubepods-besteffort.slice"
+
+
+class KubeNode(e2e.Node):
+    """A simulated node plus an API server and pod cgroups."""
+
+    def __init__(self, build):
+        self.api = None
+        self.cgroups = []
+        if not os.path.exists(os.path.join(CG_V2, "cgroup.procs")):
+            raise Skip("no cgroup v2 tree at %s" % CG_V2)
+        # The QoS-level parents are left as found: removed at the end only
+        # if this test made them (and nothing else uses them by then).
+        self.parents = [d for d in (os.path.join(CG_V2, CG_PARENT), os.path.join(CG_V2, "kubepods.slice"))
+                        if not os.path.isdir(d)]
+        super().__init__(build)
+        self.token_file = os.path.join(self.dir, "token")
+        self.token = "t0-" + secrets.token_hex(8)
+        self.write_token(self.token)
+        self.api = fake_apiserver.Server(0, self.token).start()
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            # The C client sends a bearer token over plain http too (kubectl
+            # would not); tokenFile so that rotation is a file change.
+            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                       "clusters": [{"name": "k", "cluster": {"server": self.api.url}}],
+                       "users": [{"name": "u", "user": {"tokenFile": self.token_file}}],
+                       "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}, f)
+        self.pods = {}  # name -> (uid, container id, cgroup dir)
+
+    def write_token(self, tok):
+        with open(self.token_file + ".tmp", "w") as f:
+            f.write(tok + "\n")
+        os.rename(self.token_file + ".tmp", self.token_file)
+
+    @property
+    def st(self):
+        return self.api.state
+
+    # ---- pods and their cgroups ----
+
+    def add_pod(self, name, qos=None):
+        uid = str(uuid.uuid4())
+        cid = secrets.token_hex(32)
+        pod_cg = os.path.join(CG_V2, CG_PARENT, "kubepods-besteffort-pod%s.slice" % uid.replace("-", "_"))
+        cg = os.path.join(pod_cg, "cri-containerd-%s.scope" % cid)
+        os.makedirs(cg)
+        self.cgroups += [pod_cg, cg]
+        ann = {"gpu.qos": qos} if qos is not None else {}
+        self.st.upsert({"metadata": {"name": name, "namespace": NS, "uid": uid, "annotations": ann},
+                        "spec": {"nodeName": NODE, "containers": [{"name": "main"}]},
+                        "status": {"phase": "Running", "containerStatuses": [
+                            {"name": "main", "containerID": "containerd://" + cid}]}})
+        self.pods[name] = (uid, cid, cg)
+        return uid
+
+    def set_annotation(self, name, key, value):
+        with self.st.lock:
+            pod = copy.deepcopy(self.st.pods[(NS, name)])
+            ann = pod["metadata"].setdefault("annotations", {})
+            if value is None:
+                ann.pop(key, None)
+            else:
+                ann[key] = value
+            self.st.upsert(pod)
+
+    def pod(self, name):
+        with self.st.lock:
+            return copy.deepcopy(self.st.pods[(NS, name)])
+
+    def ann(self, name):
+        return self.pod(name)["metadata"].get("annotations", {})
+
+    def gq_state(self, name):
+        s = self.ann(name).get("gpuqos.io/state")
+        return json.loads(s) if s else None
+
+    def in_pod(self, name, cls, args=("--hold", "60")):
+        """fakecuda under `gpuqos run --class cls`, moved into the pod's
+        container cgroup before it opens the device (exec keeps the pid)."""
+        procs = os.path.join(self.pods[name][2], "cgroup.procs")
+        return self.workload(cls, list(args),
+                             prefix=["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs])
+
+    # ---- the API server ----
+
+    def requests(self, kind=None, since=0):
+        with self.st.lock:
+            return [r for r in self.st.requests[since:] if kind is None or r["kind"] == kind]
+
+    def nreq(self):
+        with self.st.lock:
+            return len(self.st.requests)
+
+    def events(self, reason=None):
+        with self.st.lock:
+            return [e for e in self.st.events if reason is None or e["reason"] == reason]
+
+    def restart_api(self, down_s=1.5):
+        """The API server goes away and comes back on the same port with
+        the same data (etcd survives): live watches are cut."""
+        port = self.api.server_address[1]
+        state = self.api.state
+        self.api.crash()
+        time.sleep(down_s)
+        with state.lock:
+            state.watchers = set()
+        srv = fake_apiserver.Server(port, self.token)
+        srv.state = state
+        self.api = srv.start()
+
+    def post(self, path, arg=None):
+        """A /_test/ control, in process."""
+        st = self.st
+        with st.lock:
+            if path == "compact":
+                st.compact()
+            elif path == "gone_mode":
+                st.gone_mode = arg
+            else:
+                st.broadcast(path)
+
+    def start_kube_agent(self, config=None, extra=()):
+        self.start_agent(config=config, bpf=False,
+                         mode=["--node-name", NODE, "--kubeconfig", self.kubeconfig,
+                               "--pod-resources-socket", os.path.join(self.dir, "kubelet", "kubelet.sock")],
+                         extra=extra)
+
+    def kube_view(self):
+        return self.ctl("list")["agent"]["kubernetes"]
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if self.api:
+                self.api.stop()
+            for cg in reversed(self.cgroups):
+                for _ in range(50):
+                    try:
+                        os.rmdir(cg)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.1)  # its last process is still exiting
+            for d in self.parents:
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+
+
+def proc_row(node, pid):
+    rows = [p for p in node.ctl("list")["processes"] if p["pid"] == pid]
+    return rows[0] if rows else None
+
+
+def table(node):
+    """Every TSG the agent holds, with the value the simulator holds for it."""
+    return sorted((t["pid"], t["client"], t["tsg"], t["engine"], t["timeslice"]["applied"])
+                  for t in agent_tsgs(node))
+
+
+def converged(node, *names):
+    sts = [node.gq_state(n) for n in names]
+    return all(s and s["state"] == "converged" for s in sts) and sts
+
+
+def quiet_patches(node, settle=1.0):
+    """Waits until no PATCH came for `settle` seconds; returns the count."""
+    def calm():
+        p = node.requests("patch")
+        return not p or time.monotonic() - p[-1]["t"] >= settle
+    wait_for(calm, timeout=15, what="PATCHes to settle")
+    return len(node.requests("patch"))
+
+
+# --------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------
+
+
+def t_kube_classes(node):
+    """The pod's annotation decides (not what the process claims); the pod
+    gets gpuqos.io/class and gpuqos.io/state; a flip at run time moves the
+    settings within a second; an invalid value gets the default and one
+    Event; a process in no pod is unmanaged; the last exit removes the
+    annotations."""
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    node.start_kube_agent()
+    # Each claims the other class through gpuqos run: the claim is ignored.
+    lc = node.in_pod("lc", "be")
+    be = node.in_pod("be", "lc")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],
+             what="simulator: LC 100000 / BE 50 on the GR TSGs")
+    row = proc_row(node, lc.pid)
+    expect(row["class"] == "latency-critical" and row["classSource"] == "annotation"
+           and row["podName"] == "lc" and row["podNamespace"] == NS
+           and row["podUid"] == node.pods["lc"][0] and row["containerId"] == node.pods["lc"][1],
+           "ctl shows the pod and the annotation as source: %r" % row)
+    sts = wait_for(lambda: converged(node, "lc", "be"), what="state annotations converged")
+    expect(node.ann("lc")["gpuqos.io/class"] == "latency-critical", repr(node.ann("lc")))
+    expect(node.ann("be")["gpuqos.io/class"] == "best-effort", repr(node.ann("be")))
+    for s, ts in zip(sts, (100000, 50)):
+        expect(s["tsgs"] == 4 and s["processes"] == 1 and s["timesliceUs"] == {"gr": [ts], "copy": [1024]}
+               and len(s["gpus"]) == 1 and s["controlPath"] == "agent"
+               and s["classSource"] == "annotation", "state annotation: %r" % s)
+    gpu = node.ctl("list")["agent"]["gpus"]
+    expect(not gpu or sts[0]["gpus"][0] in json.dumps(gpu), "gpus are the RM's UUIDs: %r / %r" % (sts, gpu))
+
+    # A second LC, then the first flips to best-effort: one LC, two BEs.
+    node.add_pod("lc2", "latency-critical")
+    lc2 = node.in_pod("lc2", "lc")
+    wait_for(lambda: gr_timeslice(node, lc2.pid) == [100000] and gr_timeslice(node, be.pid) == [50]
+             and gr_timeslice(node, lc.pid) == [100000], what="two LCs and one BE")
+    wait_for(lambda: converged(node, "lc", "be", "lc2"), what="converged before the flip")
+    t0 = time.monotonic()
+    node.set_annotation("lc", "gpu.qos", "best-effort")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [1000] and gr_timeslice(node, be.pid) == [1000],
+             timeout=5, step=0.01, what="the several-BE floor after the flip")
+    took = time.monotonic() - t0
+    expect(took < 1.0, "settings followed the flip in %.3f s (must be within a second)" % took)
+    expect(gr_timeslice(node, lc2.pid) == [100000], "the remaining LC keeps 100000")
+    wait_for(lambda: node.ann("lc").get("gpuqos.io/class") == "best-effort"
+             and (node.gq_state("lc") or {}).get("timesliceUs", {}).get("gr") == [1000]
+             and (node.gq_state("lc") or {}).get("state") == "converged", timeout=5,
+             what="the flipped pod's annotations follow")
+    expect(proc_row(node, lc.pid)["classSource"] == "annotation", "still from the annotation")
+
+    # gpuqosctl set-class still wins over the annotation, and says so.
+    r = node.ctl("set-class", str(lc.pid), "lc")
+    expect(r.get("ok"), repr(r))
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="override applied")
+    expect(proc_row(node, lc.pid)["classSource"] == "override", "override shown")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("overrides") == 1, what="override in the state")
+    node.ctl("set-class", str(lc.pid), "auto")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [1000] and proc_row(node, lc.pid)["classSource"] == "annotation",
+             what="back to the annotation")
+
+    # An invalid value: the default class, one Warning Event.
+    node.add_pod("odd", "ultra-fast")
+    odd = node.in_pod("odd", "lc")
+    wait_for(lambda: (proc_row(node, odd.pid) or {}).get("classSource") == "default", what="odd classified")
+    expect(proc_row(node, odd.pid)["class"] == "best-effort", "the default class is best-effort")
+    wait_for(lambda: node.events("InvalidQoSClass"), what="an InvalidQoSClass Event")
+    ev = node.events("InvalidQoSClass")[0]
+    expect(ev["type"] == "Warning" and ev["regarding"]["uid"] == node.pods["odd"][0]
+           and "ultra-fast" in ev["note"], "the Event names the pod and the value: %r" % ev)
+    wait_for(lambda: node.ann("odd").get("gpuqos.io/class") == "best-effort", what="odd annotated")
+    node.set_annotation("odd", "unrelated", "x")  # the pod changes, the value does not
+    time.sleep(1.0)
+    expect(len(node.events("InvalidQoSClass")) == 1, "one Event per pod and value: %r" % node.events())
+
+    # A GPU process in no pod: unmanaged, and it moves no one.
+    stray = node.workload("lc", ["--hold", "60"])
+    wait_for(lambda: len(agent_tsgs(node, stray.pid)) == 4, what="the stray process's TSGs")
+    expect(proc_row(node, stray.pid)["class"] == "unmanaged"
+           and proc_row(node, stray.pid)["classSource"] == "no-pod", repr(proc_row(node, stray.pid)))
+    expect(gr_timeslice(node, stray.pid) == [2048], "stray left at libcuda's value")
+
+    # The pod's last GPU process exits: its gpuqos.io/ annotations go.
+    odd.kill()
+    odd.wait()
+    wait_for(lambda: not [k for k in node.ann("odd") if k.startswith("gpuqos.io/")],
+             what="gpuqos.io/ annotations removed after the last exit")
+    expect(node.ann("odd").get("gpu.qos") == "ultra-fast", "the user's annotation stays")
+    expect(node.events("CapabilityMissing") == [] and node.events("ControlRefused") == [],
+           "no spurious Events: %r" % node.events())
+
+
+def t_kube_outage(node):
+    """API server restart, 410 Gone as an HTTP status and as an ERROR event,
+    token rotation: the TSG table and the settings stay, the agent lists
+    again where it must, and unchanged annotations are not patched again.
+    Then a flip still works (and is patched: the count does move)."""
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    node.start_kube_agent()
+    lc = node.in_pod("lc", "lc")
+    be = node.in_pod("be", "be")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],
+             what="LC 100000 / BE 50")
+    wait_for(lambda: converged(node, "lc", "be"), what="annotations converged")
+    base_table = table(node)
+    expect(len(base_table) == 8, "8 TSGs: %r" % base_table)
+    patches = quiet_patches(node)
+
+    def recovered(since, what, kinds=("watch",)):
+        # A request of each kind answered 200 after the step.
+        wait_for(lambda: all(any(r["status"] == 200 for r in node.requests(k, since)) for k in kinds),
+                 timeout=20, what="the agent to %s" % what)
+
+    def unchanged(what):
+        time.sleep(1.0)  # a wrong PATCH would go out at once (burst 10)
+        expect(table(node) == base_table, "%s: TSG table changed:\n%r\n%r" % (what, base_table, table(node)))
+        expect(gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],
+               "%s: settings changed" % what)
+        got = len(node.requests("patch"))
+        expect(got == patches, "%s: %d PATCH(es) of unchanged annotations: %r"
+               % (what, got - patches, node.requests("patch")[patches:]))
+
+    # 1. The API server restarts.
+    mark = node.nreq()
+    node.restart_api()
+    recovered(mark, "watch again after the restart")
+    unchanged("API server restart")
+
+    # 2. 410 as an HTTP status: the cluster moves on (a pod of another
+    # node, which this node's watch does not see), history is compacted
+    # past the agent's resourceVersion, and the stream is cut.
+    node.post("gone_mode", "http")
+    node.st.upsert({"metadata": {"name": "elsewhere", "namespace": NS},
+                    "spec": {"nodeName": "other-node", "containers": [{"name": "main"}]}})
+    node.post("compact")
+    mark = node.nreq()
+    relists = node.kube_view()["stats"]["relists"]
+    node.post("drop")
+    wait_for(lambda: any(r["status"] == 410 for r in node.requests("watch", mark)), what="a 410 answer")
+    recovered(mark, "list and watch again after 410 (HTTP)", ("list", "watch"))
+    wait_for(lambda: node.kube_view()["stats"]["relists"] > relists, what="a re-list counted")
+    unchanged("410 as HTTP status")
+
+    # 3. 410 as an ERROR event inside a 200 stream.
+    node.post("gone_mode", "event")
+    mark = node.nreq()
+    relists = node.kube_view()["stats"]["relists"]
+    node.post("expire")
+    wait_for(lambda: node.kube_view()["stats"]["relists"] > relists, what="a re-list after the ERROR event")
+    recovered(mark, "list and watch again after 410 (ERROR event)", ("list", "watch"))
+    unchanged("410 as ERROR event")
+
+    # 4. The token rotates: the old one is refused from now on.
+    new = "t1-" + secrets.token_hex(8)
+    node.write_token(new)
+    with node.st.lock:
+        node.st.token = new
+    node.token = new
+    mark = node.nreq()
+    node.post("drop")
+    wait_for(lambda: any(r["status"] == 401 for r in node.requests(None, mark)), what="a 401 for the old token")
+    recovered(mark, "watch with the new token")
+    expect(all(r["auth"] == "Bearer " + new for r in node.requests(None, mark) if r["status"] == 200),
+           "answered requests carry the new token")
+    expect(node.kube_view()["stats"]["unauthorized"] >= 1, "401 counted")
+    unchanged("token rotation")
+
+    # Still live: a flip reaches the TSGs and the annotations (new PATCHes).
+    node.set_annotation("lc", "gpu.qos", "best-effort")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [2048] and gr_timeslice(node, be.pid) == [2048],
+             timeout=5, what="both BE, no LC: baseline")
+    wait_for(lambda: node.ann("lc").get("gpuqos.io/class") == "best-effort", what="class annotation follows")
+    expect(len(node.requests("patch")) > patches, "the changed annotation was patched")
+
+
+SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("SKIP: the simulator's FUSE mount and pod cgroups need root")
+        return e2e.SKIP
+    if not os.path.exists("/dev/fuse"):
+        print("SKIP: /dev/fuse is missing")
+        return e2e.SKIP
+    try:
+        node = KubeNode(os.path.abspath(a.build))
+    except Skip as e:
+        print("SKIP:", e)
+        return e2e.SKIP
+    try:
+        SCENARIOS[a.scenario](node)
+    except Skip as e:
+        print("SKIP:", e)
+        return e2e.SKIP
+    except Fail as e:
+        print("FAIL:", e)
+        node.dump()
+        return 1
+    finally:
+        node.close()
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    sys.exit(main())
