@@ -483,30 +483,28 @@ struct rm_alloc_view {
 	rm_u32 status;
 };
 
+/* Both alloc forms name these fields alike; only their offsets differ. */
+#define RM_ALLOC_VIEW_FILL(v, p)                                                \
+	do {                                                                     \
+		(v)->hRoot = (p)->hRoot;                                         \
+		(v)->hObjectParent = (p)->hObjectParent;                         \
+		(v)->hObjectNew = (p)->hObjectNew;                               \
+		(v)->hClass = (p)->hClass;                                       \
+		(v)->pAllocParms = (p)->pAllocParms;                             \
+		(v)->paramsSize = (p)->paramsSize;                               \
+		(v)->status = (p)->status;                                       \
+	} while (0)
+
 /* Fill a view from a parameter block of kind k (ALLOC21 or ALLOC64).
  * Returns 0, or -1 if k is not an allocation. */
 static inline int rm_alloc_view_of(enum rm_call_kind k, const void *block, struct rm_alloc_view *v)
 {
 	if (k == RM_CALL_ALLOC64) {
-		const struct rm_alloc64_params *p = (const struct rm_alloc64_params *)block;
-		v->hRoot = p->hRoot;
-		v->hObjectParent = p->hObjectParent;
-		v->hObjectNew = p->hObjectNew;
-		v->hClass = p->hClass;
-		v->pAllocParms = p->pAllocParms;
-		v->paramsSize = p->paramsSize;
-		v->status = p->status;
+		RM_ALLOC_VIEW_FILL(v, (const struct rm_alloc64_params *)block);
 		return 0;
 	}
 	if (k == RM_CALL_ALLOC21) {
-		const struct rm_alloc21_params *p = (const struct rm_alloc21_params *)block;
-		v->hRoot = p->hRoot;
-		v->hObjectParent = p->hObjectParent;
-		v->hObjectNew = p->hObjectNew;
-		v->hClass = p->hClass;
-		v->pAllocParms = p->pAllocParms;
-		v->paramsSize = p->paramsSize;
-		v->status = p->status;
+		RM_ALLOC_VIEW_FILL(v, (const struct rm_alloc21_params *)block);
 		return 0;
 	}
 	return -1;

@@ -845,20 +845,27 @@ SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit}
 
 
-def main():
+def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):
+    """Parse --build SCENARIO, check root and /dev/fuse, build the node with
+    make_node(build_dir), run the scenario; returns the exit status
+    (0 ok, 1 failed, SKIP)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    ap.add_argument("scenario", choices=sorted(scenarios))
     a = ap.parse_args()
     if os.geteuid() != 0:
-        print("SKIP: the simulator's FUSE mount needs root")
+        print("SKIP: %s needs root" % what)
         return SKIP
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing")
         return SKIP
-    node = Node(os.path.abspath(a.build))
     try:
-        SCENARIOS[a.scenario](node)
+        node = make_node(os.path.abspath(a.build))
+    except Skip as e:
+        print("SKIP:", e)
+        return SKIP
+    try:
+        scenarios[a.scenario](node)
     except Skip as e:
         print("SKIP:", e)
         return SKIP
@@ -870,6 +877,10 @@ def main():
         node.close()
     print("ok")
     return 0
+
+
+def main():
+    return run_scenario(SCENARIOS, Node)
 
 
 if __name__ == "__main__":

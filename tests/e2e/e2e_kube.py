@@ -15,7 +15,6 @@ server, never from what the agent believes.
 
 Usage: e2e_kube.py --build BUILD SCENARIO   (exit 77 = skipped, with a reason)
 """
-import argparse
 import copy
 import json
 import os
@@ -31,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "kube"))
 
 import e2e  # noqa: E402
 import fake_apiserver  # noqa: E402
-from e2e import Fail, Skip, expect, wait_for, gr_timeslice, agent_tsgs  # noqa: E402
+from e2e import Skip, expect, wait_for, gr_timeslice, agent_tsgs  # noqa: E402
 
 NODE = "gpu-node-1"
 NS = "default"
@@ -396,34 +395,7 @@ SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("scenario", choices=sorted(SCENARIOS))
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("SKIP: the simulator's FUSE mount and pod cgroups need root")
-        return e2e.SKIP
-    if not os.path.exists("/dev/fuse"):
-        print("SKIP: /dev/fuse is missing")
-        return e2e.SKIP
-    try:
-        node = KubeNode(os.path.abspath(a.build))
-    except Skip as e:
-        print("SKIP:", e)
-        return e2e.SKIP
-    try:
-        SCENARIOS[a.scenario](node)
-    except Skip as e:
-        print("SKIP:", e)
-        return e2e.SKIP
-    except Fail as e:
-        print("FAIL:", e)
-        node.dump()
-        return 1
-    finally:
-        node.close()
-    print("ok")
-    return 0
+    return e2e.run_scenario(SCENARIOS, KubeNode, "the simulator's FUSE mount and pod cgroups")
 
 
 if __name__ == "__main__":

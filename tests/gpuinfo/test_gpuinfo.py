@@ -9,7 +9,6 @@ the simulator's `state` file shows, never the agent's own idea.
 
 Usage: test_gpuinfo.py --build BUILD SCENARIO   (exit 77 = skipped)
 """
-import argparse
 import os
 import signal
 import subprocess
@@ -180,27 +179,7 @@ SCENARIOS = {"tool": t_tool, "two_gpus": t_two_gpus, "failure": t_failure, "hang
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("scenario", choices=sorted(SCENARIOS))
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("SKIP: the simulator's FUSE mount needs root")
-        return SKIP
-    if not os.path.exists("/dev/fuse"):
-        print("SKIP: /dev/fuse is missing")
-        return SKIP
-    node = e2e.Node(os.path.abspath(a.build), gpus=2)
-    try:
-        SCENARIOS[a.scenario](node)
-    except Fail as e:
-        print("FAIL:", e)
-        node.dump()
-        return 1
-    finally:
-        node.close()
-    print("ok")
-    return 0
+    return e2e.run_scenario(SCENARIOS, lambda build: e2e.Node(build, gpus=2))
 
 
 if __name__ == "__main__":
