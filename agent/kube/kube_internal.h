@@ -152,6 +152,8 @@ size_t kube_watch_write(char *p, size_t size, size_t n, void *arg);
 /* kube_pods.c: the cache */
 struct kube_pod_entry *kube_pods_find(const struct kube_client *c, const char *uid);
 int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen);
+/* Cache a PATCH's answer only if it is newer than the cached pod. */
+int kube_pods_apply_answer(struct kube_client *c, const cJSON *obj, unsigned gen);
 void kube_pods_delete(struct kube_client *c, const cJSON *obj);
 void kube_pods_sweep(struct kube_client *c, unsigned gen);
 void kube_pods_free_all(struct kube_client *c);

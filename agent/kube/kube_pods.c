@@ -153,6 +153,39 @@ static void drop_satisfied(struct kube_pod_entry *e)
 	}
 }
 
+/* Whether resourceVersion a is newer than b. Kubernetes calls them opaque,
+ * but every etcd-backed API server issues increasing decimal integers; when
+ * either is not one, nothing is known to be newer. */
+static int rv_newer(const char *a, const char *b)
+{
+	char *ea, *eb;
+	unsigned long long x, y;
+
+	if (!a || !b || !*a || !*b)
+		return 0;
+	x = strtoull(a, &ea, 10);
+	y = strtoull(b, &eb, 10);
+	return *ea == '\0' && *eb == '\0' && x > y;
+}
+
+/* A PATCH's answer is the pod as it was when that PATCH ran. The watch may
+ * already have delivered a later version (another writer changed the pod
+ * meanwhile): caching the answer then would bring old annotations back. */
+int kube_pods_apply_answer(struct kube_client *c, const cJSON *obj, unsigned gen)
+{
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const cJSON *uid = cJSON_GetObjectItemCaseSensitive(meta, "uid");
+	const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+	struct kube_pod_entry *e;
+
+	if (!cJSON_IsString(uid) || !cJSON_IsString(rv))
+		return -1;
+	e = kube_pods_find(c, uid->valuestring);
+	if (!e || !rv_newer(rv->valuestring, e->pod.resource_version))
+		return 0;
+	return kube_pods_apply(c, obj, gen);
+}
+
 int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 {
 	struct kube_pod p, old;

@@ -233,11 +233,12 @@ void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
 		cJSON_Delete(e->inflight);
 		e->inflight = NULL;
 		e->patch_failures = 0;
-		/* The answer is the patched pod: cache it now so an
-		 * annotate of the same value right after sends nothing. */
+		/* The answer is the patched pod: cache it now (unless the
+		 * watch brought a later version) so an annotate of the same
+		 * value right after sends nothing. */
 		pod = cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
 		if (pod)
-			kube_pods_apply(c, pod, e->list_gen);
+			kube_pods_apply_answer(c, pod, e->list_gen);
 		cJSON_Delete(pod);
 		return;
 	}

@@ -85,7 +85,8 @@ class Node:
     def bin(self, rel):
         return os.path.join(self.b, rel)
 
-    def start_agent(self, config=None, extra=(), prefix=(), bpf=None, mode=("--standalone",)):
+    def start_agent(self, config=None, extra=(), prefix=(), bpf=None, mode=("--standalone",),
+                    agent="agent/gpuqos-agent"):
         """bpf=False runs the agent with --bpf off; bpf=True with --bpf on
         and a pin directory of this node's own. The scenarios written before
         the tracker leave it None: off, unless E2E_BPF=on asks to run them
@@ -102,7 +103,7 @@ class Node:
             extra = ["--bpf", "on", "--bpf-pin-dir", self.pin] + list(extra)
         else:
             extra = ["--bpf", "off"] + list(extra)
-        cmd = list(prefix) + [self.bin("agent/gpuqos-agent")] + list(mode) + ["--socket", self.sock,
+        cmd = list(prefix) + [self.bin(agent)] + list(mode) + ["--socket", self.sock,
                "--ctl-socket", self.ctl_sock, "--state-dir", self.state,
                "--nvidiactl", self.dev, "--log-level", "debug"] + list(extra)
         if config is not None:

@@ -157,8 +157,8 @@ class KubeNode(e2e.Node):
             else:
                 st.broadcast(path)
 
-    def start_kube_agent(self, config=None, extra=()):
-        self.start_agent(config=config, bpf=False,
+    def start_kube_agent(self, config=None, extra=(), prefix=(), agent="agent/gpuqos-agent"):
+        self.start_agent(config=config, bpf=False, prefix=prefix, agent=agent,
                          mode=["--node-name", NODE, "--kubeconfig", self.kubeconfig,
                                "--pod-resources-socket", os.path.join(self.dir, "kubelet", "kubelet.sock")],
                          extra=extra)
@@ -391,7 +391,50 @@ def t_kube_outage(node):
     expect(len(node.requests("patch")) > patches, "the changed annotation was patched")
 
 
-SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage}
+def t_kube_valgrind(node):
+    """The agent in Kubernetes mode under valgrind (the build without
+    sanitizers): pods listed and watched, annotations patched, an invalid
+    class and its Event, a flip, an API server restart; clean exit with no
+    definite leak."""
+    import shutil
+    vg = shutil.which("valgrind")
+    if not vg:
+        raise Skip("valgrind is not installed")
+    if not os.path.exists(node.bin("agent/gpuqos-agent-plain")):
+        raise Skip("gpuqos-agent-plain is built only with GPUQOS_SANITIZE=ON and tests")
+    log = os.path.join(node.dir, "valgrind.log")
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    node.add_pod("odd", "fastest")
+    node.start_kube_agent(agent="agent/gpuqos-agent-plain",
+                          prefix=[vg, "--leak-check=full", "--errors-for-leak-kinds=definite",
+                                  "--error-exitcode=99", "--log-file=" + log])
+    lc = node.in_pod("lc", "lc")
+    node.in_pod("be", "be")
+    node.in_pod("odd", "be")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], timeout=60, what="LC applied under valgrind")
+    wait_for(lambda: node.ann("lc").get("gpuqos.io/class") == "latency-critical", timeout=60,
+             what="annotations patched under valgrind")
+    node.set_annotation("lc", "gpu.qos", "best-effort")
+    wait_for(lambda: gr_timeslice(node, lc.pid) != [100000], timeout=30, what="the flip under valgrind")
+    lists = node.kube_view()["stats"]["lists"] + node.kube_view()["stats"]["relists"]
+    node.restart_api(down_s=0.5)
+    time.sleep(2)  # let the client notice the cut and reconnect under valgrind
+    wait_for(lambda: node.kube_view().get("synced") and
+             node.kube_view()["stats"]["lists"] + node.kube_view()["stats"]["relists"] >= lists,
+             timeout=60, what="synced after the API server restart")
+    node.agent.send_signal(signal.SIGTERM)
+    rc = node.agent.wait(60)
+    node.agent = None
+    with open(log) as f:
+        text = f.read()
+    expect("definitely lost: 0 bytes" in text or "no leaks are possible" in text,
+           "valgrind: no definite leak\n" + text[-3000:])
+    expect(rc == 0, "clean exit under valgrind (rc %s)\n%s" % (rc, text[-3000:]))
+
+
+SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage,
+             "kube_valgrind": t_kube_valgrind}
 
 
 def main():

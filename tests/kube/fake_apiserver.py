@@ -104,6 +104,7 @@ class State:
         self.watchers = set()
         self.requests = []        # one dict per API request
         self.faults = []          # [{"kind", "status", "count"}]
+        self.patch_answer_delay = 0.0  # seconds a PATCH answer waits after the write
 
     def next_rv(self):
         self.rv += 1
@@ -410,6 +411,11 @@ class Handler(BaseHTTPRequestHandler):
             new = merge_patch(pod, patch)
             new["metadata"]["name"], new["metadata"]["namespace"] = name, ns
             out = self.st.upsert(new)
+            delay = self.st.patch_answer_delay
+        # A slow answer: the write is done (and watched) but the client
+        # hears about it late, maybe after later writes by others.
+        if delay:
+            time.sleep(delay)
         self.send_json(200, out)
 
     # ---- watch ----
@@ -594,6 +600,8 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/_test/fault":
                 st.faults.append({"kind": arg["kind"], "status": int(arg["status"]),
                                   "count": int(arg.get("count", 1))})
+            elif path == "/_test/patch_answer_delay":
+                st.patch_answer_delay = float(arg["seconds"])
             elif path == "/_test/reset_requests":
                 st.requests = []
             elif path in ("/_test/disconnect", "/_test/close", "/_test/expire",

@@ -406,6 +406,33 @@ static void t_patch(void)
 	env_stop(&e);
 }
 
+/* The answer to our PATCH comes after another writer's change (already
+ * delivered by the watch): the stale answer must not bring the old
+ * annotations back into the cache. */
+static void t_patch_stale_answer(void)
+{
+	struct env e;
+	const char *uid;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"gpu.qos\":\"latency-critical\"}") == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/patch_answer_delay", "{\"seconds\":0.5}") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/class", "latency-critical") == 0);
+	/* The watch shows our write while its answer is still held back. */
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/class", "latency-critical"));
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 0);
+	/* Another writer changes the pod meanwhile: */
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running",
+		      "{\"gpu.qos\":\"best-effort\",\"gpuqos.io/class\":\"latency-critical\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpu.qos", "best-effort"));
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 200, NULL, 0) == 1); /* the late answer */
+	SPIN(&e.drv, 200);
+	CHECK(ann_is(&e, "p1", "gpu.qos", "best-effort"));
+	env_stop(&e);
+}
+
 static void t_rate_limit(void)
 {
 	struct env e;
@@ -556,6 +583,7 @@ static const struct {
 	{ "gone_http", t_gone_http },       { "disconnect", t_disconnect },
 	{ "server_timeout", t_server_timeout }, { "token_rotation", t_token_rotation },
 	{ "in_cluster_tls", t_in_cluster_tls }, { "patch", t_patch },
+	{ "patch_stale_answer", t_patch_stale_answer },
 	{ "rate_limit", t_rate_limit },     { "events", t_events },
 	{ "backoff", t_backoff },           { "all", t_all },
 };
