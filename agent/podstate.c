@@ -70,9 +70,15 @@ void kmode_free_pods(struct kmode *k)
 static void pod_event(struct agent *a, const char *uid, char *last, size_t lastlen,
 		      const char *reason, const char *action, const char *note)
 {
+	size_t n = strlen(note);
+
 	if (strncmp(last, note, lastlen - 1) == 0)
 		return;
-	snprintf(last, lastlen, "%s", note);
+	/* Only a prefix is remembered: enough to tell notes apart. */
+	if (n >= lastlen)
+		n = lastlen - 1;
+	memcpy(last, note, n);
+	last[n] = '\0';
 	if (kube_client_event(a->kube->client, uid, KUBE_EVENT_WARNING, reason, action, note) < 0)
 		log_warn("kubernetes: %s Event for pod %s not queued", reason, uid);
 }
