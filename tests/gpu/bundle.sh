@@ -3,7 +3,7 @@
 #
 # bundle.sh [DIR] - build gpuqos (no sanitizers, no simulator) into DIR
 # (default build-gpu/) together with the shared libraries the node agent and
-# gpuqosctl load that a bare GPU machine lacks (libcjson, libbpf, libelf), so the bundle can
+# gpuqosctl load that a bare GPU machine lacks, so the bundle can
 # be copied to a GPU machine that has no Debian packages. The preempt agent
 # needs only libc and is built the same way.
 set -euo pipefail
@@ -18,7 +18,10 @@ mkdir -p "$dir/lib"
 bins="$dir/agent/gpuqos-agent $dir/agent/cli/gpuqosctl"
 [ -x "$dir/bpf/gpuqos-tsgtrace" ] && bins="$bins $dir/bpf/gpuqos-tsgtrace"
 # shellcheck disable=SC2086
-for so in $(ldd $bins | awk '/cjson|libbpf|libelf/ {print $3}' | sort -u); do
+# Everything but the C library itself: a GPU machine has none of Debian's
+# -dev libraries (cJSON, libbpf, libcurl, libyaml, gRPC, protobuf-c, ...).
+for so in $(ldd $bins | awk '$3 ~ /^\// {print $3}' |
+	grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' | sort -u); do
 	cp -L "$so" "$dir/lib/"
 done
 ls "$dir/lib"
