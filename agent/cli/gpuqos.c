@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_opt.h"
+
 #ifndef GPUQOS_VERSION
 #define GPUQOS_VERSION "unknown"
 #endif
@@ -193,25 +195,6 @@ static void inject_preempt(void)
 	free(preload);
 }
 
-/* "--name VALUE" or "--name=VALUE" at argv[*i]: 1 matched, 0 not, -1 no value. */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-	size_t n = strlen(name);
-
-	if (strncmp(argv[*i], name, n) != 0)
-		return 0;
-	if (argv[*i][n] == '=') {
-		*val = argv[*i] + n + 1;
-		return 1;
-	}
-	if (argv[*i][n] != '\0')
-		return 0;
-	if (*i + 1 >= argc)
-		return -1;
-	*val = argv[++*i];
-	return 1;
-}
-
 /* Parses run's options; returns the index of CMD, or -EX_USAGE / 0 for --help. */
 static int run_opts(int argc, char **argv, const char **cls, const char **sock)
 {
@@ -228,8 +211,8 @@ static int run_opts(int argc, char **argv, const char **cls, const char **sock)
 			usage(stdout);
 			return 0;
 		}
-		if ((r = opt_value(argc, argv, &i, "--class", cls)) == 0)
-			r = opt_value(argc, argv, &i, "--socket", sock);
+		if ((r = cli_opt_value(argc, argv, &i, "--class", cls)) == 0)
+			r = cli_opt_value(argc, argv, &i, "--socket", sock);
 		if (r < 0)
 			return -usage_error("option needs a value", a);
 		if (r == 0)

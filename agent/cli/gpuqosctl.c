@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_opt.h"
 #include "agent/cli/cli_table.h"
 #include "agent/cli/ctl_client.h"
 #include "agent/cli/ctl_render.h"
@@ -94,28 +95,6 @@ static int usage_error(const char *fmt, ...)
 	return EX_USAGE;
 }
 
-/* "--name VALUE" or "--name=VALUE" at argv[*i]; returns 1 matched, 0 not,
- * -1 value missing (reported). */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-	size_t n = strlen(name);
-
-	if (strncmp(argv[*i], name, n) != 0)
-		return 0;
-	if (argv[*i][n] == '=') {
-		*val = argv[*i] + n + 1;
-		return 1;
-	}
-	if (argv[*i][n] != '\0')
-		return 0;
-	if (*i + 1 >= argc) {
-		usage_error("%s needs a value", name);
-		return -1;
-	}
-	*val = argv[++*i];
-	return 1;
-}
-
 /* A positive decimal integer up to INT_MAX, nothing else. */
 static int parse_positive(const char *s, long long max, long long *out)
 {
@@ -155,17 +134,17 @@ static int parse_opt(int argc, char **argv, int *i, struct opts *o)
 		o->no_wait = 1;
 		return 0;
 	}
-	if ((r = opt_value(argc, argv, i, "--socket", &val)) != 0) {
+	if ((r = cli_opt_value(argc, argv, i, "--socket", &val)) != 0) {
 		if (r < 0)
-			return EX_USAGE;
+			return usage_error("--socket needs a value");
 		if (!*val)
 			return usage_error("--socket needs a path");
 		o->socket = val;
 		return 0;
 	}
-	if ((r = opt_value(argc, argv, i, "--timeout-ms", &val)) != 0) {
+	if ((r = cli_opt_value(argc, argv, i, "--timeout-ms", &val)) != 0) {
 		if (r < 0)
-			return EX_USAGE;
+			return usage_error("--timeout-ms needs a value");
 		if (parse_positive(val, 3600000, &ms) != 0)
 			return usage_error("--timeout-ms: '%s' is not a number of milliseconds "
 					   "from 1 to 3600000", val);
