@@ -220,6 +220,14 @@ def phase_torch(stack, pyexe):
     return tp
 
 
+def print_results():
+    """The PASS/FAIL table, printed last; returns the exit status."""
+    print("\n| check | result | detail |\n| --- | --- | --- |")
+    for name, ok, detail in RESULTS:
+        print("| %s | %s | %s |" % (name, "PASS" if ok else "FAIL", detail[:300]))
+    return 0 if all(ok for _, ok, _ in RESULTS) else 1
+
+
 def prepare(build, bin_src, out):
     """A fresh WORK with copies every user can reach (the checkout may sit
     under /root): the preempt agent, `gpuqos`, the CUDA workloads."""
@@ -266,10 +274,7 @@ def main():
             if p.poll() is None:
                 p.kill()
         stack.stop_agent()
-    print("\n| check | result | detail |\n| --- | --- | --- |")
-    for name, ok, detail in RESULTS:
-        print("| %s | %s | %s |" % (name, "PASS" if ok else "FAIL", detail[:160]))
-    return 0 if all(ok for _, ok, _ in RESULTS) else 1
+    return print_results()
 
 
 if __name__ == "__main__":

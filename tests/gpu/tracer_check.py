@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proof  # noqa: E402  (shares the stack helpers)
-from proof import WORK, Stack, check, tsgs_of, wait_until, RESULTS  # noqa: E402
+from proof import WORK, Stack, check, tsgs_of, wait_until  # noqa: E402
 
 PIN_COST = "/sys/fs/bpf/gpuqos-cost"
 PIN = "/sys/fs/bpf/gpuqos"
@@ -240,9 +240,7 @@ def main():
 
 
 def report(summary):
-    print("\n| check | result | detail |\n| --- | --- | --- |")
-    for name, ok, detail in RESULTS:
-        print("| %s | %s | %s |" % (name, "PASS" if ok else "FAIL", detail[:300]))
+    rc = proof.print_results()
     if summary:
         print("\n| tracer | context creation pooled p50 us | min us | null control p50 ns | client alloc+free p50 ns |")
         print("| --- | --- | --- | --- | --- |")
@@ -251,7 +249,7 @@ def report(summary):
             print("| %s | %.0f | %.0f | %.0f | %.0f |" % (mode, s["ctx_pooled_p50_us"], s["ctx_min_us"],
                                                          s["null_control_p50_ns"], s["client_alloc_free_p50_ns"]))
         print("paired round differences %%: %s" % ", ".join("%+.1f" % x for x in summary["paired_pct"]))
-    return 0 if all(ok for _, ok, _ in RESULTS) else 1
+    return rc
 
 
 if __name__ == "__main__":

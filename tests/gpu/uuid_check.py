@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proof  # noqa: E402
-from proof import Stack, check, tsgs_of, wait_until, RESULTS  # noqa: E402
+from proof import Stack, check, tsgs_of, wait_until  # noqa: E402
 
 
 def smi_gpus():
@@ -82,10 +82,7 @@ def main():
             if p.poll() is None:
                 p.kill()
         stack.stop_agent()
-    print("\n| check | result | detail |\n| --- | --- | --- |")
-    for name, ok, detail in RESULTS:
-        print("| %s | %s | %s |" % (name, "PASS" if ok else "FAIL", detail[:300]))
-    return 0 if all(ok for _, ok, _ in RESULTS) else 1
+    return proof.print_results()
 
 
 if __name__ == "__main__":
