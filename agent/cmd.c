@@ -9,7 +9,7 @@
  * direct.c).
  */
 #include "agent/agent.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

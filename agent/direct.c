@@ -11,7 +11,7 @@
  */
 #include "agent/direct.h"
 #include "agent/agent.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <pthread.h>

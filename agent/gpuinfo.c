@@ -10,7 +10,7 @@
  * docs/gpuinfo.md.
  */
 #include "agent/gpuinfo.h"
-#include "agent/log.h"
+#include "common/log.h"
 #include "agent/loop.h"
 
 #include <cjson/cJSON.h>

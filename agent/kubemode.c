@@ -11,7 +11,7 @@
 #include "agent/agent.h"
 #include "agent/kubemode.h"
 #include "agent/kubenode/podres.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * epoll_wait itself.
  */
 #include "agent/loop.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <string.h>

@@ -13,7 +13,7 @@
 #include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
 #include "agent/kubenode/podres.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -6,7 +6,7 @@
  * should be (reconcile.c) nor matching results to commands (cmd.c).
  */
 #include "agent/agent.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stddef.h>

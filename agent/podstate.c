@@ -13,7 +13,7 @@
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

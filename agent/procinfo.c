@@ -7,7 +7,7 @@
  */
 #include "agent/agent.h"
 #include "agent/kubenode/cgroup.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

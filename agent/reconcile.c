@@ -10,7 +10,7 @@
  */
 #include "agent/agent.h"
 #include "agent/kubemode.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * applying a class (tsg.c, reconcile.c).
  */
 #include "agent/agent.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
  */
 #include "agent/agent.h"
 #include "agent/kubemode.h"
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "common/log.h"
 
 #define KUBE_CONNECT_TIMEOUT_MS 10000L
 #define KUBE_REQUEST_TIMEOUT_MS 30000L

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "common/log.h"
 
 /* Tokens and namespaces are small; a bigger file is not one of them. */
 #define KUBE_SMALL_FILE_MAX 65536

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
+#include "common/log.h"
 
 const char *kube_json_str(const cJSON *obj, const char *a, const char *b)
 {

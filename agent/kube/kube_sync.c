@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
+#include "common/log.h"
 
 /* A watch that ends sooner than this without events is not a normal
  * server timeout: back off before the next one. */

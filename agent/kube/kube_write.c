@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/log.h"
+#include "common/log.h"
 
 #define KUBE_EVENT_RETRIES 3
 /* API limits of events.k8s.io/v1 (note 1 kB; reason, action 128). */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * log.h - the node agent's log: one line per event on stderr, with a UTC
+ * log.h - the log of every gpuqos daemon: one line per event on stderr, with a UTC
  * timestamp and a level. Does not own: where stderr goes (the container
  * runtime or the test harness decides).
  */
-#ifndef GPUQOS_AGENT_LOG_H
-#define GPUQOS_AGENT_LOG_H
+#ifndef GPUQOS_COMMON_LOG_H
+#define GPUQOS_COMMON_LOG_H
 
 enum gq_log_level {
 	GQ_LOG_ERROR = 0,

@@ -3,7 +3,7 @@
  * log.c - formats log lines. Owns the level filter; does not own any
  * buffering (stderr is unbuffered so a crash loses nothing).
  */
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
