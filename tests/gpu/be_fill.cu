@@ -16,9 +16,10 @@
 // kernels/s compare directly.
 //
 // After the first kernel completes --ready-file is created. The timed window
-// starts at the first kernel completion once --start-file exists (at once
-// without --start-file) and ends after --duration-s; kernels keep running
-// (untimed) while waiting for the start file.
+// starts when the host sees --start-file (at once without it) and ends after
+// --duration-s; kernels keep running (untimed) while waiting for the start
+// file. Completions are polled, so the window ends on time even when the
+// BE's channels are disabled by an experiment (tests/gpu/rm_probe.c).
 //
 // Output: one JSON line on stdout:
 //   {"workload":"be_fill","kernels":..,"kernels_per_s":..,"duration_s":..,...}
@@ -186,32 +187,50 @@ int main(int argc, char **argv)
 	for (uint64_t i = 0;; i++) {
 		launch(w, iters);
 		CK(cudaEventRecord(ev[i & 1], w.stream));
-		if (o.inflight == 2) {
-			if (i == 0)
-				continue;
-			CK(cudaEventSynchronize(ev[(i - 1) & 1])); // kernel i-1 done
-		} else {
-			CK(cudaEventSynchronize(ev[i & 1])); // kernel i done
+		if (o.inflight == 2 && i == 0)
+			continue;
+		// Kernel i-1 (inflight 2) or i (inflight 1). Polled, not
+		// synchronised: a BE whose channels another tool has disabled
+		// must still end its window on time (it then reports what it
+		// completed, possibly 0).
+		cudaEvent_t wait = ev[(o.inflight == 2 ? i - 1 : i) & 1];
+		const bool was_timing = timing;
+		bool done = false, over = false;
+		while (!done) {
+			cudaError_t e = cudaEventQuery(wait);
+			if (e == cudaSuccess)
+				done = true;
+			else if (e != cudaErrorNotReady)
+				CK(e);
+			uint64_t t = now_ns();
+			if (!timing && ready && (!o.start_file || file_exists(o.start_file))) {
+				timing = true;
+				t_start = t_last = t;
+			}
+			if (timing && t - t_start >= dur) {
+				t_last = t;
+				over = true;
+				break;
+			}
+			if (!done)
+				sleep_until_ns(t + 50000);
 		}
+		if (over)
+			break;
 		uint64_t t = now_ns();
 		if (!ready) {
 			touch_file(o.ready_file);
 			ready = true;
 		}
-		if (timing) {
+		if (was_timing) { // a completion inside the window
 			count++;
 			t_last = t;
-			if (t - t_start >= dur)
-				break;
-		} else if (!o.start_file || file_exists(o.start_file)) {
-			timing = true;
-			t_start = t_last = t;
-		} else if (t > give_up) {
+		}
+		if (!timing && t > give_up) {
 			fprintf(stderr, "be_fill: start file %s did not appear\n", o.start_file);
 			return 3;
 		}
 	}
-	CK(cudaStreamSynchronize(w.stream));
 
 	double secs = (t_last - t_start) / 1e9;
 	double kps = secs > 0 ? (double)count / secs : 0.0;
@@ -223,10 +242,8 @@ int main(int argc, char **argv)
 	       kps > 0 ? 1000.0 / kps : 0.0, w.grid, FILL_THREADS, per_sm,
 	       prop.multiProcessorCount, o.inflight, prop.name);
 	fflush(stdout);
-
-	CK(cudaEventDestroy(ev[0]));
-	CK(cudaEventDestroy(ev[1]));
-	CK(cudaFree(w.out));
-	CK(cudaStreamDestroy(w.stream));
-	return 0;
+	// No teardown: kernels may still be queued on channels that another
+	// tool keeps disabled, and waiting for them would never end. The
+	// driver frees everything when the process exits.
+	_exit(0);
 }

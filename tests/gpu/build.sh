@@ -33,3 +33,8 @@ done
 echo "built $out/ctx_bench"
 ${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -I"$here/../.." -o "$out/rm_latency" "$here/rm_latency.c"
 echo "built $out/rm_latency"
+# Experiment library (LD_PRELOAD): in-process timeslice, interleave and
+# channel-disable rotation (docs/PERF.md, 2026-11-23).
+${CC:-cc} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wshadow -fPIC -shared -I"$here/../.." \
+	-o "$out/rm_probe.so" "$here/rm_probe.c" -ldl -lpthread
+echo "built $out/rm_probe.so"

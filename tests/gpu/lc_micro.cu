@@ -24,6 +24,22 @@
 // keeps running until that file exists, so that a script can start several
 // workloads' measurements together.
 //
+// Experiments (docs/PERF.md, "switch cost"):
+//   --arrival poisson   exponential gaps of mean --period-us instead of a
+//                       fixed period (seeded, --seed)
+//   --pre wake|copy|memset [--pre-lead-us L]
+//                       before each request, put a tiny operation on the
+//                       same stream: an empty 1-block kernel (wake), a
+//                       4-byte host-to-device copy (copy engine), or a
+//                       4-byte cudaMemsetAsync; L us before the request's
+//                       submit (0: just before it, inside the timed request)
+//   GPU timestamps: block 0 of the kernel writes %globaltimer at its start
+//   and end into mapped host memory. gpu_run = end - start (how long the
+//   kernel ran), outside = latency - gpu_run (submit to start plus end to
+//   host notice: the switch cost shows up here). Both need no clock offset.
+//   start_gt_us = %globaltimer at start - CLOCK_REALTIME at submit is only
+//   meaningful where the driver keeps %globaltimer on host time.
+//
 // Output: one JSON line on stdout, e.g.
 //   {"workload":"lc_micro","n":5000,"p50_us":37.1,...,"late":0,...}
 
@@ -41,15 +57,25 @@ __device__ __forceinline__ uint64_t global_timer_ns(void)
 // Every thread spins until ns nanoseconds of wall time have passed since its
 // block started. The store never happens (t is never 0); it only keeps the
 // loop from being optimised away.
-__global__ void spin_kernel(uint64_t ns, unsigned int *sink)
+__global__ void spin_kernel(uint64_t ns, unsigned int *sink, volatile uint64_t *stamp)
 {
 	uint64_t start = global_timer_ns();
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		stamp[0] = start;
 	uint64_t t;
 	do {
 		t = global_timer_ns();
 	} while (t - start < ns);
 	if (t == 0)
 		sink[blockIdx.x] = threadIdx.x;
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		stamp[1] = t;
+		__threadfence_system();
+	}
+}
+
+__global__ void wake_kernel(void)
+{
 }
 
 struct options {
@@ -65,7 +91,13 @@ struct options {
 	const char *ready_file = nullptr;
 	const char *start_file = nullptr;
 	double start_timeout_s = 300;
+	bool poisson = false;
+	unsigned seed = 1;
+	int pre = 0; // PRE_*
+	double pre_lead_us = 0;
 };
+
+enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET };
 
 static void usage(const char *prog)
 {
@@ -73,7 +105,9 @@ static void usage(const char *prog)
 		"usage: %s [--period-us 2000] [--duration-s 10] [--kernel-us 35]\n"
 		"          [--warmup-s 1] [--blocks 4] [--threads 128] [--graph]\n"
 		"          [--wait spin|sync] [--no-calibrate] [--ready-file PATH]\n"
-		"          [--start-file PATH] [--start-timeout-s 300]\n",
+		"          [--start-file PATH] [--start-timeout-s 300]\n"
+		"          [--arrival fixed|poisson] [--seed N]\n"
+		"          [--pre none|wake|copy|memset] [--pre-lead-us 0]\n",
 		prog);
 	exit(2);
 }
@@ -113,11 +147,36 @@ static options parse(int argc, char **argv)
 			o.start_file = arg_value(argc, argv, &i);
 		else if (arg_is(a, "--start-timeout-s"))
 			o.start_timeout_s = arg_double(argc, argv, &i);
-		else
+		else if (arg_is(a, "--seed"))
+			o.seed = (unsigned)arg_double(argc, argv, &i);
+		else if (arg_is(a, "--pre-lead-us"))
+			o.pre_lead_us = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--arrival")) {
+			const char *v = arg_value(argc, argv, &i);
+			if (strcmp(v, "fixed") == 0)
+				o.poisson = false;
+			else if (strcmp(v, "poisson") == 0)
+				o.poisson = true;
+			else
+				usage(argv[0]);
+		} else if (arg_is(a, "--pre")) {
+			const char *v = arg_value(argc, argv, &i);
+			if (strcmp(v, "none") == 0)
+				o.pre = PRE_NONE;
+			else if (strcmp(v, "wake") == 0)
+				o.pre = PRE_WAKE;
+			else if (strcmp(v, "copy") == 0)
+				o.pre = PRE_COPY;
+			else if (strcmp(v, "memset") == 0)
+				o.pre = PRE_MEMSET;
+			else
+				usage(argv[0]);
+		} else
 			usage(argv[0]);
 	}
 	if (o.period_us <= 0 || o.duration_s <= 0 || o.kernel_us < 0 ||
-	    o.warmup_s < 0 || o.blocks < 1 || o.threads < 1 || o.threads > 1024)
+	    o.warmup_s < 0 || o.blocks < 1 || o.threads < 1 || o.threads > 1024 ||
+	    o.pre_lead_us < 0 || o.pre_lead_us > o.period_us)
 		usage(argv[0]);
 	return o;
 }
@@ -129,14 +188,46 @@ struct lc {
 	cudaGraphExec_t exec = nullptr;
 	unsigned int *sink;
 	uint64_t kernel_ns;
+	volatile uint64_t *stamp; // mapped host memory: [0] start, [1] end (%globaltimer)
+	uint64_t *stamp_dev;
+	unsigned int *pre_host; // pinned source of the 4-byte copy
+	uint64_t submit_rt;      // CLOCK_REALTIME at the last submit
 };
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// The tiny operation of --pre, on the LC's stream.
+static void pre_op(lc &w)
+{
+	switch (w.o.pre) {
+	case PRE_WAKE:
+		wake_kernel<<<1, 32, 0, w.stream>>>();
+		CK_LAUNCH();
+		break;
+	case PRE_COPY:
+		CK(cudaMemcpyAsync(w.sink, w.pre_host, sizeof(unsigned int), cudaMemcpyHostToDevice,
+				   w.stream));
+		break;
+	case PRE_MEMSET:
+		CK(cudaMemsetAsync(w.sink, 0, sizeof(unsigned int), w.stream));
+		break;
+	default:
+		break;
+	}
+}
 
 static void launch(lc &w)
 {
 	if (w.exec) {
 		CK(cudaGraphLaunch(w.exec, w.stream));
 	} else {
-		spin_kernel<<<w.o.blocks, w.o.threads, 0, w.stream>>>(w.kernel_ns, w.sink);
+		spin_kernel<<<w.o.blocks, w.o.threads, 0, w.stream>>>(w.kernel_ns, w.sink,
+								     w.stamp_dev);
 		CK_LAUNCH();
 	}
 }
@@ -145,7 +236,11 @@ static void launch(lc &w)
 // *start receives the launch time.
 static uint64_t request(lc &w, uint64_t *start)
 {
+	w.stamp[0] = w.stamp[1] = 0;
+	w.submit_rt = realtime_ns();
 	uint64_t t0 = now_ns();
+	if (w.o.pre != PRE_NONE && w.o.pre_lead_us == 0)
+		pre_op(w);
 	launch(w);
 	if (w.o.wait_spin) {
 		CK(cudaEventRecord(w.done, w.stream));
@@ -199,6 +294,13 @@ int main(int argc, char **argv)
 	CK(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
 	CK(cudaEventCreateWithFlags(&w.done, cudaEventDisableTiming));
 	CK(cudaMalloc(&w.sink, sizeof(unsigned int) * (size_t)o.blocks));
+	uint64_t *stamp_host;
+	CK(cudaHostAlloc(&stamp_host, 2 * sizeof(uint64_t), cudaHostAllocMapped));
+	w.stamp = stamp_host;
+	CK(cudaHostGetDevicePointer(&w.stamp_dev, stamp_host, 0));
+	CK(cudaHostAlloc(&w.pre_host, sizeof(unsigned int), cudaHostAllocDefault));
+	*w.pre_host = 0;
+	srand48(o.seed);
 
 	if (o.calibrate) {
 		// The event-timed duration is the spin plus a fixed cost: take the
@@ -214,7 +316,7 @@ int main(int argc, char **argv)
 	if (o.graph) {
 		cudaGraph_t g;
 		CK(cudaStreamBeginCapture(w.stream, cudaStreamCaptureModeThreadLocal));
-		spin_kernel<<<o.blocks, o.threads, 0, w.stream>>>(w.kernel_ns, w.sink);
+		spin_kernel<<<o.blocks, o.threads, 0, w.stream>>>(w.kernel_ns, w.sink, w.stamp_dev);
 		CK_LAUNCH();
 		CK(cudaStreamEndCapture(w.stream, &g));
 		CK(cudaGraphInstantiate(&w.exec, g, 0));
@@ -251,9 +353,13 @@ int main(int argc, char **argv)
 	}
 
 	// Measurement.
-	size_t cap = (size_t)(o.duration_s * 1e6 / o.period_us) + 16;
+	size_t cap = (size_t)(o.duration_s * 1e6 / o.period_us) * (o.poisson ? 4 : 1) + 16;
 	uint64_t *lat = (uint64_t *)malloc(cap * sizeof(uint64_t));
-	if (!lat) {
+	uint64_t *run = (uint64_t *)malloc(cap * sizeof(uint64_t));
+	uint64_t *outside = (uint64_t *)malloc(cap * sizeof(uint64_t));
+	int64_t *start_gt = (int64_t *)malloc(cap * sizeof(int64_t));
+	size_t nstamp = 0;
+	if (!lat || !run || !outside || !start_gt) {
 		perror("malloc");
 		return 2;
 	}
@@ -263,15 +369,36 @@ int main(int argc, char **argv)
 	const uint64_t t_end = t_start + (uint64_t)(o.duration_s * 1e9);
 	uint64_t prev_done = 0;
 	next = t_start;
+	const uint64_t lead = (uint64_t)(o.pre_lead_us * 1000.0);
 	while (next < t_end && n < cap) {
-		if (prev_done > next)
+		if (prev_done > next) {
 			late++; // previous request ran past this one's slot
-		else
+			if (lead)
+				pre_op(w);
+		} else {
+			if (lead) {
+				sleep_until_ns(next - lead);
+				pre_op(w);
+			}
 			sleep_until_ns(next);
+		}
 		t = request(w, &s);
-		lat[n++] = t - s;
+		lat[n] = t - s;
+		uint64_t g0 = w.stamp[0], g1 = w.stamp[1];
+		if (g0 && g1 >= g0 && g1 - g0 <= t - s) {
+			run[nstamp] = g1 - g0;
+			outside[nstamp] = (t - s) - (g1 - g0);
+			start_gt[nstamp] = (int64_t)(g0 - w.submit_rt);
+			nstamp++;
+		}
+		n++;
 		prev_done = t;
-		next += period;
+		if (o.poisson) {
+			double u = drand48();
+			next += (uint64_t)(-log(1.0 - u) * (double)period);
+		} else {
+			next += period;
+		}
 		if (t >= t_end)
 			break;
 	}
@@ -281,13 +408,38 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		sum += (double)lat[i];
 	qsort(lat, n, sizeof(uint64_t), cmp_u64);
+	qsort(run, nstamp, sizeof(uint64_t), cmp_u64);
+	qsort(outside, nstamp, sizeof(uint64_t), cmp_u64);
+	// start_gt may be negative (clock offset): sort as signed.
+	for (size_t i = 1; i < nstamp; i++)
+		for (size_t j = i; j > 0 && start_gt[j] < start_gt[j - 1]; j--) {
+			int64_t x = start_gt[j];
+			start_gt[j] = start_gt[j - 1];
+			start_gt[j - 1] = x;
+		}
+	const char *pre_names[] = {"none", "wake", "copy", "memset"};
 
-	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p50_us\":%.1f,\"p90_us\":%.1f,"
+	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p10_us\":%.1f,\"p25_us\":%.1f,"
+	       "\"p75_us\":%.1f,\"p999_us\":%.1f,\"run_p50_us\":%.1f,\"run_p99_us\":%.1f,"
+	       "\"outside_p10_us\":%.1f,\"outside_p50_us\":%.1f,\"outside_p90_us\":%.1f,"
+	       "\"outside_p99_us\":%.1f,\"start_gt_p1_us\":%.1f,\"start_gt_p50_us\":%.1f,"
+	       "\"stamped\":%zu,\"arrival\":\"%s\",\"pre\":\"%s\",\"pre_lead_us\":%.0f,",
+	       n, percentile_sorted(lat, n, 10) / 1e3, percentile_sorted(lat, n, 25) / 1e3,
+	       percentile_sorted(lat, n, 75) / 1e3, percentile_sorted(lat, n, 99.9) / 1e3,
+	       percentile_sorted(run, nstamp, 50) / 1e3, percentile_sorted(run, nstamp, 99) / 1e3,
+	       percentile_sorted(outside, nstamp, 10) / 1e3,
+	       percentile_sorted(outside, nstamp, 50) / 1e3,
+	       percentile_sorted(outside, nstamp, 90) / 1e3,
+	       percentile_sorted(outside, nstamp, 99) / 1e3,
+	       nstamp ? start_gt[(nstamp - 1) / 100] / 1e3 : 0.0,
+	       nstamp ? start_gt[(nstamp - 1) / 2] / 1e3 : 0.0, nstamp,
+	       o.poisson ? "poisson" : "fixed", pre_names[o.pre], o.pre_lead_us);
+	printf("\"p50_us\":%.1f,\"p90_us\":%.1f,"
 	       "\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"late\":%llu,"
 	       "\"period_us\":%.0f,\"kernel_us\":%.1f,\"kernel_us_measured\":%.1f,"
 	       "\"spin_us\":%.1f,\"blocks\":%d,\"threads\":%d,\"graph\":%s,\"wait\":\"%s\","
 	       "\"duration_s\":%.3f,\"device\":\"%s\"}\n",
-	       n, percentile_sorted(lat, n, 50) / 1e3, percentile_sorted(lat, n, 90) / 1e3,
+	       percentile_sorted(lat, n, 50) / 1e3, percentile_sorted(lat, n, 90) / 1e3,
 	       percentile_sorted(lat, n, 99) / 1e3, n ? lat[n - 1] / 1e3 : 0.0,
 	       n ? sum / (double)n / 1e3 : 0.0, (unsigned long long)late, o.period_us,
 	       o.kernel_us, kernel_us_measured, w.kernel_ns / 1e3, o.blocks, o.threads,
@@ -296,6 +448,9 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	free(lat);
+	free(run);
+	free(outside);
+	free(start_gt);
 	if (w.exec)
 		CK(cudaGraphExecDestroy(w.exec));
 	CK(cudaFree(w.sink));

@@ -1,0 +1,262 @@
+# SPDX-License-Identifier: Apache-2.0
+"""lc_models - latency-critical model workloads for the gpuqos benchmark suite.
+
+Models are built from their configurations with random weights (no download):
+  resnet50   torchvision ResNet-50, 3x224x224, channels_last
+  vit_b16    torchvision ViT-B/16, 3x224x224
+  bert_base  a BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072,
+             vocabulary 30522) written here in plain PyTorch, sequence 128
+batch 1 (--batch), fp16, eval, no grad.
+
+  --mode graph   the forward pass is captured once in a CUDA graph; a
+                 request is one replay
+  --mode eager   a request is an ordinary forward call (CPU launch bound)
+  --arrival fixed|poisson
+                 requests due every --period-ms, or with exponential gaps of
+                 that mean (seeded by --seed)
+
+Latency = CLOCK_MONOTONIC from just before the submit to the return of
+torch.cuda.synchronize(). CUDA events recorded before and after the submit
+give the GPU time of the request (gpu_us: from when the LC's channel first
+ran to its end); outside_us = latency - gpu_us holds the submit, the wait to
+be scheduled (the context switch behind a BE) and the completion notice.
+A request whose due time has passed when the previous one completes starts
+at once and counts as late. The same pattern runs for --warmup-s first, then
+--ready-file is created and, with --start-file, the warmup pattern goes on
+until that file exists.
+
+Output: one JSON line on stdout (workload "<model>_<mode>", n, p50_us,
+p90_us, p99_us, p999_us, max_us, mean_us, late, gpu_p50_us, ...).
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+
+def percentile_sorted(v, p):
+    """Nearest-rank percentile, the definition lc_micro uses."""
+    if not v:
+        return 0
+    rank = max(1, min(len(v), math.ceil(p / 100.0 * len(v) - 1e-9)))
+    return v[rank - 1]
+
+
+def sleep_until(t_ns):
+    d = t_ns - time.monotonic_ns()
+    if d > 0:
+        time.sleep(d / 1e9)
+
+
+def touch(path):
+    if path:
+        with open(path, "a"):
+            pass
+
+
+def bert_base(torch):
+    """BERT-base encoder from its configuration, plain PyTorch."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Layer(nn.Module):
+        def __init__(self, h=768, heads=12, ff=3072):
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(h, 3 * h)
+            self.out = nn.Linear(h, h)
+            self.ln1 = nn.LayerNorm(h, eps=1e-12)
+            self.ff1 = nn.Linear(h, ff)
+            self.ff2 = nn.Linear(ff, h)
+            self.ln2 = nn.LayerNorm(h, eps=1e-12)
+
+        def forward(self, x):
+            b, s, h = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).unbind(2)
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                               v.transpose(1, 2))
+            x = self.ln1(x + self.out(a.transpose(1, 2).reshape(b, s, h)))
+            return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
+
+    class Bert(nn.Module):
+        def __init__(self, vocab=30522, h=768, layers=12, max_pos=512):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, h)
+            self.pos = nn.Embedding(max_pos, h)
+            self.typ = nn.Embedding(2, h)
+            self.ln = nn.LayerNorm(h, eps=1e-12)
+            self.layers = nn.ModuleList(Layer(h) for _ in range(layers))
+            self.pool = nn.Linear(h, h)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+            x = self.ln(self.tok(ids) + self.pos(pos) + self.typ(torch.zeros_like(ids)))
+            for layer in self.layers:
+                x = layer(x)
+            return torch.tanh(self.pool(x[:, 0]))
+
+    return Bert()
+
+
+def build(torch, name, batch, seq, dev):
+    if name == "bert_base":
+        model = bert_base(torch).to(dev).half().eval()
+        x = torch.randint(0, 30522, (batch, seq), device=dev)
+        return model, x
+    import torchvision
+    if name == "resnet50":
+        model = torchvision.models.resnet50(weights=None)
+        fmt = torch.channels_last
+    elif name == "vit_b16":
+        model = torchvision.models.vit_b_16(weights=None)
+        fmt = torch.contiguous_format
+    else:
+        raise SystemExit(f"lc_models: unknown model {name}")
+    model = model.to(dev).half().eval().to(memory_format=fmt)
+    x = torch.randn(batch, 3, 224, 224, device=dev, dtype=torch.half)
+    return model, x.contiguous(memory_format=fmt)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=["resnet50", "vit_b16", "bert_base"], default="resnet50")
+    ap.add_argument("--mode", choices=["graph", "eager"], default="graph")
+    ap.add_argument("--arrival", choices=["fixed", "poisson"], default="fixed")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--period-ms", type=float, default=5.0)
+    ap.add_argument("--duration-s", type=float, default=10.0)
+    ap.add_argument("--warmup-s", type=float, default=2.0)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--ready-file")
+    ap.add_argument("--start-file")
+    ap.add_argument("--start-timeout-s", type=float, default=300.0)
+    a = ap.parse_args()
+    if a.period_ms <= 0 or a.duration_s <= 0 or a.batch < 1 or not 1 <= a.seq <= 512:
+        ap.error("bad --period-ms, --duration-s, --batch or --seq")
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("lc_models: no CUDA device", file=sys.stderr)
+        return 2
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda", 0)
+    model, x = build(torch, a.model, a.batch, a.seq, dev)
+    rng = random.Random(a.seed)
+
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(5):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        if a.mode == "graph":
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = model(x)  # noqa: F841 (kept by the graph)
+            torch.cuda.synchronize()
+
+            def submit():
+                graph.replay()
+        else:
+            def submit():
+                model(x)
+
+        e0 = torch.cuda.Event(enable_timing=True)
+        e1 = torch.cuda.Event(enable_timing=True)
+
+        def request():
+            t0 = time.monotonic_ns()
+            e0.record()
+            submit()
+            e1.record()
+            torch.cuda.synchronize()
+            t1 = time.monotonic_ns()
+            return t0, t1, e0.elapsed_time(e1) * 1e6
+
+        def gap():
+            if a.arrival == "poisson":
+                return int(rng.expovariate(1.0) * a.period_ms * 1e6)
+            return int(a.period_ms * 1e6)
+
+        nxt = time.monotonic_ns()
+        warm_end = nxt + int(a.warmup_s * 1e9)
+        give_up = warm_end + int(a.start_timeout_s * 1e9)
+        ready = False
+        while True:
+            sleep_until(nxt)
+            _, t, _ = request()
+            nxt += gap()
+            nxt = max(nxt, t)
+            if not ready and t >= warm_end:
+                touch(a.ready_file)
+                ready = True
+            if ready and (not a.start_file or os.path.exists(a.start_file)):
+                break
+            if t > give_up:
+                print(f"lc_models: start file {a.start_file} did not appear", file=sys.stderr)
+                return 3
+
+        lat, gpu, outside = [], [], []
+        late = 0
+        t_start = time.monotonic_ns()
+        t_end = t_start + int(a.duration_s * 1e9)
+        prev_done = 0
+        nxt = t_start
+        while nxt < t_end:
+            if prev_done > nxt:
+                late += 1
+            else:
+                sleep_until(nxt)
+            s, t, g = request()
+            lat.append(t - s)
+            gpu.append(g)
+            outside.append(max(0.0, (t - s) - g))
+            prev_done = t
+            nxt += gap()
+            if t >= t_end:
+                break
+        t_stop = time.monotonic_ns()
+
+    lat.sort()
+    gpu.sort()
+    outside.sort()
+    n = len(lat)
+
+    def us(v):
+        return round(v / 1e3, 1)
+
+    res = {
+        "workload": f"{a.model}_{a.mode}",
+        "n": n,
+        "p50_us": us(percentile_sorted(lat, 50)),
+        "p90_us": us(percentile_sorted(lat, 90)),
+        "p99_us": us(percentile_sorted(lat, 99)),
+        "p999_us": us(percentile_sorted(lat, 99.9)),
+        "max_us": us(lat[-1]) if n else 0.0,
+        "mean_us": us(sum(lat) / n) if n else 0.0,
+        "gpu_p50_us": us(percentile_sorted(gpu, 50)),
+        "gpu_p99_us": us(percentile_sorted(gpu, 99)),
+        "outside_p50_us": us(percentile_sorted(outside, 50)),
+        "outside_p99_us": us(percentile_sorted(outside, 99)),
+        "late": late,
+        "period_us": round(a.period_ms * 1e3),
+        "arrival": a.arrival,
+        "batch": a.batch,
+        "duration_s": round((t_stop - t_start) / 1e9, 3),
+        "device": torch.cuda.get_device_name(dev),
+        "torch": torch.__version__,
+    }
+    print(json.dumps(res, separators=(",", ":")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

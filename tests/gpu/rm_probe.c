@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rm_probe.c - an experiment library for the GPU benchmarks (LD_PRELOAD),
+ * not part of gpuqos. It lets one CUDA process set its own GR TSG's
+ * scheduling from inside, without the node agent, so that the benchmark can
+ * try settings the agent's policy does not offer (one short BE among long
+ * ones, interleave set before the runlist is built, channel-disable rotation).
+ *
+ * Owns: learning the process's GR TSG, its channels and its subdevice from
+ * the RM ioctls libcuda makes; issuing controls on libcuda's own file
+ * descriptor (the RM accepts a control only there); a rotation thread.
+ * Does not own: anything gpuqos does in production (no protocol, no agent).
+ *
+ * Environment (all optional; nothing set = the library only watches):
+ *   GQP_TIMESLICE_US=N   set the GR TSG's timeslice to N once settled, and
+ *                        rewrite libcuda's own later SET_TIMESLICE to N
+ *   GQP_INTERLEAVE=0|1|2 set the GR TSG's interleave level (LOW/MEDIUM/HIGH)
+ *   GQP_EARLY=1          apply timeslice/interleave right after the TSG's
+ *                        allocation returns, before libcuda schedules it
+ *                        (the runlist is then built with them)
+ *   GQP_REBUILD=1        after applying, disable and re-enable the TSG's
+ *                        channels once (forces the runlist to be rebuilt)
+ *   GQP_ROT_N, GQP_ROT_I, GQP_ROT_PERIOD_MS
+ *                        rotation: this process is schedulable only in
+ *                        slots s = floor(CLOCK_MONOTONIC / period) with
+ *                        s mod N == I; otherwise its GR channels are
+ *                        disabled (DISABLE_CHANNELS, then PREEMPT)
+ *   GQP_ROT_STATIC=1     no rotation: I == 0 stays enabled, others stay
+ *                        disabled for the whole run
+ *   GQP_ONLY_SCHED=1     bOnlyDisableScheduling in DISABLE_CHANNELS
+ *   GQP_NO_PREEMPT=1     no PREEMPT after a disable
+ *   GQP_SETTLE_MS=N      wait N ms after the last channel allocation before
+ *                        acting (default 500)
+ * Writes one line per action and a summary at exit to stderr, prefixed
+ * "rm_probe:". Channels are enabled again at exit.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "abi/rm_abi.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS and its parameters (ctrl2080fifo.h,
+ * driver 580). abi/rm_abi.h does not define them; they live here because
+ * only this probe uses them.
+ */
+#define PROBE_CTRL_FIFO_DISABLE_CHANNELS 0x2080110bu
+#define PROBE_DISABLE_MAX 64
+
+struct probe_disable_channels {
+	rm_u8 bDisable;
+	rm_u32 numChannels;
+	rm_u8 bOnlyDisableScheduling;
+	rm_u8 bRewindGpPut;
+	rm_u64 pRunlistPreemptEvent RM_ALIGN8; /* must be NULL from user space */
+	rm_handle hClientList[PROBE_DISABLE_MAX];
+	rm_handle hChannelList[PROBE_DISABLE_MAX];
+};
+_Static_assert(sizeof(struct probe_disable_channels) == 536, "DISABLE_CHANNELS is 536 bytes");
+_Static_assert(RM_OFFSETOF(struct probe_disable_channels, hClientList) == 24, "hClientList");
+
+#define MAX_SUBDEV 16
+#define MAX_STATS 4096
+
+typedef int (*ioctl_fn)(int, unsigned long, ...);
+
+static struct {
+	pthread_mutex_t lock;
+	ioctl_fn real;
+	int fd;                   /* libcuda's fd that created the GR TSG's client */
+	rm_handle client, tsg;    /* the first GR TSG */
+	rm_handle chans[PROBE_DISABLE_MAX];
+	unsigned nchans;
+	rm_handle sub_client[MAX_SUBDEV], sub_obj[MAX_SUBDEV];
+	unsigned nsub;
+	uint64_t last_alloc_ns;
+	long timeslice_us;        /* -1: leave */
+	long interleave;          /* -1: leave */
+	int early, rebuild, only_sched, no_preempt, rot_static;
+	long rot_n, rot_i, rot_period_ms, settle_ms;
+	volatile int stop;
+	int disabled;
+	pthread_t thread;
+	int thread_started;
+	unsigned n_dis, n_en, n_pre;
+	uint32_t dis_us[MAX_STATS], en_us[MAX_STATS], pre_us[MAX_STATS];
+	unsigned rm_errors;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .timeslice_us = -1, .interleave = -1};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static long env_long(const char *name, long dflt)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return dflt;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end) {
+		fprintf(stderr, "rm_probe: %s=%s is not a number; ignored\n", name, s);
+		return dflt;
+	}
+	return v;
+}
+
+/* One RM control on libcuda's fd, timed. Returns the RM status (or 0xffff
+ * when the ioctl itself failed). */
+static rm_u32 control(rm_handle obj, rm_u32 cmd, void *params, rm_u32 size, uint32_t *us)
+{
+	struct rm_control_params c = {.hClient = P.client, .hObject = obj, .cmd = cmd,
+				      .params = (rm_u64)(uintptr_t)params, .paramsSize = size};
+	uint64_t t0 = mono_ns();
+	int rc = P.real(P.fd, RM_IOCTL_CONTROL, &c);
+	uint64_t dt = (mono_ns() - t0) / 1000;
+	if (us)
+		*us = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+	rm_u32 st = rc < 0 ? 0xffffu : c.status;
+	if (st != RM_OK)
+		P.rm_errors++;
+	return st;
+}
+
+static rm_handle subdevice_of_client(void)
+{
+	for (unsigned i = 0; i < P.nsub; i++)
+		if (P.sub_client[i] == P.client)
+			return P.sub_obj[i];
+	return 0;
+}
+
+static rm_u32 set_channels(int disable, uint32_t *us)
+{
+	struct probe_disable_channels d;
+	memset(&d, 0, sizeof(d));
+	d.bDisable = (rm_u8)!!disable;
+	d.bOnlyDisableScheduling = (rm_u8)P.only_sched;
+	d.numChannels = P.nchans;
+	for (unsigned i = 0; i < P.nchans; i++) {
+		d.hClientList[i] = P.client;
+		d.hChannelList[i] = P.chans[i];
+	}
+	return control(subdevice_of_client(), PROBE_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d), us);
+}
+
+static void record(uint32_t *arr, unsigned *n, uint32_t v)
+{
+	if (*n < MAX_STATS)
+		arr[*n] = v;
+	(*n)++;
+}
+
+/* Disable (then preempt) or enable this process's GR channels. Caller holds
+ * the lock. */
+static void switch_state(int disable)
+{
+	uint32_t us = 0;
+	rm_u32 st = set_channels(disable, &us);
+	if (st != RM_OK) {
+		fprintf(stderr, "rm_probe: pid %d %s channels: status 0x%x\n", getpid(),
+			disable ? "disable" : "enable", st);
+		return;
+	}
+	P.disabled = disable;
+	if (!disable) {
+		record(P.en_us, &P.n_en, us);
+		return;
+	}
+	record(P.dis_us, &P.n_dis, us);
+	if (!P.no_preempt) {
+		struct rm_tsg_preempt pr = {.bWait = 1, .bManualTimeout = 1, .timeoutUs = 100000};
+		st = control(P.tsg, RM_CTRL_TSG_PREEMPT, &pr, sizeof(pr), &us);
+		if (st == RM_OK)
+			record(P.pre_us, &P.n_pre, us);
+		else
+			fprintf(stderr, "rm_probe: pid %d preempt: status 0x%x\n", getpid(), st);
+	}
+}
+
+/* Timeslice and interleave on the GR TSG; caller holds the lock. */
+static void apply_settings(const char *when)
+{
+	uint32_t us;
+	if (P.timeslice_us >= 0) {
+		struct rm_tsg_timeslice t = {.timesliceUs = (rm_u64)P.timeslice_us};
+		rm_u32 st = control(P.tsg, RM_CTRL_TSG_SET_TIMESLICE, &t, sizeof(t), &us);
+		fprintf(stderr, "rm_probe: pid %d %s SET_TIMESLICE %ld us: status 0x%x, %u us\n",
+			getpid(), when, P.timeslice_us, st, us);
+	}
+	if (P.interleave >= 0) {
+		struct rm_tsg_interleave il = {.tsgInterleaveLevel = (rm_u32)P.interleave};
+		rm_u32 st = control(P.tsg, RM_CTRL_TSG_SET_INTERLEAVE, &il, sizeof(il), &us);
+		fprintf(stderr, "rm_probe: pid %d %s SET_INTERLEAVE %ld: status 0x%x, %u us\n",
+			getpid(), when, P.interleave, st, us);
+	}
+}
+
+static int slot_enabled(uint64_t now)
+{
+	if (P.rot_static)
+		return P.rot_i == 0;
+	uint64_t slot = now / ((uint64_t)P.rot_period_ms * 1000000ull);
+	return (long)(slot % (uint64_t)P.rot_n) == P.rot_i;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static void *probe_thread(void *arg)
+{
+	(void)arg;
+	/* Settle: the GR TSG and its channels exist and nothing was allocated
+	 * for settle_ms (libcuda's own SET_TIMESLICE comes ~70 ms after). */
+	for (;;) {
+		if (P.stop)
+			return NULL;
+		pthread_mutex_lock(&P.lock);
+		int settled = P.tsg && P.nchans && subdevice_of_client() &&
+			      mono_ns() - P.last_alloc_ns > (uint64_t)P.settle_ms * 1000000ull;
+		pthread_mutex_unlock(&P.lock);
+		if (settled)
+			break;
+		sleep_ms(10);
+	}
+	pthread_mutex_lock(&P.lock);
+	fprintf(stderr, "rm_probe: pid %d GR TSG 0x%x client 0x%x subdevice 0x%x, %u channels\n",
+		getpid(), P.tsg, P.client, subdevice_of_client(), P.nchans);
+	apply_settings("settled");
+	if (P.rebuild) {
+		switch_state(1);
+		switch_state(0);
+		fprintf(stderr, "rm_probe: pid %d runlist rebuilt (disable+enable)\n", getpid());
+	}
+	pthread_mutex_unlock(&P.lock);
+	if (P.rot_n <= 0)
+		return NULL;
+	while (!P.stop) {
+		uint64_t now = mono_ns();
+		int want = slot_enabled(now);
+		pthread_mutex_lock(&P.lock);
+		if (!P.stop && want == P.disabled)
+			switch_state(!want);
+		pthread_mutex_unlock(&P.lock);
+		if (P.rot_static) {
+			sleep_ms(20);
+			continue;
+		}
+		uint64_t per = (uint64_t)P.rot_period_ms * 1000000ull;
+		uint64_t next = (now / per + 1) * per;
+		struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
+				      .tv_nsec = (long)(next % 1000000000ull)};
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+	return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void summary(const char *what, uint32_t *v, unsigned n)
+{
+	unsigned k = n < MAX_STATS ? n : MAX_STATS;
+	if (!k)
+		return;
+	qsort(v, k, sizeof(*v), cmp_u32);
+	fprintf(stderr, "rm_probe: pid %d %s: n %u p50 %u us p99 %u us max %u us\n", getpid(), what,
+		n, v[k / 2], v[(k * 99) / 100], v[k - 1]);
+}
+
+__attribute__((constructor)) static void probe_init(void)
+{
+	P.real = (ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
+	P.timeslice_us = env_long("GQP_TIMESLICE_US", -1);
+	P.interleave = env_long("GQP_INTERLEAVE", -1);
+	P.early = (int)env_long("GQP_EARLY", 0);
+	P.rebuild = (int)env_long("GQP_REBUILD", 0);
+	P.only_sched = (int)env_long("GQP_ONLY_SCHED", 0);
+	P.no_preempt = (int)env_long("GQP_NO_PREEMPT", 0);
+	P.rot_static = (int)env_long("GQP_ROT_STATIC", 0);
+	P.rot_n = env_long("GQP_ROT_N", 0);
+	P.rot_i = env_long("GQP_ROT_I", 0);
+	P.rot_period_ms = env_long("GQP_ROT_PERIOD_MS", 100);
+	P.settle_ms = env_long("GQP_SETTLE_MS", 500);
+	if (P.interleave > 2 || P.rot_n < 0 || P.rot_n > 64 || P.rot_i < 0 ||
+	    (P.rot_n && P.rot_i >= P.rot_n) || P.rot_period_ms < 1 || P.settle_ms < 0) {
+		fprintf(stderr, "rm_probe: bad GQP_* settings; the probe only watches\n");
+		P.interleave = P.timeslice_us = -1;
+		P.rot_n = 0;
+	}
+	int act = P.timeslice_us >= 0 || P.interleave >= 0 || P.rebuild || P.rot_n > 0;
+	if (P.real && act && pthread_create(&P.thread, NULL, probe_thread, NULL) == 0)
+		P.thread_started = 1;
+}
+
+__attribute__((destructor)) static void probe_fini(void)
+{
+	P.stop = 1;
+	pthread_mutex_lock(&P.lock);
+	if (P.disabled)
+		switch_state(0);
+	pthread_mutex_unlock(&P.lock);
+	summary("disable", P.dis_us, P.n_dis);
+	summary("preempt", P.pre_us, P.n_pre);
+	summary("enable", P.en_us, P.n_en);
+	if (P.rm_errors)
+		fprintf(stderr, "rm_probe: pid %d %u controls failed\n", getpid(), P.rm_errors);
+}
+
+/* What an allocation that succeeded tells us. Caller holds the lock. */
+static void note_alloc(int fd, rm_handle root, rm_handle parent, rm_handle obj, rm_u32 cls,
+		       const void *params, rm_u32 psize)
+{
+	P.last_alloc_ns = mono_ns();
+	if (cls == RM_CLASS_SUBDEVICE && P.nsub < MAX_SUBDEV) {
+		P.sub_client[P.nsub] = root;
+		P.sub_obj[P.nsub++] = obj;
+	} else if (cls == RM_CLASS_TSG && !P.tsg && params) {
+		/* libcuda passes paramsSize 0: the RM takes the size from the class. */
+		(void)psize;
+		const struct rm_tsg_alloc *t = params;
+		if (rm_engine_is_gr(t->engineType)) {
+			P.fd = fd;
+			P.client = root;
+			P.tsg = obj;
+			if (P.early)
+				apply_settings("early");
+		}
+	} else if (rm_class_is_channel(cls) && P.tsg && parent == P.tsg &&
+		   root == P.client && P.nchans < PROBE_DISABLE_MAX) {
+		P.chans[P.nchans++] = obj;
+	}
+}
+
+/* A control on the way in: libcuda's own SET_TIMESLICE on our TSG gets our
+ * value. Caller holds the lock. */
+static void rewrite_control(struct rm_control_params *c)
+{
+	if (P.timeslice_us < 0 || !P.tsg || c->hObject != P.tsg || c->hClient != P.client ||
+	    c->cmd != RM_CTRL_TSG_SET_TIMESLICE || c->paramsSize != sizeof(struct rm_tsg_timeslice) ||
+	    !c->params)
+		return;
+	struct rm_tsg_timeslice *t = (struct rm_tsg_timeslice *)(uintptr_t)c->params;
+	fprintf(stderr, "rm_probe: pid %d libcuda SET_TIMESLICE %llu us -> %ld us\n", getpid(),
+		(unsigned long long)t->timesliceUs, P.timeslice_us);
+	t->timesliceUs = (rm_u64)P.timeslice_us;
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!P.real) {
+		P.real = (ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
+		if (!P.real) {
+			errno = ENOSYS;
+			return -1;
+		}
+	}
+	rm_u32 r = (rm_u32)req;
+	if (r == RM_IOCTL_CONTROL && arg) {
+		pthread_mutex_lock(&P.lock);
+		rewrite_control(arg);
+		pthread_mutex_unlock(&P.lock);
+	}
+	int rc = P.real(fd, req, arg);
+	if (rc != 0 || !arg)
+		return rc;
+	if (r == RM_IOCTL_ALLOC64) {
+		const struct rm_alloc64_params *a = arg;
+		if (a->status == RM_OK) {
+			pthread_mutex_lock(&P.lock);
+			note_alloc(fd, a->hRoot, a->hObjectParent, a->hObjectNew, a->hClass,
+				   (const void *)(uintptr_t)a->pAllocParms, a->paramsSize);
+			pthread_mutex_unlock(&P.lock);
+		}
+	} else if (r == RM_IOCTL_ALLOC21) {
+		const struct rm_alloc21_params *a = arg;
+		if (a->status == RM_OK) {
+			pthread_mutex_lock(&P.lock);
+			note_alloc(fd, a->hRoot, a->hObjectParent, a->hObjectNew, a->hClass,
+				   (const void *)(uintptr_t)a->pAllocParms, a->paramsSize);
+			pthread_mutex_unlock(&P.lock);
+		}
+	}
+	return rc;
+}

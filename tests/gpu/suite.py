@@ -1,0 +1,612 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""suite.py - the gpuqos benchmark suite: one command on any NVIDIA GPU.
+
+    python3 tests/gpu/suite.py --sets quick --out DIR [--duration-s 3]
+                               [--repeat 1] [--only REGEX] [--max-s 540]
+
+Runs scenarios (an LC workload, 0-4 BE processes, a mode), prints a table and
+writes DIR/suite.json (every record and the derived figures) and
+DIR/suite.jsonl (one line per run, as it happens). Scenario sets:
+
+  quick    micro LC and a ResNet-50 CUDA graph, 1 and 3 all-SM BEs, a
+           training BE; alone, driver defaults, gpuqos default policy
+  models   ResNet-50, ViT-B/16 and BERT-base CUDA graphs (fixed and Poisson
+           arrivals) and eager ResNet-50 against the training BE and the
+           all-SM BE: alone, defaults, gpuqos
+  full     quick + models + every LC against 1-4 BEs of both kinds under
+           defaults and every gpuqos policy variant (long: run it in parts
+           with --only)
+  switch   what the per-request switch costs and what hides it (micro LC,
+           in-process settings through rm_probe.so)
+  puzzle   driver defaults, 1-3 BEs, fixed and Poisson arrivals
+  multibe  several BEs: defaults kept, one short BE, interleave levels
+  rotate   channel-disable rotation among 3 BEs (rm_probe.so)
+
+Modes: `alone` (LC only), `be_alone` (BEs only), `defaults` (nothing set),
+`gq:<policy>` (the standalone node agent with that policy file, workloads
+under `gpuqos run --class lc|be`; needs the bundle of tests/gpu/bundle.sh)
+and `probe` (workloads under LD_PRELOAD=rm_probe.so with per-process
+GQP_* settings; no agent).
+
+Derived per run: LC p99 / alone p99 (same LC, same arguments), BE kept =
+sum of the BEs' rates / one BE of that kind alone, the switch cost of the
+run = LC outside-time p50 (latency minus GPU time) minus the same alone,
+and the physical limit 1 - rate x (LC GPU work alone + 2 switches), with
+the switch taken from the micro LC under the default policy with one BE
+(the suite's own measurement; --switch-us overrides).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+POLICIES = {
+    # The example policy's values (deploy/gpuqos-policy.example.json).
+    "default": {},
+    "be20": {"timeslices": {"beUs": 20}},
+    "leave": {"severalBe": "leave"},
+    "floor200": {"timeslices": {"severalBeUs": 200}, "allowUnsafeSeveralBe": True},
+    "interleave": {"interleave": {"lc": "high", "be": "low"}},
+}
+
+LC_TS = {"GQP_TIMESLICE_US": "100000"}
+
+
+def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
+       be_args=(), tag=""):
+    """One scenario. be_env: a dict for every BE or a list, one per BE."""
+    if isinstance(be_env, dict) or be_env is None:
+        be_env = [dict(be_env or {}) for _ in range(nbe)]
+    return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
+            "lc_args": list(lc_args), "lc_env": dict(lc_env or {}), "be_env": be_env,
+            "be_args": list(be_args), "tag": tag}
+
+
+def set_quick():
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone")]
+    for lc in ("micro", "resnet50_graph"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for nbe in ((1, 3) if lc == "micro" else (1,)):
+            for mode in ("defaults", "gq:default"):
+                s.append(sc(f"{lc} {mode} {nbe}xfill", lc, "fill", nbe, mode))
+    s.append(sc("micro defaults 1xtrain", "micro", "train", 1, "defaults"))
+    s.append(sc("micro gq:default 1xtrain", "micro", "train", 1, "gq:default"))
+    return s
+
+
+def set_models():
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone")]
+    for lc in ("resnet50_graph", "resnet50_graph_poisson", "vit_b16_graph",
+               "bert_base_graph", "resnet50_eager"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for be in ("train", "fill"):
+            for mode in ("defaults", "gq:default"):
+                s.append(sc(f"{lc} {mode} 1x{be}", lc, be, 1, mode))
+    return s
+
+
+def set_full():
+    s = set_quick() + set_models()
+    for lc in ("micro", "micro_poisson", "resnet50_graph", "vit_b16_graph", "bert_base_graph",
+               "resnet50_eager"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for be in ("fill", "train"):
+            for nbe in (1, 2, 3, 4):
+                s.append(sc(f"be alone {nbe}x{be}", None, be, nbe, "be_alone"))
+                for mode in ["defaults"] + ["gq:" + p for p in POLICIES]:
+                    s.append(sc(f"{lc} {mode} {nbe}x{be}", lc, be, nbe, mode))
+    return s
+
+
+def set_switch():
+    be = lambda us: {"GQP_TIMESLICE_US": str(us)}  # noqa: E731
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("micro alone 1 block", "micro", nbe=0, mode="alone", lc_args=["--blocks", "1"]),
+         sc("micro alone all-SM", "micro", nbe=0, mode="alone", lc_args=["--blocks", "264"]),
+         sc("micro alone graph", "micro", nbe=0, mode="alone", lc_args=["--graph"]),
+         sc("micro alone wake lead 300", "micro", nbe=0, mode="alone",
+            lc_args=["--pre", "wake", "--pre-lead-us", "300"])]
+    for us in (2048, 1000, 200, 50, 20):
+        s.append(sc(f"micro probe BE {us}", "micro", "fill", 1, "probe", lc_env=LC_TS,
+                    be_env=be(us), tag="ts"))
+    for pre, lead in (("wake", 0), ("wake", 100), ("wake", 300), ("wake", 1000), ("copy", 0),
+                      ("copy", 300), ("memset", 0)):
+        s.append(sc(f"micro probe BE 50 pre {pre} lead {lead}", "micro", "fill", 1, "probe",
+                    lc_args=["--pre", pre, "--pre-lead-us", str(lead)], lc_env=LC_TS,
+                    be_env=be(50), tag="pre"))
+    s.append(sc("micro probe BE 50 1 block", "micro", "fill", 1, "probe",
+                lc_args=["--blocks", "1"], lc_env=LC_TS, be_env=be(50), tag="shape"))
+    s.append(sc("micro probe BE 50 graph", "micro", "fill", 1, "probe",
+                lc_args=["--graph"], lc_env=LC_TS, be_env=be(50), tag="shape"))
+    s.append(sc("micro probe BE 50 all-SM", "micro", "fill", 1, "probe",
+                lc_args=["--blocks", "264"], lc_env=LC_TS, be_env=be(50), tag="shape"))
+    for per in ("500", "10000"):
+        s.append(sc(f"micro probe BE 50 period {per}", "micro", "fill", 1, "probe",
+                    lc_args=["--period-us", per], lc_env=LC_TS, be_env=be(50), tag="period"))
+    s.append(sc("micro probe BE 50, BE kernel 1 ms", "micro", "fill", 1, "probe",
+                lc_env=LC_TS, be_env=be(50), be_args=["--kernel-ms", "1"], tag="bekernel"))
+    s.append(sc("micro probe BE 50, BE inflight 1", "micro", "fill", 1, "probe",
+                lc_env=LC_TS, be_env=be(50), be_args=["--inflight", "1"], tag="bekernel"))
+    return s
+
+
+def set_puzzle():
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("micro alone period 5000", "micro", nbe=0, mode="alone",
+            lc_args=["--period-us", "5000"]),
+         sc("micro_poisson alone", "micro_poisson", nbe=0, mode="alone")]
+    for nbe in (1, 2, 3):
+        s.append(sc(f"micro defaults {nbe}xfill", "micro", "fill", nbe, "defaults"))
+        s.append(sc(f"micro defaults {nbe}xfill period 5000", "micro", "fill", nbe,
+                    "defaults", lc_args=["--period-us", "5000"]))
+        s.append(sc(f"micro_poisson defaults {nbe}xfill", "micro_poisson", "fill", nbe,
+                    "defaults"))
+    s.append(sc("micro defaults 1xfill inflight 1", "micro", "fill", 1, "defaults",
+                be_args=["--inflight", "1"]))
+    s.append(sc("micro defaults 3xfill inflight 1", "micro", "fill", 3, "defaults",
+                be_args=["--inflight", "1"]))
+    return s
+
+
+def set_multibe():
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone 3xfill", None, "fill", 3, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("micro defaults 3xfill", "micro", "fill", 3, "defaults"),
+         sc("micro probe 3 BEs kept at 2048 (LC 100 ms)", "micro", "fill", 3, "probe",
+            lc_env=LC_TS),
+         sc("micro probe 3 BEs at 1000 (floor)", "micro", "fill", 3, "probe", lc_env=LC_TS,
+            be_env={"GQP_TIMESLICE_US": "1000"}),
+         sc("micro probe 1 BE 50 + 2 at 2048", "micro", "fill", 3, "probe", lc_env=LC_TS,
+            be_env=[{"GQP_TIMESLICE_US": "50"}, {}, {}]),
+         sc("micro probe 1 BE 50 + 2 at 1000", "micro", "fill", 3, "probe", lc_env=LC_TS,
+            be_env=[{"GQP_TIMESLICE_US": "50"}, {"GQP_TIMESLICE_US": "1000"},
+                    {"GQP_TIMESLICE_US": "1000"}]),
+         sc("micro probe 3 BEs at 50", "micro", "fill", 3, "probe", lc_env=LC_TS,
+            be_env={"GQP_TIMESLICE_US": "50"})]
+    # Interleave: two BEs, no LC. Equal throughput means the level did nothing.
+    for how, extra in (("settled", {}), ("early", {"GQP_EARLY": "1"}),
+                       ("settled+rebuild", {"GQP_REBUILD": "1"})):
+        s.append(sc(f"2 BEs interleave HIGH/LOW {how}", None, "fill", 2, "probe",
+                    be_env=[dict(extra, GQP_INTERLEAVE="2"), dict(extra, GQP_INTERLEAVE="0")],
+                    tag="interleave"))
+    s.append(sc("micro probe 3 BEs 2048 LOW, LC HIGH early", "micro", "fill", 3, "probe",
+                lc_env=dict(LC_TS, GQP_INTERLEAVE="2", GQP_EARLY="1"),
+                be_env={"GQP_INTERLEAVE": "0", "GQP_EARLY": "1"}, tag="interleave"))
+    s.append(sc("micro probe 3 BEs 2048, LC HIGH (LC 2048) early", "micro", "fill", 3, "probe",
+                lc_env={"GQP_INTERLEAVE": "2", "GQP_EARLY": "1"},
+                be_env={"GQP_INTERLEAVE": "0", "GQP_EARLY": "1"}, tag="interleave"))
+    return s
+
+
+def set_rotate():
+    base = {"GQP_TIMESLICE_US": "50"}
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("rotate: 3 BEs at 50, all schedulable", "micro", "fill", 3, "probe",
+            lc_env=LC_TS, be_env=base, tag="rotate"),
+         sc("rotate: 3 BEs at 50, one schedulable (static)", "micro", "fill", 3, "probe",
+            lc_env=LC_TS, tag="rotate",
+            be_env=[dict(base, GQP_ROT_N="3", GQP_ROT_I=str(i), GQP_ROT_STATIC="1")
+                    for i in range(3)])]
+    for per in (100, 500):
+        s.append(sc(f"rotate: 3 BEs at 50, one at a time every {per} ms", "micro", "fill", 3,
+                    "probe", lc_env=LC_TS, tag="rotate",
+                    be_env=[dict(base, GQP_ROT_N="3", GQP_ROT_I=str(i),
+                                 GQP_ROT_PERIOD_MS=str(per)) for i in range(3)]))
+    s.append(sc("rotate: 3 BEs at 2048, one at a time every 500 ms", "micro", "fill", 3,
+                "probe", lc_env=LC_TS, tag="rotate",
+                be_env=[dict(GQP_ROT_N="3", GQP_ROT_I=str(i), GQP_ROT_PERIOD_MS="500")
+                        for i in range(3)]))
+    return s
+
+
+SETS = {"quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch,
+        "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate}
+
+MODEL_PERIOD_MS = {"resnet50": 5, "vit_b16": 10, "bert_base": 5}
+
+
+class Runner:
+    def __init__(self, a):
+        self.a = a
+        self.bin = os.path.abspath(a.bin)
+        self.build = os.path.abspath(a.build)
+        self.out = a.out
+        self.jsonl = open(os.path.join(a.out, "suite.jsonl"), "a")
+        self.log = open(os.path.join(a.out, "suite.log"), "a")
+        self.agent = None
+        self.agent_policy = None
+        self.tmp = tempfile.mkdtemp(prefix="gq-suite-")
+        os.chmod(self.tmp, 0o755)
+        self.be_iters = None
+        self.children = []
+
+    def say(self, msg):
+        line = f"suite: {time.strftime('%H:%M:%S')} {msg}"
+        print(line, file=sys.stderr, flush=True)
+        print(line, file=self.log, flush=True)
+
+    # --- commands -------------------------------------------------------
+    def lc_cmd(self, lc, dur):
+        py = [sys.executable, os.path.join(HERE, "lc_models.py")]
+        if lc in ("micro", "micro_poisson"):
+            c = [os.path.join(self.bin, "lc_micro"), "--period-us", "2000", "--kernel-us", "35",
+                 "--duration-s", str(dur), "--warmup-s", "1"]
+            return c + (["--arrival", "poisson"] if lc == "micro_poisson" else [])
+        m = re.fullmatch(r"(resnet50|vit_b16|bert_base)_(graph|eager)(_poisson)?", lc)
+        if not m:
+            raise SystemExit(f"suite: unknown LC {lc}")
+        return py + ["--model", m.group(1), "--mode", m.group(2), "--period-ms",
+                     str(MODEL_PERIOD_MS[m.group(1)]), "--duration-s", str(dur),
+                     "--warmup-s", "2"] + (["--arrival", "poisson"] if m.group(3) else [])
+
+    def be_cmd(self, be, dur, extra):
+        if be == "fill":
+            c = [os.path.join(self.bin, "be_fill"), "--duration-s", str(dur)]
+            if self.be_iters and "--kernel-ms" not in extra:
+                c += ["--iters", str(self.be_iters)]
+            return c + list(extra)
+        if be == "train":
+            return [sys.executable, os.path.join(HERE, "be_train.py"), "--duration-s", str(dur)]
+        raise SystemExit(f"suite: unknown BE {be}")
+
+    # --- the node agent -------------------------------------------------
+    def gq_env(self):
+        d = os.path.join(self.tmp, "gq")
+        return {"GPUQOS_SOCKET": os.path.join(d, "agent.sock"),
+                "GPUQOS_CTL_SOCKET": os.path.join(d, "ctl.sock"),
+                "GPUQOS_PREEMPT_LIB": os.path.join(self.build, "agent/preempt/libgpuqos-preempt.so")}
+
+    def ensure_agent(self, policy):
+        if self.agent and self.agent_policy == policy and self.agent.poll() is None:
+            return True
+        self.stop_agent()
+        exe = os.path.join(self.build, "agent/gpuqos-agent")
+        if not os.access(exe, os.X_OK):
+            self.say(f"no agent at {exe} (run tests/gpu/bundle.sh): gq modes skipped")
+            return False
+        d = os.path.join(self.tmp, "gq")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        os.chmod(d, 0o755)
+        pol = {"version": 1, "defaultClass": "unmanaged", "trustRunClass": True}
+        pol.update(POLICIES[policy])
+        pfile = os.path.join(d, f"policy-{policy}.json")
+        with open(pfile, "w") as f:
+            json.dump(pol, f)
+        env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
+        alog = open(os.path.join(self.out, f"agent-{policy}.log"), "a")
+        self.agent = subprocess.Popen([exe, "--standalone", "--config", pfile, "--state-dir",
+                                       os.path.join(d, "state"), "--log-level", "info"],
+                                      env=env, stdout=alog, stderr=alog)
+        for _ in range(100):
+            if os.path.exists(self.gq_env()["GPUQOS_SOCKET"]):
+                break
+            if self.agent.poll() is not None:
+                self.say(f"agent exited with {self.agent.returncode}")
+                return False
+            time.sleep(0.05)
+        self.agent_policy = policy
+        self.say(f"agent up, policy {policy}: {json.dumps(pol)}")
+        return True
+
+    def stop_agent(self):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(signal.SIGTERM)
+            try:
+                self.agent.wait(5)
+            except subprocess.TimeoutExpired:
+                self.agent.kill()
+                self.agent.wait()
+        self.agent = None
+
+    def ctl_list(self):
+        exe = os.path.join(self.build, "agent/cli/gpuqosctl")
+        env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
+        try:
+            r = subprocess.run([exe, "list"], env=env, capture_output=True, text=True, timeout=10)
+            return r.stdout + r.stderr
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"gpuqosctl list failed: {e}"
+
+    # --- one run --------------------------------------------------------
+    def spawn(self, cmd, env_extra, mode, cls, tmp, tag):
+        env = dict(os.environ)
+        prefix = []
+        if mode.startswith("gq:"):
+            env.update(self.gq_env())
+            prefix = [os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls, "--"]
+        elif mode == "probe" and env_extra:
+            env["LD_PRELOAD"] = os.path.join(self.bin, "rm_probe.so")
+            env.update(env_extra)
+        out = open(os.path.join(tmp, f"{tag}.out"), "w")
+        err = open(os.path.join(tmp, f"{tag}.err"), "w")
+        p = subprocess.Popen(prefix + cmd + ["--ready-file", os.path.join(tmp, f"{tag}.ready"),
+                                             "--start-file", os.path.join(tmp, "go")],
+                             env=env, stdout=out, stderr=err)
+        self.children.append(p)
+        return p
+
+    def wait_ready(self, procs, tmp, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(os.path.exists(os.path.join(tmp, f"{t}.ready")) for t, _ in procs):
+                return True
+            if any(p.poll() is not None for _, p in procs):
+                return False
+            time.sleep(0.05)
+        return False
+
+    @staticmethod
+    def result(tmp, tag):
+        try:
+            with open(os.path.join(tmp, f"{tag}.out")) as f:
+                lines = [ln for ln in f if ln.startswith("{")]
+            return json.loads(lines[-1]) if lines else None
+        except (OSError, ValueError):
+            return None
+
+    def run(self, s, rep):
+        a = self.a
+        dur = a.duration_s
+        if s["mode"].startswith("gq:") and not self.ensure_agent(s["mode"][3:]):
+            return None
+        tmp = tempfile.mkdtemp(dir=self.tmp)
+        procs = []
+        for i in range(s["nbe"]):
+            procs.append((f"be{i}", self.spawn(self.be_cmd(s["be"], dur, s["be_args"]),
+                                               s["be_env"][i], s["mode"], "be", tmp, f"be{i}")))
+        if s["lc"]:
+            procs.append(("lc", self.spawn(self.lc_cmd(s["lc"], dur) + s["lc_args"], s["lc_env"],
+                                           s["mode"], "lc", tmp, "lc")))
+        rec = {"scenario": s["name"], "rep": rep, "lc": s["lc"], "be": s["be"], "nbe": s["nbe"],
+               "mode": s["mode"], "lc_args": s["lc_args"], "be_args": s["be_args"],
+               "lc_env": s["lc_env"], "be_env": s["be_env"], "tag": s["tag"],
+               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        ok = self.wait_ready(procs, tmp, 240)
+        if not ok:
+            self.say(f"{s['name']}: not every process got ready")
+        else:
+            if s["mode"].startswith("gq:"):
+                time.sleep(1.0)  # the agent's reconcile (200 ms) settles the BEs
+                with open(os.path.join(self.out, "gpuqosctl-list.log"), "a") as f:
+                    f.write(f"== {s['name']} rep {rep}\n{self.ctl_list()}\n")
+            elif s["mode"] == "probe":
+                time.sleep(0.7)  # rm_probe applies after a 500 ms settle
+            open(os.path.join(tmp, "go"), "w").close()
+        deadline = time.monotonic() + dur + 60
+        for _, p in procs:
+            try:
+                p.wait(max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        rec["lc_result"] = self.result(tmp, "lc") if s["lc"] else None
+        rec["be_results"] = [self.result(tmp, f"be{i}") for i in range(s["nbe"])]
+        probe = []
+        for t, _ in procs:
+            try:
+                with open(os.path.join(tmp, f"{t}.err")) as f:
+                    txt = f.read()
+                probe += [f"{t}: {ln}" for ln in txt.splitlines() if ln.startswith("rm_probe")]
+                if not ok or (t == "lc" and not rec["lc_result"]):
+                    rec.setdefault("stderr", {})[t] = txt[-2000:]
+            except OSError:
+                pass
+        rec["probe_log"] = probe[-60:]
+        if s["be"] == "fill" and s["mode"] == "be_alone" and not self.be_iters:
+            r = rec["be_results"][0] if rec["be_results"] else None
+            if r and r.get("iters"):
+                self.be_iters = r["iters"]
+        self.jsonl.write(json.dumps(rec) + "\n")
+        self.jsonl.flush()
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.children = []
+        return rec
+
+    def close(self):
+        for p in self.children:
+            if p.poll() is None:
+                p.kill()
+        self.stop_agent()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def be_rate(r):
+    if not r:
+        return None
+    return r.get("kernels_per_s", r.get("steps_per_s"))
+
+
+def derive(recs, switch_override):
+    """Ratios against alone, BE kept, switch cost and the physical limit."""
+    def key(r):
+        return (r["lc"], json.dumps(r["lc_args"]))
+
+    alone = {}
+    for r in recs:
+        if r["mode"] == "alone" and r.get("lc_result"):
+            alone.setdefault(key(r), []).append(r["lc_result"])
+    be_alone = {}
+    for r in recs:
+        if r["mode"] == "be_alone" and r["nbe"] == 1 and be_rate(r["be_results"][0]):
+            be_alone.setdefault(r["be"], []).append(be_rate(r["be_results"][0]))
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2] if v else None
+
+    def lc_alone(r, field):
+        # The same LC with the same arguments alone, else its plain alone run.
+        ref = alone.get(key(r)) or alone.get((r["lc"], "[]"), [])
+        return med([x.get(field) for x in ref if x.get(field) is not None])
+
+    switch = switch_override
+    if switch is None:
+        cand = [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
+                and r["nbe"] == 1 and r["be"] == "fill" and r.get("lc_result")]
+        cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "probe"
+                        and r["nbe"] == 1 and r["be_env"][0].get("GQP_TIMESLICE_US") == "50"
+                        and not r["lc_args"] and r.get("lc_result")]
+        vals = []
+        for r in cand:
+            base = lc_alone(r, "outside_p50_us")
+            if base is not None and r["lc_result"].get("outside_p50_us") is not None:
+                vals.append(r["lc_result"]["outside_p50_us"] - base)
+        switch = med(vals)
+    for r in recs:
+        d = {}
+        lr = r.get("lc_result")
+        if lr and r["mode"] != "alone":
+            ap99 = lc_alone(r, "p99_us")
+            if ap99:
+                d["p99_vs_alone"] = round(lr["p99_us"] / ap99, 2)
+            ao = lc_alone(r, "outside_p50_us")
+            if ao is not None and lr.get("outside_p50_us") is not None:
+                d["switch_us"] = round(lr["outside_p50_us"] - ao, 1)
+        rates = [be_rate(x) for x in r["be_results"]]
+        base = med(be_alone.get(r["be"], []))
+        if r["nbe"] and base and all(x is not None for x in rates):
+            d["be_kept"] = round(sum(rates) / base, 3)
+            d["be_each"] = [round(x / base, 3) for x in rates]
+        if lr and r["nbe"] and switch is not None and lr.get("duration_s"):
+            work = lc_alone(r, "run_p50_us") or lc_alone(r, "gpu_p50_us")
+            if work:
+                rate = lr["n"] / lr["duration_s"]
+                limit = 1 - rate * (work + 2 * switch) / 1e6
+                d["be_limit"] = round(limit, 3)
+                if "be_kept" in d and limit > 0:
+                    d["be_vs_limit"] = round(d["be_kept"] / limit, 3)
+        r["derived"] = d
+    return switch
+
+
+def fmt(v, nd=0):
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def table(recs, switch):
+    rows = ["| scenario | rep | LC p50 µs | p99 µs | p99.9 µs | p99 vs alone | outside p50 µs "
+            "| switch µs | late/n | BE kept | BE each | BE limit | BE vs limit |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in recs:
+        lr = r.get("lc_result") or {}
+        d = r.get("derived", {})
+        each = d.get("be_each")
+        if not each and r["be_results"] and r["mode"] == "be_alone":
+            each = [be_rate(x) for x in r["be_results"]]
+        rows.append("| " + " | ".join([
+            r["scenario"], str(r["rep"]), fmt(lr.get("p50_us")), fmt(lr.get("p99_us")),
+            fmt(lr.get("p999_us")), fmt(d.get("p99_vs_alone"), 2),
+            fmt(lr.get("outside_p50_us")), fmt(d.get("switch_us")),
+            f"{lr['late']}/{lr['n']}" if "late" in lr else "–",
+            fmt(d.get("be_kept"), 2), " ".join(fmt(x, 2) for x in each) if each else "–",
+            fmt(d.get("be_limit"), 2), fmt(d.get("be_vs_limit"), 2)]) + " |")
+    rows.append(f"\nswitch cost used for the limit: {fmt(switch, 1)} µs")
+    return "\n".join(rows)
+
+
+def environment():
+    env = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        env["gpu"] = q.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        env["gpu"] = "unknown"
+    try:
+        q = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=20)
+        env["nvcc"] = q.stdout.strip().splitlines()[-1]
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        env["nvcc"] = "unknown"
+    env["kernel"] = os.uname().release
+    return env
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="quick", help="comma list of " + ", ".join(SETS))
+    ap.add_argument("--out")
+    ap.add_argument("--bin", default=os.path.join(HERE, "bin"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-gpu"))
+    ap.add_argument("--duration-s", type=float, default=3.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--only", help="run only scenarios whose name matches this regex")
+    ap.add_argument("--max-s", type=float, default=1e9,
+                    help="start no new scenario after this many seconds")
+    ap.add_argument("--switch-us", type=float)
+    ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    a = ap.parse_args()
+    if a.duration_s <= 0 or a.repeat < 1:
+        ap.error("bad --duration-s or --repeat")
+    scen, seen = [], set()
+    for name in a.sets.split(","):
+        if name not in SETS:
+            ap.error(f"unknown set {name}")
+        for s in SETS[name]():
+            k = json.dumps(s, sort_keys=True)
+            if k not in seen and (not a.only or re.search(a.only, s["name"])
+                                  or s["mode"] in ("be_alone", "alone")):
+                seen.add(k)
+                scen.append(s)
+    if a.list:
+        for s in scen:
+            print(s["name"])
+        return 0
+    if not a.out:
+        ap.error("--out is required")
+    os.makedirs(a.out, exist_ok=True)
+    env = environment()
+    runner = Runner(a)
+    runner.say(f"{len(scen)} scenarios x {a.repeat}, {a.duration_s} s each; {env}")
+    t0 = time.monotonic()
+    recs = []
+    try:
+        for s in scen:
+            # Baselines run once; everything else --repeat times.
+            reps = 1 if s["mode"] in ("be_alone",) and s["nbe"] == 1 else a.repeat
+            for rep in range(reps):
+                if time.monotonic() - t0 > a.max_s:
+                    runner.say("time budget spent: stopping")
+                    raise StopIteration
+                runner.say(f"{s['name']} (rep {rep})")
+                r = runner.run(s, rep)
+                if r:
+                    recs.append(r)
+    except StopIteration:
+        pass
+    except KeyboardInterrupt:
+        runner.say("interrupted")
+    finally:
+        runner.close()
+    switch = derive(recs, a.switch_us)
+    with open(os.path.join(a.out, "suite.json"), "w") as f:
+        json.dump({"env": env, "switch_us": switch, "runs": recs}, f, indent=1)
+    runner.say(f"done in {time.monotonic() - t0:.0f} s")
+    print(f"\n{env}\n")
+    print(table(recs, switch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
