@@ -1,0 +1,107 @@
+{{/* Names and labels, as `helm create` spells them. */}}
+{{- define "gpuqos.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpuqos.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpuqos.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{- define "gpuqos.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpuqos.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gpuqos.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "gpuqos.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "gpuqos.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gpuqos.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gpuqos.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Where the image installs everything (deploy/Dockerfile: cmake --install
+     with the default prefix). */}}
+{{- define "gpuqos.bindir" -}}/usr/local/bin{{- end }}
+{{- define "gpuqos.preemptLibInImage" -}}/usr/local/lib/gpuqos/libgpuqos-preempt.so{{- end }}
+
+{{/* A container's securityContext: exactly the listed capabilities, or
+     privileged when the privileged value asks for it. */}}
+{{- define "gpuqos.securityContext" -}}
+{{- if .root.Values.privileged }}
+privileged: true
+runAsUser: 0
+{{- else }}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsUser: 0
+capabilities:
+  drop: ["ALL"]
+  {{- with .caps }}
+  add:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The node agent's policy file (docs/policy.md). */}}
+{{- define "gpuqos.policy" -}}
+{{- $p := .Values.policy -}}
+{{- if and (lt (int $p.timeslices.severalBeUs) 500) (not $p.allowUnsafeSeveralBe) -}}
+{{- fail (printf "policy.timeslices.severalBeUs %v is below the safe floor of 500 us (docs/policy.md); set policy.allowUnsafeSeveralBe=true to use it anyway" $p.timeslices.severalBeUs) -}}
+{{- end -}}
+{{- $doc := dict "version" 1
+  "kubernetes" (dict "defaultClass" $p.defaultClass)
+  "timeslices" (dict "lcUs" (int $p.timeslices.lcUs) "beUs" (int $p.timeslices.beUs) "severalBeUs" (int $p.timeslices.severalBeUs))
+  "severalBe" $p.severalBe
+  "allowUnsafeSeveralBe" $p.allowUnsafeSeveralBe
+  "interleave" (dict "lc" $p.interleave.lc "be" $p.interleave.be)
+  "manageCopyEngines" $p.manageCopyEngines
+  "controlDeadlineMs" (int $p.controlDeadlineMs)
+  "reconcileIntervalMs" (int $p.reconcileIntervalMs)
+  "controlPath" $p.controlPath -}}
+{{- toPrettyJson $doc }}
+{{- end }}
+
+{{/* The device plugin's config file (docs/device-plugin.md). Mode and
+     paths are flags on its command line. */}}
+{{- define "gpuqos.pluginConfig" -}}
+{{- $d := .Values.devicePlugin -}}
+{{- $doc := dict "version" 1
+  "mode" $d.mode
+  "resourceName" $d.resourceName
+  "lcResourceName" $d.lcResourceName
+  "replicas" (int $d.replicas)
+  "lcReplicas" (int $d.lcReplicas)
+  "injectResourceName" $d.injectResourceName
+  "injectDevices" (int $d.injectDevices)
+  "visibility" $d.visibility
+  "injection" $d.injection
+  "preferredAllocation" $d.preferredAllocation -}}
+{{- toPrettyJson $doc }}
+{{- end }}

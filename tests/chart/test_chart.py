@@ -1,0 +1,315 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""test_chart.py - checks charts/gpuqos with the real tools.
+
+Scenarios (exit 77 = skipped, with the reason):
+  lint        helm lint --strict, default values and each mode
+  render      helm template for the default values, each plugin mode, the
+              monitors and privileged; every object validated against the
+              Kubernetes OpenAPI schema (and the prometheus-operator CRD
+              schemas), and what the chart promises checked on the objects:
+              host paths, capabilities, RBAC, the policy and plugin files;
+              values the schema must refuse are refused
+  install_doc every chart value docs/install.md names exists in values.yaml
+  e2e_agent   the rendered DaemonSet's node agent container (its command,
+              args, environment, mounts and capabilities) started with crun
+              on the GPU simulator, in-cluster against the test API server
+              over TLS; LC and BE pods get the chart's policy on the
+              simulated GPU
+  e2e_plugin  the same for the device plugin container (skips while
+              gpuqos-device-plugin is not built)
+
+helm, kubectl and the validators come from scripts/install-test-tools.sh
+($GPUQOS_TEST_TOOLS, default /opt/gpuqos-test-tools).
+
+Usage: test_chart.py --build BUILD SCENARIO
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
+CHART = os.path.join(SRC, "charts", "gpuqos")
+TOOLS = os.environ.get("GPUQOS_TEST_TOOLS", "/opt/gpuqos-test-tools")
+HELM = os.path.join(TOOLS, "bin", "helm")
+NODE_MODULES = os.path.join(TOOLS, "node", "node_modules")
+SKIP = 77
+
+AGENT_CAPS = {"BPF", "PERFMON", "SYS_PTRACE", "SYS_NICE"}
+CONTRACT_PLUGIN_KEYS = {"version", "mode", "resourceName", "lcResourceName", "replicas", "lcReplicas",
+                        "visibility", "injection", "preferredAllocation", "injectResourceName",
+                        "injectDevices"}
+
+# Values sets rendered by `render` (and linted by `lint`).
+CASES = {
+    "default": [],
+    "shares": ["--set", "devicePlugin.mode=shares"],
+    "inject": ["--set", "devicePlugin.mode=inject,devicePlugin.injection=ld-so-preload"],
+    "monitors": ["--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true"],
+    "privileged": ["--set", "privileged=true"],
+    "agent-only": ["--set", "devicePlugin.enabled=false,preemptLib.install=false,metrics.enabled=false"],
+}
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def tools_or_skip():
+    if not os.access(HELM, os.X_OK):
+        raise Skip("helm not found at %s: run scripts/install-test-tools.sh (needs node, npm and "
+                   "the npm registry)" % HELM)
+    if not os.path.isdir(os.path.join(NODE_MODULES, "kubernetes-models")) or not shutil.which("node"):
+        raise Skip("the validators are not installed under %s: run scripts/install-test-tools.sh"
+                   % NODE_MODULES)
+
+
+def helm(*args, check=True):
+    p = subprocess.run([HELM] + list(args), capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise Fail("helm %s: exit %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def render(tmp, name, values):
+    """helm template -> validated objects (list of dicts)."""
+    out = os.path.join(tmp, name + ".yaml")
+    with open(out, "w") as f:
+        f.write(helm("template", "gpuqos", CHART, "--namespace", "gpuqos-system", *values).stdout)
+    js = os.path.join(tmp, name + ".json")
+    p = subprocess.run(["node", os.path.join(HERE, "validate.js"), "--json", js, out],
+                       capture_output=True, text=True, env=dict(os.environ, NODE_PATH=NODE_MODULES),
+                       timeout=120)
+    expect(p.returncode == 0, "%s: schema validation failed:\n%s%s" % (name, p.stdout, p.stderr))
+    with open(js) as f:
+        return json.load(f)
+
+
+def one(objs, kind):
+    found = [o for o in objs if o["kind"] == kind]
+    expect(len(found) == 1, "expected one %s, got %d" % (kind, len(found)))
+    return found[0]
+
+
+def containers(ds):
+    spec = ds["spec"]["template"]["spec"]
+    return {c["name"]: c for c in spec.get("initContainers", []) + spec["containers"]}
+
+
+# --------------------------------------------------------------------------
+
+
+def t_lint(args):
+    tools_or_skip()
+    for name, values in CASES.items():
+        p = helm("lint", "--strict", CHART, *values)
+        print("lint %s: %s" % (name, p.stdout.strip().splitlines()[-1]))
+
+
+def check_default(objs):
+    kinds = sorted(o["kind"] for o in objs)
+    expect(kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service",
+                     "ServiceAccount"], "default objects: %r" % kinds)
+    ds = one(objs, "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    expect(pod.get("hostPID") is True, "hostPID")
+    expect(pod.get("priorityClassName") == "system-node-critical", "priorityClassName")
+    expect(not pod.get("hostNetwork") and not pod.get("hostIPC"), "no host network or IPC")
+    cs = containers(ds)
+    expect(sorted(cs) == ["gpuqos-agent", "gpuqos-device-plugin", "install-preempt-lib"],
+           "containers: %r" % sorted(cs))
+    for name, c in cs.items():
+        sc = c["securityContext"]
+        expect(sc.get("privileged") is False and sc.get("allowPrivilegeEscalation") is False,
+               "%s: not privileged, no escalation: %r" % (name, sc))
+        expect(sc["capabilities"].get("drop") == ["ALL"], "%s drops ALL" % name)
+        want = AGENT_CAPS if name == "gpuqos-agent" else set()
+        expect(set(sc["capabilities"].get("add", [])) == want,
+               "%s: capabilities %r, want %r" % (name, sc["capabilities"].get("add"), sorted(want)))
+    paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    expect(paths == {"socket-dir": "/run/gpuqos", "state-dir": "/run/gpuqos-agent",
+                     "preempt-lib": "/var/lib/gpuqos/lib",
+                     "pod-resources": "/var/lib/kubelet/pod-resources",
+                     "device-plugins": "/var/lib/kubelet/device-plugins",
+                     "bpffs": "/sys/fs/bpf", "tracefs": "/sys/kernel/tracing"},
+           "host paths: %r" % paths)
+    mounts = {n: {m["name"]: m for m in c.get("volumeMounts", [])} for n, c in cs.items()}
+    expect(set(mounts["gpuqos-agent"]) == {"config", "socket-dir", "state-dir", "pod-resources",
+                                            "bpffs", "tracefs"}, "agent mounts %r" % mounts["gpuqos-agent"])
+    expect(mounts["gpuqos-agent"]["pod-resources"].get("readOnly") is True, "pod-resources read only")
+    expect(mounts["gpuqos-agent"]["bpffs"].get("mountPropagation") == "HostToContainer", "bpffs propagation")
+    expect(set(mounts["gpuqos-device-plugin"]) == {"config", "device-plugins", "socket-dir", "preempt-lib"},
+           "plugin mounts %r" % mounts["gpuqos-device-plugin"])
+    expect(all(m.get("readOnly") for k, m in mounts["gpuqos-device-plugin"].items() if k != "device-plugins"),
+           "the plugin writes only the device-plugin folder")
+    # Every volume mounted somewhere mounts at its host path (the plugin hands
+    # host paths to the kubelet).
+    for n, ms in mounts.items():
+        for m in ms.values():
+            if m["name"] in paths:
+                expect(m["mountPath"] == paths[m["name"]], "%s mounts %s at %s" % (n, m["name"], m["mountPath"]))
+    role = one(objs, "ClusterRole")
+    rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in role["rules"])
+    expect(rules == [(("",), ("nodes",), ("get",)),
+                     (("",), ("pods",), ("get", "list", "patch", "watch")),
+                     (("events.k8s.io",), ("events",), ("create",))], "RBAC rules: %r" % rules)
+    sa = one(objs, "ServiceAccount")["metadata"]["name"]
+    binding = one(objs, "ClusterRoleBinding")
+    expect(binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": "gpuqos-system"}]
+           and binding["roleRef"]["name"] == role["metadata"]["name"], "binding: %r" % binding)
+    expect(pod["serviceAccountName"] == sa, "the pod runs as the chart's service account")
+    cm = one(objs, "ConfigMap")["data"]
+    policy = json.loads(cm["policy.json"])
+    with open(os.path.join(SRC, "deploy", "gpuqos-policy.example.json")) as f:
+        example = json.load(f)
+    for k in ("version", "timeslices", "severalBe", "allowUnsafeSeveralBe", "interleave",
+              "manageCopyEngines", "controlDeadlineMs", "reconcileIntervalMs"):
+        expect(policy[k] == example[k], "policy %s: %r, the documented default is %r" % (k, policy[k], example[k]))
+    expect(policy["kubernetes"] == {"defaultClass": "best-effort"} and policy["controlPath"] == "auto",
+           "policy: %r" % policy)
+    plugin = json.loads(cm["plugin.json"])
+    expect(set(plugin) == CONTRACT_PLUGIN_KEYS and plugin["version"] == 1 and plugin["mode"] == "shares",
+           "plugin config keys: %r" % sorted(plugin))
+    svc = one(objs, "Service")
+    expect(svc["spec"]["ports"][0]["targetPort"] == "metrics", "service targets the metrics port")
+
+
+def t_render(args):
+    tools_or_skip()
+    with tempfile.TemporaryDirectory(prefix="gpuqos-chart-") as tmp:
+        out = {name: render(tmp, name, values) for name, values in CASES.items()}
+        check_default(out["default"])
+        cs = containers(one(out["inject"], "DaemonSet"))
+        expect("--mode=inject" in cs["gpuqos-device-plugin"]["args"], "inject mode on the plugin's command line")
+        plugin = json.loads(one(out["inject"], "ConfigMap")["data"]["plugin.json"])
+        expect(plugin["mode"] == "inject" and plugin["injection"] == "ld-so-preload", "inject config %r" % plugin)
+        mons = sorted(o["kind"] for o in out["monitors"] if o["apiVersion"] == "monitoring.coreos.com/v1")
+        expect(mons == ["PodMonitor", "ServiceMonitor"], "monitors: %r" % mons)
+        for c in containers(one(out["privileged"], "DaemonSet")).values():
+            expect(c["securityContext"].get("privileged") is True, "privileged=true: %s" % c["name"])
+        cs = containers(one(out["agent-only"], "DaemonSet"))
+        expect(sorted(cs) == ["gpuqos-agent"] and not any(a.startswith("--metrics") for a in cs["gpuqos-agent"]["args"]),
+               "agent only: %r" % cs)
+        expect(not [o for o in out["agent-only"] if o["kind"] == "Service"], "no Service without metrics")
+        # Values the schema (or the chart) must refuse, each with its reason.
+        for bad, why in ((["--set", "devicePlugin.replicas=65"], "less than or equal to 64"),
+                         (["--set", "devicePlugin.mode=exclusive"], "devicePlugin.mode"),
+                         (["--set", "policy.timeslices.severalBeUs=200"], "safe floor"),
+                         (["--set", "policy.timeslice.beUs=20"], "policy"),
+                         (["--set", "devicePlugin.resourceName=kubernetes.io/gpu"], "resourceName"),
+                         (["--set", "host.socketDir=run/gpuqos"], "socketDir"),
+                         (["--set", "metrics.serviceMonitor.enabled=true,metrics.service.enabled=false"],
+                          "needs metrics.enabled and metrics.service.enabled")):
+            p = helm("template", "gpuqos", CHART, *bad, check=False)
+            expect(p.returncode != 0 and why in p.stderr, "%s: must be refused naming %r, got %d %s"
+                   % (bad, why, p.returncode, p.stderr[-300:]))
+        print("rendered and valid: %s" % ", ".join("%s (%d objects)" % (k, len(v)) for k, v in out.items()))
+
+
+# --------------------------------------------------------------------------
+# install_doc: every value docs/install.md names exists in values.yaml
+
+
+def values_paths():
+    """Every key path of values.yaml (via helm show values -> JSON by node)."""
+    tools_or_skip()
+    p = subprocess.run(["node", "-e", """
+const YAML = require("yaml"), fs = require("fs");
+const out = [];
+(function walk(o, pre) {
+  for (const [k, v] of Object.entries(o)) {
+    out.push(pre + k);
+    if (v && typeof v === "object" && !Array.isArray(v)) walk(v, pre + k + ".");
+  }
+})(YAML.parse(fs.readFileSync(process.argv[1], "utf8")), "");
+console.log(JSON.stringify(out));""", os.path.join(CHART, "values.yaml")],
+                       capture_output=True, text=True, env=dict(os.environ, NODE_PATH=NODE_MODULES))
+    expect(p.returncode == 0, "values.yaml: " + p.stderr)
+    return set(json.loads(p.stdout))
+
+
+def doc_value_refs(text):
+    """Value paths the guide names: --set/--set-string/--set-json a.b=...,
+    and `values: a.b` / `a.b` inside backquotes marked as values."""
+    refs = set()
+    for m in re.finditer(r"--set(?:-string|-json)?[ =]'?([^\s']+)", text):
+        for part in m.group(1).split(","):
+            if "=" in part:
+                refs.add(part.split("=", 1)[0])
+    # `values.yaml` keys written as `<key.path>` in the guide's tables.
+    for m in re.finditer(r"`(\.Values\.)?([a-z][A-Za-z0-9]*(?:\.[a-zA-Z][A-Za-z0-9]*)+)`", text):
+        if m.group(1) or m.group(2).split(".")[0] in TOP_KEYS:
+            refs.add(m.group(2))
+    return refs
+
+
+TOP_KEYS = set()
+
+
+def t_install_doc(args):
+    global TOP_KEYS
+    paths = values_paths()
+    TOP_KEYS = {p.split(".")[0] for p in paths}
+    with open(os.path.join(SRC, "docs", "install.md")) as f:
+        text = f.read()
+    refs = doc_value_refs(text)
+    expect(len(refs) >= 10, "the guide names only %d values: %r (is the check reading it?)" % (len(refs), refs))
+    missing = sorted(r for r in refs if re.sub(r"\[\d+\]", "", r) not in paths)
+    expect(not missing, "docs/install.md names values the chart does not have: %s" % ", ".join(missing))
+    # The check itself must see a value that does not exist.
+    expect(doc_value_refs("helm install x --set devicePlugin.replicaz=3") - paths == {"devicePlugin.replicaz"},
+           "the check misses a wrong value name")
+    print("docs/install.md names %d chart values, all in values.yaml" % len(refs))
+
+
+# --------------------------------------------------------------------------
+# e2e: the rendered containers started with crun
+
+
+def e2e(args, which):
+    sys.path.insert(0, os.path.join(SRC, "tests", "image"))
+    sys.path.insert(0, os.path.join(SRC, "tests", "e2e"))
+    import chart_e2e  # noqa: E402
+    tools_or_skip()
+    chart_e2e.run(args.build, which, lambda tmp, vals: render(tmp, "e2e", vals), Skip, Fail)
+
+
+SCENARIOS = {"lint": t_lint, "render": t_render, "install_doc": t_install_doc,
+             "e2e_agent": lambda a: e2e(a, "agent"), "e2e_plugin": lambda a: e2e(a, "plugin")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    args = ap.parse_args()
+    try:
+        SCENARIOS[args.scenario](args)
+    except Skip as e:
+        print("SKIP: %s" % e)
+        return SKIP
+    except Fail as e:
+        print("FAIL: %s" % e)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
