@@ -27,7 +27,8 @@
 int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const char **source,
 		    int *invalid)
 {
-	const char *v = kube_pod_annotation(pod, KMODE_QOS_ANNOTATION);
+	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations, KMODE_QOS_ANNOTATION);
+	const char *v = cJSON_IsString(raw) ? raw->valuestring : NULL;
 
 	if (invalid)
 		*invalid = 0;
@@ -36,7 +37,9 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const cha
 		return GQ_CLASS_LC;
 	if (v && strcmp(v, KMODE_QOS_BE) == 0)
 		return GQ_CLASS_BE;
-	if (v && invalid)
+	/* Any other value, also one that is not a string, and annotations
+	 * that are not a map at all, are a mistake, not an absence. */
+	if ((raw || pod->annotations_malformed) && invalid)
 		*invalid = 1;
 	*source = "default";
 	return (int)a->cfg->k8s_default_class;
@@ -343,6 +346,7 @@ static void stats_json(const struct kmode *k, cJSON *o)
 	cJSON_AddNumberToObject(s, "errors", (double)st.errors);
 	cJSON_AddNumberToObject(s, "patchesSent", (double)st.patches_sent);
 	cJSON_AddNumberToObject(s, "patchesUnchanged", (double)st.patches_unchanged);
+	cJSON_AddNumberToObject(s, "patchAnswersTooLarge", (double)st.patch_answers_too_large);
 	cJSON_AddNumberToObject(s, "eventsSent", (double)st.events_sent);
 	cJSON_AddNumberToObject(s, "eventsSuppressed", (double)st.events_suppressed);
 }

@@ -78,7 +78,9 @@ void kmode_tick(struct agent *a);
 /* p's class from its pod: sets p->cls and p->cls_source. */
 void kmode_classify(struct agent *a, struct proc *p);
 /* The class a pod's annotation resolves to; *source "annotation" or
- * "default"; *invalid (if given) 1 when a gpu.qos value was refused. */
+ * "default"; *invalid (if given) 1 when a gpu.qos value was refused: a
+ * string other than the two, any value that is not a string, or
+ * metadata.annotations that is not a map. */
 int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const char **source,
 		    int *invalid);
 

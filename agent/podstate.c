@@ -83,12 +83,33 @@ static void pod_event(struct agent *a, const char *uid, char *last, size_t lastl
 		log_warn("kubernetes: %s Event for pod %s not queued", reason, uid);
 }
 
+/* An invalid gpu.qos as a note names it: its JSON text (a string in
+ * quotes, a number bare), or the annotations that are not a map. *what
+ * is what the pod's memory keeps to tell one mistake from the next. */
+static void invalid_note(struct agent *a, const struct kube_pod *pod, char *note, size_t len,
+			 char *what, size_t what_len)
+{
+	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations, KMODE_QOS_ANNOTATION);
+	const char *dflt = gq_class_name(a->cfg->k8s_default_class);
+	char *json = raw ? cJSON_PrintUnformatted(raw) : NULL;
+
+	if (pod->annotations_malformed || !json) {
+		snprintf(what, what_len, "(annotations)");
+		snprintf(note, len, "metadata.annotations is not a map, so %s cannot be read; the pod "
+			 "gets the default class %s", KMODE_QOS_ANNOTATION, dflt);
+	} else {
+		snprintf(what, what_len, "%.*s", (int)what_len - 1, json);
+		snprintf(note, len, "%s: %.66s is not \"%s\" or \"%s\"; the pod gets the default "
+			 "class %s", KMODE_QOS_ANNOTATION, json, KMODE_QOS_LC, KMODE_QOS_BE, dflt);
+	}
+	free(json);
+}
+
 void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
 {
-	const char *v = kube_pod_annotation(pod, KMODE_QOS_ANNOTATION);
+	char note[320], what[sizeof(((struct kpod *)0)->invalid)];
 	const char *source;
 	struct kpod *kp;
-	char note[320];
 	int invalid;
 
 	kmode_pod_class(a, pod, &source, &invalid);
@@ -99,12 +120,10 @@ void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
 		kp->invalid[0] = '\0'; /* a later mistake is told again */
 		return;
 	}
-	snprintf(note, sizeof(note), "%s: \"%.64s\" is not \"%s\" or \"%s\"; the pod gets the default "
-		 "class %s", KMODE_QOS_ANNOTATION, v, KMODE_QOS_LC, KMODE_QOS_BE,
-		 gq_class_name(a->cfg->k8s_default_class));
-	if (strcmp(kp->invalid, v) == 0)
+	invalid_note(a, pod, note, sizeof(note), what, sizeof(what));
+	if (strcmp(kp->invalid, what) == 0)
 		return;
-	snprintf(kp->invalid, sizeof(kp->invalid), "%s", v);
+	snprintf(kp->invalid, sizeof(kp->invalid), "%s", what);
 	log_warn("pod %s/%s: %s", pod->namespace, pod->name, note);
 	if (kube_client_event(a->kube->client, pod->uid, KUBE_EVENT_WARNING, "InvalidQoSClass",
 			      "Classify", note) < 0)

@@ -158,14 +158,35 @@ void kube_describe_failure(const struct kube_req *r, CURLcode rc, long status, c
 	cJSON_Delete(st);
 }
 
+/* 0: no limit. Lists can be large; a PATCH's answer is a whole pod;
+ * anything else only matters as an error page to log. */
+static size_t body_limit(const struct kube_req *r)
+{
+	long status = 0;
+
+	if (r->kind == KUBE_REQ_LIST)
+		return 0;
+	if (r->kind == KUBE_REQ_PATCH &&
+	    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+	    status >= 200 && status < 300)
+		return r->c->o.max_object_bytes;
+	return KUBE_ERROR_BODY_MAX;
+}
+
 static size_t body_write(char *p, size_t size, size_t n, void *arg)
 {
 	struct kube_req *r = arg;
+	size_t limit = body_limit(r);
 
-	/* Lists can be large; anything else is capped (an error page). */
-	if (r->kind != KUBE_REQ_LIST && r->resp.len + n > KUBE_ERROR_BODY_MAX)
-		return size * n;
-	return kube_buf_add(&r->resp, p, size * n) == 0 ? size * n : 0;
+	n *= size;
+	r->resp_total += n;
+	/* Over the limit: read the rest away, keep nothing more (a cut
+	 * body is never mistaken for a whole one: resp_over says so). */
+	if (r->resp_over || (limit && r->resp.len + n > limit)) {
+		r->resp_over = 1;
+		return n;
+	}
+	return kube_buf_add(&r->resp, p, n) == 0 ? n : 0;
 }
 
 static int req_tls(struct kube_req *r)
@@ -443,9 +464,16 @@ static void finish(struct kube_client *c)
 	rearm(c, now);
 }
 
-void kube_client_kick(struct kube_client *c)
+void kube_client_defer(struct kube_client *c)
 {
-	finish(c);
+	uint64_t now = kube_now_ms();
+
+	/* Inside a pump, its own write step comes after the callbacks. */
+	if (c->in_curl || c->in_pump)
+		return;
+	if (!c->write_due_ms || c->write_due_ms > now)
+		c->write_due_ms = now;
+	rearm(c, now);
 }
 
 void kube_client_on_fd(struct kube_client *c, int fd, unsigned events)
@@ -505,6 +533,8 @@ static void opts_defaults(struct kube_client_opts *o)
 		o->event_dedup_s = 600;
 	if (!o->list_limit)
 		o->list_limit = 500;
+	if (!o->max_object_bytes)
+		o->max_object_bytes = KUBE_MAX_OBJECT;
 }
 
 static int multi_setup(struct kube_client *c)

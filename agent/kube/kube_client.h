@@ -49,6 +49,9 @@ struct kube_pod {
 	char *resource_version;
 	int terminating;        /* metadata.deletionTimestamp is set */
 	struct cJSON *annotations; /* an object, never NULL; read only */
+	/* metadata.annotations was there but not an object (a non-conforming
+	 * server): annotations is then empty, and the pod says nothing valid. */
+	int annotations_malformed;
 	/* Container ids without the runtime prefix ("containerd://"): the
 	 * form /proc/<pid>/cgroup shows. Init and ephemeral containers too. */
 	char **container_ids;
@@ -82,6 +85,7 @@ struct kube_client_opts {
 	unsigned event_burst;     /* [5] ... with this burst */
 	unsigned event_dedup_s;   /* [600] same pod+reason+note suppressed this long */
 	unsigned list_limit;      /* [500] pods per list page */
+	size_t max_object_bytes;  /* [4 MiB] largest PATCH answer (a pod) cached */
 };
 
 struct kube_stats {
@@ -94,6 +98,7 @@ struct kube_stats {
 	uint64_t errors;       /* failed requests of any kind */
 	uint64_t patches_sent;
 	uint64_t patches_unchanged; /* annotate calls that needed no request */
+	uint64_t patch_answers_too_large; /* written, answer over max_object_bytes */
 	uint64_t events_sent;
 	uint64_t events_suppressed; /* duplicates and queue overflow */
 };
@@ -111,8 +116,10 @@ void kube_client_on_timer(struct kube_client *c);
 
 /* Sets (value non-NULL) or removes (NULL) one annotation of a cached pod.
  * Returns 1 when the pod already has that value (or it is already queued
- * or in flight): no request. Returns 0 when queued: PATCHes are
- * rate-limited and coalesced per pod. -1: no such pod in the cache. */
+ * or in flight): no request. Returns 0 when queued: PATCHes start on the
+ * loop's next turn, so all a caller queues for a pod in one pass leaves
+ * in one PATCH; they are rate-limited, one in flight per pod. -1: no such
+ * pod in the cache. */
 int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
 			 const char *value);
 

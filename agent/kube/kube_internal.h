@@ -17,6 +17,9 @@
 #define KUBE_CONTROLLER "gpuqos.io/node-agent"
 /* A watch line longer than this is garbage, not a pod. */
 #define KUBE_MAX_LINE (16u << 20)
+/* The default largest PATCH answer (one pod) that is cached. etcd keeps
+ * objects up to 1.5 MiB by default; their JSON can be somewhat larger. */
+#define KUBE_MAX_OBJECT ((size_t)4 << 20)
 #define KUBE_EVENT_QUEUE 64
 #define KUBE_DEDUP_SLOTS 128
 
@@ -55,6 +58,8 @@ struct kube_req {
 	char *url;
 	char *body;
 	struct kube_buf resp;   /* the body; for a watch, the unparsed tail */
+	size_t resp_total;      /* body bytes received, kept or not */
+	int resp_over;          /* the body went over its limit: resp is cut */
 	char errbuf[CURL_ERROR_SIZE];
 	char *uid;              /* PATCH and Event: the pod */
 	struct kube_event_item ev; /* Event: what is being posted */
@@ -70,6 +75,9 @@ struct kube_pod_entry {
 	unsigned list_gen;      /* last list pass that saw the pod */
 	cJSON *pending;         /* annotations to send, coalesced */
 	cJSON *inflight;        /* annotations in the PATCH now in flight */
+	/* Annotations a PATCH wrote whose answer could not be cached (too
+	 * large): what the pod holds until the next version of it arrives. */
+	cJSON *written;
 	uint64_t patch_due_ms;  /* no PATCH before this (after a failure) */
 	unsigned patch_failures;
 };
@@ -130,7 +138,9 @@ struct kube_client {
 };
 
 /* kube_client.c */
-void kube_client_kick(struct kube_client *c);
+/* New writes start on the loop's next turn, so that whatever the caller
+ * queues in one pass (a pod's class and state) leaves in one request. */
+void kube_client_defer(struct kube_client *c);
 uint64_t kube_now_ms(void);
 unsigned kube_rand(struct kube_client *c, unsigned bound);
 unsigned kube_backoff_ms(struct kube_client *c, unsigned failures);

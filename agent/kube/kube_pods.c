@@ -84,6 +84,7 @@ static int pod_parse(struct kube_pod *p, const cJSON *obj)
 	p->resource_version = dup_or_empty(kube_json_str(meta, "resourceVersion", NULL));
 	p->terminating = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL;
 	p->annotations = cJSON_IsObject(ann) ? cJSON_Duplicate(ann, 1) : cJSON_CreateObject();
+	p->annotations_malformed = ann && !cJSON_IsNull(ann) && !cJSON_IsObject(ann);
 	if (!p->uid || !p->name || !p->namespace || !p->node || !p->phase ||
 	    !p->resource_version || !p->annotations ||
 	    add_container_ids(p, cJSON_GetObjectItemCaseSensitive(status, "initContainerStatuses")) ||
@@ -101,6 +102,7 @@ static int pod_differs(const struct kube_pod *a, const struct kube_pod *b)
 {
 	if (strcmp(a->phase, b->phase) || strcmp(a->node, b->node) ||
 	    a->terminating != b->terminating || a->n_container_ids != b->n_container_ids ||
+	    a->annotations_malformed != b->annotations_malformed ||
 	    !cJSON_Compare(a->annotations, b->annotations, 1))
 		return 1;
 	for (size_t i = 0; i < a->n_container_ids; i++)
@@ -222,6 +224,10 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 	old = e->pod;
 	e->pod = p;
 	pod_clear(&old);
+	/* A newer version says what the pod holds now, also of the values
+	 * a PATCH wrote without an answer we could cache. */
+	cJSON_Delete(e->written);
+	e->written = NULL;
 	drop_satisfied(e);
 	if (changed && c->o.on_pod)
 		c->o.on_pod(c->o.cb_arg, KUBE_POD_UPDATED, &e->pod);
@@ -239,6 +245,7 @@ static void remove_at(struct kube_client *c, size_t i)
 	pod_clear(&e->pod);
 	cJSON_Delete(e->pending);
 	cJSON_Delete(e->inflight);
+	cJSON_Delete(e->written);
 	free(e);
 }
 
@@ -269,6 +276,7 @@ void kube_pods_free_all(struct kube_client *c)
 		pod_clear(&c->pods[i]->pod);
 		cJSON_Delete(c->pods[i]->pending);
 		cJSON_Delete(c->pods[i]->inflight);
+		cJSON_Delete(c->pods[i]->written);
 		free(c->pods[i]);
 	}
 	free(c->pods);

@@ -192,6 +192,10 @@ static void list_done(struct kube_req *r, CURLcode rc, long status)
 	fail_then(c, 1);
 }
 
+/* A 410 on a watch that had been running is news: list at once. Only
+ * 410s that come right after each list (the watch between got nothing)
+ * count as a streak, which backs off so a broken server cannot make the
+ * agent list in a tight loop. */
 static void watch_gone(struct kube_client *c, const char *url)
 {
 	log_info("kube: watch %s: 410 Gone, resourceVersion %s is too old; re-listing", url,
@@ -201,8 +205,6 @@ static void watch_gone(struct kube_client *c, const char *url)
 	c->rv = strdup("");
 	if (!c->rv)
 		log_error("kube: out of memory after 410 Gone");
-	/* A server that keeps answering 410 right after a list must not
-	 * make us list in a tight loop. */
 	c->gone_streak++;
 	wait_then(c, kube_now_ms(), c->gone_streak > 1 ? kube_backoff_ms(c, c->gone_streak - 1) : 0,
 		  1);
@@ -214,6 +216,9 @@ static void watch_done(struct kube_req *r, CURLcode rc, long status)
 	uint64_t now = kube_now_ms();
 	char why[1024];
 
+	/* A watch that ran (an event, or a second) ends a streak of 410s. */
+	if (r->events || now - r->started_ms >= KUBE_WATCH_MIN_MS)
+		c->gone_streak = 0;
 	if (r->stop == KUBE_WATCH_GONE || (rc == CURLE_OK && status == 410)) {
 		watch_gone(c, r->url);
 	} else if (r->stop != KUBE_WATCH_OK) {
@@ -308,7 +313,7 @@ static enum kube_watch_stop watch_line(struct kube_req *r, const char *p, size_t
 
 static size_t watch_feed(struct kube_req *r, const char *p, size_t n)
 {
-	size_t start = 0;
+	size_t start = 0, from = r->resp.len;
 	char *nl;
 
 	if (kube_buf_add(&r->resp, p, n) != 0) {
@@ -317,12 +322,14 @@ static size_t watch_feed(struct kube_req *r, const char *p, size_t n)
 		return 0;
 	}
 	/* Chunk boundaries fall anywhere: parse each complete line, keep
-	 * the tail for the next chunk. */
-	while ((nl = memchr(r->resp.p + start, '\n', r->resp.len - start))) {
+	 * the tail for the next chunk. The tail has no newline: only the
+	 * new bytes need a search (a long line comes in many chunks). */
+	while ((nl = memchr(r->resp.p + from, '\n', r->resp.len - from))) {
 		size_t len = (size_t)(nl - (r->resp.p + start));
 
 		r->stop = watch_line(r, r->resp.p + start, len);
 		start += len + 1;
+		from = start;
 		if (r->stop != KUBE_WATCH_OK)
 			return 0;
 	}

@@ -2,9 +2,10 @@
 /*
  * kube_write.c - everything the agent writes to the API server: merge
  * patches of pod annotations (sent only when a value differs from what
- * the pod has or is about to have, coalesced per pod, one in flight per
- * pod) and events.k8s.io/v1 Events (de-duplicated), each behind its own
- * token bucket. Does not own what the annotations or events say.
+ * the pod has or is about to have, coalesced per pod: what one pass of
+ * the caller queues leaves in one PATCH, one in flight per pod) and
+ * events.k8s.io/v1 Events (de-duplicated), each behind its own token
+ * bucket. Does not own what the annotations or events say.
  */
 #include "agent/kube/kube_internal.h"
 
@@ -65,13 +66,16 @@ static void due_min(uint64_t *due, uint64_t t)
 /* ---- annotations ---- */
 
 /* What the annotation will be once queued work lands: pending, then in
- * flight, then the cached pod. Sets *queued to 0 if neither queue has it. */
+ * flight, then written (answer not cached), then the cached pod. Sets
+ * *queued to 0 if none of the first three has it. */
 static const cJSON *planned_value(const struct kube_pod_entry *e, const char *key, int *queued)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e->pending, key);
 
 	if (!v)
 		v = cJSON_GetObjectItemCaseSensitive(e->inflight, key);
+	if (!v)
+		v = cJSON_GetObjectItemCaseSensitive(e->written, key);
 	*queued = v != NULL;
 	return v;
 }
@@ -112,7 +116,7 @@ int kube_client_annotate(struct kube_client *c, const char *uid, const char *key
 		cJSON_Delete(v);
 		goto oom;
 	}
-	kube_client_kick(c);
+	kube_client_defer(c);
 	return 0;
 oom:
 	log_error("kube: out of memory queueing annotation %s of pod %s/%s", key,
@@ -194,25 +198,57 @@ static void patch_step(struct kube_client *c, uint64_t now, uint64_t *due)
 	}
 }
 
-/* Puts a failed patch's values back unless a newer value was queued. */
-static void requeue_patch(struct kube_client *c, struct kube_pod_entry *e)
+/* Moves every value of *from into *into, where a value already in *into
+ * wins (newer: queued later) unless from_wins. *from is NULL after. */
+static void merge_values(cJSON **into, cJSON **from, int from_wins)
 {
 	cJSON *v;
 
-	if (!e->pending) {
-		e->pending = e->inflight;
-		e->inflight = NULL;
-	} else {
-		while ((v = e->inflight->child)) {
-			cJSON_DetachItemViaPointer(e->inflight, v);
-			if (cJSON_GetObjectItemCaseSensitive(e->pending, v->string))
-				cJSON_Delete(v);
-			else
-				cJSON_AddItemToObject(e->pending, v->string, v);
-		}
+	if (!*into) {
+		*into = *from;
+		*from = NULL;
+		return;
 	}
+	while (*from && (v = (*from)->child)) {
+		cJSON_DetachItemViaPointer(*from, v);
+		if (cJSON_GetObjectItemCaseSensitive(*into, v->string)) {
+			if (!from_wins) {
+				cJSON_Delete(v);
+				continue;
+			}
+			cJSON_DeleteItemFromObjectCaseSensitive(*into, v->string);
+		}
+		cJSON_AddItemToObject(*into, v->string, v);
+	}
+	/* Emptied, it must go: a non-NULL inflight holds the pod's PATCHes. */
+	cJSON_Delete(*from);
+	*from = NULL;
+}
+
+/* Puts a failed patch's values back unless a newer value was queued. */
+static void requeue_patch(struct kube_client *c, struct kube_pod_entry *e)
+{
+	merge_values(&e->pending, &e->inflight, 0);
 	e->patch_failures++;
 	e->patch_due_ms = kube_now_ms() + kube_backoff_ms(c, e->patch_failures);
+}
+
+/* The PATCH was applied but its answer cannot be cached: the values
+ * count as the pod's until the watch brings its next version, so that
+ * they are not sent again and again meanwhile. */
+static void answer_not_cached(struct kube_client *c, struct kube_pod_entry *e,
+			      const struct kube_req *r)
+{
+	if (r->resp_over) {
+		c->st.patch_answers_too_large++;
+		log_warn("kube: pod %s/%s: the PATCH answer is %zu bytes, over the limit of %zu "
+			 "for one pod: not cached; the watch will bring the pod", e->pod.namespace,
+			 e->pod.name, r->resp_total, c->o.max_object_bytes);
+	} else {
+		log_warn("kube: pod %s/%s: the PATCH answer (%zu bytes) is not a pod: not cached",
+			 e->pod.namespace, e->pod.name, r->resp_total);
+	}
+	merge_values(&e->written, &e->inflight, 1);
 }
 
 static int retryable(CURLcode rc, long status)
@@ -230,15 +266,18 @@ void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
 	if (!e)
 		return; /* deleted meanwhile: nothing left to annotate */
 	if (rc == CURLE_OK && status >= 200 && status < 300) {
-		cJSON_Delete(e->inflight);
-		e->inflight = NULL;
 		e->patch_failures = 0;
 		/* The answer is the patched pod: cache it now (unless the
 		 * watch brought a later version) so an annotate of the same
 		 * value right after sends nothing. */
-		pod = cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
-		if (pod)
-			kube_pods_apply_answer(c, pod, e->list_gen);
+		pod = r->resp_over ? NULL
+				   : cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
+		if (pod && kube_pods_apply_answer(c, pod, e->list_gen) == 0) {
+			cJSON_Delete(e->inflight);
+			e->inflight = NULL;
+		} else {
+			answer_not_cached(c, e, r);
+		}
 		cJSON_Delete(pod);
 		return;
 	}
@@ -335,7 +374,7 @@ int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_ty
 		return -1;
 	}
 	c->ev_len++;
-	kube_client_kick(c);
+	kube_client_defer(c);
 	return 0;
 }
 

@@ -290,6 +290,26 @@ def t_kube_classes(node):
     time.sleep(1.0)
     expect(len(node.events("InvalidQoSClass")) == 1, "one Event per pod and value: %r" % node.events())
 
+    # gpu.qos as a number, annotations as a list (only a non-conforming API
+    # server sends these): invalid like any other value, not "absent".
+    node.add_pod("num", 1)
+    node.add_pod("listann")
+    with node.st.lock:
+        pod = copy.deepcopy(node.st.pods[(NS, "listann")])
+        pod["metadata"]["annotations"] = ["gpu.qos", "latency-critical"]
+        node.st.upsert(pod)
+    num = node.in_pod("num", "lc")
+    wait_for(lambda: (proc_row(node, num.pid) or {}).get("classSource") == "default", what="num classified")
+    expect(proc_row(node, num.pid)["class"] == "best-effort", "a number gets the default class")
+    wait_for(lambda: len(node.events("InvalidQoSClass")) == 3, what="InvalidQoSClass for a number and a list")
+    notes = {e["regarding"]["uid"]: e["note"] for e in node.events("InvalidQoSClass")}
+    expect("gpu.qos: 1 is not" in notes.get(node.pods["num"][0], ""), "the number's Event: %r" % notes)
+    expect("metadata.annotations is not a map" in notes.get(node.pods["listann"][0], ""),
+           "the list's Event: %r" % notes)
+    log = open(node.agent_logs[-1]).read()
+    expect("pod default/num: gpu.qos: 1 is not" in log and "pod default/listann: metadata.annotations" in log,
+           "both logged")
+
     # A GPU process in no pod: unmanaged, and it moves no one.
     stray = node.workload("lc", ["--hold", "60"])
     wait_for(lambda: len(agent_tsgs(node, stray.pid)) == 4, what="the stray process's TSGs")
@@ -383,11 +403,20 @@ def t_kube_outage(node):
     expect(node.kube_view()["stats"]["unauthorized"] >= 1, "401 counted")
     unchanged("token rotation")
 
-    # Still live: a flip reaches the TSGs and the annotations (new PATCHes).
+    # Still live: a flip reaches the TSGs and the annotations (new PATCHes),
+    # even when the flip's first PATCH fails slowly (a hanging API server)
+    # while the pod's next state queues behind it.
+    with node.st.lock:
+        node.st.faults.append({"kind": "patch", "status": 503, "count": 1, "delay": 0.5})
     node.set_annotation("lc", "gpu.qos", "best-effort")
     wait_for(lambda: gr_timeslice(node, lc.pid) == [2048] and gr_timeslice(node, be.pid) == [2048],
              timeout=5, what="both BE, no LC: baseline")
-    wait_for(lambda: node.ann("lc").get("gpuqos.io/class") == "best-effort", what="class annotation follows")
+    wait_for(lambda: any(r["status"] == 503 for r in node.requests("patch")),
+             what="the injected PATCH failure")
+    wait_for(lambda: node.ann("lc").get("gpuqos.io/class") == "best-effort"
+             and all((node.gq_state(n) or {}).get("timesliceUs", {}).get("gr") == [2048]
+                     and (node.gq_state(n) or {}).get("state") == "converged" for n in ("lc", "be")),
+             what="class and state annotations follow after a failed PATCH")
     expect(len(node.requests("patch")) > patches, "the changed annotation was patched")
 
 

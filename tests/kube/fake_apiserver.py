@@ -103,7 +103,7 @@ class State:
         self.bookmark_interval = 0.0
         self.watchers = set()
         self.requests = []        # one dict per API request
-        self.faults = []          # [{"kind", "status", "count"}]
+        self.faults = []          # [{"kind", "status", "count", "delay"}]
         self.patch_answer_delay = 0.0  # seconds a PATCH answer waits after the write
 
     def next_rv(self):
@@ -155,7 +155,7 @@ class State:
             for f in self.faults:
                 if f["kind"] == kind and f["count"] > 0:
                     f["count"] -= 1
-                    return f["status"]
+                    return f["status"], f["delay"]
         return None
 
     def broadcast(self, what):
@@ -270,8 +270,13 @@ class Handler(BaseHTTPRequestHandler):
             return False
         fault = self.st.take_fault(kind)
         if fault:
-            self.send_json(fault, status(fault, "InternalError" if fault >= 500 else "Injected",
-                                         "fault injected by the test"))
+            code, delay = fault
+            # A slow failure (a hung server, a timeout) keeps the request
+            # in flight long enough for the client to queue more work.
+            if delay:
+                time.sleep(delay)
+            self.send_json(code, status(code, "InternalError" if code >= 500 else "Injected",
+                                        "fault injected by the test"))
             return False
         return True
 
@@ -599,7 +604,10 @@ class Handler(BaseHTTPRequestHandler):
                 st.bookmark_interval = float(arg["seconds"])
             elif path == "/_test/fault":
                 st.faults.append({"kind": arg["kind"], "status": int(arg["status"]),
-                                  "count": int(arg.get("count", 1))})
+                                  "count": int(arg.get("count", 1)),
+                                  "delay": float(arg.get("delay", 0))})
+            elif path == "/_test/clear_faults":
+                st.faults = []
             elif path == "/_test/patch_answer_delay":
                 st.patch_answer_delay = float(arg["seconds"])
             elif path == "/_test/reset_requests":

@@ -359,6 +359,27 @@ int put_pod(struct fake_server *s, const char *name, const char *node, const cha
 	return ctl_ok(s, "POST", "/_test/pods", body);
 }
 
+int put_pod_padded(struct fake_server *s, const char *name, const char *node, size_t pad)
+{
+	char *pad_s = malloc(pad + 1), *body = NULL;
+	int rc = -1;
+
+	if (!pad_s)
+		return -1;
+	memset(pad_s, 'x', pad);
+	pad_s[pad] = '\0';
+	if (asprintf(&body,
+		     "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\","
+		     "\"annotations\":{\"pad\":\"%s\"}},"
+		     "\"spec\":{\"nodeName\":\"%s\",\"containers\":[{\"name\":\"main\"}]},"
+		     "\"status\":{\"phase\":\"Running\"}}",
+		     name, pad_s, node) >= 0)
+		rc = ctl_ok(s, "POST", "/_test/pods", body);
+	free(pad_s);
+	free(body);
+	return rc;
+}
+
 int write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");

@@ -56,6 +56,8 @@ int server_rv(struct fake_server *s);
 int server_watchers(struct fake_server *s);
 int put_pod(struct fake_server *s, const char *name, const char *node, const char *phase,
 	    const char *annotations_json);
+/* A pod whose "pad" annotation is pad bytes long: a large object. */
+int put_pod_padded(struct fake_server *s, const char *name, const char *node, size_t pad);
 int write_file(const char *path, const char *text);
 
 /* Runs the driver until expr holds or ms pass; CHECKs expr. */

@@ -383,7 +383,7 @@ static void t_patch(void)
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "0") == 1);
 	CHECK(kube_client_annotate(e.c, "no-such-uid", "k", "v") == -1);
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "1") == 0);
-	/* In flight now: same value again is a no-op, newer values coalesce. */
+	/* Queued now: same value again is a no-op, newer values coalesce. */
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "1") == 1);
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "2") == 0);
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "3") == 0);
@@ -391,13 +391,13 @@ static void t_patch(void)
 	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/tsgs", "3") &&
 			   ann_is(&e, "p1", "gpuqos.io/state", "ok"));
 	SPIN(&e.drv, 200);
-	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 2);
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 1);
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "3") == 1);
 	/* Removal is a merge-patch null. */
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", NULL) == 0);
 	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/state", NULL));
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", NULL) == 1);
-	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 3);
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 2);
 	/* A transient failure is retried with the same value. */
 	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"patch\",\"status\":503}") == 0);
 	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/tsgs", "4") == 0);
@@ -430,6 +430,172 @@ static void t_patch_stale_answer(void)
 	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 200, NULL, 0) == 1); /* the late answer */
 	SPIN(&e.drv, 200);
 	CHECK(ann_is(&e, "p1", "gpu.qos", "best-effort"));
+	env_stop(&e);
+}
+
+/* A PATCH fails slowly (an API server that hangs, a token rotated away)
+ * while a newer value waits behind it: the newer value must still be
+ * sent, and later ones too. */
+static void t_patch_requeue(void)
+{
+	static const int statuses[] = { 503, 401 };
+	struct env e;
+	char fault[128], v[16];
+	const char *uid;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	for (int i = 0; i < 2; i++) {
+		int before = count_reqs(&e.srv, "patch", 0, NULL, 0);
+
+		snprintf(fault, sizeof(fault),
+			 "{\"kind\":\"patch\",\"status\":%d,\"delay\":0.4}", statuses[i]);
+		CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", fault) == 0);
+		snprintf(v, sizeof(v), "c%d", i);
+		CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/class", v) == 0);
+		WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 0, NULL, 0) == before + 1);
+		/* Queued behind the PATCH that is about to fail. */
+		snprintf(v, sizeof(v), "s%d", i);
+		CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", v) == 0);
+		WAIT(&e.drv, 6000, ann_is(&e, "p1", "gpuqos.io/state", v));
+		snprintf(v, sizeof(v), "c%d", i);
+		CHECK(ann_is(&e, "p1", "gpuqos.io/class", v));
+		CHECK(count_reqs(&e.srv, "patch", statuses[i], NULL, 0) == 1);
+	}
+	/* And the pod is still written to afterwards. */
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", "after") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/state", "after"));
+	env_stop(&e);
+}
+
+/* What one pass of the agent queues for a pod (class, then state) goes
+ * out as one PATCH; so do values queued behind a PATCH in flight. */
+static void t_patch_coalesce(void)
+{
+	struct env e;
+	const char *uid;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/class", "latency-critical") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", "pending") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/class", "latency-critical") &&
+			   ann_is(&e, "p1", "gpuqos.io/state", "pending"));
+	SPIN(&e.drv, 200);
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 1);
+
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/patch_answer_delay", "{\"seconds\":0.4}") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", "converged") == 0);
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 0, NULL, 0) == 2);
+	/* A flip while that PATCH is in flight: both values wait, together. */
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/class", "best-effort") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gpuqos.io/state", "pending") == 0);
+	WAIT(&e.drv, 5000, ann_is(&e, "p1", "gpuqos.io/class", "best-effort") &&
+			   ann_is(&e, "p1", "gpuqos.io/state", "pending"));
+	SPIN(&e.drv, 600);
+	CHECK(count_reqs(&e.srv, "patch", 0, NULL, 0) == 3);
+	env_stop(&e);
+}
+
+/* Every watch right after a list meets 410 for a while: the re-lists back
+ * off. A genuine 410 later, on a watch that had been running, must re-list
+ * at once, not wait out the earlier streak's backoff. */
+static void t_gone_streak(void)
+{
+	struct env e;
+	double t[16];
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"watch\",\"status\":410,"
+		     "\"count\":4}") == 0);
+	e.o.backoff_min_ms = 400;
+	CHECK(env_client(&e) == 0);
+	CHECK(lists(&e) == 5);
+	if (count_reqs(&e.srv, "list", 200, t, 16) == 5) {
+		/* The fourth 410 in a row waited [800, 1600] ms. */
+		printf("list gaps %.0f %.0f %.0f %.0f ms\n", t[1] - t[0], t[2] - t[1], t[3] - t[2],
+		       t[4] - t[3]);
+		CHECK(t[4] - t[3] >= 795);
+	}
+	SPIN(&e.drv, 1500);
+	CHECK(put_pod(&e.srv, "far", "node-b", "Running", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/compact", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/expire", NULL) == 0);
+	WAIT(&e.drv, 1000, lists(&e) == 6);
+	WAIT(&e.drv, 3000, server_watchers(&e.srv) == 1);
+	env_stop(&e);
+}
+
+/* The watch is down: only PATCH answers can update the cache. */
+static void watch_down(struct env *e)
+{
+	CHECK(ctl_ok(&e->srv, "POST", "/_test/fault", "{\"kind\":\"watch\",\"status\":500,"
+		     "\"count\":100000}") == 0);
+	CHECK(ctl_ok(&e->srv, "POST", "/_test/disconnect", NULL) == 0);
+	WAIT(&e->drv, 3000, server_watchers(&e->srv) == 0 &&
+			    count_reqs(&e->srv, "watch", 500, NULL, 0) >= 1);
+}
+
+/* A real pod can be far over 64 KiB (long annotations, many containers):
+ * its PATCH answer is cached like any other. One over the client's limit
+ * is not, but the value is known written: no second PATCH of it. */
+static void t_patch_large_answer(void)
+{
+	struct env e;
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod_padded(&e.srv, "big", NODE, 200 * 1024) == 0);
+	CHECK(put_pod_padded(&e.srv, "huge", NODE, 600 * 1024) == 0);
+	e.o.max_object_bytes = 512 * 1024;
+	CHECK(env_client(&e) == 0);
+	watch_down(&e);
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "big")->uid, "k", "v") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "big", "k", "v"));
+	CHECK(count_reqs(&e.srv, "patch", 200, NULL, 0) == 1);
+
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "huge")->uid, "k", "v") == 0);
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 200, NULL, 0) == 2);
+	SPIN(&e.drv, 300);
+	CHECK(ann_is(&e, "huge", "k", NULL));
+	kube_client_stats(e.c, &st);
+	CHECK(st.patch_answers_too_large == 1);
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "huge")->uid, "k", "v") == 1);
+	SPIN(&e.drv, 300);
+	CHECK(count_reqs(&e.srv, "patch", 0, NULL, 0) == 2);
+
+	/* The watch comes back and brings the written pod. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/clear_faults", NULL) == 0);
+	WAIT(&e.drv, 10000, ann_is(&e, "huge", "k", "v"));
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "huge")->uid, "k", "v") == 1);
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "huge")->uid, "k", "w") == 0);
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 200, NULL, 0) == 3);
+	env_stop(&e);
+}
+
+/* metadata.annotations that is not an object (only a non-conforming
+ * server sends one) is reported, not taken for "no annotations". */
+static void t_malformed_annotations(void)
+{
+	struct env e;
+	const struct kube_pod *p;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "[\"gpu.qos\",\"latency-critical\"]") == 0);
+	CHECK(env_client(&e) == 0);
+	p = pod_named(&e, "p1");
+	CHECK(p && p->annotations_malformed && p->annotations && !p->annotations->child);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{}") == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p1") && !pod_named(&e, "p1")->annotations_malformed);
+	CHECK(e.rec.updated == 1);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "\"gpu.qos\"") == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p1") && pod_named(&e, "p1")->annotations_malformed);
+	CHECK(e.rec.updated == 2);
 	env_stop(&e);
 }
 
@@ -584,6 +750,9 @@ static const struct {
 	{ "server_timeout", t_server_timeout }, { "token_rotation", t_token_rotation },
 	{ "in_cluster_tls", t_in_cluster_tls }, { "patch", t_patch },
 	{ "patch_stale_answer", t_patch_stale_answer },
+	{ "patch_requeue", t_patch_requeue }, { "patch_coalesce", t_patch_coalesce },
+	{ "gone_streak", t_gone_streak },   { "patch_large_answer", t_patch_large_answer },
+	{ "malformed_annotations", t_malformed_annotations },
 	{ "rate_limit", t_rate_limit },     { "events", t_events },
 	{ "backoff", t_backoff },           { "all", t_all },
 };
