@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// kubelet - a test kubelet for gpuqos-device-plugin, on grpc-go (the
+// transport the real kubelet uses), generated from
+// proto/deviceplugin_v1beta1.proto. It serves Registration.Register on
+// <dir>/kubelet.sock and acts as the kubelet's device manager towards the
+// plugins that register: GetDevicePluginOptions, ListAndWatch,
+// GetPreferredAllocation, Allocate, raw bytes on any method.
+//
+// tests/plugin/test_plugin.py drives it with one JSON command per line on
+// stdin; each gets one JSON answer line on stdout. Like a real kubelet,
+// "restart" removes every socket in the directory and recreates its own.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/ioutil"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	pb "gpuqos.test/kubelet/v1beta1"
+)
+
+var dir = flag.String("dir", "", "device-plugin directory (kubelet.sock goes there)")
+
+type registration struct {
+	Version   string `json:"version"`
+	Endpoint  string `json:"endpoint"`
+	Resource  string `json:"resource"`
+	Preferred bool   `json:"preferred"`
+	AtMs      int64  `json:"at_ms"`
+}
+
+type kubelet struct {
+	mu   sync.Mutex
+	regs []registration
+	cond *sync.Cond
+	srv  *grpc.Server
+}
+
+func (k *kubelet) Register(ctx context.Context, r *pb.RegisterRequest) (*pb.Empty, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	reg := registration{Version: r.Version, Endpoint: r.Endpoint, Resource: r.ResourceName,
+		AtMs: time.Now().UnixNano() / 1e6}
+	if r.Options != nil {
+		reg.Preferred = r.Options.GetPreferredAllocationAvailable
+	}
+	k.regs = append(k.regs, reg)
+	k.cond.Broadcast()
+	return &pb.Empty{}, nil
+}
+
+func (k *kubelet) serve() error {
+	sock := filepath.Join(*dir, "kubelet.sock")
+	os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return err
+	}
+	k.srv = grpc.NewServer()
+	pb.RegisterRegistrationServer(k.srv, k)
+	go k.srv.Serve(l)
+	return nil
+}
+
+// What a kubelet does when it starts: every socket in the directory goes.
+func (k *kubelet) restart() error {
+	if k.srv != nil {
+		k.srv.Stop()
+	}
+	files, _ := ioutil.ReadDir(*dir)
+	for _, f := range files {
+		if f.Mode()&os.ModeSocket != 0 {
+			os.Remove(filepath.Join(*dir, f.Name()))
+		}
+	}
+	return k.serve()
+}
+
+type stream struct {
+	cancel context.CancelFunc
+	ch     chan map[string]interface{}
+}
+
+var (
+	streams   = map[int]*stream{}
+	nextID    = 1
+	conns     = map[string]*grpc.ClientConn{}
+	stalled   []context.CancelFunc
+	kub       = &kubelet{}
+	rawCodecV rawCodec
+)
+
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v interface{}) ([]byte, error)      { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v interface{}) error { *(v.(*[]byte)) = data; return nil }
+func (rawCodec) Name() string                               { return "proto" }
+
+func conn(endpoint string) (*grpc.ClientConn, error) {
+	if c, ok := conns[endpoint]; ok {
+		return c, nil
+	}
+	c, err := grpc.Dial("unix://"+filepath.Join(*dir, endpoint), grpc.WithInsecure(),
+		grpc.WithBlock(), grpc.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	conns[endpoint] = c
+	return c, nil
+}
+
+func fail(err error) map[string]interface{} {
+	st, _ := status.FromError(err)
+	return map[string]interface{}{"ok": false, "code": int(st.Code()), "error": st.Message()}
+}
+
+func devices(r *pb.ListAndWatchResponse) []map[string]interface{} {
+	out := []map[string]interface{}{}
+	for _, d := range r.Devices {
+		numa := []int64{}
+		if d.Topology != nil {
+			for _, n := range d.Topology.Nodes {
+				numa = append(numa, n.ID)
+			}
+		}
+		out = append(out, map[string]interface{}{"id": d.ID, "health": d.Health, "numa": numa})
+	}
+	return out
+}
+
+func watch(c *grpc.ClientConn) map[string]interface{} {
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := pb.NewDevicePluginClient(c).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		cancel()
+		return fail(err)
+	}
+	st := &stream{cancel: cancel, ch: make(chan map[string]interface{}, 1000)}
+	go func() {
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				m := fail(err)
+				m["end"] = true
+				st.ch <- m
+				return
+			}
+			st.ch <- map[string]interface{}{"ok": true, "devices": devices(r),
+				"at_ms": time.Now().UnixNano() / 1e6}
+		}
+	}()
+	id := nextID
+	nextID++
+	streams[id] = st
+	first := <-st.ch
+	first["stream"] = id
+	return first
+}
+
+func next(id int, timeoutMs int) map[string]interface{} {
+	st, ok := streams[id]
+	if !ok {
+		return map[string]interface{}{"ok": false, "error": "no such stream"}
+	}
+	select {
+	case m := <-st.ch:
+		return m
+	case <-time.After(time.Duration(timeoutMs) * time.Millisecond):
+		return map[string]interface{}{"ok": false, "error": "timeout"}
+	}
+}
+
+func allocate(c *grpc.ClientConn, containers [][]string) map[string]interface{} {
+	req := &pb.AllocateRequest{}
+	for _, ids := range containers {
+		req.ContainerRequests = append(req.ContainerRequests, &pb.ContainerAllocateRequest{DevicesIds: ids})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := pb.NewDevicePluginClient(c).Allocate(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	out := []map[string]interface{}{}
+	for _, cr := range r.ContainerResponses {
+		mounts := []map[string]interface{}{}
+		for _, m := range cr.Mounts {
+			mounts = append(mounts, map[string]interface{}{"container_path": m.ContainerPath,
+				"host_path": m.HostPath, "read_only": m.ReadOnly})
+		}
+		devs := []map[string]interface{}{}
+		for _, d := range cr.Devices {
+			devs = append(devs, map[string]interface{}{"container_path": d.ContainerPath,
+				"host_path": d.HostPath, "permissions": d.Permissions})
+		}
+		cdi := []string{}
+		for _, d := range cr.CdiDevices {
+			cdi = append(cdi, d.Name)
+		}
+		envs := cr.Envs
+		if envs == nil {
+			envs = map[string]string{}
+		}
+		out = append(out, map[string]interface{}{"envs": envs, "mounts": mounts, "devices": devs,
+			"cdi": cdi, "annotations": cr.Annotations})
+	}
+	return map[string]interface{}{"ok": true, "containers": out}
+}
+
+type prefReq struct {
+	Available []string `json:"available"`
+	Must      []string `json:"must"`
+	Size      int32    `json:"size"`
+}
+
+func preferred(c *grpc.ClientConn, reqs []prefReq) map[string]interface{} {
+	req := &pb.PreferredAllocationRequest{}
+	for _, q := range reqs {
+		req.ContainerRequests = append(req.ContainerRequests, &pb.ContainerPreferredAllocationRequest{
+			AvailableDeviceIDs: q.Available, MustIncludeDeviceIDs: q.Must, AllocationSize: q.Size})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := pb.NewDevicePluginClient(c).GetPreferredAllocation(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	out := [][]string{}
+	for _, cr := range r.ContainerResponses {
+		out = append(out, cr.DeviceIDs)
+	}
+	return map[string]interface{}{"ok": true, "containers": out}
+}
+
+func raw(c *grpc.ClientConn, method string, data []byte) map[string]interface{} {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var reply []byte
+	err := c.Invoke(ctx, method, &data, &reply, grpc.ForceCodec(rawCodecV),
+		grpc.MaxCallSendMsgSize(64<<20))
+	if err != nil {
+		return fail(err)
+	}
+	return map[string]interface{}{"ok": true, "bytes": len(reply)}
+}
+
+// A ListAndWatch stream that is opened and never read from.
+func stall(c *grpc.ClientConn) map[string]interface{} {
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := pb.NewDevicePluginClient(c).ListAndWatch(ctx, &pb.Empty{}); err != nil {
+		cancel()
+		return fail(err)
+	}
+	stalled = append(stalled, cancel)
+	return map[string]interface{}{"ok": true}
+}
+
+type command struct {
+	Op         string     `json:"op"`
+	N          int        `json:"n"`
+	TimeoutMs  int        `json:"timeout_ms"`
+	Endpoint   string     `json:"endpoint"`
+	Stream     int        `json:"stream"`
+	Containers [][]string `json:"containers"`
+	Requests   []prefReq  `json:"requests"`
+	Method     string     `json:"method"`
+	Data       []byte     `json:"data"`
+}
+
+func waitRegister(n, timeoutMs int) map[string]interface{} {
+	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	go func() { // wakes the wait below at the deadline
+		time.Sleep(time.Until(deadline))
+		kub.mu.Lock()
+		kub.cond.Broadcast()
+		kub.mu.Unlock()
+	}()
+	kub.mu.Lock()
+	defer kub.mu.Unlock()
+	for len(kub.regs) < n && time.Now().Before(deadline) {
+		kub.cond.Wait()
+	}
+	regs := kub.regs
+	kub.regs = nil
+	if regs == nil {
+		regs = []registration{}
+	}
+	return map[string]interface{}{"ok": len(regs) >= n, "regs": regs}
+}
+
+func closeConns() {
+	for id, s := range streams {
+		s.cancel()
+		delete(streams, id)
+	}
+	for _, c := range stalled {
+		c()
+	}
+	stalled = nil
+	for e, c := range conns {
+		c.Close()
+		delete(conns, e)
+	}
+}
+
+func do(c command) map[string]interface{} {
+	switch c.Op {
+	case "wait_register":
+		return waitRegister(c.N, c.TimeoutMs)
+	case "restart":
+		closeConns()
+		if err := kub.restart(); err != nil {
+			return map[string]interface{}{"ok": false, "error": err.Error()}
+		}
+		return map[string]interface{}{"ok": true, "at_ms": time.Now().UnixNano() / 1e6}
+	case "disconnect":
+		closeConns()
+		return map[string]interface{}{"ok": true}
+	case "next":
+		return next(c.Stream, c.TimeoutMs)
+	}
+	cc, err := conn(c.Endpoint)
+	if err != nil {
+		return map[string]interface{}{"ok": false, "error": "dial " + c.Endpoint + ": " + err.Error()}
+	}
+	switch c.Op {
+	case "options":
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		o, err := pb.NewDevicePluginClient(cc).GetDevicePluginOptions(ctx, &pb.Empty{})
+		if err != nil {
+			return fail(err)
+		}
+		return map[string]interface{}{"ok": true, "preferred": o.GetPreferredAllocationAvailable,
+			"prestart": o.PreStartRequired}
+	case "watch":
+		return watch(cc)
+	case "allocate":
+		return allocate(cc, c.Containers)
+	case "preferred":
+		return preferred(cc, c.Requests)
+	case "raw":
+		return raw(cc, c.Method, c.Data)
+	case "stall":
+		return stall(cc)
+	}
+	return map[string]interface{}{"ok": false, "error": fmt.Sprintf("unknown op %q", c.Op)}
+}
+
+func main() {
+	flag.Parse()
+	kub.cond = sync.NewCond(&kub.mu)
+	if err := kub.serve(); err != nil {
+		log.Fatalf("kubelet: %v", err)
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		var c command
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			out.Encode(map[string]interface{}{"ok": false, "error": err.Error()})
+			continue
+		}
+		if c.Op == "quit" {
+			break
+		}
+		out.Encode(do(c))
+	}
+	closeConns()
+	if kub.srv != nil {
+		kub.srv.Stop()
+	}
+}

@@ -1,0 +1,501 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""gpuqos-device-plugin against the grpc-go test kubelet (tests/plugin/kubelet).
+
+Each scenario starts a fresh kubelet and plugin in a temporary device-plugin
+directory; `shares` scenarios also mount the GPU simulator with two GPUs
+(root and /dev/fuse, else skipped with 77). Expected values come from the
+simulator's own state file and the test's fixtures, never from the plugin.
+
+usage: test_plugin.py --build BUILD_DIR --kubelet KUBELET_BIN SCENARIO
+"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+class Kubelet:
+    """The test kubelet: one JSON command per line, one answer per line."""
+
+    def __init__(self, binary, dpdir, log):
+        self.p = subprocess.Popen([binary, "-dir", dpdir], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=log, text=True)
+
+    def cmd(self, **c):
+        self.p.stdin.write(json.dumps(c) + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        check(line, "the test kubelet exited")
+        return json.loads(line)
+
+    def close(self):
+        try:
+            self.p.stdin.write('{"op":"quit"}\n')
+            self.p.stdin.flush()
+            self.p.wait(timeout=10)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            self.p.kill()
+            self.p.wait()
+
+
+class Env:
+    def __init__(self, args, sim_gpus=0):
+        self.args = args
+        self.dir = tempfile.mkdtemp(prefix="gpuqos-plugin-")
+        self.dp = os.path.join(self.dir, "dp")
+        self.lib = os.path.join(self.dir, "lib")
+        self.agentdir = os.path.join(self.dir, "run")
+        os.makedirs(self.dp)
+        os.makedirs(self.agentdir)
+        self.sim_mnt = None
+        self.plugin = None
+        self.gpus = []
+        self.events = os.path.join(self.dir, "nvml-events")
+        open(self.events, "w").close()
+        if sim_gpus:
+            self.start_sim(sim_gpus)
+        self.kubelet = Kubelet(args.kubelet, self.dp, open(os.path.join(self.dir, "kubelet.log"), "w"))
+
+    def bin(self, rel):
+        return os.path.join(self.args.build, rel)
+
+    def start_sim(self, n):
+        if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+            raise Skip("the simulator needs root and /dev/fuse")
+        self.sim_mnt = os.path.join(self.dir, "sim")
+        os.makedirs(self.sim_mnt)
+        subprocess.run([self.bin("tests/sim/gpuqos-sim"), self.sim_mnt, "--gpus", str(n)], check=True)
+        with open(os.path.join(self.sim_mnt, "state")) as f:
+            self.gpus = json.load(f)["attached_gpus"]
+        # sysfs and procfs fixtures: GPU 0 on NUMA node 1 with minor 5,
+        # GPU 1 without NUMA affinity and without a driver procfs entry.
+        self.sysfs = os.path.join(self.dir, "sys")
+        self.procfs = os.path.join(self.dir, "proc")
+        for i, g in enumerate(self.gpus):
+            bus = "0000" + g["pciBusId"][8:]
+            d = os.path.join(self.sysfs, "bus/pci/devices", bus)
+            os.makedirs(d)
+            with open(os.path.join(d, "numa_node"), "w") as f:
+                f.write("1\n" if i == 0 else "-1\n")
+            if i == 0:
+                d = os.path.join(self.procfs, "driver/nvidia/gpus", bus)
+                os.makedirs(d)
+                with open(os.path.join(d, "information"), "w") as f:
+                    f.write("Model: \t\t SIM\nIRQ:   \t\t 42\nDevice Minor: \t 5\n")
+
+    def install_lib(self):
+        src = self.bin("agent/preempt/libgpuqos-preempt.so")
+        subprocess.run([self.bin("tests/plugin/test_plugin_unit"), "install", src, self.lib, "0.1.0"],
+                       check=True, stdout=subprocess.DEVNULL)
+        return os.path.join(self.lib, os.readlink(os.path.join(self.lib, "current")))
+
+    def start_plugin(self, config=None, extra=(), plain=False, prefix=()):
+        cmd = list(prefix) + [self.bin("plugin/gpuqos-device-plugin-plain" if plain
+                                       else "plugin/gpuqos-device-plugin"),
+                              "--device-plugin-dir", self.dp, "--preempt-lib-dir", self.lib,
+                              "--node-agent-socket-dir", self.agentdir, "--log-level", "debug"]
+        if config is not None:
+            path = os.path.join(self.dir, "config.json")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            cmd += ["--config", path]
+        if self.sim_mnt:
+            cmd += ["--nvidiactl", os.path.join(self.sim_mnt, "nvidiactl"),
+                    "--sysfs-root", self.sysfs, "--procfs-root", self.procfs,
+                    "--nvml-lib", self.bin("tests/plugin/libfake_nvml.so")]
+        cmd += list(extra)
+        env = dict(os.environ, FAKE_NVML_EVENTS=self.events)
+        self.plugin_log = os.path.join(self.dir, "plugin.log")
+        self.plugin = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env,
+                                       stderr=open(self.plugin_log, "a"))
+        return self.plugin
+
+    def stop_plugin(self, sig=signal.SIGTERM):
+        if self.plugin and self.plugin.poll() is None:
+            self.plugin.send_signal(sig)
+            rc = self.plugin.wait(timeout=20)
+            self.plugin = None
+            return rc
+        return None
+
+    def close(self, ok):
+        self.stop_plugin()
+        self.kubelet.close()
+        if self.sim_mnt:
+            subprocess.run(["fusermount3", "-u", self.sim_mnt])
+        if not ok:
+            for name in ("plugin.log", "kubelet.log"):
+                p = os.path.join(self.dir, name)
+                if os.path.exists(p):
+                    sys.stderr.write("---- %s\n%s" % (name, open(p).read()[-6000:]))
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def register(env, n):
+    r = env.kubelet.cmd(op="wait_register", n=n, timeout_ms=10000)
+    check(r["ok"], "expected %d registrations, got %s" % (n, r))
+    return sorted(r["regs"], key=lambda x: x["resource"])
+
+
+def ids(resp):
+    return [d["id"] for d in resp["devices"]]
+
+
+SHARES = {"version": 1, "mode": "shares", "replicas": 4, "lcReplicas": 1}
+INJECT = {"version": 1, "mode": "inject", "injectDevices": 100}
+BE, LC, QOS = "gpuqos.io_gpu.sock", "gpuqos.io_gpu-lc.sock", "gpuqos.io_qos.sock"
+
+
+def t_inject(env):
+    libdir = env.install_lib()
+    env.start_plugin(INJECT)
+    regs = register(env, 1)
+    check(regs[0]["resource"] == "gpuqos.io/qos" and regs[0]["endpoint"] == QOS
+          and regs[0]["version"] == "v1beta1", "registration %s" % regs)
+    o = env.kubelet.cmd(op="options", endpoint=QOS)
+    check(o["ok"] and not o["preferred"] and not o["prestart"], "options %s" % o)
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(ids(w) == ["qos-%d" % i for i in range(100)], "inject ids %s" % ids(w)[:5])
+    check(all(d["health"] == "Healthy" and d["numa"] == [] for d in w["devices"]), "health")
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1"], ["qos-2", "qos-7"]])
+    check(a["ok"] and len(a["containers"]) == 2, "allocate %s" % a)
+    for c, want in zip(a["containers"], ["qos-1", "qos-2,qos-7"]):
+        check(c["envs"] == {"GPUQOS_ALLOCATION": want, "GPUQOS_RESOURCE": "gpuqos.io/qos",
+                            "LD_PRELOAD": "/opt/gpuqos/lib/libgpuqos-preempt.so"},
+              "envs %s" % c["envs"])
+        check(c["devices"] == [] and c["cdi"] == [], "inject mode gives no GPU: %s" % c)
+        mounts = sorted((m["container_path"], m["host_path"], m["read_only"]) for m in c["mounts"])
+        check(mounts == [("/opt/gpuqos/lib", libdir, True), ("/run/gpuqos", env.agentdir, True)],
+              "mounts %s" % mounts)
+    # A new library switches `current`; the answer names the new version
+    # directory while the old one stays as it was.
+    old = libdir
+    src = os.path.join(env.dir, "libgpuqos-preempt.so")
+    shutil.copy(env.bin("agent/preempt/libgpuqos-preempt.so"), src)
+    with open(src, "ab") as f:
+        f.write(b"\0new version")
+    subprocess.run([env.bin("tests/plugin/test_plugin_unit"), "install", src, env.lib, "0.1.0"],
+                   check=True, stdout=subprocess.DEVNULL)
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-3"]])
+    new = [m["host_path"] for m in a["containers"][0]["mounts"] if m["container_path"] == "/opt/gpuqos/lib"]
+    check(new and new[0] != old and os.path.isfile(os.path.join(old, "libgpuqos-preempt.so")),
+          "after a new install: %s (old %s)" % (new, old))
+
+
+def t_inject_ld_so_preload(env):
+    libdir = env.install_lib()
+    env.start_plugin(dict(INJECT, injection="ld-so-preload"))
+    register(env, 1)
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-0"]])
+    c = a["containers"][0]
+    check("LD_PRELOAD" not in c["envs"], "no LD_PRELOAD with ld-so-preload: %s" % c["envs"])
+    m = [m for m in c["mounts"] if m["container_path"] == "/etc/ld.so.preload"]
+    check(m and m[0]["host_path"] == os.path.join(libdir, "ld.so.preload") and m[0]["read_only"],
+          "ld.so.preload mount %s" % c["mounts"])
+    with open(m[0]["host_path"]) as f:
+        check(f.read() == "/opt/gpuqos/lib/libgpuqos-preempt.so\n", "ld.so.preload content")
+
+
+def t_no_lib(env):
+    env.start_plugin(INJECT)
+    register(env, 1)
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-0"]])
+    c = a["containers"][0]
+    check(a["ok"] and "LD_PRELOAD" not in c["envs"] and
+          [m["container_path"] for m in c["mounts"]] == ["/run/gpuqos"],
+          "without an installed library the container runs without it: %s" % c)
+
+
+def sim_ids(env, per):
+    return ["%s::%d" % (g["uuid"], n) for g in env.gpus for n in range(per)]
+
+
+def t_shares(env):
+    env.install_lib()
+    env.start_plugin(SHARES)
+    regs = register(env, 2)
+    check([(r["resource"], r["endpoint"], r["preferred"]) for r in regs] ==
+          [("gpuqos.io/gpu", BE, True), ("gpuqos.io/gpu-lc", LC, True)], "registrations %s" % regs)
+    for ep in (BE, LC):
+        o = env.kubelet.cmd(op="options", endpoint=ep)
+        check(o["ok"] and o["preferred"] and not o["prestart"], "options %s" % o)
+    w = env.kubelet.cmd(op="watch", endpoint=BE)
+    check(ids(w) == sim_ids(env, 4), "BE ids %s" % ids(w))
+    check([d["numa"] for d in w["devices"]] == [[1]] * 4 + [[]] * 4, "NUMA %s" % w["devices"])
+    lw = env.kubelet.cmd(op="watch", endpoint=LC)
+    check(ids(lw) == sim_ids(env, 1), "LC ids %s" % ids(lw))
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    a = env.kubelet.cmd(op="allocate", endpoint=BE,
+                        containers=[[u0 + "::0"], [u1 + "::2"], [u0 + "::1", u1 + "::3"]])
+    check(a["ok"], "allocate %s" % a)
+    vis = [c["envs"].get("NVIDIA_VISIBLE_DEVICES") for c in a["containers"]]
+    check(vis == [u0, u1, u0 + "," + u1], "NVIDIA_VISIBLE_DEVICES %s" % vis)
+    check(a["containers"][2]["envs"]["GPUQOS_ALLOCATION"] == u0 + "::1," + u1 + "::3", "allocation env")
+    a = env.kubelet.cmd(op="allocate", endpoint=LC, containers=[[u1 + "::0"]])
+    check(a["ok"] and a["containers"][0]["envs"]["GPUQOS_RESOURCE"] == "gpuqos.io/gpu-lc", "LC %s" % a)
+    # a BE id is not an LC id
+    a = env.kubelet.cmd(op="allocate", endpoint=LC, containers=[[u1 + "::1"]])
+    check(not a["ok"] and a["code"] == 3 and "unknown device id" in a["error"], "LC bad id %s" % a)
+
+
+def t_visibility(env):
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    env.start_plugin(dict(SHARES, visibility="cdi"))
+    register(env, 2)
+    a = env.kubelet.cmd(op="allocate", endpoint=BE, containers=[[u0 + "::0", u1 + "::0"]])
+    c = a["containers"][0]
+    check(c["cdi"] == ["nvidia.com/gpu=" + u0, "nvidia.com/gpu=" + u1] and
+          "NVIDIA_VISIBLE_DEVICES" not in c["envs"] and c["devices"] == [], "cdi %s" % c)
+    env.stop_plugin()
+    env.kubelet.cmd(op="disconnect")
+    env.start_plugin(dict(SHARES, visibility="devices"))
+    register(env, 2)
+    a = env.kubelet.cmd(op="allocate", endpoint=BE, containers=[[u0 + "::0", u1 + "::0"]])
+    c = a["containers"][0]
+    # GPU 0's minor is in the procfs fixture (5); GPU 1 has none: its device instance
+    want = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia5", "/dev/nvidia1"]
+    check([d["host_path"] for d in c["devices"]] == want and
+          all(d["container_path"] == d["host_path"] and d["permissions"] == "rw" for d in c["devices"]),
+          "devices %s" % c["devices"])
+
+
+def t_health(env):
+    env.start_plugin(SHARES)
+    register(env, 2)
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    w = env.kubelet.cmd(op="watch", endpoint=BE)
+    lw = env.kubelet.cmd(op="watch", endpoint=LC)
+    check(all(d["health"] == "Healthy" for d in w["devices"]), "all healthy at start")
+    with open(env.events, "a") as f:  # ignored XIDs: no change
+        for x in (13, 31, 43, 45, 68, 109):
+            f.write("%s %d\n" % (u1, x))
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=1500)
+    check(not n["ok"] and n["error"] == "timeout", "an ignored XID changed the list: %s" % n)
+    with open(env.events, "a") as f:
+        f.write("%s 79\n" % u1)
+    for s in (w, lw):
+        n = env.kubelet.cmd(op="next", stream=s["stream"], timeout_ms=5000)
+        check(n["ok"], "no update after XID 79: %s" % n)
+        bad = sorted(d["id"] for d in n["devices"] if d["health"] == "Unhealthy")
+        check(bad == sorted(i for i in ids(s) if i.startswith(u1)), "unhealthy %s" % bad)
+        check(ids(n) == ids(s), "the full list every time")
+
+
+def t_preferred(env):
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    env.start_plugin(SHARES)
+    register(env, 2)
+    every = sim_ids(env, 4)
+    p = env.kubelet.cmd(op="preferred", endpoint=BE, requests=[{"available": every, "must": [], "size": 2}])
+    check(p["ok"] and sorted(x.split("::")[0] for x in p["containers"][0]) == [u0, u1], "spread %s" % p)
+    # GPU 0 busier (one share left): spread picks GPU 1 first
+    avail = [u0 + "::3"] + [u1 + "::%d" % i for i in range(4)]
+    p = env.kubelet.cmd(op="preferred", endpoint=BE, requests=[{"available": avail, "must": [], "size": 1}])
+    check(p["containers"][0][0].startswith(u1), "spread to the emptier GPU %s" % p)
+    p = env.kubelet.cmd(op="preferred", endpoint=BE,
+                        requests=[{"available": avail, "must": [u1 + "::2"], "size": 2}])
+    check(p["containers"][0][0] == u1 + "::2" and len(set(p["containers"][0])) == 2, "must include %s" % p)
+    # LC with lcReplicas 2: GPU 0 already hosts LC work (::0 taken)
+    env.stop_plugin()
+    env.kubelet.cmd(op="disconnect")
+    env.start_plugin(dict(SHARES, lcReplicas=2, preferredAllocation="pack"))
+    register(env, 2)
+    p = env.kubelet.cmd(op="preferred", endpoint=LC, requests=[
+        {"available": [u0 + "::1", u1 + "::0", u1 + "::1"], "must": [], "size": 1}])
+    check(p["ok"] and p["containers"][0] == [u1 + "::0"], "LC avoids a GPU with LC work %s" % p)
+    # pack: BE fills the fuller GPU
+    p = env.kubelet.cmd(op="preferred", endpoint=BE, requests=[{"available": avail, "must": [], "size": 1}])
+    check(p["containers"][0] == [u0 + "::3"], "pack %s" % p)
+    p = env.kubelet.cmd(op="preferred", endpoint=BE, requests=[{"available": every, "must": [], "size": 3}])
+    check(len({x.split("::")[0] for x in p["containers"][0]}) == 1, "pack keeps one GPU %s" % p)
+    p = env.kubelet.cmd(op="preferred", endpoint=BE, requests=[{"available": every[:2], "must": [], "size": 3}])
+    check(not p["ok"] and p["code"] == 3, "size over available %s" % p)
+
+
+def t_bad_input(env):
+    env.install_lib()
+    env.start_plugin(INJECT)
+    register(env, 1)
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    cases = [
+        ([["qos-1", "qos-1"]], "given twice"),
+        ([["qos-100"]], "unknown device id"),
+        ([["qos-01"]], "unknown device id"),
+        ([["GPU-x::0"]], "unknown device id"),
+        ([], "no container requests"),
+        ([[]], "no device ids"),
+    ]
+    for containers, want in cases:
+        a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=containers)
+        check(not a["ok"] and a["code"] == 3 and want in a["error"], "%s: %s" % (containers, a))
+    raw = [
+        (b"\x0a\xff\xff\xff\x0f\x01", 3, "malformed"),
+        (b"\x0a" * (2 << 20), 8, "larger than max"),
+    ]
+    for data, code, want in raw:
+        a = env.kubelet.cmd(op="raw", endpoint=QOS, method="/v1beta1.DevicePlugin/Allocate",
+                            data=base64.b64encode(data).decode())
+        check(not a["ok"] and a["code"] == code and want in a["error"], "raw: %s" % a)
+    a = env.kubelet.cmd(op="raw", endpoint=QOS, method="/v1beta1.DevicePlugin/Nope", data="")
+    check(not a["ok"] and a["code"] == 12, "unknown method %s" % a)
+    # a stream nobody reads does not hold up the others
+    for _ in range(3):
+        check(env.kubelet.cmd(op="stall", endpoint=QOS)["ok"], "stall")
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-5"]])
+    check(a["ok"], "Allocate after bad input and stalled streams: %s" % a)
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=500)
+    check(not n["ok"] and n["error"] == "timeout", "bad input changed the device list: %s" % n)
+    check(env.plugin.poll() is None, "the plugin died")
+
+
+def restart_check(env, eps, per_ep_ids):
+    t = env.kubelet.cmd(op="restart")
+    check(t["ok"], "restart %s" % t)
+    regs = register(env, len(eps))
+    late = max(r["at_ms"] for r in regs) - t["at_ms"]
+    check(late < 2000, "re-registered %d ms after the kubelet restart" % late)
+    for ep in eps:
+        w = env.kubelet.cmd(op="watch", endpoint=ep)
+        check(ids(w) == per_ep_ids[ep], "ids after restart differ on %s" % ep)
+
+
+def t_kubelet_restart(env):
+    env.start_plugin(SHARES)
+    register(env, 2)
+    before = {ep: ids(env.kubelet.cmd(op="watch", endpoint=ep)) for ep in (BE, LC)}
+    for _ in range(2):
+        restart_check(env, (BE, LC), before)
+    os.kill(env.plugin.pid, signal.SIGHUP)
+    regs = register(env, 2)
+    check(len(regs) == 2, "SIGHUP re-registers")
+
+
+def t_plugin_restart(env):
+    env.start_plugin(INJECT)
+    register(env, 1)
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(env.stop_plugin(signal.SIGKILL) == -signal.SIGKILL, "killed")
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=5000)
+    check(not n["ok"] and n.get("end"), "the stream ends with the plugin: %s" % n)
+    env.kubelet.cmd(op="disconnect")
+    env.start_plugin(INJECT)  # a stale socket file is replaced
+    register(env, 1)
+    w2 = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(ids(w2) == ids(w), "same ids after a plugin restart")
+    check(env.stop_plugin(signal.SIGTERM) == 0, "clean exit on SIGTERM")
+    check(not os.path.exists(os.path.join(env.dp, QOS)), "socket removed at exit")
+
+
+def t_config(env):
+    cases = [
+        ({"version": 2}, "version 2 not supported"),
+        ({"mode": "shares"}, "\"version\""),
+        ({"version": 1, "replicas": 0}, "\"replicas\" must be an integer from 1 to 64"),
+        ({"version": 1, "replicas": 2.5}, "\"replicas\""),
+        ({"version": 1, "color": "red"}, "unknown key \"color\""),
+        ({"version": 1, "visibility": "magic"}, "want one of envvar, cdi, devices"),
+        ({"version": 1, "resourceName": "nodomain"}, "want \"domain/name\""),
+        ({"version": 1, "resourceName": "kubernetes.io/gpu"}, "reserved"),
+        ({"version": 1, "resourceName": "a/b", "lcResourceName": "a/b"}, "both"),
+    ]
+    for cfg, want in cases:
+        path = os.path.join(env.dir, "bad.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        p = subprocess.run([env.bin("plugin/gpuqos-device-plugin"), "--config", path,
+                            "--device-plugin-dir", env.dp], capture_output=True, text=True, timeout=10)
+        check(p.returncode == 2 and want in p.stderr, "%s: rc %d %s" % (cfg, p.returncode, p.stderr))
+    p = subprocess.run([env.bin("plugin/gpuqos-device-plugin"), "--help"], capture_output=True, text=True)
+    check(p.returncode == 0 and "--device-plugin-dir" in p.stdout, "--help")
+    # flags win over the environment
+    p = subprocess.run([env.bin("plugin/gpuqos-device-plugin"), "--mode", "bogus"],
+                       capture_output=True, text=True, env=dict(os.environ, GPUQOS_PLUGIN_MODE="inject"))
+    check(p.returncode == 2 and "--mode \"bogus\"" in p.stderr, "flag over env: %s" % p.stderr)
+    p = subprocess.run([env.bin("plugin/gpuqos-device-plugin")], capture_output=True, text=True,
+                       env=dict(os.environ, GPUQOS_PLUGIN_MODE="bogus"))
+    check(p.returncode == 2 and "GPUQOS_PLUGIN_MODE" in p.stderr, "env checked: %s" % p.stderr)
+
+
+def t_valgrind(env):
+    if not shutil.which("valgrind"):
+        raise Skip("valgrind not installed")
+    if not os.path.exists(env.bin("plugin/gpuqos-device-plugin-plain")):
+        raise Skip("no plain build (configure with GPUQOS_SANITIZE=ON)")
+    env.install_lib()
+    vlog = os.path.join(env.dir, "valgrind.log")
+    env.start_plugin(INJECT, plain=True,
+                     prefix=["valgrind", "--leak-check=full", "--log-file=" + vlog])
+    register(env, 1)
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(w["ok"], "watch under valgrind")
+    check(env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1"], ["qos-2"]])["ok"], "allocate")
+    env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1", "qos-1"]])
+    env.kubelet.cmd(op="raw", endpoint=QOS, method="/v1beta1.DevicePlugin/Allocate",
+                    data=base64.b64encode(b"\x0a\xff\xff\xff\x0f\x01").decode())
+    env.kubelet.cmd(op="restart")
+    register(env, 1)
+    check(env.stop_plugin() == 0, "clean exit")
+    text = open(vlog).read()
+    check("definitely lost: 0 bytes" in text or "no leaks are possible" in text,
+          "valgrind: %s" % text[-3000:])
+    check("ERROR SUMMARY: 0 errors" in text or "definitely lost: 0" in text, "valgrind errors")
+
+
+SCENARIOS = {
+    "inject": (t_inject, 0), "inject_ld_so_preload": (t_inject_ld_so_preload, 0),
+    "no_lib": (t_no_lib, 0), "shares": (t_shares, 2), "visibility": (t_visibility, 2),
+    "health": (t_health, 2), "preferred": (t_preferred, 2), "bad_input": (t_bad_input, 0),
+    "kubelet_restart": (t_kubelet_restart, 2), "plugin_restart": (t_plugin_restart, 0),
+    "config": (t_config, 0), "valgrind": (t_valgrind, 0),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--kubelet-build", required=True, help="build_kubelet.sh and its output dir")
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    args = ap.parse_args()
+    script, out = args.kubelet_build.split(":", 1)
+    rc = subprocess.run(["sh", script, out]).returncode
+    if rc:
+        return SKIP if rc == SKIP else 1
+    args.kubelet = os.path.join(out, "kubelet")
+    fn, gpus = SCENARIOS[args.scenario]
+    env = None
+    ok = False
+    try:
+        env = Env(args, gpus)
+        fn(env)
+        ok = True
+    except Skip as e:
+        print("skip:", e)
+        ok = True
+        return SKIP
+    finally:
+        if env:
+            env.close(ok)
+    print("PASS", args.scenario)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
