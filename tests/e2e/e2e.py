@@ -170,8 +170,10 @@ class Node:
                 os.setgroups([])
                 os.setgid(65534)
                 os.setuid(65534)
+        # A session of its own: close() ends whatever it started too.
         p = subprocess.Popen(cmd, env=env, preexec_fn=pre, cwd=self.dir,
-                             stdout=stdout or subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             stdout=stdout or subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
         self.procs.append(p)
         return p
 
@@ -197,8 +199,10 @@ class Node:
 
     def close(self):
         for p in self.procs:
-            if p.poll() is None:
-                p.kill()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         for p in self.procs:
             try:
                 p.wait(5)
@@ -439,6 +443,32 @@ def t_many(node):
     wait_for(lambda: len({t["pid"] for t in agent_tsgs(node)}) == n and len(agent_tsgs(node)) == 4 * n,
              what="forked parent and child listed as two processes with 4 TSGs each")
     expect(fk.pid in {t["pid"] for t in agent_tsgs(node)}, "parent listed")
+    # Killing the workload the test started leaves no process behind.
+    child = ({t["pid"] for t in agent_tsgs(node)} - {p.pid for p in live} - {fk.pid}).pop()
+    fk.kill()
+    fk.wait()
+    wait_for(lambda: not pid_running(child), timeout=5,
+             what="the forked child %d to end with its parent" % child)
+    stray = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+             if pid != os.getpid() and pid_running(pid) and pgid_of(pid) == fk.pid]
+    expect(not stray, "processes left in the workload's group: %r" % stray)
+
+
+def pid_running(pid):
+    """True while pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pgid_of(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def t_nonroot(node):

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -419,9 +420,15 @@ int main(int argc, char **argv)
 	 * open file description, clients and TSGs. */
 	if (f.o.fork) {
 		fflush(stdout);
+		pid_t parent = getpid();
+
 		child = fork();
 		if (child < 0)
 			fc_die("fork: %s", strerror(errno));
+		/* The child never outlives its parent: a test that kills the
+		 * process it started must not leave a second one running. */
+		if (child == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+			_exit(1);
 	}
 	fc_run(&f);
 	if (child > 0) {

@@ -16,6 +16,8 @@
 #include "sim_ioctl.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,12 +121,54 @@ static void sim_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	fuse_reply_buf(req, buf, len);
 }
 
+/* Snapshots are open files of the simulator's own: each is freed by its
+ * RELEASE, but the kernel drops the RELEASEs still queued when the
+ * connection ends (an unmount right after a reader closed, an abort), and
+ * an open whose reply finds the opener gone never gets one. So every live
+ * snapshot is on this list too, and whatever is left when the FUSE loop
+ * has ended is freed at teardown. */
+struct sim_snap {
+	struct sim_snap *prev, *next;
+	struct sim_buf buf;
+};
+
+static pthread_mutex_t sim_snaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_snap sim_snaps = { &sim_snaps, &sim_snaps, { 0 } };
+
+static void sim_snap_free(struct sim_buf *b)
+{
+	struct sim_snap *s = (struct sim_snap *)((char *)b - offsetof(struct sim_snap, buf));
+
+	pthread_mutex_lock(&sim_snaps_lock);
+	s->prev->next = s->next;
+	s->next->prev = s->prev;
+	pthread_mutex_unlock(&sim_snaps_lock);
+	sim_buf_free(&s->buf);
+	free(s);
+}
+
+/* After the FUSE loop: no request can reach a snapshot any more. */
+static void sim_snap_free_all(void)
+{
+	while (sim_snaps.next != &sim_snaps)
+		sim_snap_free(&sim_snaps.next->buf);
+}
+
 /* A snapshot taken at open, so one reader sees one consistent text. */
 static struct sim_buf *sim_snapshot(fuse_ino_t ino)
 {
-	struct sim_buf *b = calloc(1, sizeof(*b));
-	if (!b)
+	struct sim_snap *s = calloc(1, sizeof(*s));
+	struct sim_buf *b;
+
+	if (!s)
 		return NULL;
+	pthread_mutex_lock(&sim_snaps_lock);
+	s->next = sim_snaps.next;
+	s->prev = &sim_snaps;
+	sim_snaps.next->prev = s;
+	sim_snaps.next = s;
+	pthread_mutex_unlock(&sim_snaps_lock);
+	b = &s->buf;
 	if (ino == SIM_INO_STATE)
 		sim_rm_state_json(sim.rm, b);
 	else if (ino == SIM_INO_LOG)
@@ -134,8 +178,7 @@ static struct sim_buf *sim_snapshot(fuse_ino_t ino)
 		sim_buf_printf(b, "\n");
 	}
 	if (b->failed) {
-		sim_buf_free(b);
-		free(b);
+		sim_snap_free(b);
 		return NULL;
 	}
 	return b;
@@ -167,7 +210,14 @@ static void sim_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	fuse_reply_open(req, fi);
+	/* -ENOENT: the open was interrupted (the opener died); the kernel
+	 * will send no RELEASE for it. */
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (ino == SIM_INO_NVIDIACTL)
+			sim_rm_file_release(sim.rm, fi->fh);
+		else if (fi->fh)
+			sim_snap_free((struct sim_buf *)(uintptr_t)fi->fh);
+	}
 }
 
 static void sim_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -222,9 +272,7 @@ static void sim_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	if (ino == SIM_INO_NVIDIACTL) {
 		sim_rm_file_release(sim.rm, fi->fh);
 	} else if (fi->fh) {
-		struct sim_buf *b = (struct sim_buf *)(uintptr_t)fi->fh;
-		sim_buf_free(b);
-		free(b);
+		sim_snap_free((struct sim_buf *)(uintptr_t)fi->fh);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -354,6 +402,7 @@ static int sim_setup(const struct sim_opts *o)
 
 static void sim_teardown(void)
 {
+	sim_snap_free_all();
 	sim_log_destroy(sim.log);
 	sim_inject_destroy(sim.inj);
 	sim_rm_destroy(sim.rm);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -711,9 +712,15 @@ int main(int argc, char **argv)
 	if (r.o.fork) {
 		if (fflush(stdout) != 0)
 			rp_die("write stdout: %s", strerror(errno));
+		pid_t parent = getpid();
+
 		child = fork();
 		if (child < 0)
 			rp_die("fork: %s", strerror(errno));
+		/* The child never outlives its parent: a test that kills the
+		 * process it started must not leave a second one running. */
+		if (child == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+			_exit(1);
 	}
 	int rc = rp_run(&r);
 	if (child > 0) {
