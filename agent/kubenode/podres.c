@@ -6,12 +6,16 @@
  * only), the rate limit and inotify watch (loop thread only) and the one
  * result slot between them (under mu). Does not own the loop or policy.
  *
+ * The channel, the directory watch and the eventfd hand-off are the kubelet
+ * socket plumbing shared with the device plugin (common/kubesock.h).
+ *
  * Reconnecting: gRPC reconnects a channel by itself, but with exponential
  * backoff (up to minutes) after failures; a kubelet restart is exactly such
  * a failure. So a call that failed, or a socket that was recreated, makes
  * the next call build a fresh channel, which connects at once.
  */
 #include "agent/kubenode/podres.h"
+#include "common/kubesock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -21,13 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
@@ -46,7 +48,7 @@
 
 struct podres {
 	/* configuration, read-only after start */
-	char *sock, *target;
+	char *sock;
 	char dir[PATH_MAX], base[NAME_MAX + 1];
 	char *res[PODRES_MAX_RESOURCES];
 	size_t n_res;
@@ -54,7 +56,8 @@ struct podres {
 	size_t max_msg;
 
 	/* loop thread */
-	int efd, ifd, wd;
+	int efd;
+	struct kubesock_watch watch;
 	uint64_t last_us;
 	int asked_once;
 
@@ -74,16 +77,7 @@ struct podres {
 
 const char *podres_status_name(int code)
 {
-	static const char *const names[] = {
-		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-		"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-		"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-		"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
-	};
-
-	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
-		return "UNKNOWN_STATUS";
-	return names[code];
+	return kubesock_status_name(code);
 }
 
 /* ---- decoding (pure) ---- */
@@ -187,29 +181,6 @@ int podres_decode(const uint8_t *buf, size_t len, const char *const *resources, 
 }
 
 /* ---- the worker: one List at a time on its own completion queue ---- */
-
-/* Short reconnect backoff: a waiting call (see RESET_CREATED) retries
- * the connect every 100 ms to 1 s, not gRPC's default 1 s to 120 s. */
-static grpc_channel *make_channel(const struct podres *p)
-{
-	grpc_arg arg[3];
-	grpc_channel_args args = { 3, arg };
-	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	grpc_channel *ch;
-
-	arg[0].type = arg[1].type = arg[2].type = GRPC_ARG_INTEGER;
-	arg[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	arg[0].value.integer = (int)p->max_msg;
-	arg[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-	arg[1].value.integer = 100;
-	arg[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-	arg[2].value.integer = 1000;
-	if (!creds)
-		return NULL;
-	ch = grpc_channel_create(p->target, creds, &args);
-	grpc_channel_credentials_release(creds);
-	return ch;
-}
 
 static void set_call(struct podres *p, grpc_call *call)
 {
@@ -326,10 +297,10 @@ static void do_list(struct podres *p, unsigned fresh, struct podres_result *r)
 		grpc_channel_destroy(p->ch);
 		p->ch = NULL;
 	}
-	if (!p->ch && !(p->ch = make_channel(p))) {
+	if (!p->ch && !(p->ch = kubesock_channel(p->sock, (int)p->max_msg))) {
 		r->err = PODRES_ERR_RPC;
 		r->grpc_status = GRPC_STATUS_INTERNAL;
-		snprintf(r->why, sizeof(r->why), "pod-resources: cannot create a channel to %s", p->target);
+		snprintf(r->why, sizeof(r->why), "pod-resources: cannot create a channel to %s", p->sock);
 		return;
 	}
 	deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
@@ -361,15 +332,6 @@ static void do_list(struct podres *p, unsigned fresh, struct podres_result *r)
 	gpr_free((void *)lc.errstr);
 	grpc_metadata_array_destroy(&lc.md_init);
 	grpc_metadata_array_destroy(&lc.md_trail);
-}
-
-static void post(struct podres *p)
-{
-	uint64_t one = 1;
-
-	/* the counter only overflows after 2^64 - 2 unread posts: cannot fail */
-	if (write(p->efd, &one, sizeof(one)) != sizeof(one))
-		perror("gpuqos pod-resources: eventfd write");
 }
 
 static uint64_t mono_us(void)
@@ -408,7 +370,7 @@ static void *worker_main(void *arg)
 		p->res_slot = r;
 		p->ready = 1;
 		p->busy = 0;
-		post(p);
+		kubesock_post(p->efd);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -420,13 +382,7 @@ static void *worker_main(void *arg)
  * directory appeared after start, with the kubelet already serving). */
 static int watch_dir(struct podres *p)
 {
-	if (p->wd >= 0)
-		return 0;
-	/* ENOENT: no kubelet has run here yet; retried on the next request */
-	p->wd = inotify_add_watch(p->ifd, p->dir,
-				  IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
-					  IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
-	return p->wd >= 0 && access(p->sock, F_OK) == 0;
+	return kubesock_watch_retry(&p->watch) && access(p->sock, F_OK) == 0;
 }
 
 static int set_paths(struct podres *p, const struct podres_config *cfg, char *err, size_t errlen)
@@ -448,13 +404,10 @@ static int set_paths(struct podres *p, const struct podres_config *cfg, char *er
 	p->dir[dl] = '\0';
 	strcpy(p->base, slash + 1);
 	p->sock = strdup(sock);
-	p->target = malloc(strlen(sock) + sizeof("unix://"));
-	if (!p->sock || !p->target) {
+	if (!p->sock) {
 		snprintf(err, errlen, "pod-resources: out of memory");
 		return -1;
 	}
-	strcpy(p->target, "unix://");
-	strcat(p->target, sock);
 	for (i = 0; i < PODRES_MAX_RESOURCES && cfg->resources[i]; i++) {
 		if (!(p->res[i] = strdup(cfg->resources[i]))) {
 			snprintf(err, errlen, "pod-resources: out of memory");
@@ -471,13 +424,11 @@ static void free_podres(struct podres *p)
 
 	if (p->efd >= 0)
 		close(p->efd);
-	if (p->ifd >= 0)
-		close(p->ifd);
+	kubesock_watch_close(&p->watch);
 	for (i = 0; i < p->n_res; i++)
 		free(p->res[i]);
 	podres_list_free(&p->res_slot.list);
 	free(p->sock);
-	free(p->target);
 	free(p);
 }
 
@@ -516,7 +467,7 @@ struct podres *podres_start(const struct podres_config *cfg, char *err, size_t e
 		snprintf(err, errlen, "pod-resources: out of memory");
 		return NULL;
 	}
-	p->efd = p->ifd = p->wd = -1;
+	p->efd = p->watch.fd = p->watch.wd = -1;
 	p->interval_ms = cfg->min_interval_ms ? cfg->min_interval_ms : PODRES_DEFAULT_INTERVAL_MS;
 	p->deadline_ms = cfg->deadline_ms ? cfg->deadline_ms : PODRES_DEFAULT_DEADLINE_MS;
 	p->max_msg = cfg->max_msg_bytes ? cfg->max_msg_bytes : PODRES_DEFAULT_MAX_MSG;
@@ -527,14 +478,12 @@ struct podres *podres_start(const struct podres_config *cfg, char *err, size_t e
 		return NULL;
 	}
 	p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	p->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (p->efd < 0 || p->ifd < 0) {
-		snprintf(err, errlen, "pod-resources: %s: %s", p->efd < 0 ? "eventfd" : "inotify_init1",
+	if (p->efd < 0 || kubesock_watch_init(&p->watch, p->dir) < 0) {
+		snprintf(err, errlen, "pod-resources: %s: %s", p->efd < 0 ? "eventfd" : "inotify",
 			 strerror(errno));
 		free_podres(p);
 		return NULL;
 	}
-	watch_dir(p);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	if ((rc = start_threads(p)) != 0) {
@@ -576,7 +525,7 @@ int podres_result_fd(const struct podres *p)
 
 int podres_inotify_fd(const struct podres *p)
 {
-	return p->ifd;
+	return p->watch.fd;
 }
 
 uint64_t podres_next_us(const struct podres *p)
@@ -606,42 +555,17 @@ int podres_request(struct podres *p, uint64_t now_us, int force)
 	return rc;
 }
 
-/* Folds one inotify event into PODRES_SOCKET_* bits. */
-static unsigned socket_event(struct podres *p, const struct inotify_event *ev)
-{
-	if (ev->wd != p->wd)
-		return 0;
-	if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
-		/* the directory itself went away: re-watch it when it is back */
-		if (!(ev->mask & IN_IGNORED)) /* EINVAL: the kernel removed it already */
-			(void)inotify_rm_watch(p->ifd, p->wd);
-		p->wd = -1;
-		return PODRES_SOCKET_DELETED;
-	}
-	if (!ev->len || strcmp(ev->name, p->base) != 0)
-		return 0;
-	if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-		return PODRES_SOCKET_CREATED;
-	if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
-		return PODRES_SOCKET_DELETED;
-	return 0;
-}
-
 unsigned podres_on_inotify(struct podres *p)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	unsigned bits = 0;
-	ssize_t n;
+	const char *names[1] = { p->base };
+	unsigned got, bits = 0;
 
-	while ((n = read(p->ifd, buf, sizeof(buf))) > 0) {
-		char *at = buf;
-		while (at + sizeof(struct inotify_event) <= buf + n) {
-			const struct inotify_event *ev = (const struct inotify_event *)at;
-			bits |= socket_event(p, ev);
-			at += sizeof(*ev) + ev->len;
-		}
-	}
-	if (p->wd < 0 && watch_dir(p))
+	kubesock_watch_drain(&p->watch, names, 1, &got);
+	if (got & KUBESOCK_CREATED)
+		bits |= PODRES_SOCKET_CREATED;
+	if (got & KUBESOCK_DELETED)
+		bits |= PODRES_SOCKET_DELETED;
+	if (watch_dir(p))
 		bits |= PODRES_SOCKET_CREATED;
 	if (bits) {
 		pthread_mutex_lock(&p->mu);
@@ -653,12 +577,10 @@ unsigned podres_on_inotify(struct podres *p)
 
 int podres_take(struct podres *p, struct podres_result *out)
 {
-	uint64_t v;
 	int got = 0;
 
-	/* EAGAIN: nothing posted since the last take; the slot decides */
-	if (read(p->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		perror("gpuqos pod-resources: eventfd read");
+	/* nothing posted since the last take: the slot decides */
+	kubesock_drain(p->efd);
 	pthread_mutex_lock(&p->mu);
 	if (p->ready) {
 		*out = p->res_slot;
