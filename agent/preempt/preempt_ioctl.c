@@ -146,16 +146,27 @@ static void pa_fork_prepare(void);
 static void pa_fork_parent(void);
 static void pa_fork_child(void);
 
+/* GPUQOS_PREEMPT_DISABLE=1: the container opted out (docs/device-plugin.md).
+ * RM calls then pass straight through and the node agent is never
+ * contacted. Written once in pa_init, before the release store that
+ * publishes initialisation. */
+static int pa_disabled;
+
 static void pa_init(void)
 {
 	pa_ioctl_fn io = (pa_ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
 	pa_close_fn cl = (pa_close_fn)dlsym(RTLD_NEXT, "close");
 	const char *trace = getenv("GPUQOS_TRACE");
+	const char *off = getenv("GPUQOS_PREEMPT_DISABLE");
 	int rc;
 
 	pa_log_init();
 	atomic_store(&pa_close_next, cl != NULL ? cl : pa_sys_close);
-	pa_config_socket();
+	pa_disabled = off != NULL && strcmp(off, "1") == 0;
+	if (pa_disabled)
+		pa_info("GPUQOS_PREEMPT_DISABLE=1: not taking part");
+	else
+		pa_config_socket();
 	pa_config_policy_wait();
 	if (trace != NULL && *trace != '\0')
 		pa_trace_init(trace);
@@ -461,6 +472,7 @@ static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, vo
 PA_EXPORT int ioctl(int fd, unsigned long request, ...)
 {
 	enum rm_call_kind kind = rm_call_kind_of(request);
+	pa_ioctl_fn real;
 	va_list ap;
 	void *arg;
 
@@ -474,6 +486,9 @@ PA_EXPORT int ioctl(int fd, unsigned long request, ...)
 			return pa_rm_ioctl(fd, request, kind, arg);
 		return pa_real_ioctl()(fd, request, arg);
 	}
+	real = pa_real_ioctl(); /* initialises, so pa_disabled is set */
+	if (__builtin_expect(pa_disabled, 0))
+		return real(fd, request, arg);
 	return pa_rm_ioctl(fd, request, kind, arg);
 }
 
