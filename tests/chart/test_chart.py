@@ -231,17 +231,28 @@ def values_paths():
     tools_or_skip()
     p = subprocess.run(["node", "-e", """
 const YAML = require("yaml"), fs = require("fs");
-const out = [];
+const out = [], maps = [];
 (function walk(o, pre) {
   for (const [k, v] of Object.entries(o)) {
     out.push(pre + k);
-    if (v && typeof v === "object" && !Array.isArray(v)) walk(v, pre + k + ".");
+    if (v && typeof v === "object" && !Array.isArray(v)) {
+      if (!Object.keys(v).length) maps.push(pre + k);  // free-form: labels, nodeSelector
+      walk(v, pre + k + ".");
+    }
   }
 })(YAML.parse(fs.readFileSync(process.argv[1], "utf8")), "");
-console.log(JSON.stringify(out));""", os.path.join(CHART, "values.yaml")],
+console.log(JSON.stringify([out, maps]));""", os.path.join(CHART, "values.yaml")],
                        capture_output=True, text=True, env=dict(os.environ, NODE_PATH=NODE_MODULES))
     expect(p.returncode == 0, "values.yaml: " + p.stderr)
-    return set(json.loads(p.stdout))
+    paths, maps = json.loads(p.stdout)
+    return set(paths), set(maps)
+
+
+def known(ref, paths, maps):
+    """ref is a value of the chart, or a key inside one of its free-form maps."""
+    ref = re.sub(r"\[\d+\]", "", ref)
+    parts = ref.split(".")
+    return ref in paths or any(".".join(parts[:i]) in maps for i in range(1, len(parts)))
 
 
 def doc_value_refs(text):
@@ -254,27 +265,32 @@ def doc_value_refs(text):
                 refs.add(part.split("=", 1)[0])
     # `values.yaml` keys written as `<key.path>` in the guide's tables.
     for m in re.finditer(r"`(\.Values\.)?([a-z][A-Za-z0-9]*(?:\.[a-zA-Z][A-Za-z0-9]*)+)`", text):
+        if FILE_NAME.search(m.group(2)):
+            continue  # `kubelet.sock`, `policy.json`: files, not values
         if m.group(1) or m.group(2).split(".")[0] in TOP_KEYS:
             refs.add(m.group(2))
     return refs
 
 
 TOP_KEYS = set()
+FILE_NAME = re.compile(r"\.(sock|json|so|md|ya?ml|txt|c|h|py)$")
 
 
 def t_install_doc(args):
     global TOP_KEYS
-    paths = values_paths()
+    paths, maps = values_paths()
     TOP_KEYS = {p.split(".")[0] for p in paths}
     with open(os.path.join(SRC, "docs", "install.md")) as f:
         text = f.read()
     refs = doc_value_refs(text)
     expect(len(refs) >= 10, "the guide names only %d values: %r (is the check reading it?)" % (len(refs), refs))
-    missing = sorted(r for r in refs if re.sub(r"\[\d+\]", "", r) not in paths)
+    missing = sorted(r for r in refs if not known(r, paths, maps))
     expect(not missing, "docs/install.md names values the chart does not have: %s" % ", ".join(missing))
     # The check itself must see a value that does not exist.
-    expect(doc_value_refs("helm install x --set devicePlugin.replicaz=3") - paths == {"devicePlugin.replicaz"},
-           "the check misses a wrong value name")
+    wrong = {r for r in doc_value_refs("helm install x --set devicePlugin.replicaz=3,nodeSelector.a=b "
+                                       "and `metrics.servicemonitor.enabled`") if not known(r, paths, maps)}
+    expect(wrong == {"devicePlugin.replicaz", "metrics.servicemonitor.enabled"},
+           "the check misses a wrong value name: %r" % wrong)
     print("docs/install.md names %d chart values, all in values.yaml" % len(refs))
 
 

@@ -147,8 +147,11 @@ class Container:
         return rc, self.text()
 
     def text(self):
-        with open(self.log, errors="replace") as f:
-            return f.read()
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return "(not started)"
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

@@ -1,0 +1,294 @@
+# SPDX-License-Identifier: Apache-2.0
+"""chart_e2e.py - the chart's rendered containers, started as a kubelet would.
+
+The DaemonSet that `helm template` renders is read, not re-typed: each
+container's command and args (with Kubernetes' $(VAR) expansion), its env
+(values and the downward API's spec.nodeName / metadata.namespace), its
+volume mounts (a hostPath becomes a folder of the test standing for that
+host path; a configMap becomes its files; readOnly and HostToContainer are
+kept) and its securityContext capabilities are turned into an OCI bundle and
+started with crun (tests/image/oci.py) on a root of read-only binds of the
+host's /usr, with the build installed by `cmake --install` at /usr/local
+(where the image has it). What the kubelet and the NVIDIA runtime add is
+added the same way: the service-account folder and KUBERNETES_SERVICE_HOST
+/PORT (in-cluster configuration, against tests/kube/fake_apiserver.py over
+TLS), and /dev/nvidiactl (here the GPU simulator's).
+
+A flag the binary does not know, a wrong path or a missing capability makes
+the container exit or the workloads go unmanaged, and the test fails.
+Flags the chart passes for features the binary does not have yet
+(--metrics-address, --install-preempt-lib) are switched off by their chart
+value, with a note, only when `gpuqos-agent --help` does not list them.
+"""
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+
+import oci
+import e2e_kube
+from e2e import wait_for, gr_timeslice, expect
+
+NS = "gpuqos-system"
+LC_US, BE_US = 90000, 60  # not the defaults: they must come from the chart's ConfigMap
+
+
+def install(build, stage):
+    """cmake --install of the build under test into stage (prefix /usr/local)."""
+    p = subprocess.run(["cmake", "--install", build, "--prefix", "/usr/local"],
+                       env=dict(os.environ, DESTDIR=stage), capture_output=True, text=True)
+    expect(p.returncode == 0, "cmake --install %s: %s%s" % (build, p.stdout[-1500:], p.stderr[-1500:]))
+    return os.path.join(stage, "usr", "local")
+
+
+def agent_has(local, flag):
+    p = subprocess.run([os.path.join(local, "bin", "gpuqos-agent"), "--help"], capture_output=True,
+                       text=True, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    return flag in p.stdout + p.stderr
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Pod:
+    """The rendered pod's volumes on this host, and its containers as OCI bundles."""
+
+    def __init__(self, node, ds, local, api_port):
+        self.node = node
+        self.spec = ds["spec"]["template"]["spec"]
+        self.local = local
+        self.hostroot = os.path.join(node.dir, "host")
+        self.volumes = {v["name"]: v for v in self.spec["volumes"]}
+        self.api_port = api_port
+        self.sa = os.path.join(node.dir, "serviceaccount")
+        os.makedirs(self.sa)
+        with open(os.path.join(self.sa, "token"), "w") as f:
+            f.write(node.token)
+        shutil.copy(node.cert, os.path.join(self.sa, "ca.crt"))
+        with open(os.path.join(self.sa, "namespace"), "w") as f:
+            f.write(NS)
+
+    def host(self, path):
+        """The test's folder standing for host path `path`."""
+        p = os.path.join(self.hostroot, path.lstrip("/"))
+        os.makedirs(p, exist_ok=True)
+        return p
+
+    def mount(self, m):
+        vol = self.volumes[m["name"]]
+        ro = bool(m.get("readOnly"))
+        prop = {"HostToContainer": "rslave", "Bidirectional": "rshared"}.get(m.get("mountPropagation"))
+        if "hostPath" in vol:
+            return oci.bind(self.host(vol["hostPath"]["path"]), m["mountPath"], ro, prop)
+        if "configMap" in vol:
+            cm = self.node.configmaps[vol["configMap"]["name"]]
+            d = os.path.join(self.node.dir, "configmap-" + m["name"])
+            if not os.path.isdir(d):
+                os.makedirs(d)
+                for k, v in cm["data"].items():
+                    with open(os.path.join(d, k), "w") as f:
+                        f.write(v)
+            return oci.bind(d, m["mountPath"], True)
+        raise AssertionError("volume kind the test does not model: %r" % vol)
+
+    def env(self, c):
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "HOSTNAME": "gpuqos-test",
+               # What the kubelet gives every container.
+               "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+               "KUBERNETES_SERVICE_PORT": str(self.api_port)}
+        fields = {"spec.nodeName": e2e_kube.NODE, "metadata.namespace": NS}
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = oci.expand(e["value"], env)
+            else:
+                ref = e["valueFrom"]["fieldRef"]["fieldPath"]
+                expect(ref in fields, "env %s from %s: not modelled by the test" % (e["name"], ref))
+                env[e["name"]] = fields[ref]
+        # The sanitized build's runtime, not the chart's business.
+        env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0"
+        return env
+
+    def container(self, name, extra_mounts=()):
+        cs = {c["name"]: c for c in self.spec.get("initContainers", []) + self.spec["containers"]}
+        c = cs[name]
+        env = self.env(c)
+        args = [oci.expand(a, env) for a in c.get("command", []) + c.get("args", [])]
+        mounts, links = oci.host_root_mounts()
+        mounts = [m for m in mounts if m["destination"] != "/etc"]  # the image has its own /etc
+        mounts.append(oci.bind(self.local, "/usr/local", True))
+        mounts += [self.mount(m) for m in c.get("volumeMounts", [])]
+        if self.spec.get("automountServiceAccountToken", True):
+            mounts.append(oci.bind(self.sa, "/var/run/secrets/kubernetes.io/serviceaccount", True))
+        mounts += list(extra_mounts)
+        sc = c.get("securityContext", {})
+        expect(sc.get("runAsUser", 0) == 0, "the test models root containers only")
+        return oci.Container(self.node.dir, name, args, env, mounts, oci.capabilities(sc), links=links,
+                             readonly=bool(sc.get("readOnlyRootFilesystem")),
+                             no_new_privs=not sc.get("allowPrivilegeEscalation", True))
+
+
+class ChartNode(e2e_kube.KubeNode):
+    """KubeNode with its API server over TLS (in-cluster configuration)."""
+
+    def __init__(self, build):
+        super().__init__(build)
+        self.cert = os.path.join(self.dir, "apiserver.crt")
+        key = os.path.join(self.dir, "apiserver.key")
+        r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=kubernetes", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", key, "-out", self.cert], capture_output=True)
+        if r.returncode != 0:
+            raise e2e_kube.Skip("openssl could not make a certificate: %r" % r.stderr[-200:])
+        state = self.api.state
+        self.api.stop()
+        srv = e2e_kube.fake_apiserver.Server(0, self.token, self.cert, key)
+        srv.state = state
+        self.api = srv.start()
+        self.containers = []
+        self.configmaps = {}
+
+    def close(self):
+        for c in self.containers:
+            c.stop()
+        super().close()
+
+
+def run(build, which, render, Skip, Fail):
+    why = oci.why_not()
+    if why:
+        raise Skip(why)
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse (the GPU simulator)")
+    if not shutil.which("openssl"):
+        raise Skip("openssl is not installed")
+    try:
+        node = ChartNode(build)
+    except e2e_kube.Skip as e:
+        raise Skip(str(e))
+    try:
+        (agent_scenario if which == "agent" else plugin_scenario)(node, build, render, Skip)
+    except Exception as e:
+        for c in node.containers:
+            print("---- container %s log (tail)\n%s" % (c.id, c.text()[-3000:]))
+        if isinstance(e, e2e_kube.e2e.Fail):
+            raise Fail(str(e))
+        raise
+    finally:
+        node.close()
+
+
+def prepare(node, build, render, values):
+    local = install(build, os.path.join(node.dir, "stage"))
+    notes = []
+    port = free_port()
+    # host.nvidiactl: the simulator's path, so that a workload's fd (opened on
+    # this host) reads back as the agent's --nvidiactl.
+    vals = ["--set", "agent.bpf=off,metrics.port=%d,host.nvidiactl=%s" % (port, node.dev),
+            "--set", "policy.timeslices.lcUs=%d,policy.timeslices.beUs=%d" % (LC_US, BE_US)] + values
+    # The eBPF tracker stays off: it would attach to every process on this
+    # host; tests/e2e checks it with a pin folder of its own.
+    if not agent_has(local, "--metrics-address"):
+        vals += ["--set", "metrics.enabled=false"]
+        notes.append("gpuqos-agent has no --metrics-address yet: rendered with metrics.enabled=false")
+    if not agent_has(local, "--install-preempt-lib"):
+        vals += ["--set", "preemptLib.install=false"]
+        notes.append("gpuqos-agent has no --install-preempt-lib yet: rendered with preemptLib.install=false")
+    objs = render(node.dir, vals)
+    for o in objs:
+        if o["kind"] == "ConfigMap":
+            node.configmaps[o["metadata"]["name"]] = o
+    ds = [o for o in objs if o["kind"] == "DaemonSet"][0]
+    pod = Pod(node, ds, local, node.api.server_address[1])
+    for n in notes:
+        print("note: " + n)
+    return pod, port
+
+
+def nvidiactl(node, pod):
+    """What the NVIDIA runtime gives the containers: here the simulator, at
+    the path host.nvidiactl names."""
+    return oci.bind(node.dev, node.dev)
+
+
+def agent_scenario(node, build, render, Skip):
+    pod, port = prepare(node, build, render, ["--set", "devicePlugin.enabled=false"])
+    spec = pod.spec
+    inits = [c["name"] for c in spec.get("initContainers", [])]
+    if inits:
+        c = pod.container("install-preempt-lib")
+        node.containers.append(c)
+        rc, out = c.run(60)
+        expect(rc == 0, "init container install-preempt-lib: exit %r\n%s" % (rc, out[-2000:]))
+        lib_dir = pod.host([v for v in spec["volumes"] if v["name"] == "preempt-lib"][0]["hostPath"]["path"])
+        cur = os.path.join(lib_dir, "current", "libgpuqos-preempt.so")
+        with open(cur, "rb") as a, open(os.path.join(pod.local, "lib", "gpuqos", "libgpuqos-preempt.so"), "rb") as b:
+            expect(a.read() == b.read(), "the installed preempt library is the image's")
+    agent = pod.container("gpuqos-agent", [nvidiactl(node, pod)])
+    node.containers.append(agent)
+    args = agent_args(spec)
+    sock = flag_value(args, "--socket", "/run/gpuqos/agent.sock")
+    ctl = flag_value(args, "--ctl-socket", "/run/gpuqos/ctl.sock")
+    # The workloads and gpuqosctl on the host reach the agent through the
+    # host folders the chart mounts.
+    node.sock = pod.host(os.path.dirname(sock)) + "/" + os.path.basename(sock)
+    node.ctl_sock = pod.host(os.path.dirname(ctl)) + "/" + os.path.basename(ctl)
+    node.env.update({"GPUQOS_SOCKET": node.sock, "GPUQOS_CTL_SOCKET": node.ctl_sock})
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    agent.start()
+    wait_for(lambda: not agent.running() or node.ctl_ready(), timeout=30, what="the agent's ctl socket")
+    expect(agent.running(), "the agent container exited: %s" % agent.text()[-3000:])
+    lc = node.in_pod("lc", "be")
+    be = node.in_pod("be", "lc")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [LC_US] and gr_timeslice(node, be.pid) == [BE_US],
+             timeout=30, what="simulator: LC %d / BE %d us from the chart's policy" % (LC_US, BE_US))
+    st = wait_for(lambda: e2e_kube.converged(node, "lc", "be"), timeout=30,
+                  what="gpuqos.io/state annotations converged (in-cluster API access)")
+    expect(st[0]["timesliceUs"]["gr"] == [LC_US], "LC state: %r" % st[0])
+    if "--metrics-address=0.0.0.0:%d" % port in args:
+        import urllib.request
+        for path in ("/metrics", "/healthz"):
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+                expect(r.status == 200, "%s: HTTP %d" % (path, r.status))
+    expect(agent.running(), "the agent container is still running")
+    print("agent container (%s) ran the chart's command; LC %d / BE %d us reached the simulated GPU"
+          % (" ".join(agent_args(spec)[:1]), LC_US, BE_US))
+
+
+def flag_value(args, flag, default):
+    """The value the agent takes for flag (its default when not given)."""
+    vals = [a.split("=", 1)[1] for a in args if a.startswith(flag + "=")]
+    return vals[-1] if vals else default
+
+
+def agent_args(spec):
+    c = [c for c in spec["containers"] if c["name"] == "gpuqos-agent"][0]
+    return c.get("command", []) + c.get("args", [])
+
+
+def plugin_scenario(node, build, render, Skip):
+    if not os.path.exists(os.path.join(build, "plugin", "gpuqos-device-plugin")):
+        raise Skip("gpuqos-device-plugin is not built (plugin/): nothing to start")
+    for mode in ("shares", "inject"):
+        pod, _ = prepare(node, build, render, ["--set", "devicePlugin.mode=" + mode])
+        c = pod.container("gpuqos-device-plugin", [nvidiactl(node, pod)])
+        c.id += "-" + mode
+        node.containers.append(c)
+        c.start()
+        time.sleep(3)
+        text = c.text()
+        # A flag, a config key or a path the plugin refuses ends it at once
+        # (exit 2) naming the problem.
+        expect(c.running() or c.proc.returncode == 0,
+               "device plugin (%s mode) exited %r:\n%s" % (mode, c.proc.returncode, text[-3000:]))
+        c.stop()
+        print("device plugin container (%s mode) started with the chart's command" % mode)
