@@ -14,6 +14,7 @@
 #include "agent/kubemode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
+#include "common/preemptlib.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -48,7 +49,35 @@ static void usage(FILE *f)
 		"  --bpf auto|on|off   the eBPF tracker (GPUQOS_BPF, auto: use it when it can be\n"
 		"                      opened, say why not otherwise)\n"
 		"  --bpf-pin-dir DIR   its pins, on bpffs (GPUQOS_BPF_PIN_DIR, /sys/fs/bpf/gpuqos)\n"
-		"  --log-level LEVEL   error, warn, info, debug (GPUQOS_LOG_LEVEL, info)\n");
+		"  --log-level LEVEL   error, warn, info, debug (GPUQOS_LOG_LEVEL, info)\n"
+		"  --install-preempt-lib SRC  install SRC as the preempt library the device plugin\n"
+		"                      mounts into containers (a new versioned directory, `current`\n"
+		"                      switched by rename), then exit\n"
+		"  --preempt-lib-dir DIR  where (GPUQOS_PREEMPT_LIB_DIR, " GQ_PREEMPT_DEFAULT_DIR ")\n");
+}
+
+/* --install-preempt-lib runs instead of the agent (the chart's init
+ * container); --preempt-lib-dir is accepted in every mode so one set of
+ * arguments fits both. */
+#ifndef GPUQOS_VERSION
+#define GPUQOS_VERSION "unknown"
+#endif
+
+static const char *preempt_lib_src;
+static const char *preempt_lib_dir;
+
+static int install_preempt_lib(void)
+{
+	char name[128], err[512];
+
+	if (preemptlib_install(preempt_lib_src, preempt_lib_dir, GPUQOS_VERSION, name, sizeof(name),
+			       err, sizeof(err)) != 0) {
+		log_error("install preempt library: %s", err);
+		return 1;
+	}
+	log_info("preempt library %s installed as %s/%s (current)", preempt_lib_src, preempt_lib_dir,
+		 name);
+	return 100;
 }
 
 static const char *env_or(const char *name, const char *def)
@@ -70,6 +99,8 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "node-name", required_argument, NULL, 'N' }, { "kubeconfig", required_argument, NULL, 'K' },
 		{ "pod-resources-socket", required_argument, NULL, 'R' },
 		{ "service-account-dir", required_argument, NULL, 'A' },
+		{ "install-preempt-lib", required_argument, NULL, 'I' },
+		{ "preempt-lib-dir", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
@@ -89,6 +120,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.kubeconfig = env_or("KUBECONFIG", NULL);
 	a->opt.podres_socket = env_or("GPUQOS_POD_RESOURCES_SOCKET", NULL);
 	a->opt.sa_dir = env_or("GPUQOS_SERVICE_ACCOUNT_DIR", NULL);
+	preempt_lib_dir = env_or("GPUQOS_PREEMPT_LIB_DIR", GQ_PREEMPT_DEFAULT_DIR);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'S': a->opt.standalone = 1; break;
@@ -104,6 +136,8 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'K': a->opt.kubeconfig = optarg; break;
 		case 'R': a->opt.podres_socket = optarg; break;
 		case 'A': a->opt.sa_dir = optarg; break;
+		case 'I': preempt_lib_src = optarg; break;
+		case 'L': preempt_lib_dir = optarg; break;
 		case 'h': usage(stdout); return 100;
 		default: usage(stderr); return 2;
 		}
@@ -117,6 +151,8 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		return 2;
 	}
 	gq_log_set_level(lv);
+	if (preempt_lib_src)
+		return install_preempt_lib();
 	if (!a->opt.standalone && !a->opt.node_name) {
 		fprintf(stderr, "gpuqos-agent: Kubernetes mode needs --node-name (or NODE_NAME); "
 				"--standalone runs without Kubernetes\n");
