@@ -101,11 +101,19 @@ class Env:
                 with open(os.path.join(d, "information"), "w") as f:
                     f.write("Model: \t\t SIM\nIRQ:   \t\t 42\nDevice Minor: \t 5\n")
 
-    def install_lib(self):
-        src = self.bin("agent/preempt/libgpuqos-preempt.so")
-        subprocess.run([self.bin("tests/plugin/test_plugin_unit"), "install", src, self.lib, "0.1.0"],
-                       check=True, stdout=subprocess.DEVNULL)
+    def install(self, src):
+        """As the node agent's init container does; the unit-test binary's
+        copy of the installer when the agent is not built."""
+        agent = self.bin("agent/gpuqos-agent")
+        if os.path.exists(agent):
+            cmd = [agent, "--install-preempt-lib", src, "--preempt-lib-dir", self.lib]
+        else:
+            cmd = [self.bin("tests/plugin/test_plugin_unit"), "install", src, self.lib, "0.1.0"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return os.path.join(self.lib, os.readlink(os.path.join(self.lib, "current")))
+
+    def install_lib(self):
+        return self.install(self.bin("agent/preempt/libgpuqos-preempt.so"))
 
     def start_plugin(self, config=None, extra=(), plain=False, prefix=()):
         cmd = list(prefix) + [self.bin("plugin/gpuqos-device-plugin-plain" if plain
@@ -192,8 +200,7 @@ def t_inject(env):
     shutil.copy(env.bin("agent/preempt/libgpuqos-preempt.so"), src)
     with open(src, "ab") as f:
         f.write(b"\0new version")
-    subprocess.run([env.bin("tests/plugin/test_plugin_unit"), "install", src, env.lib, "0.1.0"],
-                   check=True, stdout=subprocess.DEVNULL)
+    env.install(src)
     a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-3"]])
     new = [m["host_path"] for m in a["containers"][0]["mounts"] if m["container_path"] == "/opt/gpuqos/lib"]
     check(new and new[0] != old and os.path.isfile(os.path.join(old, "libgpuqos-preempt.so")),
