@@ -69,7 +69,7 @@ class Pod:
         self.volumes = {v["name"]: v for v in self.spec["volumes"]}
         self.api_port = api_port
         self.sa = os.path.join(node.dir, "serviceaccount")
-        os.makedirs(self.sa)
+        os.makedirs(self.sa, exist_ok=True)
         with open(os.path.join(self.sa, "token"), "w") as f:
             f.write(node.token)
         shutil.copy(node.cert, os.path.join(self.sa, "ca.crt"))
@@ -275,20 +275,81 @@ def agent_args(spec):
     return c.get("command", []) + c.get("args", [])
 
 
+class Kubelet:
+    """tests/plugin's grpc-go test kubelet: one JSON command per line."""
+
+    def __init__(self, build, dpdir, log):
+        out = os.path.join(build, "tests", "chart", "kubelet")
+        rc = subprocess.run(["sh", os.path.join(e2e_kube.HERE, "..", "plugin", "build_kubelet.sh"), out]).returncode
+        if rc == 77:
+            raise e2e_kube.Skip("the test kubelet cannot be built here (tests/plugin/build_kubelet.sh)")
+        expect(rc == 0, "building the test kubelet failed")
+        self.p = subprocess.Popen([os.path.join(out, "kubelet"), "-dir", dpdir], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=log, text=True)
+
+    def cmd(self, **c):
+        self.p.stdin.write(json.dumps(c) + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        expect(line, "the test kubelet exited")
+        return json.loads(line)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def gpu_fixtures(node, root):
+    """/sys and /proc entries of the simulator's GPU, as a GPU node has them."""
+    with open(os.path.join(node.mnt, "state")) as f:
+        gpus = json.load(f)["attached_gpus"]
+    for g in gpus:
+        bus = "0000" + g["pciBusId"][8:]
+        d = os.path.join(root, "sys/bus/pci/devices", bus)
+        os.makedirs(d)
+        with open(os.path.join(d, "numa_node"), "w") as f:
+            f.write("0\n")
+        d = os.path.join(root, "proc/driver/nvidia/gpus", bus)
+        os.makedirs(d)
+        with open(os.path.join(d, "information"), "w") as f:
+            f.write("Model: \t\t SIM\nDevice Minor: \t 0\n")
+    return gpus
+
+
 def plugin_scenario(node, build, render, Skip):
+    """The plugin container registers the chart's resources with a kubelet
+    through the chart's device-plugin folder and advertises the chart's
+    share counts."""
     if not os.path.exists(os.path.join(build, "plugin", "gpuqos-device-plugin")):
         raise Skip("gpuqos-device-plugin is not built (plugin/): nothing to start")
+    fixtures = os.path.join(node.dir, "gpu-fixtures")
+    gpus = gpu_fixtures(node, fixtures)
+    want = {"shares": {"gpuqos.io/gpu": 3 * len(gpus), "gpuqos.io/gpu-lc": 2 * len(gpus)},
+            "inject": {"gpuqos.io/qos": 7}}
     for mode in ("shares", "inject"):
-        pod, _ = prepare(node, build, render, ["--set", "devicePlugin.mode=" + mode])
-        c = pod.container("gpuqos-device-plugin", [nvidiactl(node, pod)])
+        pod, _ = prepare(node, build, render, ["--set", "devicePlugin.mode=%s,devicePlugin.replicas=3,"
+                                               "devicePlugin.lcReplicas=2,devicePlugin.injectDevices=7" % mode])
+        dp = [v for v in pod.spec["volumes"] if v["name"] == "device-plugins"][0]["hostPath"]["path"]
+        kubelet = Kubelet(build, pod.host(dp), open(os.path.join(node.dir, "kubelet-%s.log" % mode), "w"))
+        # The node's hardware, where the NVIDIA runtime and the host would
+        # have it: the simulator, and /sys, /proc entries for its GPU.
+        c = pod.container("gpuqos-device-plugin", [nvidiactl(node, pod), oci.bind(fixtures, fixtures, True)])
         c.id += "-" + mode
+        for k, v in (("GPUQOS_SYSFS_ROOT", fixtures + "/sys"), ("GPUQOS_PROCFS_ROOT", fixtures + "/proc"),
+                     ("GPUQOS_NVML_LIB", "none")):
+            c.env_extra(k, v)
         node.containers.append(c)
-        c.start()
-        time.sleep(3)
-        text = c.text()
-        # A flag, a config key or a path the plugin refuses ends it at once
-        # (exit 2) naming the problem.
-        expect(c.running() or c.proc.returncode == 0,
-               "device plugin (%s mode) exited %r:\n%s" % (mode, c.proc.returncode, text[-3000:]))
-        c.stop()
-        print("device plugin container (%s mode) started with the chart's command" % mode)
+        try:
+            c.start()
+            r = kubelet.cmd(op="wait_register", n=len(want[mode]), timeout_ms=20000)
+            expect(r.get("ok"), "%s mode: registrations %r\n%s" % (mode, r, c.text()[-2000:]))
+            got = {}
+            for reg in r["regs"]:
+                w = kubelet.cmd(op="watch", endpoint=reg["endpoint"])
+                got[reg["resource"]] = len(w.get("devices", []))
+            expect(got == want[mode], "%s mode: advertised %r, the chart says %r" % (mode, got, want[mode]))
+        finally:
+            c.stop()
+            kubelet.close()
+        print("device plugin container (%s mode) registered %r with the kubelet" % (mode, got))

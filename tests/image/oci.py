@@ -125,9 +125,18 @@ class Container:
             "linux": {"namespaces": [{"type": "mount"}, {"type": "ipc"}, {"type": "uts"}],
                       "maskedPaths": [], "readonlyPaths": []},
         }
-        with open(os.path.join(self.bundle, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=1)
+        self.cfg = cfg
+        self.write()
         self.proc = None
+
+    def write(self):
+        with open(os.path.join(self.bundle, "config.json"), "w") as f:
+            json.dump(self.cfg, f, indent=1)
+
+    def env_extra(self, key, value):
+        """Adds what the test stands in for (not the spec's) to the env."""
+        self.cfg["process"]["env"].append("%s=%s" % (key, value))
+        self.write()
 
     def start(self):
         cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", WRAP, "crun",
