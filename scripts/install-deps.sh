@@ -6,8 +6,9 @@ set -eu
 PKGS="build-essential cmake pkg-config clang llvm libcjson-dev fuse3 libfuse3-dev \
 valgrind python3 procps util-linux libcap2-bin strace \
 libbpf-dev bpftool libelf-dev zlib1g-dev"
-# agent/kubenode: the pod-resources client (gRPC C core, protobuf-c) and its
-# grpc-go test kubelet, built offline in GOPATH mode (~12 s to install).
+# agent/kubenode and plugin/: the pod-resources client and the device plugin
+# (gRPC C core, protobuf-c) and their grpc-go test kubelets, built offline in
+# GOPATH mode (~12 s to install).
 PKGS="$PKGS libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
 golang-go golang-google-grpc-dev golang-goprotobuf-dev protoc-gen-go-1-3"
 # agent/kube: the API client (libcurl multi, libyaml for kubeconfig files)
