@@ -23,6 +23,7 @@
 #include "agent/path.h"
 #include "agent/policy.h"
 #include "agent/tracker.h"
+#include "common/log.h"
 
 #define GQ_AGENT_VERSION "0.1.0"
 #define GQ_DEFAULT_CTL_SOCKET "/run/gpuqos/ctl.sock"
@@ -36,6 +37,47 @@
 /* P reconnects with backoff up to 2 s plus jitter (docs/protocol.md). */
 #define GQ_RESTART_GRACE_MS 3000u
 #define GQ_IL_NONE (-2)           /* no refused interleave level recorded */
+
+/* Limits on what one local user can make the agent hold (docs/protocol.md,
+ * "Limits"). A CUDA context has 4 TSGs; a process rarely more than a few
+ * contexts. Claims are TSGs a preempt agent reported; the tracker's TSGs
+ * (RM allocated them) count only toward the total. */
+#define GQ_CLAIMS_PER_PROC 256u
+#define GQ_CLAIMS_PER_UID 1024u
+#define GQ_TSGS_MAX 8192u
+/* Connected preempt agents: each holds one fd of the agent. The total is
+ * further held below the fd limit (RLIMIT_NOFILE) minus GQ_FD_RESERVE. */
+#define GQ_PEERS_PER_UID 256u
+#define GQ_PEERS_MAX 768u
+#define GQ_FD_RESERVE 128u
+/* Log lines a process can cause: GQ_PROC_LOG_BURST per window, then
+ * counted and reported as suppressed. */
+#define GQ_PROC_LOG_BURST 20u
+#define GQ_PROC_LOG_WINDOW_MS 10000u
+
+/* Log lines rate-limited per window (tsg.c). */
+struct ratelimit {
+	uint64_t window_start; /* now_us() clock */
+	unsigned lines;
+	unsigned long suppressed;
+};
+
+/* How many preempt agents and claims one uid has (peer.c, tsg.c). */
+struct uid_use {
+	struct uid_use *next;
+	uid_t uid;
+	unsigned peers, claims;
+};
+
+/* A preempt agent's report nobody has confirmed yet. With the eBPF
+ * tracker, it waits for the kernel (struct tsg.unverified_until);
+ * without it, for a GET_TIMESLICE on the claimed handles that RM answers
+ * (docs/protocol.md, "Claims"). */
+enum tsg_claim {
+	TSG_CLAIM_CONFIRMED = 0, /* seen by the tracker, read back, or not a claim */
+	TSG_CLAIM_READBACK = 1,  /* waits for a read-back */
+	TSG_CLAIM_REFUSED = 2,   /* RM said the handles do not exist: never acted on */
+};
 
 struct peer;
 struct ctl_conn;
@@ -62,6 +104,13 @@ struct proc {
 	char pod_uid[40];
 	char container_id[72];
 	int nopod_logged; /* "not in a pod" said once */
+	struct uid_use *uid; /* of its preempt agent (SO_PEERCRED); NULL if none connected */
+	unsigned claims;     /* its TSGs a preempt agent reported */
+	struct ratelimit log; /* lines it causes (proc_log) */
+	/* reconcile.c, during one pass: the timeslice its counted TSGs want,
+	 * per engine kind (GQ_UNKNOWN: none; 0: they disagree), and the GPU
+	 * of its confirmed TSGs (GQ_UNKNOWN: none; RECONCILE_GPUS_SEVERAL). */
+	uint32_t own_gr, own_copy, own_gpu;
 };
 
 struct peer {
@@ -83,6 +132,7 @@ struct peer {
 struct tsg {
 	struct tsg *next;
 	pid_t pid;
+	struct proc *proc; /* its process: freed only after its TSGs */
 	rm_handle h_client, h_tsg, h_device;
 	uint32_t gpu, engine, fd;
 	uint32_t gen; /* sync generation of its last report */
@@ -90,11 +140,16 @@ struct tsg {
 	/* A preempt agent's report the tracker has not confirmed: held
 	 * (never controlled) until then, refused after it (now_us clock). */
 	uint64_t unverified_until;
-	/* observed: what the tracker saw RM accept (the authority when it
-	 * runs), what the preempt agent reports, or what a direct control set
-	 * (the preempt agent does not see those) */
+	enum tsg_claim claim;   /* without the tracker: see enum tsg_claim */
+	int readback_direct_failed; /* the direct path could not read it back */
+	struct uid_use *charged; /* the uid its claim counts for, or NULL */
+	/* observed: the last value the RM was told, by anyone: what the
+	 * tracker saw RM accept, what the preempt agent reports, or what our
+	 * own controls set. *_at is when it was told (now_us() clock; for our
+	 * controls the time they were sent): a report older than the belief
+	 * never replaces it (tsg_observe_ts). */
 	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
-	uint32_t rep_ts, rep_il; /* the preempt agent's last report of them */
+	uint64_t ts_at, il_at;
 	/* desired, from the last reconcile */
 	uint32_t desired_ts;
 	int32_t desired_il;
@@ -124,6 +179,7 @@ struct cmd {
 	rm_handle h_client, h_tsg;
 	uint32_t op;
 	uint64_t arg;
+	uint64_t sent;     /* now_us() clock: RM was told no earlier */
 	uint64_t deadline; /* now_us() clock */
 	int timed_out;     /* kept to recognise a late RESULT */
 	struct ctl_conn *ctl; /* waiting ctl request, or NULL */
@@ -131,6 +187,9 @@ struct cmd {
 
 struct counters {
 	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
+	/* refused by a limit (GQ_PEERS_*, GQ_CLAIMS_*, GQ_TSGS_MAX); claims RM
+	 * said do not exist; log lines suppressed by the per-process limit */
+	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
 	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
 };
 
@@ -159,6 +218,11 @@ struct agent {
 	struct proc *procs;
 	struct peer *peers, *dead_peers;
 	struct tsg *tsgs;
+	size_t ntsgs;            /* in the table, all sources */
+	struct uid_use *uids;
+	unsigned npeers, peers_max; /* connected; the limit in force */
+	struct ratelimit refuse_log; /* peers refused by a limit */
+	int spare_fd;            /* closed to accept and drop a peer at EMFILE */
 	struct cmd *cmds;
 	struct ctl_conn *ctls, *dead_ctls;
 	struct state_entry *overrides;
@@ -173,6 +237,7 @@ struct agent {
 	struct loop_watch direct_w;
 	char direct_off[160];   /* why it is off, or "" */
 	unsigned direct_sent_this_tick;
+	unsigned readback_sent_this_tick; /* claims read back on the direct path */
 	struct tracker trk;     /* the eBPF tracker (tracker.h) */
 	struct kmode *kube;     /* Kubernetes mode (kubemode.h), NULL standalone */
 };
@@ -198,8 +263,26 @@ void proc_classify(struct agent *a, struct proc *p);
 void proc_reclassify_all(struct agent *a);
 void proc_gc(struct agent *a);
 struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
-struct tsg *tsg_new(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
-struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen);
+/* NULL with errno EDQUOT past GQ_TSGS_MAX, or ENOMEM. */
+struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_handle h_tsg);
+/* NULL with errno EDQUOT when a limit refuses a new claim, ENOMEM. */
+struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, uint32_t gen);
+/* The RM was told this value at `at` (now_us clock): the belief follows
+ * whoever told it last. */
+void tsg_observe_ts(struct tsg *t, uint32_t us, uint64_t at);
+void tsg_observe_il(struct tsg *t, uint32_t level, uint64_t at);
+/* Not confirmed by the tracker or a read-back (or refused): never acted
+ * on, counts for no neighbour. */
+int tsg_unverified(const struct tsg *t);
+struct uid_use *uid_use_get(struct agent *a, uid_t uid); /* NULL: out of memory */
+void uid_use_free_all(struct agent *a);
+/* A log line caused by what process p (or its preempt agent) did: at most
+ * GQ_PROC_LOG_BURST per GQ_PROC_LOG_WINDOW_MS, the rest counted. */
+void proc_log(struct agent *a, struct proc *p, enum gq_log_level lv, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* 1 if a line may be logged now; *suppressed: lines dropped before it. */
+int ratelimit_allow(struct ratelimit *r, uint64_t now, unsigned burst, uint64_t window_us,
+		    unsigned long *suppressed);
 void tsg_drop(struct agent *a, struct tsg *t);
 void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsigned sources);
 size_t tsg_count(const struct agent *a, pid_t pid); /* pid 0: all */
@@ -239,8 +322,6 @@ void reconcile(struct agent *a);
 void reconcile_tick(struct agent *a);
 /* The path that would carry action act on t now (path.c decides). */
 struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act);
-/* The POLICY values (timeslices for TSGs it creates next) of peer p. */
-void reconcile_peer_policy(struct agent *a, const struct peer *p, uint32_t *gr, uint32_t *copy);
 int wake_init(struct agent *a);
 void wake_rearm(struct agent *a);
 void tick_rearm(struct agent *a);

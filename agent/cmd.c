@@ -97,6 +97,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	c->h_tsg = t->h_tsg;
 	c->op = op;
 	c->arg = arg;
+	c->sent = now_us();
 	c->deadline = cmd_deadline(a);
 	c->ctl = ctl;
 	rc = path == GQ_PATH_AGENT ? peer_send_command(a, c->peer, c) : cmd_send_direct(a, t, c);
@@ -108,7 +109,9 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	a->cmds = c;
 	t->inflight++;
 	t->last_path = path;
-	t->action_path[gq_op_action(op)] = path;
+	/* The path that carries each setting; a read-back sets nothing. */
+	if (op != GQ_OP_GET_TIMESLICE)
+		t->action_path[gq_op_action(op)] = path;
 	a->n.commands++;
 	log_debug("pid %d: COMMAND %u %s TSG 0x%x arg %llu via %s", (int)t->pid, c->seq,
 		  gq_op_name(op), t->h_tsg, (unsigned long long)arg, gq_path_name(path));
@@ -163,11 +166,56 @@ static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct ou
 	tsg_backoff(t);
 }
 
-/* Records the outcome on the TSG: observed value on success, backoff and
- * the error in words on failure. */
-static void tsg_record(struct tsg *t, const struct cmd *c, const struct outcome *o)
+/* RM's word that the claimed handles name nothing of that client (or the
+ * preempt agent's, that it never saw them). */
+static int says_no_such_tsg(const struct outcome *o)
+{
+	if (o->err == GQ_ERR_UNKNOWN_TSG)
+		return 1;
+	return o->err == 0 &&
+	       (o->rm_status == RM_ERR_INVALID_CLIENT || o->rm_status == RM_ERR_INVALID_OBJECT_HANDLE ||
+		o->rm_status == RM_ERR_INVALID_OBJECT_PARENT || o->rm_status == RM_ERR_OBJECT_NOT_FOUND);
+}
+
+/* A claim waiting for its read-back (TSG_CLAIM_READBACK): any control RM
+ * answered on the claimed handles through the claimant's fd confirms it;
+ * RM saying they do not exist refuses it for good. */
+static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *c,
+			      const struct outcome *o)
 {
 	int ok = o->err == 0 && o->rm_status == RM_OK;
+
+	if (t->claim != TSG_CLAIM_READBACK)
+		return;
+	if (ok) {
+		t->claim = TSG_CLAIM_CONFIRMED;
+		log_debug("pid %d: TSG 0x%x/0x%x confirmed by a read-back via %s", (int)t->pid,
+			  t->h_client, t->h_tsg, gq_path_name(c->path));
+	} else if (says_no_such_tsg(o)) {
+		t->claim = TSG_CLAIM_REFUSED;
+		a->n.claims_refused_readback++;
+		snprintf(t->error, sizeof(t->error), "claim refused: %s on it: %s", gq_op_name(c->op),
+			 o->err ? err_name(o->err) : rm_status_name(o->rm_status));
+		proc_log(a, t->proc, GQ_LOG_WARN,
+			 "pid %d: preempt agent's TSG 0x%x/0x%x refused: %s on it says it does not "
+			 "exist (%s)", (int)t->pid, t->h_client, t->h_tsg, gq_op_name(c->op),
+			 o->err ? err_name(o->err) : rm_status_name(o->rm_status));
+	} else if (c->path == GQ_PATH_DIRECT && o->err && !t->readback_direct_failed) {
+		/* The fd did not take an RM control from us (not the device, or
+		 * gone): let the preempt agent try, at once. */
+		t->readback_direct_failed = 1;
+	} else {
+		tsg_record_error(t, c, o); /* in view, and a backoff before the next try */
+	}
+}
+
+/* Records the outcome on the TSG: observed value on success, backoff and
+ * the error in words on failure. */
+static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, const struct outcome *o)
+{
+	int ok = o->err == 0 && o->rm_status == RM_OK;
+
+	tsg_claim_outcome(a, t, c, o);
 
 	t->has_last = 1;
 	t->last_op = c->op;
@@ -187,10 +235,12 @@ static void tsg_record(struct tsg *t, const struct cmd *c, const struct outcome 
 		t->error[0] = '\0';
 	t->backoff_ms = 0;
 	t->backoff_until = 0;
+	/* As of when it was sent: anything the RM was told after that, and
+	 * seen before this result, stands. */
 	if (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE)
-		t->applied_ts = (uint32_t)o->value;
+		tsg_observe_ts(t, o->value >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (uint32_t)o->value, c->sent);
 	else if (c->op == GQ_OP_SET_INTERLEAVE)
-		t->applied_il = (uint32_t)c->arg;
+		tsg_observe_il(t, (uint32_t)c->arg, c->sent);
 }
 
 /* The result of c arrived (on time or late): record it, answer a waiting
@@ -203,15 +253,17 @@ static void cmd_finish(struct agent *a, struct cmd *c, const struct outcome *o)
 	a->n.results++;
 	if (!c->timed_out && t && t->inflight)
 		t->inflight--;
-	if (o->err || o->rm_status) {
+	if ((o->err || o->rm_status) && t) {
 		a->n.failures++;
-		log_warn("pid %d: %s on TSG 0x%x via %s failed: %s, errno %u (%s)%s%s", (int)c->pid,
-			 gq_op_name(c->op), c->h_tsg, gq_path_name(c->path),
+		proc_log(a, t->proc, GQ_LOG_WARN, "pid %d: %s on TSG 0x%x via %s failed: %s, errno %u (%s)%s%s",
+			 (int)c->pid, gq_op_name(c->op), c->h_tsg, gq_path_name(c->path),
 			 rm_status_name(o->rm_status), o->err, o->err ? err_name(o->err) : "none",
 			 o->why && o->why[0] ? ": " : "", o->why ? o->why : "");
+	} else if (o->err || o->rm_status) {
+		a->n.failures++;
 	}
 	if (t)
-		tsg_record(t, c, o);
+		tsg_record(a, t, c, o);
 	if (c->ctl)
 		ctl_cmd_done(a, c->ctl, c, o->rm_status, o->err, NULL, o->value, o->elapsed_ns, o->why);
 	free(c);
@@ -228,11 +280,13 @@ void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 			break;
 	if (!c || c->op != r->op || c->h_client != r->h_client || c->h_tsg != r->h_tsg) {
 		a->n.unknown_result++;
-		log_debug("pid %d: RESULT %u matches no command", (int)p->pid, r->hdr.seq);
+		proc_log(a, p->proc, GQ_LOG_DEBUG, "pid %d: RESULT %u matches no command", (int)p->pid,
+			 r->hdr.seq);
 		return;
 	}
 	if (c->timed_out) {
-		log_info("pid %d: late RESULT %u: control path works again", (int)p->pid, c->seq);
+		proc_log(a, p->proc, GQ_LOG_INFO, "pid %d: late RESULT %u: control path works again",
+			 (int)p->pid, c->seq);
 		p->stalled = 0;
 	}
 	cmd_finish(a, c, &o);
@@ -281,8 +335,9 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 	c->timed_out = 1;
 	a->n.timeouts++;
 	if (c->path == GQ_PATH_AGENT) {
-		log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path stalled",
-			 (int)c->pid, gq_op_name(c->op), c->h_tsg);
+		if (!c->peer->stalled)
+			log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path "
+				 "stalled", (int)c->pid, gq_op_name(c->op), c->h_tsg);
 		c->peer->stalled = 1;
 	} else {
 		where = direct_expire(a->direct, c->seq);

@@ -2,17 +2,22 @@
 /*
  * peer.c - the SEQPACKET socket the injected preempt agents connect to:
  * accept, identity (SO_PEERCRED only), receiving and checking every
- * datagram, and sending POLICY and COMMAND. Does not own what a command
- * should be (reconcile.c) nor matching results to commands (cmd.c).
+ * datagram, sending POLICY and COMMAND, and the limits on peers
+ * (GQ_PEERS_*). Does not own what a command or a POLICY should be
+ * (reconcile.c) nor matching results to commands (cmd.c).
  */
 #include "agent/agent.h"
 #include "common/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -80,10 +85,11 @@ static int peer_send(struct agent *a, struct peer *p, void *msg, const char *wha
 		return 0;
 	if (errno == EAGAIN || errno == EWOULDBLOCK) {
 		/* The peer is not reading; the caller retries on a later tick. */
-		log_warn("pid %d: %s not sent: socket buffer full", (int)p->pid, what);
+		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: %s not sent: socket buffer full",
+			 (int)p->pid, what);
 		return -1;
 	}
-	log_warn("pid %d: send %s: %s", (int)p->pid, what, strerror(errno));
+	proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: send %s: %s", (int)p->pid, what, strerror(errno));
 	/* Closed after this batch: callers may be walking the peer and TSG
 	 * lists right now. */
 	p->broken = 1;
@@ -125,12 +131,15 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 {
 	if (p->w.dead)
 		return;
-	log_info("pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
+	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
 	cmd_fail_peer(a, p);
+	a->npeers--;
+	if (p->proc->uid)
+		p->proc->uid->peers--;
 	/* What only it reported is unknown until it reconnects and re-reports;
 	 * what the eBPF tracker sees stays. The process (and its class) is kept. */
 	tsg_drop_pid(a, p->pid, 0, 0, GQ_SRC_AGENT);
-	if (p->proc && p->proc->peer == p)
+	if (p->proc->peer == p)
 		p->proc->peer = NULL;
 	loop_close(&a->loop, &p->w);
 	for (struct peer **pp = &a->peers; *pp; pp = &(*pp)->next) {
@@ -176,6 +185,8 @@ void peer_free_all(struct agent *a)
 	while (a->peers)
 		peer_close(a, a->peers, "agent exiting");
 	peer_reap(a);
+	if (a->listen_w.fd >= 0 && a->spare_fd >= 0)
+		close(a->spare_fd);
 }
 
 static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
@@ -185,36 +196,43 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	memcpy(comm, m->comm, GQ_COMM_LEN);
 	comm[GQ_COMM_LEN] = '\0';
 	if ((pid_t)m->pid != p->pid)
-		log_info("pid %d: HELLO claims pid %u (%s); SO_PEERCRED wins", (int)p->pid,
-			 m->pid, comm);
+		proc_log(a, p->proc, GQ_LOG_INFO, "pid %d: HELLO claims pid %u (%s); SO_PEERCRED wins",
+			 (int)p->pid, m->pid, comm);
 	p->hello = 1;
 	p->syncing = 1;
 	p->gen = ++a->next_gen;
 	p->stalled = 0;
-	log_info("pid %d (%s): HELLO lib %u, %u TSGs%s", (int)p->pid, p->proc->comm,
-		 m->lib_version, m->ntsg, (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "");
+	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s", (int)p->pid,
+		 p->proc->comm, m->lib_version, m->ntsg,
+		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "");
+	/* Answered right after this batch (reconcile), before the loop waits
+	 * again, so TSGs created from here on get the right value at once. */
 	p->policy_valid = 0;
 	a->dirty = 1;
-	/* Answer now so TSGs created from here on get the right value at once;
-	 * reconcile re-sends when its view changes. */
-	{
-		uint32_t gr, copy;
-
-		reconcile_peer_policy(a, p, &gr, &copy);
-		peer_send_policy(a, p, gr, copy);
-	}
 }
 
 static void on_tsg(struct agent *a, struct peer *p, const struct gq_tsg *m)
 {
 	if (!procinfo_fd_is(p->pid, m->fd, a->nvidiactl)) {
 		a->n.refused_tsg++;
-		log_warn("pid %d: TSG 0x%x/0x%x refused: fd %u is not %s", (int)p->pid, m->h_client,
-			 m->h_tsg, m->fd, a->nvidiactl);
+		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: TSG 0x%x/0x%x refused: fd %u is not %s",
+			 (int)p->pid, m->h_client, m->h_tsg, m->fd, a->nvidiactl);
 		return;
 	}
-	if (!tsg_upsert(a, p->pid, m, p->gen))
-		log_error("pid %d: TSG 0x%x: out of memory", (int)p->pid, m->h_tsg);
+	if (tsg_upsert(a, p->proc, m, p->gen))
+		return;
+	if (errno != EDQUOT) {
+		proc_log(a, p->proc, GQ_LOG_ERROR, "pid %d: TSG 0x%x: out of memory", (int)p->pid,
+			 m->h_tsg);
+		return;
+	}
+	a->n.claims_refused_limit++;
+	proc_log(a, p->proc, GQ_LOG_WARN,
+		 "pid %d: TSG 0x%x/0x%x refused: over a limit (pid %u of %u claims, uid %u %u of %u, "
+		 "agent %zu of %u TSGs); it runs as the driver sets it",
+		 (int)p->pid, m->h_client, m->h_tsg, p->proc->claims, GQ_CLAIMS_PER_PROC,
+		 p->proc->uid ? (unsigned)p->proc->uid->uid : 0u,
+		 p->proc->uid ? p->proc->uid->claims : 0u, GQ_CLAIMS_PER_UID, a->ntsgs, GQ_TSGS_MAX);
 }
 
 static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gone *m)
@@ -223,7 +241,8 @@ static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gon
 
 	if (!t) {
 		a->n.unknown_tsg_gone++;
-		log_debug("pid %d: TSG_GONE for unknown TSG 0x%x", (int)p->pid, m->h_tsg);
+		proc_log(a, p->proc, GQ_LOG_DEBUG, "pid %d: TSG_GONE for unknown TSG 0x%x", (int)p->pid,
+			 m->h_tsg);
 		return;
 	}
 	tsg_drop(a, t);
@@ -231,7 +250,7 @@ static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gon
 
 static void on_synced(struct agent *a, struct peer *p, const struct gq_synced *m)
 {
-	log_debug("pid %d: SYNCED after %u TSGs", (int)p->pid, m->ntsg);
+	proc_log(a, p->proc, GQ_LOG_DEBUG, "pid %d: SYNCED after %u TSGs", (int)p->pid, m->ntsg);
 	p->syncing = 0;
 	tsg_drop_pid(a, p->pid, 1, p->gen, GQ_SRC_AGENT);
 	state_peer_synced(a, p->pid);
@@ -245,11 +264,13 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 	enum gq_check c = gq_msg_check(buf, n);
 
 	if (c != GQ_CHECK_OK) {
-		log_warn("pid %d: malformed message: %s", (int)p->pid, gq_check_name(c));
+		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: malformed message: %s", (int)p->pid,
+			 gq_check_name(c));
 		return -1;
 	}
 	if (!p->hello && h->type != GQ_HELLO) {
-		log_warn("pid %d: message type %u before HELLO", (int)p->pid, h->type);
+		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: message type %u before HELLO", (int)p->pid,
+			 h->type);
 		return -1;
 	}
 	switch (h->type) {
@@ -269,7 +290,8 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		on_synced(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
-		log_warn("pid %d: malformed message: type %u is sent by the node agent only",
+		proc_log(a, p->proc, GQ_LOG_WARN,
+			 "pid %d: malformed message: type %u is sent by the node agent only",
 			 (int)p->pid, h->type);
 		return -1;
 	}
@@ -310,6 +332,46 @@ static void on_peer(struct loop_watch *w, uint32_t events)
 		peer_close(a, p, "hang-up");
 }
 
+/* A refusal by a limit, said at most GQ_PROC_LOG_BURST times per window
+ * for all refused peers together (they have no process entry yet). */
+static void refuse_log(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse_log(struct agent *a, const char *fmt, ...)
+{
+	unsigned long dropped;
+	char line[384];
+	va_list ap;
+
+	a->n.peers_refused++;
+	if (!ratelimit_allow(&a->refuse_log, now_us(), GQ_PROC_LOG_BURST,
+			     GQ_PROC_LOG_WINDOW_MS * 1000ull, &dropped)) {
+		a->n.log_suppressed++;
+		return;
+	}
+	if (dropped)
+		log_warn("%lu more preempt agent(s) refused by a limit (lines suppressed)", dropped);
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_warn("%s", line);
+}
+
+/* 0 if one more peer of uid u may connect; else refused in words. */
+static int peer_admit(struct agent *a, pid_t pid, struct uid_use *u)
+{
+	if (a->npeers >= a->peers_max) {
+		refuse_log(a, "pid %d: preempt agent refused: %u preempt agents connected, the limit; "
+			      "it runs without gpuqos", (int)pid, a->peers_max);
+		return -1;
+	}
+	if (u->peers >= GQ_PEERS_PER_UID) {
+		refuse_log(a, "pid %d: preempt agent refused: uid %u has %u preempt agents connected, "
+			      "the limit per uid; it runs without gpuqos", (int)pid, (unsigned)u->uid,
+			   GQ_PEERS_PER_UID);
+		return -1;
+	}
+	return 0;
+}
+
 /* A peer whose process we cannot read in /proc cannot be classified or
  * checked: refuse it (fail open: the workload runs untouched). */
 static void peer_accept_one(struct agent *a, int fd)
@@ -317,6 +379,7 @@ static void peer_accept_one(struct agent *a, int fd)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct procinfo pi;
+	struct uid_use *u;
 	struct peer *p;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
@@ -324,8 +387,15 @@ static void peer_accept_one(struct agent *a, int fd)
 		close(fd);
 		return;
 	}
+	u = uid_use_get(a, cred.uid);
+	if (!u || peer_admit(a, cred.pid, u) != 0) {
+		close(fd);
+		return;
+	}
 	if (procinfo_read(cred.pid, &pi) != 0) {
-		log_warn("pid %d: /proc/%d unreadable, peer refused", (int)cred.pid, (int)cred.pid);
+		/* Its process exited, or /proc is not ours to read. */
+		log_warn("pid %d: preempt agent refused: reading /proc/%d: %s", (int)cred.pid,
+			 (int)cred.pid, strerror(errno));
 		close(fd);
 		return;
 	}
@@ -348,12 +418,31 @@ static void peer_accept_one(struct agent *a, int fd)
 	if (p->proc->peer)
 		peer_close(a, p->proc->peer, "superseded by a new connection");
 	p->proc->peer = p;
+	p->proc->uid = u;
+	u->peers++;
+	a->npeers++;
 	p->next = a->peers;
 	a->peers = p;
 	a->n.peers_accepted++;
 	state_save(a);
-	log_info("pid %d (%s): preempt agent connected, class %s (%s)", (int)p->pid,
-		 p->proc->comm, gq_class_name(p->proc->cls), p->proc->cls_source);
+	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): preempt agent connected, class %s (%s)",
+		 (int)p->pid, p->proc->comm, gq_class_name(p->proc->cls), p->proc->cls_source);
+}
+
+/* Out of fds: accept with the spare one freed, close at once, keep a
+ * spare again; a pending connection left queued would wake the loop
+ * forever. */
+static void accept_drop(struct agent *a, int lfd)
+{
+	int fd;
+
+	if (a->spare_fd >= 0)
+		close(a->spare_fd);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	refuse_log(a, "preempt agent refused: the node agent is out of file descriptors");
 }
 
 static void on_listen(struct loop_watch *w, uint32_t events)
@@ -365,6 +454,10 @@ static void on_listen(struct loop_watch *w, uint32_t events)
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE) {
+				accept_drop(a, w->fd);
+				continue;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				log_warn("accept on %s: %s", a->opt.socket, strerror(errno));
 			return;
@@ -373,10 +466,28 @@ static void on_listen(struct loop_watch *w, uint32_t events)
 	}
 }
 
+/* GQ_PEERS_MAX, held below the fd limit so that accepting one more peer
+ * never starves the rest of the agent of descriptors. */
+static unsigned peers_limit(void)
+{
+	struct rlimit rl;
+	unsigned max = GQ_PEERS_MAX;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		rlim_t room = rl.rlim_cur > GQ_FD_RESERVE ? rl.rlim_cur - GQ_FD_RESERVE : 1;
+
+		if (room < max)
+			max = (unsigned)room;
+	}
+	return max;
+}
+
 int peer_listen(struct agent *a)
 {
-	int fd = unix_listen(a->opt.socket, SOCK_SEQPACKET, 0666);
+	int fd;
 
+	a->spare_fd = -1;
+	fd = unix_listen(a->opt.socket, SOCK_SEQPACKET, 0666);
 	if (fd < 0)
 		return -1;
 	a->listen_w.fd = fd;
@@ -384,6 +495,9 @@ int peer_listen(struct agent *a)
 	a->listen_w.ctx = a;
 	if (loop_add(&a->loop, &a->listen_w, EPOLLIN) != 0)
 		return -1;
-	log_info("preempt agents: listening on %s", a->opt.socket);
+	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	a->peers_max = peers_limit();
+	log_info("preempt agents: listening on %s (at most %u, %u per uid)", a->opt.socket,
+		 a->peers_max, GQ_PEERS_PER_UID);
 	return 0;
 }

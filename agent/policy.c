@@ -6,11 +6,13 @@
  * Owns: grouping TSGs per (GPU, runlist), the rules of docs/policy.md, the
  * defaults and their limits, class names. Does not own: where a class comes
  * from (config.c, the Kubernetes side), applying a setting, retries, or any
- * state between calls. No I/O, no globals, no allocation.
+ * state between calls. No I/O, no globals; only policy_decide allocates
+ * (its runlist table).
  */
 #include "agent/policy.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "abi/rm_abi.h"
@@ -100,26 +102,47 @@ static int32_t restore_level(int32_t configured)
 						     : POLICY_INTERLEAVE_DRIVER_DEFAULT;
 }
 
-struct runlist_count {
-	size_t lc;
-	size_t be;
-};
+static int runlist_cmp(const void *x, const void *y)
+{
+	const struct policy_runlist *a = x, *b = y;
+
+	if (a->gpu != b->gpu)
+		return a->gpu < b->gpu ? -1 : 1;
+	if (a->engine_type != b->engine_type)
+		return a->engine_type < b->engine_type ? -1 : 1;
+	return 0;
+}
 
 /* UNMANAGED TSGs are invisible here: they never make a runlist "shared". */
-static struct runlist_count count_runlist(const struct policy_tsg_in *in, size_t n,
-					  const struct policy_tsg_in *self)
+size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_runlist *rl)
 {
-	struct runlist_count c = { 0, 0 };
+	size_t m = 0;
 
-	for (size_t j = 0; j < n; j++) {
-		if (in[j].gpu != self->gpu || in[j].engine_type != self->engine_type)
-			continue;
-		if (in[j].cls == GQ_CLASS_LC)
-			c.lc++;
-		else if (in[j].cls == GQ_CLASS_BE)
-			c.be++;
+	for (size_t i = 0; i < n; i++)
+		rl[i] = (struct policy_runlist){ .gpu = in[i].gpu, .engine_type = in[i].engine_type,
+						 .lc = in[i].cls == GQ_CLASS_LC,
+						 .be = in[i].cls == GQ_CLASS_BE };
+	if (n > 1)
+		qsort(rl, n, sizeof(*rl), runlist_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (m && runlist_cmp(&rl[m - 1], &rl[i]) == 0) {
+			rl[m - 1].lc += rl[i].lc;
+			rl[m - 1].be += rl[i].be;
+		} else {
+			rl[m++] = rl[i];
+		}
 	}
-	return c;
+	return m;
+}
+
+const struct policy_runlist *policy_runlist_find(const struct policy_runlist *rl, size_t m,
+						 uint32_t gpu, uint32_t engine_type)
+{
+	struct policy_runlist key = { .gpu = gpu, .engine_type = engine_type };
+
+	if (m == 0)
+		return NULL;
+	return bsearch(&key, rl, m, sizeof(*rl), runlist_cmp);
 }
 
 static void set(struct policy_tsg_out *o, uint32_t us, int32_t level, const char *reason)
@@ -130,9 +153,9 @@ static void set(struct policy_tsg_out *o, uint32_t us, int32_t level, const char
 }
 
 static void decide_lc(const struct policy_config *cfg, const struct policy_tsg_in *t,
-		      struct runlist_count c, struct policy_tsg_out *o)
+		      const struct policy_runlist *c, struct policy_tsg_out *o)
 {
-	if (c.be == 0)
+	if (c->be == 0)
 		set(o, baseline_of(t), restore_level(cfg->lc_interleave),
 		    "no BE on this runlist: baseline");
 	else
@@ -140,12 +163,12 @@ static void decide_lc(const struct policy_config *cfg, const struct policy_tsg_i
 }
 
 static void decide_be(const struct policy_config *cfg, const struct policy_tsg_in *t,
-		      struct runlist_count c, struct policy_tsg_out *o)
+		      const struct policy_runlist *c, struct policy_tsg_out *o)
 {
-	if (c.lc == 0)
+	if (c->lc == 0)
 		set(o, baseline_of(t), restore_level(cfg->be_interleave),
 		    "no LC on this runlist: baseline");
-	else if (c.be == 1)
+	else if (c->be <= 1)
 		set(o, cfg->be_timeslice_us, cfg->be_interleave, "sole BE beside an LC");
 	else if (cfg->several_be == POLICY_SEVERAL_BE_LEAVE)
 		set(o, baseline_of(t), restore_level(cfg->be_interleave),
@@ -155,29 +178,50 @@ static void decide_be(const struct policy_config *cfg, const struct policy_tsg_i
 		    "several BEs beside an LC: safe floor");
 }
 
-void policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
-		   struct policy_tsg_out *out)
+void policy_decide_tsg(const struct policy_config *cfg, const struct policy_tsg_in *t,
+		       const struct policy_runlist *rl, struct policy_tsg_out *out)
 {
-	for (size_t i = 0; i < n; i++) {
-		const struct policy_tsg_in *t = &in[i];
-		struct runlist_count c;
+	static const struct policy_runlist empty;
 
-		if (t->cls != GQ_CLASS_LC && t->cls != GQ_CLASS_BE) {
-			set(&out[i], baseline_of(t), POLICY_INTERLEAVE_LEAVE,
-			    "unmanaged TSG: baseline");
-			continue;
-		}
-		if (!runlist_managed(cfg, t->engine_type)) {
-			set(&out[i], baseline_of(t), POLICY_INTERLEAVE_LEAVE,
-			    "engine not managed: baseline");
-			continue;
-		}
-		c = count_runlist(in, n, t);
-		if (t->cls == GQ_CLASS_LC)
-			decide_lc(cfg, t, c, &out[i]);
-		else
-			decide_be(cfg, t, c, &out[i]);
+	if (t->cls != GQ_CLASS_LC && t->cls != GQ_CLASS_BE) {
+		set(out, baseline_of(t), POLICY_INTERLEAVE_LEAVE, "unmanaged TSG: baseline");
+		return;
 	}
+	if (!runlist_managed(cfg, t->engine_type)) {
+		set(out, baseline_of(t), POLICY_INTERLEAVE_LEAVE, "engine not managed: baseline");
+		return;
+	}
+	if (!rl)
+		rl = &empty;
+	if (t->cls == GQ_CLASS_LC)
+		decide_lc(cfg, t, rl, out);
+	else
+		decide_be(cfg, t, rl, out);
+}
+
+void policy_decide_with(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
+			const struct policy_runlist *rl, size_t m, struct policy_tsg_out *out)
+{
+	for (size_t i = 0; i < n; i++)
+		policy_decide_tsg(cfg, &in[i], policy_runlist_find(rl, m, in[i].gpu, in[i].engine_type),
+				  &out[i]);
+}
+
+int policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
+		  struct policy_tsg_out *out)
+{
+	struct policy_runlist *rl;
+	size_t m;
+
+	if (n == 0)
+		return 0;
+	rl = malloc(n * sizeof(*rl));
+	if (!rl)
+		return -1;
+	m = policy_runlists(in, n, rl);
+	policy_decide_with(cfg, in, n, rl, m, out);
+	free(rl);
+	return 0;
 }
 
 const char *gq_class_name(enum gq_class c)

@@ -70,6 +70,12 @@ struct policy_tsg_out {
 	const char *reason;    /* static string for operators */
 };
 
+/* The TSGs one runlist (GPU, engine) holds, per class. */
+struct policy_runlist {
+	uint32_t gpu, engine_type;
+	uint32_t lc, be;
+};
+
 void policy_config_defaults(struct policy_config *cfg);
 
 /* 0 if cfg respects the limits above; otherwise -1 and a sentence in err
@@ -78,12 +84,30 @@ void policy_config_defaults(struct policy_config *cfg);
 int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_several_be,
 			   char *err, size_t errlen);
 
+/* Groups in[0..n) per runlist into rl (room for n entries), sorted by
+ * (gpu, engine_type); returns how many runlists. O(n log n). */
+size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_runlist *rl);
+
+/* The runlist (gpu, engine_type) of rl[0..m) (from policy_runlists), or
+ * NULL when no TSG is on it. O(log m). */
+const struct policy_runlist *policy_runlist_find(const struct policy_runlist *rl, size_t m,
+						 uint32_t gpu, uint32_t engine_type);
+
+/* The decision for TSG t on a runlist holding rl (t itself included, when
+ * it is there; NULL: nothing). Rules: docs/policy.md. */
+void policy_decide_tsg(const struct policy_config *cfg, const struct policy_tsg_in *t,
+		       const struct policy_runlist *rl, struct policy_tsg_out *out);
+
 /* Decide for all n TSGs at once (a TSG's setting depends on its runlist
- * neighbours). Pure: same input, same output; in is only read, out[i] is
- * the decision for in[i]. Cost is n^2 comparisons, fine for the hundreds of
- * TSGs a node holds. Rules: docs/policy.md. */
-void policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
-		   struct policy_tsg_out *out);
+ * neighbours), given their runlists rl[0..m) from policy_runlists. Pure:
+ * same input, same output; out[i] is the decision for in[i]. O(n log m). */
+void policy_decide_with(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
+			const struct policy_runlist *rl, size_t m, struct policy_tsg_out *out);
+
+/* policy_runlists + policy_decide_with, with the runlists allocated here:
+ * 0, or -1 when out of memory (out untouched). */
+int policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
+		  struct policy_tsg_out *out);
 
 const char *gq_class_name(enum gq_class c);
 /* Parses "latency-critical"/"lc", "best-effort"/"be", "unmanaged"; -1 if bad. */

@@ -3,8 +3,9 @@
  * reconcile.c - makes observed TSG settings match desired ones: runs the
  * policy over every known TSG, sends the commands that close the gap
  * (rate-limited, one in flight per TSG, none during backoff, each on the
- * path path.c chooses) and keeps each peer's POLICY current. Safe to run at any time; a
- * second run with nothing changed sends nothing. Also owns the two timers:
+ * path path.c chooses), reads back the claims nobody confirmed, and keeps
+ * each peer's POLICY current. Safe to run at any time; a second run with
+ * nothing changed sends nothing. Also owns the two timers:
  * the periodic tick and the wake-up for the next deadline or backoff end.
  * Does not own the policy itself (policy.c) or the wire (peer.c).
  */
@@ -20,40 +21,127 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-static long policy_inputs(struct agent *a, struct policy_tsg_in **inp, struct policy_tsg_out **outp);
+/* More than one GPU (struct proc.own_gpu). */
+#define RECONCILE_GPUS_SEVERAL (GQ_UNKNOWN - 1)
+/* Read-backs of claims per tick on the direct path (its SETs have their
+ * own budget, GQ_DIRECT_PER_TICK). */
+#define GQ_READBACK_PER_TICK 64u
 
-static void run_policy(struct agent *a)
-{
+/* One policy pass over every TSG: the inputs, the decisions and the
+ * runlists (kept for the peers' POLICY). */
+struct pass {
 	struct policy_tsg_in *in;
 	struct policy_tsg_out *out;
-	long n = policy_inputs(a, &in, &out);
+	struct policy_runlist *rl;
+	size_t n, m;
+};
+
+static void pass_free(struct pass *ps)
+{
+	free(ps->in);
+	free(ps->out);
+	free(ps->rl);
+}
+
+/* A TSG counts for its runlist neighbours only when its GPU is known (or
+ * it could be paired with neighbours on another GPU) and nobody doubts it
+ * exists: an unconfirmed claim must not move anyone. */
+static int tsg_counts(const struct tsg *t)
+{
+	return t->gpu != GQ_UNKNOWN && !tsg_unverified(t);
+}
+
+static int pass_inputs(struct agent *a, struct pass *ps)
+{
+	size_t i = 0, n = a->ntsgs;
+
+	memset(ps, 0, sizeof(*ps));
+	ps->in = calloc(n + 1, sizeof(*ps->in));
+	ps->out = calloc(n + 1, sizeof(*ps->out));
+	ps->rl = calloc(n + 1, sizeof(*ps->rl));
+	if (!ps->in || !ps->out || !ps->rl) {
+		pass_free(ps);
+		return -1;
+	}
+	for (struct tsg *t = a->tsgs; t && i < n; t = t->next, i++) {
+		int counts = tsg_counts(t);
+
+		ps->in[i].gpu = counts ? t->gpu : GQ_UNKNOWN;
+		ps->in[i].engine_type = t->engine;
+		ps->in[i].cls = counts ? t->proc->cls : GQ_CLASS_UNMANAGED;
+		ps->in[i].baseline_timeslice_us = tsg_baseline(t);
+	}
+	ps->n = i;
+	return 0;
+}
+
+/* GQ_UNKNOWN: nothing yet; 0 once two values disagree. */
+static void merge(uint32_t *into, uint32_t v)
+{
+	if (*into == GQ_UNKNOWN)
+		*into = v;
+	else if (*into != v)
+		*into = 0;
+}
+
+/* What each process's counted TSGs want, per engine kind, for its POLICY. */
+static void note_own(struct agent *a)
+{
+	for (struct proc *p = a->procs; p; p = p->next)
+		p->own_gr = p->own_copy = p->own_gpu = GQ_UNKNOWN;
+	for (struct tsg *t = a->tsgs; t; t = t->next) {
+		struct proc *p = t->proc;
+
+		if (!tsg_counts(t))
+			continue;
+		if (p->own_gpu == GQ_UNKNOWN)
+			p->own_gpu = t->gpu;
+		else if (p->own_gpu != t->gpu)
+			p->own_gpu = RECONCILE_GPUS_SEVERAL;
+		if (p->cls == GQ_CLASS_UNMANAGED || t->desired_ts == GQ_UNKNOWN)
+			continue;
+		if (rm_engine_is_gr(t->engine))
+			merge(&p->own_gr, t->desired_ts);
+		else if (rm_engine_is_copy(t->engine))
+			merge(&p->own_copy, t->desired_ts);
+	}
+}
+
+static int run_policy(struct agent *a, struct pass *ps)
+{
 	size_t i = 0;
 
-	if (n < 0) {
+	if (pass_inputs(a, ps) != 0) {
 		log_error("reconcile: out of memory for the policy input");
-		return;
+		return -1;
 	}
-	policy_decide(&a->cfg->policy, in, (size_t)n, out);
-	for (struct tsg *t = a->tsgs; t; t = t->next, i++) {
-		if (t->desired_il != out[i].interleave)
+	ps->m = policy_runlists(ps->in, ps->n, ps->rl);
+	policy_decide_with(&a->cfg->policy, ps->in, ps->n, ps->rl, ps->m, ps->out);
+	for (struct tsg *t = a->tsgs; t && i < ps->n; t = t->next, i++) {
+		if (t->desired_il != ps->out[i].interleave)
 			t->il_refused = GQ_IL_NONE; /* a new level deserves a new try */
-		t->desired_ts = out[i].timeslice_us;
-		t->desired_il = out[i].interleave;
-		t->reason = out[i].reason ? out[i].reason : "";
+		t->desired_ts = ps->out[i].timeslice_us;
+		t->desired_il = ps->out[i].interleave;
+		t->reason = ps->out[i].reason ? ps->out[i].reason : "";
 		if (t->gpu == GQ_UNKNOWN)
 			t->reason = "GPU (device instance) unknown: left alone";
 		if (t->unverified_until)
 			t->reason = "reported by its preempt agent, not seen by the eBPF tracker yet: held";
+		else if (t->claim == TSG_CLAIM_READBACK)
+			t->reason = "reported by its preempt agent, not read back from the RM yet: held";
+		else if (t->claim == TSG_CLAIM_REFUSED)
+			t->reason = "reported by its preempt agent, but the RM does not know it: refused";
 	}
-	free(in);
-	free(out);
+	note_own(a);
+	return 0;
 }
 
-struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act)
+/* The facts path.c chooses from, for action act on t. */
+static struct path_in path_facts(struct agent *a, const struct tsg *t, enum gq_action act)
 {
-	const struct proc *p = proc_find(a, t->pid);
-	const struct peer *peer = p ? p->peer : NULL;
-	struct path_in in = {
+	const struct peer *peer = t->proc->peer;
+
+	return (struct path_in){
 		.mode = a->cfg->control_path[act],
 		.action = act,
 		.peer = peer && peer->hello && !peer->broken,
@@ -62,44 +150,99 @@ struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action
 		.interleave_caps = caps_allows(&a->caps, CAPS_INTERLEAVE),
 		.direct_running = a->direct != NULL,
 		.direct_stalled = a->direct && direct_is_stalled(a->direct),
-		/* The pid-reuse guard needs the start time, kept with the proc. */
-		.fd_known = t->fd != GQ_UNKNOWN && p != NULL,
+		.fd_known = t->fd != GQ_UNKNOWN,
 	};
+}
+
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act)
+{
+	struct path_in in = path_facts(a, t, act);
 
 	return path_select(&in);
 }
 
+/* A claim's read-back goes through the direct path when it may carry
+ * timeslice controls: then the agent hears the RM itself. Through the
+ * preempt agent otherwise (or when the direct path could not reach the
+ * fd), which a process that forges its RESULTs can answer falsely
+ * (docs/protocol.md, "Claims"). The read-back sets nothing, so a forced
+ * path does not bind it. */
+static struct path_choice readback_path(struct agent *a, const struct tsg *t)
+{
+	struct path_in in = path_facts(a, t, GQ_ACTION_TIMESLICE);
+	struct path_choice direct = { .path = GQ_PATH_NONE }, agent;
+
+	if (in.mode != GQ_MODE_AGENT && !t->readback_direct_failed) {
+		in.mode = GQ_MODE_DIRECT;
+		direct = path_select(&in);
+		if (direct.path != GQ_PATH_NONE)
+			return direct;
+	}
+	in.mode = GQ_MODE_AGENT;
+	agent = path_select(&in);
+	return agent.path == GQ_PATH_NONE && direct.why ? direct : agent;
+}
+
 /* No path can carry t's next control: say why once, show it on the TSG. */
-static void tsg_block(struct tsg *t, uint32_t op, const struct path_choice *ch)
+static void tsg_block(struct agent *a, struct tsg *t, uint32_t op, const struct path_choice *ch)
 {
 	if (t->blocked != ch->why)
-		log_warn("pid %d: %s on TSG 0x%x not sent: %s", (int)t->pid, gq_op_name(op),
-			 t->h_tsg, ch->why);
+		proc_log(a, t->proc, GQ_LOG_WARN, "pid %d: %s on TSG 0x%x not sent: %s", (int)t->pid,
+			 gq_op_name(op), t->h_tsg, ch->why);
 	t->blocked = ch->why;
 	t->blocked_stalled = ch->stalled;
 	snprintf(t->error, sizeof(t->error), "%s: %s", gq_op_name(op), ch->why);
 }
 
 /* The rate limit of the chosen path; 1 if one more may be sent now. */
-static int path_budget(struct agent *a, const struct tsg *t, enum gq_path path)
+static int path_budget(struct agent *a, const struct tsg *t, enum gq_path path, uint32_t op)
 {
-	struct proc *p = proc_find(a, t->pid);
-
+	if (path == GQ_PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
+		return a->readback_sent_this_tick < GQ_READBACK_PER_TICK;
 	if (path == GQ_PATH_DIRECT)
 		return a->direct_sent_this_tick < GQ_DIRECT_PER_TICK;
-	return p && p->peer && p->peer->sent_this_tick < GQ_CMDS_PER_TICK;
+	return t->proc->peer && t->proc->peer->sent_this_tick < GQ_CMDS_PER_TICK;
 }
 
-/* Sends at most one command for t; returns 1 if one was sent. */
-static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now)
+static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch, uint32_t op,
+		    uint64_t arg)
 {
-	struct proc *p = proc_find(a, t->pid);
+	if (ch->path == GQ_PATH_NONE) {
+		tsg_block(a, t, op, ch);
+		return 0;
+	}
+	t->blocked = NULL;
+	if (!path_budget(a, t, ch->path, op) || !cmd_issue(a, t, ch->path, op, arg, NULL))
+		return 0;
+	if (ch->path == GQ_PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
+		a->readback_sent_this_tick++;
+	else if (ch->path == GQ_PATH_DIRECT)
+		a->direct_sent_this_tick++;
+	else
+		t->proc->peer->sent_this_tick++;
+	return 1;
+}
+
+/* Sends at most one command for t; returns 1 if one was sent. While
+ * `holding`, only read-backs of claims (they change nothing). */
+static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holding)
+{
+	struct proc *p = t->proc;
 	struct path_choice ch;
 	uint32_t op;
 	uint64_t arg;
 
-	if (!p || t->inflight || t->backoff_until > now || t->unverified_until)
-		return 0; /* an unverified claim is never acted on */
+	if (t->inflight || t->backoff_until > now || t->unverified_until ||
+	    t->claim == TSG_CLAIM_REFUSED)
+		return 0; /* an unverified or refused claim is never acted on */
+	if (t->claim == TSG_CLAIM_READBACK) {
+		if (p->cls == GQ_CLASS_UNMANAGED)
+			return 0; /* counts for nothing: no need to know yet */
+		ch = readback_path(a, t);
+		return send_one(a, t, &ch, GQ_OP_GET_TIMESLICE, 0);
+	}
+	if (holding)
+		return 0;
 	if (p->cls == GQ_CLASS_UNMANAGED && t->applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
 	if (tsg_ts_differs(t)) {
@@ -115,124 +258,105 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now)
 		return 0;
 	}
 	ch = tsg_path(a, t, gq_op_action(op));
-	if (ch.path == GQ_PATH_NONE) {
-		tsg_block(t, op, &ch);
-		return 0;
-	}
-	t->blocked = NULL;
-	if (!path_budget(a, t, ch.path) || !cmd_issue(a, t, ch.path, op, arg, NULL))
-		return 0;
-	if (ch.path == GQ_PATH_DIRECT)
-		a->direct_sent_this_tick++;
-	else
-		p->peer->sent_this_tick++;
-	return 1;
+	return send_one(a, t, &ch, op, arg);
 }
 
-/* The policy input of every known TSG, with one spare slot at the end for
- * a hypothetical TSG (see peer_policy). Returns the count, or -1. */
-static long policy_inputs(struct agent *a, struct policy_tsg_in **inp, struct policy_tsg_out **outp)
+/* The answer for one more TSG of process p on `engine`, asked on p's GPU
+ * (every GPU known when p has none yet): GQ_UNKNOWN when no GPU is known,
+ * 0 when the GPUs disagree. */
+static uint32_t hypothetical(struct agent *a, const struct pass *ps, const struct proc *p,
+			     uint32_t engine, uint32_t baseline)
 {
-	size_t n = 0, i = 0;
-
-	for (struct tsg *t = a->tsgs; t; t = t->next)
-		n++;
-	*inp = calloc(n + 1, sizeof(**inp));
-	*outp = calloc(n + 1, sizeof(**outp));
-	if (!*inp || !*outp) {
-		free(*inp);
-		free(*outp);
-		return -1;
-	}
-	/* Without its GPU a TSG could be paired with neighbours on another GPU:
-	 * leave it alone and let it count for no runlist. */
-	for (struct tsg *t = a->tsgs; t; t = t->next, i++) {
-		const struct proc *p = proc_find(a, t->pid);
-
-		(*inp)[i].gpu = t->gpu;
-		(*inp)[i].engine_type = t->engine;
-		/* A claim the tracker has not confirmed must not move its
-		 * neighbours either. */
-		(*inp)[i].cls = p && t->gpu != GQ_UNKNOWN && !t->unverified_until ? p->cls
-										    : GQ_CLASS_UNMANAGED;
-		(*inp)[i].baseline_timeslice_us = tsg_baseline(t);
-	}
-	return (long)n;
-}
-
-/* What a TSG of engine `engine` that process p creates next should start
- * at, so the preempt agent can rewrite libcuda's own SET_TIMESLICE and the
- * TSG never runs at the wrong value: the policy's answer for one more such
- * TSG beside the current ones. Asked for every GPU the process already
- * uses (every known GPU if none yet); 0 ("leave libcuda's value") when the
- * answer is the baseline or the GPUs disagree. */
-static uint32_t peer_policy_for(const struct agent *a, const struct proc *p, struct policy_tsg_in *in,
-				struct policy_tsg_out *out, size_t n, uint32_t engine, uint32_t baseline)
-{
+	struct policy_tsg_in hyp = { .engine_type = engine, .cls = p->cls,
+				     .baseline_timeslice_us = baseline };
 	uint32_t answer = GQ_UNKNOWN;
-	int own = 0;
 
-	for (const struct tsg *t = a->tsgs; t; t = t->next)
-		own |= t->pid == p->pid && t->gpu != GQ_UNKNOWN;
-	for (const struct tsg *g = a->tsgs; g; g = g->next) {
-		int seen = 0;
+	for (size_t i = 0; i < ps->m; i++) {
+		const struct policy_runlist *r;
+		struct policy_runlist with;
+		struct policy_tsg_out out;
+		uint32_t gpu = ps->rl[i].gpu;
 
-		if (g->gpu == GQ_UNKNOWN || (own && g->pid != p->pid))
+		/* rl is sorted by GPU: ask each GPU once, at its first runlist */
+		if (gpu == GQ_UNKNOWN || (i > 0 && ps->rl[i - 1].gpu == gpu))
 			continue;
-		for (const struct tsg *e = a->tsgs; e != g; e = e->next)
-			seen |= e->gpu == g->gpu && (!own || e->pid == p->pid);
-		if (seen)
-			continue; /* this GPU was asked already */
-		in[n] = (struct policy_tsg_in){.gpu = g->gpu, .engine_type = engine, .cls = p->cls,
-					       .baseline_timeslice_us = baseline};
-		policy_decide(&a->cfg->policy, in, n + 1, out);
-		if (answer != GQ_UNKNOWN && answer != out[n].timeslice_us)
-			return 0;
-		answer = out[n].timeslice_us;
+		if (p->own_gpu != GQ_UNKNOWN && p->own_gpu != RECONCILE_GPUS_SEVERAL && p->own_gpu != gpu)
+			continue;
+		r = policy_runlist_find(ps->rl, ps->m, gpu, engine);
+		with = r ? *r : (struct policy_runlist){ .gpu = gpu, .engine_type = engine };
+		with.lc += p->cls == GQ_CLASS_LC;
+		with.be += p->cls == GQ_CLASS_BE;
+		hyp.gpu = gpu;
+		policy_decide_tsg(&a->cfg->policy, &hyp, &with, &out);
+		merge(&answer, out.timeslice_us);
 	}
+	return answer;
+}
+
+/* What a TSG of engine `engine` that process p creates next, or libcuda's
+ * own later SET_TIMESLICE on one it has, should be, so that the preempt
+ * agent sets it at once and rewrites that SET (docs/protocol.md). Where p
+ * already has counted TSGs of that engine kind it is their value: the SET
+ * that follows concerns them, and counting them again beside a
+ * hypothetical twin would give a sole BE the several-BE floor. Otherwise
+ * the policy's answer for one more such TSG. 0: leave libcuda's value (the
+ * answer is the baseline, or the GPUs disagree). */
+static uint32_t peer_policy_for(struct agent *a, const struct pass *ps, const struct proc *p,
+				uint32_t own, uint32_t engine, uint32_t baseline)
+{
+	uint32_t answer = own != GQ_UNKNOWN ? own : hypothetical(a, ps, p, engine, baseline);
+
 	return answer == GQ_UNKNOWN || answer == baseline ? 0 : answer;
 }
 
-void reconcile_peer_policy(struct agent *a, const struct peer *p, uint32_t *gr, uint32_t *copy)
+static void peer_policy(struct agent *a, const struct pass *ps, struct peer *p)
 {
-	struct policy_tsg_in *in;
-	struct policy_tsg_out *out;
-	long n;
+	uint32_t gr = 0, copy = 0;
 
-	*gr = 0;
-	*copy = 0;
-	if (!p->proc || p->proc->cls == GQ_CLASS_UNMANAGED)
-		return;
-	n = policy_inputs(a, &in, &out);
-	if (n < 0) {
-		log_error("reconcile: out of memory computing the POLICY of pid %d", (int)p->pid);
-		return;
+	if (p->proc && p->proc->cls != GQ_CLASS_UNMANAGED) {
+		gr = peer_policy_for(a, ps, p->proc, p->proc->own_gr, RM_ENGINE_GR0,
+				     RM_DEFAULT_TIMESLICE_GR_US);
+		copy = peer_policy_for(a, ps, p->proc, p->proc->own_copy, RM_ENGINE_COPY0 + 2,
+				       RM_DEFAULT_TIMESLICE_COPY_US);
 	}
-	*gr = peer_policy_for(a, p->proc, in, out, (size_t)n, RM_ENGINE_GR0, RM_DEFAULT_TIMESLICE_GR_US);
-	*copy = peer_policy_for(a, p->proc, in, out, (size_t)n, RM_ENGINE_COPY0 + 2,
-				RM_DEFAULT_TIMESLICE_COPY_US);
-	free(in);
-	free(out);
+	if (!p->policy_valid || gr != p->policy_gr || copy != p->policy_copy)
+		peer_send_policy(a, p, gr, copy);
+}
+
+/* After a restart, the claims re-reported by earlier peers are read back
+ * before anything is set from a partial view (within the grace). */
+static int holding_now(struct agent *a, uint64_t now)
+{
+	int holding = state_holding(a, now);
+
+	if (holding || tracker_active(a) || now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull)
+		return holding;
+	for (const struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->claim == TSG_CLAIM_READBACK && t->proc->cls != GQ_CLASS_UNMANAGED)
+			return 1;
+	return 0;
 }
 
 void reconcile(struct agent *a)
 {
 	uint64_t now = now_us();
 	unsigned sent = 0;
+	struct pass ps;
+	int holding;
 
 	a->dirty = 0;
-	run_policy(a);
-	for (struct tsg *t = a->tsgs; t && !state_holding(a, now); t = t->next)
-		sent += (unsigned)reconcile_tsg(a, t, now);
-	for (struct peer *p = a->peers; p; p = p->next) {
-		uint32_t gr, copy;
-
-		if (!p->hello)
-			continue;
-		reconcile_peer_policy(a, p, &gr, &copy);
-		if (!p->policy_valid || gr != p->policy_gr || copy != p->policy_copy)
-			peer_send_policy(a, p, gr, copy);
+	if (run_policy(a, &ps) != 0) {
+		wake_rearm(a);
+		return;
 	}
+	/* Outside the loop over TSGs: with none, the grace must still end. */
+	holding = holding_now(a, now);
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		sent += (unsigned)reconcile_tsg(a, t, now, holding);
+	for (struct peer *p = a->peers; p; p = p->next)
+		if (p->hello)
+			peer_policy(a, &ps, p);
+	pass_free(&ps);
 	if (sent)
 		log_debug("reconcile: %u command(s) sent", sent);
 	if (a->kube)
@@ -245,6 +369,7 @@ void reconcile_tick(struct agent *a)
 	for (struct peer *p = a->peers; p; p = p->next)
 		p->sent_this_tick = 0;
 	a->direct_sent_this_tick = 0;
+	a->readback_sent_this_tick = 0;
 	tracker_tick(a);
 	proc_gc(a);
 	state_gc(a);
@@ -325,10 +450,11 @@ void wake_rearm(struct agent *a)
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->backoff_until > now && (next == 0 || t->backoff_until < next))
 			next = t->backoff_until;
-	if (a->expected) {
+	{
+		/* The grace ends in reconcile (holding_now): be there when it does. */
 		uint64_t grace_end = a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
 
-		if (next == 0 || grace_end < next)
+		if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
 			next = grace_end;
 	}
 	memset(&its, 0, sizeof(its));

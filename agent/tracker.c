@@ -78,6 +78,7 @@ struct seen {
 	int32_t fd;
 	int ts_set, il_set;
 	uint32_t ts, il;
+	uint64_t at; /* when RM accepted ts/il, or when the table was read */
 };
 
 /* The process owning a TSG the kernel saw. A process met for the first
@@ -114,11 +115,15 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 	struct tsg *t = tsg_find(a, s->pid, s->h_client, s->h_tsg);
 
 	if (!t) {
-		if (!tracked_proc(a, s->pid, s->fd))
+		struct proc *p = tracked_proc(a, s->pid, s->fd);
+
+		if (!p)
 			return;
-		t = tsg_new(a, s->pid, s->h_client, s->h_tsg);
+		t = tsg_new(a, p, s->h_client, s->h_tsg);
 		if (!t) {
-			log_error("pid %d: TSG 0x%x: out of memory", (int)s->pid, s->h_tsg);
+			proc_log(a, p, GQ_LOG_ERROR, "pid %d: TSG 0x%x not tracked: %s", (int)s->pid,
+				 s->h_tsg, errno == EDQUOT ? "the agent holds GQ_TSGS_MAX TSGs"
+							   : "out of memory");
 			return;
 		}
 		log_debug("pid %d: TSG 0x%x/0x%x engine %u from the eBPF tracker", (int)s->pid,
@@ -127,6 +132,7 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 	if (t->unverified_until)
 		log_debug("pid %d: TSG 0x%x confirmed by the eBPF tracker", (int)s->pid, s->h_tsg);
 	t->unverified_until = 0;
+	t->claim = TSG_CLAIM_CONFIRMED;
 	t->sources |= GQ_SRC_BPF;
 	t->h_device = s->h_device;
 	/* Fill in what the preempt agent did not know. */
@@ -137,9 +143,9 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 	if (t->fd == GQ_UNKNOWN && s->fd >= 0)
 		t->fd = (uint32_t)s->fd;
 	if (s->ts_set)
-		t->applied_ts = s->ts;
+		tsg_observe_ts(t, s->ts, s->at);
 	if (s->il_set)
-		t->applied_il = s->il;
+		tsg_observe_il(t, s->il, s->at);
 	a->dirty = 1;
 }
 
@@ -150,6 +156,7 @@ static int on_live_tsg(void *ctx, const struct tt_obj_key *k, const struct tt_ts
 		.h_device = v->hDevice, .gpu = v->device_id, .engine = v->engine_type, .fd = v->fd,
 		.ts_set = !!(v->flags & TT_TSG_TIMESLICE_SET), .ts = (uint32_t)v->timeslice_us,
 		.il_set = !!(v->flags & TT_TSG_INTERLEAVE_SET), .il = v->interleave,
+		.at = now_us(), /* the table holds the latest values: as of now */
 	};
 
 	tsg_seen(ctx, &s);
@@ -233,10 +240,12 @@ static void on_set_event(struct agent *a, const struct tt_event *ev)
 
 	if (!t)
 		return;
+	/* The kernel's own clock of the call: a RESULT of an earlier control
+	 * read after this event does not overwrite it. */
 	if (ev->type == TT_EV_INTERLEAVE) {
-		t->applied_il = (uint32_t)ev->value;
+		tsg_observe_il(t, (uint32_t)ev->value, ev->ts_ns / 1000u);
 	} else {
-		t->applied_ts = (uint32_t)ev->value;
+		tsg_observe_ts(t, (uint32_t)ev->value, ev->ts_ns / 1000u);
 		/* Without a preempt agent the process's own SET is what the
 		 * application asked for: the baseline to restore. */
 		if (!(ev->flags & TT_F_FOREIGN) && !(t->sources & GQ_SRC_AGENT))
@@ -378,7 +387,8 @@ void tracker_tick(struct agent *a)
 
 		if (t->unverified_until && t->unverified_until <= now) {
 			a->trk.refused_claims++;
-			log_warn("pid %d: preempt agent's TSG 0x%x/0x%x refused: the eBPF tracker never "
+			proc_log(a, t->proc, GQ_LOG_WARN,
+				 "pid %d: preempt agent's TSG 0x%x/0x%x refused: the eBPF tracker never "
 				 "saw pid %d allocate it", (int)t->pid, t->h_client, t->h_tsg, (int)t->pid);
 			tsg_drop(a, t);
 		}

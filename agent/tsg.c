@@ -3,7 +3,9 @@
  * tsg.c - the tables of processes and TSGs: lookup, upsert, drop, and a
  * process's class (override > config rules, or > its pod's annotation in
  * Kubernetes mode, kubemode.c). A TSG lives while one of its
- * sources (the eBPF tracker, the preempt agent) holds it. Does not own
+ * sources (the eBPF tracker, the preempt agent) holds it. Also owns the
+ * limits on claims (GQ_CLAIMS_*, GQ_TSGS_MAX), what the agent believes
+ * the RM holds (tsg_observe_*) and the per-process log limit. Does not own
  * sockets, the tracker's events (tracker.c) or the decision of what a
  * TSG's settings should be (reconcile.c, policy.c).
  */
@@ -11,8 +13,87 @@
 #include "agent/kubemode.h"
 #include "common/log.h"
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int ratelimit_allow(struct ratelimit *r, uint64_t now, unsigned burst, uint64_t window_us,
+		    unsigned long *suppressed)
+{
+	*suppressed = 0;
+	if (now - r->window_start >= window_us || r->window_start == 0) {
+		*suppressed = r->suppressed;
+		r->window_start = now ? now : 1;
+		r->lines = 0;
+		r->suppressed = 0;
+	}
+	if (r->lines >= burst) {
+		r->suppressed++;
+		return 0;
+	}
+	r->lines++;
+	return 1;
+}
+
+void proc_log(struct agent *a, struct proc *p, enum gq_log_level lv, const char *fmt, ...)
+{
+	unsigned long dropped;
+	char line[512];
+	va_list ap;
+
+	if (!ratelimit_allow(&p->log, now_us(), GQ_PROC_LOG_BURST, GQ_PROC_LOG_WINDOW_MS * 1000ull,
+			     &dropped)) {
+		a->n.log_suppressed++;
+		return;
+	}
+	if (dropped)
+		log_warn("pid %d: %lu log line(s) it caused were suppressed (limit %u per %u s)",
+			 (int)p->pid, dropped, GQ_PROC_LOG_BURST, GQ_PROC_LOG_WINDOW_MS / 1000u);
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	gq_log(lv, "%s", line);
+}
+
+/* Lines suppressed since the last one was written: said as p goes. */
+static void proc_log_flush(struct proc *p)
+{
+	if (p->log.suppressed)
+		log_warn("pid %d: %lu log line(s) it caused were suppressed (limit %u per %u s)",
+			 (int)p->pid, p->log.suppressed, GQ_PROC_LOG_BURST,
+			 GQ_PROC_LOG_WINDOW_MS / 1000u);
+	p->log.suppressed = 0;
+}
+
+struct uid_use *uid_use_get(struct agent *a, uid_t uid)
+{
+	struct uid_use *u;
+
+	for (u = a->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	/* Bounded: a new entry needs a connected peer of that uid, and peers
+	 * are bounded (GQ_PEERS_MAX). */
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	u->next = a->uids;
+	a->uids = u;
+	return u;
+}
+
+void uid_use_free_all(struct agent *a)
+{
+	while (a->uids) {
+		struct uid_use *u = a->uids;
+
+		a->uids = u->next;
+		free(u);
+	}
+}
 
 struct proc *proc_find(struct agent *a, pid_t pid)
 {
@@ -88,6 +169,7 @@ void proc_gc(struct agent *a)
 
 		if (!p->peer && (procinfo_starttime(p->pid, &st) != 0 || st != p->starttime)) {
 			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
+			proc_log_flush(p);
 			tsg_drop_pid(a, p->pid, 0, 0, GQ_SRC_ALL);
 			*pp = p->next;
 			free(p);
@@ -106,45 +188,119 @@ struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h
 }
 
 /* A TSG nobody has described yet: every observed value unknown. */
-struct tsg *tsg_new(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg)
+struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_handle h_tsg)
 {
-	struct tsg *t = calloc(1, sizeof(*t));
+	struct tsg *t;
 
-	if (!t)
+	if (a->ntsgs >= GQ_TSGS_MAX) {
+		errno = EDQUOT;
 		return NULL;
-	t->pid = pid;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->pid = p->pid;
+	t->proc = p;
 	t->h_client = h_client;
 	t->h_tsg = h_tsg;
 	t->gpu = t->engine = t->fd = GQ_UNKNOWN;
 	t->applied_ts = t->app_ts = t->applied_il = GQ_UNKNOWN;
-	t->rep_ts = t->rep_il = GQ_UNKNOWN;
 	t->desired_ts = GQ_UNKNOWN;
 	t->desired_il = POLICY_INTERLEAVE_LEAVE;
 	t->il_refused = GQ_IL_NONE;
 	t->reason = "not reconciled yet";
 	t->next = a->tsgs;
 	a->tsgs = t;
+	a->ntsgs++;
 	a->dirty = 1;
+	return t;
+}
+
+/* The TSG is no longer a preempt agent's claim: it stops counting toward
+ * its process's and uid's limits. */
+static void tsg_uncharge(struct tsg *t)
+{
+	if (!t->charged)
+		return;
+	t->charged->claims--;
+	t->proc->claims--;
+	t->charged = NULL;
+}
+
+static void tsg_free(struct agent *a, struct tsg *t)
+{
+	tsg_uncharge(t);
+	a->ntsgs--;
+	free(t);
+	a->dirty = 1;
+}
+
+void tsg_observe_ts(struct tsg *t, uint32_t us, uint64_t at)
+{
+	if (at < t->ts_at)
+		return; /* someone told the RM something else since */
+	t->applied_ts = us;
+	t->ts_at = at;
+}
+
+void tsg_observe_il(struct tsg *t, uint32_t level, uint64_t at)
+{
+	if (at < t->il_at)
+		return;
+	t->applied_il = level;
+	t->il_at = at;
+}
+
+int tsg_unverified(const struct tsg *t)
+{
+	return t->unverified_until != 0 || t->claim != TSG_CLAIM_CONFIRMED;
+}
+
+/* A TSG p's preempt agent reports for the first time, within the limits. */
+static struct tsg *tsg_claim_new(struct agent *a, struct proc *p, const struct gq_tsg *m)
+{
+	struct tsg *t;
+
+	if (p->claims >= GQ_CLAIMS_PER_PROC || (p->uid && p->uid->claims >= GQ_CLAIMS_PER_UID)) {
+		errno = EDQUOT;
+		return NULL;
+	}
+	t = tsg_new(a, p, m->h_client, m->h_tsg);
+	if (!t)
+		return NULL;
+	if (p->uid) {
+		t->charged = p->uid;
+		p->uid->claims++;
+		p->claims++;
+	}
+	if (tracker_active(a)) {
+		t->unverified_until = now_us() + TRACKER_CLAIM_GRACE_MS * 1000ull;
+		log_debug("pid %d: TSG 0x%x/0x%x held until the eBPF tracker confirms it",
+			  (int)p->pid, m->h_client, m->h_tsg);
+	} else {
+		/* Nothing but its word says it exists: read it back first. */
+		t->claim = TSG_CLAIM_READBACK;
+	}
 	return t;
 }
 
 /* A preempt agent's report. With the tracker running, the kernel is the
  * authority: a TSG it has not seen is held unverified (tracker.c refuses
- * it after the grace), and the values RM accepted come from its events. */
-struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint32_t gen)
+ * it after the grace), and the values RM accepted come from its events.
+ * Without it, the report is what the RM was last told through the
+ * process's own ioctls, as of now: newer than anything older we believe. */
+struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, uint32_t gen)
 {
-	struct tsg *t = tsg_find(a, pid, m->h_client, m->h_tsg);
-	int fresh = !t, kernel;
+	struct tsg *t = tsg_find(a, p->pid, m->h_client, m->h_tsg);
+	uint64_t now = now_us();
+	int kernel;
 
 	if (!t) {
-		t = tsg_new(a, pid, m->h_client, m->h_tsg);
+		t = tsg_claim_new(a, p, m);
 		if (!t)
 			return NULL;
-		if (tracker_active(a)) {
-			t->unverified_until = now_us() + TRACKER_CLAIM_GRACE_MS * 1000ull;
-			log_debug("pid %d: TSG 0x%x/0x%x held until the eBPF tracker confirms it",
-				  (int)pid, m->h_client, m->h_tsg);
-		}
 	}
 	kernel = (t->sources & GQ_SRC_BPF) != 0;
 	t->sources |= GQ_SRC_AGENT;
@@ -155,16 +311,12 @@ struct tsg *tsg_upsert(struct agent *a, pid_t pid, const struct gq_tsg *m, uint3
 		t->engine = m->engine_type;
 	if (!kernel || t->fd == GQ_UNKNOWN)
 		t->fd = m->fd;
-	/* The preempt agent does not see what the direct path set: a report
-	 * that repeats its previous value says nothing new, so a value set
-	 * directly since then stands. A changed report is the newer truth,
-	 * unless the tracker saw the TSG: it sees every value RM accepts. */
-	if (!kernel && (fresh || m->timeslice_us != t->rep_ts))
-		t->applied_ts = m->timeslice_us;
-	if (!kernel && (fresh || m->interleave != t->rep_il))
-		t->applied_il = m->interleave;
-	t->rep_ts = m->timeslice_us;
-	t->rep_il = m->interleave;
+	/* "Unknown" only says the preempt agent saw no SET: what our direct
+	 * controls set since stands. */
+	if (!kernel && m->timeslice_us != GQ_UNKNOWN)
+		tsg_observe_ts(t, m->timeslice_us, now);
+	if (!kernel && m->interleave != GQ_UNKNOWN)
+		tsg_observe_il(t, m->interleave, now);
 	t->app_ts = m->app_timeslice_us;
 	t->gen = gen;
 	a->dirty = 1;
@@ -176,8 +328,7 @@ void tsg_drop(struct agent *a, struct tsg *t)
 	for (struct tsg **pp = &a->tsgs; *pp; pp = &(*pp)->next) {
 		if (*pp == t) {
 			*pp = t->next;
-			free(t);
-			a->dirty = 1;
+			tsg_free(a, t);
 			return;
 		}
 	}
@@ -196,13 +347,14 @@ void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsign
 
 		if (t->pid == pid && !(keep_gen && t->gen == gen) && (t->sources & sources)) {
 			t->sources &= ~sources;
+			if (!(t->sources & GQ_SRC_AGENT))
+				tsg_uncharge(t);
 			if (t->sources) {
 				pp = &t->next;
 				continue;
 			}
 			*pp = t->next;
-			free(t);
-			a->dirty = 1;
+			tsg_free(a, t);
 			continue;
 		}
 		pp = &t->next;
@@ -254,10 +406,13 @@ int tsg_il_differs(const struct tsg *t)
 
 const char *tsg_state(const struct agent *a, const struct tsg *t)
 {
-	const struct proc *p = proc_find((struct agent *)a, t->pid);
+	const struct proc *p = t->proc;
 	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
 
-	if (t->unverified_until)
+	(void)a;
+	if (t->claim == TSG_CLAIM_REFUSED)
+		return "refused";
+	if (tsg_unverified(t))
 		return "unverified";
 	if (t->blocked && t->blocked_stalled)
 		return "stalled";
@@ -278,12 +433,14 @@ void proc_free_all(struct agent *a)
 		struct tsg *t = a->tsgs;
 
 		a->tsgs = t->next;
-		free(t);
+		tsg_free(a, t);
 	}
 	while (a->procs) {
 		struct proc *p = a->procs;
 
 		a->procs = p->next;
+		proc_log_flush(p);
 		free(p);
 	}
+	uid_use_free_all(a);
 }

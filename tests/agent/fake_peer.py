@@ -156,6 +156,11 @@ class Peer:
             self.tsgs.pop((c["client"], c["tsg"]), None)
             self.seq += 1
             self.send(hdr(TSG_GONE, self.seq) + struct.pack("=II", c["client"], c["tsg"]))
+        elif op == "flood":  # n TSG claims at once (handles tsg, tsg+1, ...), not kept
+            for i in range(c["n"]):
+                t = {"client": c["client"], "tsg": c["tsg"] + i, "engine": c.get("engine", 1),
+                     "fd": c.get("fd", self.ctlfd)}
+                self.send(self.tsg_msg(t))
         elif op == "raw":
             self.send(bytes.fromhex(c["hex"]))
         elif op == "set":

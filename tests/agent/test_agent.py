@@ -51,8 +51,11 @@ def t_policy_converge(make_agent):
     check(be.evs("policy")[0] == {"ev": "policy", "gr": 0, "copy": 0}, "first POLICY is 0/0")
     standard_process(be)
     wait_for(lambda: len(a.tsgs(be.pid)) == 4, "4 TSGs of the BE process listed")
+    wait_for(lambda: all(t["state"] == "converged" for t in a.tsgs(be.pid)),
+             "its claims read back (the tracker is off)")
     time.sleep(0.3)
-    check(not be.commands(), "a BE alone is left at its baseline: %r" % be.commands())
+    check(not be.commands(OP_SET_TS) and not be.commands(OP_SET_IL),
+          "a BE alone is left at its baseline: %r" % be.commands())
     lc = a.peer(LC_ENV)
     standard_process(lc, client=0xC1D00002)
     wait_for(lambda: be.commands(OP_SET_TS, GR), "BE GR TSG gets SET_TIMESLICE")
@@ -61,7 +64,7 @@ def t_policy_converge(make_agent):
     check(cmd["deadline"] == 1000 * 1000, "deadline_us from controlDeadlineMs: %r" % cmd)
     wait_for(lambda: converged(a, be.pid, 50), "BE GR converged at 50")
     wait_for(lambda: converged(a, lc.pid, 100000), "LC GR converged at 100000")
-    check(not be.commands(None, 0x5C000011), "copy TSGs are not managed by default")
+    check(not be.commands(OP_SET_TS, 0x5C000011), "copy TSGs are not managed by default")
     t = gr_of(a, be.pid)
     check(t["class"] == "best-effort" and t["classSource"] == "rule", "BE by rule: %r" % t)
     check(t["timeslice"] == {"desired": 50, "applied": 50, "baseline": 2048}, repr(t))
@@ -74,9 +77,12 @@ def t_policy_converge(make_agent):
     check(tl["class"] == "latency-critical" and tl["classSource"] == "gpuqos-run", repr(tl))
     procs = {p["pid"]: p for p in a.list()["processes"]}
     check(procs[be.pid]["connected"] and procs[be.pid]["tsgs"] == 4, repr(procs))
-    # POLICY is what the process's NEXT GR TSG would be given: beside its
-    # existing one that makes two BE TSGs on the runlist, so the floor.
-    wait_for(lambda: be.evs("policy")[-1]["gr"] == 1000, "BE's POLICY predicts its next GR TSG")
+    # POLICY is what libcuda's next SET_TIMESLICE on its GR TSG is rewritten
+    # to: the sole BE's value, not the floor of two BEs (its own TSG counted
+    # twice, once as a hypothetical twin).
+    wait_for(lambda: be.evs("policy")[-1]["gr"] == 50, "BE's POLICY is its GR TSG's value")
+    be.sync()
+    check(all(e["gr"] != 1000 for e in be.evs("policy")), "never the floor: %r" % be.evs("policy"))
     # The LC arrived when a BE already ran: its first POLICY, the answer to
     # its HELLO, already carries the LC value, so its first TSG is created
     # right.
@@ -87,6 +93,14 @@ def t_policy_converge(make_agent):
     n = len(be.commands()) + len(lc.commands())
     time.sleep(0.5)
     check(len(be.commands()) + len(lc.commands()) == n, "reconcile is idempotent")
+    # A second context: two BE GR TSGs on the runlist, both at the floor,
+    # and so is the POLICY.
+    be.add_tsg(0xC1D00003, 0x5C000030, 1, ts=2048, app=2048)
+    wait_for(lambda: be.evs("policy")[-1]["gr"] == 1000, "two BE contexts: POLICY at the floor")
+    wait_for(lambda: all(t["timeslice"]["applied"] == 1000 and t["state"] == "converged"
+                         for t in a.tsgs(be.pid) if t["engineName"] == "GR0"), "both at the floor")
+    be.send(op="gone", client=0xC1D00003, tsg=0x5C000030)
+    wait_for(lambda: converged(a, be.pid, 50), "one context again: 50")
     lc.close()
     wait_for(lambda: converged(a, be.pid, 2048), "BE restored to baseline after LC left")
     check(be.commands(OP_SET_TS, GR)[-1]["arg"] == 2048, "restore sends the baseline")
@@ -166,9 +180,11 @@ def t_deadline(make_agent):
     a = make_agent(config(controlDeadlineMs=100, controlPath="agent"))
     a.start()
     be = a.peer()
-    be.send(op="set", answer=False)
-    be, lc = be, a.peer(LC_ENV)
     standard_process(be)
+    # its claims read back (the tracker is off), then it falls silent
+    wait_for(lambda: [t["state"] for t in a.tsgs(be.pid)] == ["converged"] * 4, "BE confirmed")
+    be.send(op="set", answer=False)
+    lc = a.peer(LC_ENV)
     standard_process(lc, client=0xC1D00002)
     wait_for(lambda: be.commands(OP_SET_TS, GR), "BE command sent")
     t0 = time.monotonic()
@@ -202,13 +218,13 @@ def t_reconnect(make_agent):
     be, lc = be_and_lc(a)
     wait_for(lambda: converged(a, be.pid, 50), "converged")
     be.sync()
-    n = len(be.commands())
+    n = len(be.commands(OP_SET_TS))
     be.send(op="reconnect")
     wait_for(lambda: len(be.evs("connected")) == 2, "reconnected")
     wait_for(lambda: len(a.tsgs(be.pid)) == 4, "re-reported")
     time.sleep(0.3)
     check(len(a.tsgs(be.pid)) == 4, "no duplicate TSGs: %d" % len(a.tsgs(be.pid)))
-    check(len(be.commands()) == n, "re-reported applied value needs no command")
+    check(len(be.commands(OP_SET_TS)) == n, "re-reported applied value needs no SET")
     check(converged(a, be.pid, 50), "still converged")
     # a TSG freed while disconnected is dropped at SYNCED
     be.send(op="forget", client=0xC1D00001, tsg=0x5C000013)
@@ -239,7 +255,7 @@ def t_restart(make_agent):
         check(str(p2.pid) in f.read(), "override persisted")
     p1.sync()
     p2.sync()
-    n1, n2 = len(p1.commands()), len(p2.commands())
+    n1, n2 = len(p1.commands(OP_SET_TS)), len(p2.commands(OP_SET_TS))
     check(a.stop(signal.SIGKILL) == -signal.SIGKILL, "agent killed")
     a.start()
     wait_for(lambda: len(a.tsgs()) == 8, "peers reconnected and re-reported")
@@ -248,8 +264,9 @@ def t_restart(make_agent):
           procs[p2.pid]["classSource"] == "override", "override survived: %r" % procs[p2.pid])
     wait_for(lambda: converged(a, p1.pid, 50) and converged(a, p2.pid, 100000),
              "same state after restart")
-    check(len(p1.commands()) == n1 and len(p2.commands()) == n2,
-          "converged state needs no new command after restart")
+    # Re-reported claims are read back (GET_TIMESLICE); nothing is set.
+    check(len(p1.commands(OP_SET_TS)) == n1 and len(p2.commands(OP_SET_TS)) == n2,
+          "converged state needs no SET after restart")
     r = a.ctl({"cmd": "set-class", "pid": p2.pid, "class": "auto"})
     check(r["ok"] and r["class"] == "best-effort", "auto removes the override: %r" % r)
     wait_for(lambda: converged(a, p1.pid, 2048) and converged(a, p2.pid, 2048),
@@ -304,8 +321,10 @@ def t_ctl_malformed(make_agent):
     after = a.list()
     for k in ("tsgs", "processes"):
         check(before[k] == after[k], "malformed requests changed nothing (%s)" % k)
-    with open(os.path.join(a.state, "state.json")) as f:
-        check(json.load(f)["overrides"] == [], "no override written")
+    # The file may not be written yet (peers are written after a delay).
+    if os.path.exists(os.path.join(a.state, "state.json")):
+        with open(os.path.join(a.state, "state.json")) as f:
+            check(json.load(f)["overrides"] == [], "no override written")
     # a client that connects and leaves without a request does no harm
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(a.ctl_sock)
@@ -564,6 +583,176 @@ def t_path_bad_config(make_agent):
           r.stderr)
 
 
+# ---- review findings (issue 8) --------------------------------------------
+
+
+def t_belief_latest(make_agent):
+    """The agent's belief follows what the RM was told last, by anyone: a
+    report equal to the previous report still says the RM was told that
+    value again (libcuda's later SET_TIMESLICE, rewritten by the preempt
+    agent), after the agent's own command set something else."""
+    a = make_agent(config())
+    a.start()
+    be = a.peer()
+    lc = a.peer(LC_ENV)
+    standard_process(lc, client=0xC1D00002)
+    # libcuda's SET arrived rewritten to 1000 (what a wrong POLICY said)
+    be.add_tsg(0xC1D00001, GR, 1, ts=1000, app=2048)
+    wait_for(lambda: converged(a, be.pid, 50), "BE set to 50 by the agent's command")
+    n = len(be.commands(OP_SET_TS, GR))
+    # The RM is told 1000 again through the process's own ioctl: the same
+    # report as before the agent's command.
+    be.add_tsg(0xC1D00001, GR, 1, ts=1000, app=2048)
+    wait_for(lambda: len(be.commands(OP_SET_TS, GR)) > n,
+             "the agent corrects 1000 again instead of reporting converged at 50")
+    wait_for(lambda: converged(a, be.pid, 50), "converged at 50, truthfully")
+
+
+def t_claims(make_agent):
+    """Without the tracker, a claim moves nobody until a read-back through
+    the claimant's fd confirms it; one the RM does not know is refused."""
+    a = make_agent(config())
+    a.start()
+    be, lc = be_and_lc(a)
+    wait_for(lambda: converged(a, be.pid, 50), "a sole BE beside an LC at 50")
+    # Claims the RM says do not exist (NV_ERR_INVALID_OBJECT_HANDLE)
+    liar = a.peer()
+    liar.send(op="set", status={str(OP_GET_TS): 0x33})
+    liar.add_tsg(0xC1D000AA, 0x5C0000AA, 1, gpu=0)
+    wait_for(lambda: [t for t in a.tsgs(liar.pid) if t["state"] == "refused"], "claim refused")
+    t = a.tsgs(liar.pid)[0]
+    check("claim refused" in (t["error"] or ""), "the reason is in view: %r" % t)
+    # A claim whose read-back never returns stays unverified
+    mute = a.peer()
+    mute.send(op="set", answer=False)
+    mute.add_tsg(0xC1D000BB, 0x5C0000BB, 1, gpu=0)
+    wait_for(lambda: mute.commands(OP_GET_TS), "read-back asked")
+    time.sleep(1.5)
+    check([t["state"] for t in a.tsgs(mute.pid)] == ["unverified"], repr(a.tsgs(mute.pid)))
+    be.sync()
+    check(all(c["arg"] == 50 for c in be.commands(OP_SET_TS, GR)),
+          "the real BE was never moved to the several-BE floor: %r" % be.commands(OP_SET_TS))
+    check(converged(a, be.pid, 50), "still converged at 50")
+    # Liars answer nothing more: their claims are never set
+    check(not liar.commands(OP_SET_TS) and not mute.commands(OP_SET_TS), "no SET on a claim")
+    # A claim the RM knows counts: a second real BE brings the floor
+    be2 = a.peer()
+    standard_process(be2, client=0xC1D00005)
+    wait_for(lambda: converged(a, be.pid, 1000), "a confirmed second BE: the floor")
+
+
+def t_claim_flood(make_agent):
+    """Claims are bounded per process and per uid, the refusal is logged
+    (rate-limited), and the loop keeps serving other peers."""
+    a = make_agent(config(reconcileIntervalMs=1000))
+    a.start()
+    peers = [a.peer() for _ in range(5)]
+    for i, p in enumerate(peers):
+        p.send(op="flood", n=300, client=0xC1E00000 + i, tsg=0x5D000000)
+    # 256 per process, 1024 per uid (these tests run as one uid)
+    wait_for(lambda: len(a.tsgs()) == 1024, "1024 claims held of 1500", timeout=30)
+    time.sleep(0.5)
+    check(len(a.tsgs()) == 1024, "no more than the uid's limit: %d" % len(a.tsgs()))
+    per = sorted(len(a.tsgs(p.pid)) for p in peers)
+    check(max(per) == 256, "at most 256 per process: %r" % per)
+    t0 = time.monotonic()
+    late = a.peer()
+    wait_for(lambda: late.evs("policy"), "another peer's HELLO answered", timeout=10)
+    check(time.monotonic() - t0 < 10, "answered promptly")
+    a.stop()
+    with open(os.path.join(a.dir, "agent.log")) as f:
+        log = f.read()
+    check("refused: over a limit (pid 256 of 256 claims" in log, "per-process refusal logged")
+    check("1024 of 1024" in log, "per-uid refusal logged")
+    check(log.count("refused: over a limit") <= 5 * 21,
+          "refusals rate-limited: %d lines" % log.count("refused: over a limit"))
+    check("log line(s) it caused were suppressed" in log, "suppressed lines counted")
+
+
+def t_peer_limit(make_agent):
+    """At most 256 preempt agents per uid: the next is refused in words,
+    not with a misleading /proc line."""
+    a = make_agent(config())
+    a.start()
+    kids = []
+    try:
+        for _ in range(257):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(a.sock)
+                os.write(w, b"x")
+                time.sleep(60)
+                os._exit(0)
+            os.close(w)
+            os.read(r, 1)
+            os.close(r)
+            kids.append(pid)
+        wait_for(lambda: len([p for p in a.list()["processes"] if p["connected"]]) == 256,
+                 "256 connected", timeout=20)
+        log = open(os.path.join(a.dir, "agent.log")).read()
+        wait_for(lambda: "has 256 preempt agents connected, the limit per uid" in
+                 open(os.path.join(a.dir, "agent.log")).read(), "refusal logged")
+        check("unreadable" not in log, "no misleading /proc line")
+        for k in kids[:10]:
+            os.kill(k, signal.SIGKILL)
+            os.waitpid(k, 0)
+        kids = kids[10:]
+        p = a.peer()
+        wait_for(lambda: p.evs("policy"), "room again after ten left")
+    finally:
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+            os.waitpid(k, 0)
+
+
+def t_log_flood(make_agent):
+    """What one peer makes the agent log is rate-limited, and the number of
+    lines suppressed is said."""
+    a = make_agent(config())
+    a.start()
+    p = a.peer()
+    p.send(op="flood", n=300, client=0xC1D00001, tsg=0x5C000100, fd=0)  # fd 0: not the device
+    wait_for(lambda: a.counters()["refusedTsgs"] == 300, "300 refused")
+    a.stop()
+    log = open(os.path.join(a.dir, "agent.log")).read()
+    n = log.count("refused: fd 0 is not")
+    check(n <= 20, "at most 20 lines per window: %d" % n)
+    check("log line(s) it caused were suppressed" in log, "the suppressed count is said")
+
+
+def proc_cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def t_restart_idle(make_agent):
+    """A restart that waits for a peer that never comes back, with no TSG
+    known, ends its grace and then sleeps (it spun at 100 % CPU)."""
+    import subprocess
+    a = make_agent(config())
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with open("/proc/%d/stat" % sleeper.pid) as f:
+            st = int(f.read().rsplit(")", 1)[1].split()[19])
+        os.makedirs(a.state, exist_ok=True)
+        with open(os.path.join(a.state, "state.json"), "w") as f:
+            json.dump({"version": 1, "overrides": [],
+                       "peers": [{"pid": sleeper.pid, "starttime": st}]}, f)
+        a.start()
+        time.sleep(3.5)  # the restart grace is 3 s
+        c0 = proc_cpu_s(a.proc.pid)
+        time.sleep(2)
+        used = proc_cpu_s(a.proc.pid) - c0
+        check(used < 0.5, "agent idle after the grace: %.2f s CPU in 2 s" % used)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -571,6 +760,8 @@ TESTS = {
     "deadline": t_deadline, "reconnect": t_reconnect, "restart": t_restart,
     "sighup": t_sighup, "ctl_malformed": t_ctl_malformed, "preempt": t_preempt,
     "interleave": t_interleave, "options": t_options, "valgrind": t_valgrind,
+    "belief_latest": t_belief_latest, "claims": t_claims, "claim_flood": t_claim_flood,
+    "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
 }
 
 if __name__ == "__main__":
