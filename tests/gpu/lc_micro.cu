@@ -27,12 +27,16 @@
 // Experiments (docs/PERF.md, "switch cost"):
 //   --arrival poisson   exponential gaps of mean --period-us instead of a
 //                       fixed period (seeded, --seed)
-//   --pre wake|copy|memset [--pre-lead-us L]
+//   --pre wake|copy|memset|hold [--pre-lead-us L]
 //                       before each request, put a tiny operation on the
 //                       same stream: an empty 1-block kernel (wake), a
-//                       4-byte host-to-device copy (copy engine), or a
-//                       4-byte cudaMemsetAsync; L us before the request's
-//                       submit (0: just before it, inside the timed request)
+//                       4-byte host-to-device copy (copy engine), a 4-byte
+//                       cudaMemsetAsync, or a 1-block kernel that spins
+//                       until the host has submitted the request (hold:
+//                       keeps the LC's TSG on the GPU from the pre-op on;
+//                       it gives up after L + 5000 us); L us before the
+//                       request's submit (0: just before it, inside the
+//                       timed request)
 //   GPU timestamps: block 0 of the kernel writes %globaltimer at its start
 //   and end into mapped host memory. gpu_run = end - start (how long the
 //   kernel ran), outside = latency - gpu_run (submit to start plus end to
@@ -78,6 +82,14 @@ __global__ void wake_kernel(void)
 {
 }
 
+// Spins until the host sets *flag or until the %globaltimer deadline.
+__global__ void hold_kernel(volatile unsigned int *flag, uint64_t max_ns)
+{
+	uint64_t start = global_timer_ns();
+	while (*flag == 0 && global_timer_ns() - start < max_ns)
+		;
+}
+
 struct options {
 	double period_us = 2000;
 	double duration_s = 10;
@@ -97,7 +109,7 @@ struct options {
 	double pre_lead_us = 0;
 };
 
-enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET };
+enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET, PRE_HOLD };
 
 static void usage(const char *prog)
 {
@@ -107,7 +119,7 @@ static void usage(const char *prog)
 		"          [--wait spin|sync] [--no-calibrate] [--ready-file PATH]\n"
 		"          [--start-file PATH] [--start-timeout-s 300]\n"
 		"          [--arrival fixed|poisson] [--seed N]\n"
-		"          [--pre none|wake|copy|memset] [--pre-lead-us 0]\n",
+		"          [--pre none|wake|copy|memset|hold] [--pre-lead-us 0]\n",
 		prog);
 	exit(2);
 }
@@ -169,6 +181,8 @@ static options parse(int argc, char **argv)
 				o.pre = PRE_COPY;
 			else if (strcmp(v, "memset") == 0)
 				o.pre = PRE_MEMSET;
+			else if (strcmp(v, "hold") == 0)
+				o.pre = PRE_HOLD;
 			else
 				usage(argv[0]);
 		} else
@@ -191,6 +205,8 @@ struct lc {
 	volatile uint64_t *stamp; // mapped host memory: [0] start, [1] end (%globaltimer)
 	uint64_t *stamp_dev;
 	unsigned int *pre_host; // pinned source of the 4-byte copy
+	volatile unsigned int *hold_flag; // mapped: set by the host after the submit
+	unsigned int *hold_flag_dev;
 	uint64_t submit_rt;      // CLOCK_REALTIME at the last submit
 };
 
@@ -215,6 +231,12 @@ static void pre_op(lc &w)
 		break;
 	case PRE_MEMSET:
 		CK(cudaMemsetAsync(w.sink, 0, sizeof(unsigned int), w.stream));
+		break;
+	case PRE_HOLD:
+		*w.hold_flag = 0;
+		hold_kernel<<<1, 32, 0, w.stream>>>(w.hold_flag_dev,
+						    (uint64_t)(w.o.pre_lead_us * 1000.0) + 5000000ull);
+		CK_LAUNCH();
 		break;
 	default:
 		break;
@@ -242,6 +264,8 @@ static uint64_t request(lc &w, uint64_t *start)
 	if (w.o.pre != PRE_NONE && w.o.pre_lead_us == 0)
 		pre_op(w);
 	launch(w);
+	if (w.o.pre == PRE_HOLD)
+		*w.hold_flag = 1;
 	if (w.o.wait_spin) {
 		CK(cudaEventRecord(w.done, w.stream));
 		cudaError_t e;
@@ -300,6 +324,11 @@ int main(int argc, char **argv)
 	CK(cudaHostGetDevicePointer(&w.stamp_dev, stamp_host, 0));
 	CK(cudaHostAlloc(&w.pre_host, sizeof(unsigned int), cudaHostAllocDefault));
 	*w.pre_host = 0;
+	unsigned int *flag_host;
+	CK(cudaHostAlloc(&flag_host, sizeof(unsigned int), cudaHostAllocMapped));
+	*flag_host = 1;
+	w.hold_flag = flag_host;
+	CK(cudaHostGetDevicePointer(&w.hold_flag_dev, flag_host, 0));
 	srand48(o.seed);
 
 	if (o.calibrate) {
@@ -417,7 +446,7 @@ int main(int argc, char **argv)
 			start_gt[j] = start_gt[j - 1];
 			start_gt[j - 1] = x;
 		}
-	const char *pre_names[] = {"none", "wake", "copy", "memset"};
+	const char *pre_names[] = {"none", "wake", "copy", "memset", "hold"};
 
 	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p10_us\":%.1f,\"p25_us\":%.1f,"
 	       "\"p75_us\":%.1f,\"p999_us\":%.1f,\"run_p50_us\":%.1f,\"run_p99_us\":%.1f,"

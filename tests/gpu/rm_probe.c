@@ -27,6 +27,9 @@
  *                        disabled (DISABLE_CHANNELS, then PREEMPT)
  *   GQP_ROT_STATIC=1     no rotation: I == 0 stays enabled, others stay
  *                        disabled for the whole run
+ *   GQP_ROT_START_FILE=P rotation (or the static disable) begins once file
+ *                        P exists, so that a process disabled by it has
+ *                        got ready first
  *   GQP_ONLY_SCHED=1     bOnlyDisableScheduling in DISABLE_CHANNELS
  *   GQP_NO_PREEMPT=1     no PREEMPT after a disable
  *   GQP_SETTLE_MS=N      wait N ms after the last channel allocation before
@@ -90,6 +93,7 @@ static struct {
 	long interleave;          /* -1: leave */
 	int early, rebuild, only_sched, no_preempt, rot_static;
 	long rot_n, rot_i, rot_period_ms, settle_ms;
+	const char *rot_start_file;
 	volatile int stop;
 	int disabled;
 	pthread_t thread;
@@ -254,6 +258,8 @@ static void *probe_thread(void *arg)
 	pthread_mutex_unlock(&P.lock);
 	if (P.rot_n <= 0)
 		return NULL;
+	while (P.rot_start_file && !P.stop && access(P.rot_start_file, F_OK) != 0)
+		sleep_ms(5);
 	while (!P.stop) {
 		uint64_t now = mono_ns();
 		int want = slot_enabled(now);
@@ -304,6 +310,7 @@ __attribute__((constructor)) static void probe_init(void)
 	P.rot_i = env_long("GQP_ROT_I", 0);
 	P.rot_period_ms = env_long("GQP_ROT_PERIOD_MS", 100);
 	P.settle_ms = env_long("GQP_SETTLE_MS", 500);
+	P.rot_start_file = getenv("GQP_ROT_START_FILE");
 	if (P.interleave > 2 || P.rot_n < 0 || P.rot_n > 64 || P.rot_i < 0 ||
 	    (P.rot_n && P.rot_i >= P.rot_n) || P.rot_period_ms < 1 || P.settle_ms < 0) {
 		fprintf(stderr, "rm_probe: bad GQP_* settings; the probe only watches\n");

@@ -22,6 +22,8 @@ DIR/suite.jsonl (one line per run, as it happens). Scenario sets:
   puzzle   driver defaults, 1-3 BEs, fixed and Poisson arrivals
   multibe  several BEs: defaults kept, one short BE, interleave levels
   rotate   channel-disable rotation among 3 BEs (rm_probe.so)
+  key      the rows to repeat on every GPU kind (micro: defaults, 50 µs BE,
+           wake and hold ahead of the request)
 
 Modes: `alone` (LC only), `be_alone` (BEs only), `defaults` (nothing set),
 `gq:<policy>` (the standalone node agent with that policy file, workloads
@@ -128,6 +130,10 @@ def set_switch():
         s.append(sc(f"micro probe BE 50 pre {pre} lead {lead}", "micro", "fill", 1, "probe",
                     lc_args=["--pre", pre, "--pre-lead-us", str(lead)], lc_env=LC_TS,
                     be_env=be(50), tag="pre"))
+    for lead in (100, 300):
+        s.append(sc(f"micro probe BE 50 pre hold lead {lead}", "micro", "fill", 1, "probe",
+                    lc_args=["--pre", "hold", "--pre-lead-us", str(lead)], lc_env=LC_TS,
+                    be_env=be(50), tag="pre"))
     s.append(sc("micro probe BE 50 1 block", "micro", "fill", 1, "probe",
                 lc_args=["--blocks", "1"], lc_env=LC_TS, be_env=be(50), tag="shape"))
     s.append(sc("micro probe BE 50 graph", "micro", "fill", 1, "probe",
@@ -167,7 +173,6 @@ def set_multibe():
     s = [sc("be alone fill", None, "fill", 1, "be_alone"),
          sc("be alone 3xfill", None, "fill", 3, "be_alone"),
          sc("micro alone", "micro", nbe=0, mode="alone"),
-         sc("micro defaults 3xfill", "micro", "fill", 3, "defaults"),
          sc("micro probe 3 BEs kept at 2048 (LC 100 ms)", "micro", "fill", 3, "probe",
             lc_env=LC_TS),
          sc("micro probe 3 BEs at 1000 (floor)", "micro", "fill", 3, "probe", lc_env=LC_TS,
@@ -176,18 +181,13 @@ def set_multibe():
             be_env=[{"GQP_TIMESLICE_US": "50"}, {}, {}]),
          sc("micro probe 1 BE 50 + 2 at 1000", "micro", "fill", 3, "probe", lc_env=LC_TS,
             be_env=[{"GQP_TIMESLICE_US": "50"}, {"GQP_TIMESLICE_US": "1000"},
-                    {"GQP_TIMESLICE_US": "1000"}]),
-         sc("micro probe 3 BEs at 50", "micro", "fill", 3, "probe", lc_env=LC_TS,
-            be_env={"GQP_TIMESLICE_US": "50"})]
+                    {"GQP_TIMESLICE_US": "1000"}])]
     # Interleave: two BEs, no LC. Equal throughput means the level did nothing.
     for how, extra in (("settled", {}), ("early", {"GQP_EARLY": "1"}),
                        ("settled+rebuild", {"GQP_REBUILD": "1"})):
         s.append(sc(f"2 BEs interleave HIGH/LOW {how}", None, "fill", 2, "probe",
                     be_env=[dict(extra, GQP_INTERLEAVE="2"), dict(extra, GQP_INTERLEAVE="0")],
                     tag="interleave"))
-    s.append(sc("micro probe 3 BEs 2048 LOW, LC HIGH early", "micro", "fill", 3, "probe",
-                lc_env=dict(LC_TS, GQP_INTERLEAVE="2", GQP_EARLY="1"),
-                be_env={"GQP_INTERLEAVE": "0", "GQP_EARLY": "1"}, tag="interleave"))
     s.append(sc("micro probe 3 BEs 2048, LC HIGH (LC 2048) early", "micro", "fill", 3, "probe",
                 lc_env={"GQP_INTERLEAVE": "2", "GQP_EARLY": "1"},
                 be_env={"GQP_INTERLEAVE": "0", "GQP_EARLY": "1"}, tag="interleave"))
@@ -216,7 +216,26 @@ def set_rotate():
     return s
 
 
-SETS = {"quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch,
+def set_key():
+    """The rows to repeat on every GPU kind."""
+    be50 = {"GQP_TIMESLICE_US": "50"}
+    return [sc("be alone fill", None, "fill", 1, "be_alone"),
+            sc("micro alone", "micro", nbe=0, mode="alone"),
+            sc("micro defaults 1xfill", "micro", "fill", 1, "defaults"),
+            sc("micro defaults 1xfill period 5000", "micro", "fill", 1, "defaults",
+               lc_args=["--period-us", "5000"]),
+            sc("micro defaults 3xfill", "micro", "fill", 3, "defaults"),
+            sc("micro probe BE 50", "micro", "fill", 1, "probe", lc_env=LC_TS, be_env=be50,
+               tag="ts"),
+            sc("micro probe BE 50 pre wake lead 100", "micro", "fill", 1, "probe",
+               lc_args=["--pre", "wake", "--pre-lead-us", "100"], lc_env=LC_TS, be_env=be50,
+               tag="pre"),
+            sc("micro probe BE 50 pre hold lead 300", "micro", "fill", 1, "probe",
+               lc_args=["--pre", "hold", "--pre-lead-us", "300"], lc_env=LC_TS, be_env=be50,
+               tag="pre")]
+
+
+SETS = {"key": set_key, "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch,
         "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate}
 
 MODEL_PERIOD_MS = {"resnet50": 5, "vit_b16": 10, "bert_base": 5}
@@ -334,6 +353,7 @@ class Runner:
             prefix = [os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls, "--"]
         elif mode == "probe" and env_extra:
             env["LD_PRELOAD"] = os.path.join(self.bin, "rm_probe.so")
+            env["GQP_ROT_START_FILE"] = os.path.join(tmp, "go")
             env.update(env_extra)
         out = open(os.path.join(tmp, f"{tag}.out"), "w")
         err = open(os.path.join(tmp, f"{tag}.err"), "w")
@@ -379,7 +399,8 @@ class Runner:
                "mode": s["mode"], "lc_args": s["lc_args"], "be_args": s["be_args"],
                "lc_env": s["lc_env"], "be_env": s["be_env"], "tag": s["tag"],
                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        ok = self.wait_ready(procs, tmp, 240)
+        torch = s["be"] == "train" or (s["lc"] and not s["lc"].startswith("micro"))
+        ok = self.wait_ready(procs, tmp, 200 if torch else 45)
         if not ok:
             self.say(f"{s['name']}: not every process got ready")
         else:
