@@ -52,12 +52,12 @@ AGENT_CAPS = ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_NICE", "CAP_SYS_PTRACE"]
 def packages(build):
     with open(os.path.join(SRC, "deploy", "image-packages.txt")) as f:
         pkgs = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    # A sanitized test build needs the sanitizers' runtimes too; the
-    # shipped image (an optimized build) does not.
+    # A sanitized test build needs the sanitizers' runtimes (and links
+    # libatomic); the shipped image, an optimized build, does not.
     p = subprocess.run(["objdump", "-p", os.path.join(build, "agent", "gpuqos-agent")],
                        capture_output=True, text=True)
     if "libasan.so" in p.stdout:
-        pkgs += ["libasan8", "libubsan1"]
+        pkgs += ["libasan8", "libubsan1", "libatomic1"]
     return sorted(set(pkgs))
 
 
