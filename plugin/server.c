@@ -53,6 +53,7 @@ struct rpc {
 	grpc_slice status_details;
 	int have_details;
 	int cancelled; /* RECV_CLOSE_ON_SERVER's answer */
+	int finished;  /* our status is sent: nothing more goes out */
 	int pending;   /* batches in flight */
 	enum method m;
 	/* ListAndWatch */
@@ -160,6 +161,7 @@ static void finish(struct rpc *r, const ProtobufCMessage *resp, grpc_status_code
 	size_t n = 0;
 
 	memset(ops, 0, sizeof(ops));
+	r->finished = 1;
 	ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
 	if (resp && st == GRPC_STATUS_OK) {
 		r->send_buf = to_buffer(resp);
@@ -326,7 +328,7 @@ static void stream_push(struct rpc *r)
 	grpc_op ops[2];
 	size_t n = 0;
 
-	if (r->closed || r->send_busy)
+	if (r->closed || r->finished || r->send_busy)
 		return;
 	copy_gpus(s, &g, &gen);
 	if (r->sent_any && gen == r->sent_gen)

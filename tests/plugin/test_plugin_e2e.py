@@ -115,9 +115,23 @@ def container_pid(cid, timeout=10):
     return wait_for(pid, timeout=timeout, what="the container running")
 
 
+def start_agent(node):
+    """The node agent in Kubernetes mode, with the eBPF tracker when this
+    host can run it (Kubernetes mode had not run with it before)."""
+    mode = ["--node-name", e2e_kube.NODE, "--kubeconfig", node.kubeconfig,
+            "--pod-resources-socket", os.path.join(node.dir, "kubelet", "kubelet.sock")]
+    try:
+        node.start_agent(bpf=True, mode=mode)
+        return True
+    except Skip as e:
+        print("note: without the eBPF tracker:", e)
+        node.start_agent(bpf=False, mode=mode)
+        return False
+
+
 def t_crun(node):
     uid = node.add_pod("lc", "latency-critical")
-    node.start_kube_agent()
+    tracker = start_agent(node)
     node.start_plugin()
     u = node.sim_state()["attached_gpus"][0]["uuid"]
     a = node.kubelet.cmd(op="allocate", endpoint="gpuqos.io_gpu-lc.sock", containers=[[u + "::0"]])
@@ -147,15 +161,21 @@ def t_crun(node):
     row = e2e_kube.proc_row(node, pid)
     expect(row and row["podUid"] == uid and row["podName"] == "lc"
            and row["containerId"] == node.pods["lc"][1]
-           and row["class"] == "latency-critical" and row["classSource"] == "annotation",
-           "the process is mapped to its pod through its cgroup: %r" % row)
+           and row["class"] == "latency-critical" and row["classSource"] == "annotation"
+           and row["connected"],
+           "the process, its preempt agent connected, is mapped to its pod through its cgroup: %r" % row)
     with open("/proc/%d/maps" % pid) as f:
         maps = f.read()
     expect("/opt/gpuqos/lib/libgpuqos-preempt.so" in maps,
            "the preempt agent is loaded from the mounted versioned directory")
-    st = wait_for(lambda: e2e_kube.converged(node, "lc"), timeout=15, what="the pod's state annotation")
-    expect(st[0]["controlPath"] == "agent" and st[0]["tsgs"] == 4,
-           "the preempt agent registered with the node agent: %r" % st[0])
+    st = wait_for(lambda: (e2e_kube.converged(node, "lc") or [{}])[0].get("tsgs") == 4
+                  and node.gq_state("lc"), timeout=15, what="the pod's state annotation, 4 TSGs")
+    expect(st["controlPath"] == "agent",
+           "the preempt agent registered with the node agent: %r" % st)
+    if tracker:
+        tsgs = [t for t in node.ctl("list")["tsgs"] if t["pid"] == pid]
+        expect(len(tsgs) == 4 and all(sorted(t["sources"]) == ["agent", "bpf"] for t in tsgs),
+               "the eBPF tracker and the preempt agent both saw the container's TSGs: %r" % tsgs)
 
 
 SCENARIOS = {"crun": t_crun}
