@@ -134,7 +134,7 @@ static int json_key(struct plugin_config *n, const cJSON *v, char *err, size_t e
 	int e = 0, rc;
 
 	if (strcmp(k, "version") == 0) {
-		unsigned ver;
+		unsigned ver = 0;
 		if (json_uint(v, k, 1, 1000, &ver, err, errlen) < 0)
 			return -1;
 		if (ver != PCFG_VERSION)
@@ -272,7 +272,7 @@ static int set_path(char *dst, const char *name, const char *v, int absolute, ch
 static int set_one(struct plugin_config *c, enum opt_id id, const char *name, const char *v,
 		   char *err, size_t errlen)
 {
-	int e;
+	int e = 0;
 
 	switch (id) {
 	case O_MODE:
