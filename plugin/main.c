@@ -80,6 +80,11 @@ static void cycle(struct plugin *p, const char *why)
 			return;
 		}
 	}
+	if (access(p->kubelet_sock, F_OK) < 0) {
+		/* no kubelet yet: its socket's creation starts the next cycle */
+		log_info("waiting for %s to appear", p->kubelet_sock);
+		return;
+	}
 	for (size_t i = 0; i < p->n_res; i++) {
 		if (preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
 				  p->res[i].kind != PRES_INJECT, err, sizeof(err)) < 0) {

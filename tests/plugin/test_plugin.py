@@ -80,6 +80,8 @@ class Env:
     def start_sim(self, n):
         if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
             raise Skip("the simulator needs root and /dev/fuse")
+        if not os.path.exists(self.bin("tests/sim/gpuqos-sim")):
+            raise Skip("the simulator was not built (GPUQOS_SIM=OFF)")
         self.sim_mnt = os.path.join(self.dir, "sim")
         os.makedirs(self.sim_mnt)
         subprocess.run([self.bin("tests/sim/gpuqos-sim"), self.sim_mnt, "--gpus", str(n)], check=True)
@@ -418,6 +420,25 @@ def t_plugin_restart(env):
     check(not os.path.exists(os.path.join(env.dp, QOS)), "socket removed at exit")
 
 
+def t_late_kubelet(env):
+    """The plugin serves before any kubelet is there and registers as soon
+    as kubelet.sock appears."""
+    check(env.kubelet.cmd(op="stop")["ok"], "kubelet stopped")
+    env.start_plugin(INJECT)
+    sock = os.path.join(env.dp, QOS)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(sock) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(os.path.exists(sock), "the plugin serves without a kubelet")
+    r = env.kubelet.cmd(op="wait_register", n=1, timeout_ms=700)
+    check(not r["ok"], "no registration without a kubelet: %s" % r)
+    t = env.kubelet.cmd(op="restart")
+    regs = register(env, 1)
+    check(regs[0]["at_ms"] - t["at_ms"] < 2000, "registered %d ms after the kubelet came"
+          % (regs[0]["at_ms"] - t["at_ms"]))
+    check(env.plugin.poll() is None, "still running")
+
+
 def t_config(env):
     cases = [
         ({"version": 2}, "version 2 not supported"),
@@ -479,7 +500,7 @@ SCENARIOS = {
     "no_lib": (t_no_lib, 0), "shares": (t_shares, 2), "visibility": (t_visibility, 2),
     "health": (t_health, 2), "preferred": (t_preferred, 2), "bad_input": (t_bad_input, 0),
     "kubelet_restart": (t_kubelet_restart, 2), "plugin_restart": (t_plugin_restart, 0),
-    "config": (t_config, 0), "valgrind": (t_valgrind, 0),
+    "config": (t_config, 0), "valgrind": (t_valgrind, 0), "late_kubelet": (t_late_kubelet, 0),
 }
 
 

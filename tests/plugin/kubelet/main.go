@@ -327,6 +327,14 @@ func do(c command) map[string]interface{} {
 			return map[string]interface{}{"ok": false, "error": err.Error()}
 		}
 		return map[string]interface{}{"ok": true, "at_ms": time.Now().UnixNano() / 1e6}
+	case "stop": // the kubelet goes away: its socket with it
+		closeConns()
+		if kub.srv != nil {
+			kub.srv.Stop()
+			kub.srv = nil
+		}
+		os.Remove(filepath.Join(*dir, "kubelet.sock"))
+		return map[string]interface{}{"ok": true}
 	case "disconnect":
 		closeConns()
 		return map[string]interface{}{"ok": true}
