@@ -19,6 +19,7 @@
 #include "plugin/register.h"
 #include "plugin/server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -181,6 +182,27 @@ static int run(struct plugin *p)
 	return 1;
 }
 
+/* The socket directory is mounted into every container: anything in it
+ * besides the preempt agents' socket (say, the node agent's root-only
+ * control socket) would be reachable from every pod. */
+static void check_socket_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d) {
+		log_warn("node agent socket directory %s: %s (containers get an empty mount)", dir,
+			 strerror(errno));
+		return;
+	}
+	while ((e = readdir(d)))
+		if (e->d_type == DT_SOCK && strcmp(e->d_name, "agent.sock") != 0)
+			log_warn("%s/%s: a socket other than agent.sock in the directory mounted into "
+				 "every container; keep it elsewhere (gpuqos-agent --ctl-socket)",
+				 dir, e->d_name);
+	closedir(d);
+}
+
 static int setup(struct plugin *p, char *err, size_t errlen)
 {
 	sigset_t set;
@@ -204,6 +226,8 @@ static int setup(struct plugin *p, char *err, size_t errlen)
 		return -1;
 	}
 	p->backoff_ms = BACKOFF_MIN_MS;
+	if (p->cfg.injection != PCFG_INJ_NONE)
+		check_socket_dir(p->cfg.node_agent_socket_dir);
 	if (p->cfg.mode == PCFG_SHARES)
 		p->health = phealth_start(p->cfg.nvml_lib, &p->sh);
 	return 0;

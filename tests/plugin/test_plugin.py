@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -224,6 +225,8 @@ def t_inject_ld_so_preload(env):
 
 
 def t_no_lib(env):
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ctl.bind(os.path.join(env.agentdir, "ctl.sock"))
     env.start_plugin(INJECT)
     register(env, 1)
     a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-0"]])
@@ -231,6 +234,9 @@ def t_no_lib(env):
     check(a["ok"] and "LD_PRELOAD" not in c["envs"] and
           [m["container_path"] for m in c["mounts"]] == ["/run/gpuqos"],
           "without an installed library the container runs without it: %s" % c)
+    log = open(env.plugin_log).read()
+    check("ctl.sock: a socket other than agent.sock" in log, "the exposed ctl socket is reported")
+    ctl.close()
 
 
 def sim_ids(env, per):
