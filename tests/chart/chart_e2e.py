@@ -133,7 +133,7 @@ class Pod:
         expect(sc.get("runAsUser", 0) == 0, "the test models root containers only")
         return oci.Container(self.node.dir, name, args, env, mounts, oci.capabilities(sc), links=links,
                              readonly=bool(sc.get("readOnlyRootFilesystem")),
-                             no_new_privs=not sc.get("allowPrivilegeEscalation", True))
+                             no_new_privs=not sc.get("allowPrivilegeEscalation", True), tmp=False)
 
 
 class ChartNode(e2e_kube.KubeNode):

@@ -85,7 +85,7 @@ class Container:
     """One container: call start(), then wait()/stop(); log in self.log."""
 
     def __init__(self, workdir, name, args, env, mounts, caps, rootfs=None, links=None,
-                 readonly=True, no_new_privs=True, sys_ro=True):
+                 readonly=True, no_new_privs=True, sys_ro=True, tmp=True):
         self.id = "%s-%d" % (name, os.getpid())
         self.bundle = os.path.join(workdir, "bundle-" + name)
         self.log = os.path.join(workdir, name + ".log")
@@ -111,6 +111,8 @@ class Container:
                 {"destination": "/sys", "type": "sysfs", "source": "sysfs",
                  "options": ["nosuid", "noexec", "nodev"] + (["ro"] if sys_ro else [])},
                 {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]}]
+        if not tmp:  # a pod gets no /tmp of its own: a read-only root leaves it read only
+            base = base[:-1]
         for m in base:
             os.makedirs(os.path.join(root, m["destination"].lstrip("/")), exist_ok=True)
         cfg = {
