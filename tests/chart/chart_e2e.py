@@ -220,7 +220,8 @@ def nvidiactl(node, pod):
 
 
 def agent_scenario(node, build, render, Skip):
-    pod, port = prepare(node, build, render, ["--set", "devicePlugin.enabled=false"])
+    # The whole pod is rendered; chart.e2e_plugin starts the plugin's container.
+    pod, port = prepare(node, build, render, [])
     spec = pod.spec
     inits = [c["name"] for c in spec.get("initContainers", [])]
     if inits:

@@ -54,7 +54,7 @@ CASES = {
     "inject": ["--set", "devicePlugin.mode=inject,devicePlugin.injection=ld-so-preload"],
     "monitors": ["--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true"],
     "privileged": ["--set", "privileged=true"],
-    "agent-only": ["--set", "devicePlugin.enabled=false,preemptLib.install=false,metrics.enabled=false"],
+    "agent-only": ["--set", "devicePlugin.enabled=false,metrics.enabled=false"],
 }
 
 
@@ -207,6 +207,9 @@ def t_render(args):
         expect(sorted(cs) == ["gpuqos-agent"] and not any(a.startswith("--metrics") for a in cs["gpuqos-agent"]["args"]),
                "agent only: %r" % cs)
         expect(not [o for o in out["agent-only"] if o["kind"] == "Service"], "no Service without metrics")
+        vols = sorted(v["name"] for v in one(out["agent-only"], "DaemonSet")["spec"]["template"]["spec"]["volumes"])
+        expect(vols == ["bpffs", "config", "pod-resources", "socket-dir", "state-dir", "tracefs"],
+               "the agent alone mounts only what it uses: %r" % vols)
         # Values the schema (or the chart) must refuse, each with its reason.
         for bad, why in ((["--set", "devicePlugin.replicas=65"], "less than or equal to 64"),
                          (["--set", "devicePlugin.mode=exclusive"], "devicePlugin.mode"),
