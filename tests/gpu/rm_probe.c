@@ -230,6 +230,8 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+static void summary(const char *what, uint32_t *v, unsigned n);
+
 static void *probe_thread(void *arg)
 {
 	(void)arg;
@@ -264,8 +266,16 @@ static void *probe_thread(void *arg)
 		uint64_t now = mono_ns();
 		int want = slot_enabled(now);
 		pthread_mutex_lock(&P.lock);
-		if (!P.stop && want == P.disabled)
+		if (!P.stop && want == P.disabled) {
 			switch_state(!want);
+			/* Workloads may _exit() and skip the destructor: report
+			 * the cumulative timings every 8 enables. */
+			if (!P.disabled && P.n_en % 8 == 0) {
+				summary("disable", P.dis_us, P.n_dis);
+				summary("preempt", P.pre_us, P.n_pre);
+				summary("enable", P.en_us, P.n_en);
+			}
+		}
 		pthread_mutex_unlock(&P.lock);
 		if (P.rot_static) {
 			sleep_ms(20);
@@ -291,7 +301,10 @@ static void summary(const char *what, uint32_t *v, unsigned n)
 	unsigned k = n < MAX_STATS ? n : MAX_STATS;
 	if (!k)
 		return;
-	qsort(v, k, sizeof(*v), cmp_u32);
+	uint32_t sorted[MAX_STATS];
+	memcpy(sorted, v, k * sizeof(*v));
+	qsort(sorted, k, sizeof(*sorted), cmp_u32);
+	v = sorted;
 	fprintf(stderr, "rm_probe: pid %d %s: n %u p50 %u us p99 %u us max %u us\n", getpid(), what,
 		n, v[k / 2], v[(k * 99) / 100], v[k - 1]);
 }

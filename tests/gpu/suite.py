@@ -4,6 +4,7 @@
 
     python3 tests/gpu/suite.py --sets quick --out DIR [--duration-s 3]
                                [--repeat 1] [--only REGEX] [--max-s 540]
+    python3 tests/gpu/suite.py --report DIR/suite.jsonl [--switch-us N]
 
 Runs scenarios (an LC workload, 0-4 BE processes, a mode), prints a table and
 writes DIR/suite.json (every record and the derived figures) and
@@ -482,6 +483,8 @@ def derive(recs, switch_override):
     if switch is None:
         cand = [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
                 and r["nbe"] == 1 and r["be"] == "fill" and r.get("lc_result")]
+        cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
+                        and r["nbe"] == 1 and r.get("lc_result")]
         cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "probe"
                         and r["nbe"] == 1 and r["be_env"][0].get("GQP_TIMESLICE_US") == "50"
                         and not r["lc_args"] and r.get("lc_result")]
@@ -577,7 +580,16 @@ def main():
                     help="start no new scenario after this many seconds")
     ap.add_argument("--switch-us", type=float)
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    ap.add_argument("--report", nargs="+", metavar="JSONL",
+                    help="print the table of earlier runs' suite.jsonl files and exit")
     a = ap.parse_args()
+    if a.report:
+        recs = []
+        for path in a.report:
+            with open(path) as f:
+                recs += [json.loads(ln) for ln in f if ln.strip()]
+        print(table(recs, derive(recs, a.switch_us)))
+        return 0
     if a.duration_s <= 0 or a.repeat < 1:
         ap.error("bad --duration-s or --repeat")
     scen, seen = [], set()
