@@ -185,6 +185,40 @@ struct cmd {
 	struct ctl_conn *ctl; /* waiting ctl request, or NULL */
 };
 
+/* One finished control (or its end without an answer), from either path. */
+struct cmd_outcome {
+	uint32_t rm_status, err;
+	uint64_t value, elapsed_ns;
+	const char *why;      /* direct path: the failure in words, or NULL */
+	const char *err_word; /* "timeout" when the deadline passed, else NULL */
+};
+
+/* What the core (tsg.c, cmd.c, reconcile.c, state.c) asks of the parts
+ * above it. The wiring (cron.c) installs them at start; the core never
+ * calls an adapter by name, so it links without them (gpuqos_core). A NULL
+ * hook is a part that is not there. */
+struct agent_hooks {
+	/* Send c on its path: a COMMAND to its peer, a job of the direct
+	 * path. 0, or -1 with errno. */
+	int (*submit_in_process)(struct agent *a, struct cmd *c);
+	int (*submit_direct)(struct agent *a, const struct tsg *t, struct cmd *c);
+	/* The direct path gives up c: 0 it was still queued (no result will
+	 * come), 1 a worker is in it, -1 it just finished. */
+	int (*expire_direct)(struct agent *a, const struct cmd *c);
+	int (*direct_stalled)(const struct agent *a);
+	/* A command a ctl request waits for ended. */
+	void (*cmd_done)(struct agent *a, struct ctl_conn *ctl, struct cmd *c,
+			 const struct cmd_outcome *o);
+	int (*send_policy)(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy);
+	/* A process's class where the config's rules do not decide it
+	 * (Kubernetes mode: its pod's annotation). */
+	void (*classify)(struct agent *a, struct proc *p);
+	/* The eBPF tracker runs: the kernel, not a read-back, confirms claims. */
+	int (*kernel_confirms)(const struct agent *a);
+	/* After every reconcile: publish what was decided, re-arm timers. */
+	void (*after_reconcile)(struct agent *a);
+};
+
 struct counters {
 	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
 	/* refused by a limit (GQ_PEERS_*, GQ_CLAIMS_*, GQ_TSGS_MAX); claims RM
@@ -239,6 +273,7 @@ struct agent {
 	unsigned direct_sent_this_tick;
 	unsigned readback_sent_this_tick; /* claims read back on the direct path */
 	struct tracker trk;     /* the eBPF tracker (tracker.h) */
+	struct agent_hooks hooks; /* installed by cron.c (wake_init) */
 	struct kmode *kube;     /* Kubernetes mode (kubemode.h), NULL standalone */
 };
 
@@ -319,9 +354,16 @@ const char *gq_op_name(uint32_t op);
 
 /* reconcile.c */
 void reconcile(struct agent *a);
-void reconcile_tick(struct agent *a);
+/* A new tick: every rate limit starts again. */
+void reconcile_new_tick(struct agent *a);
+/* The earliest command deadline, backoff end or end of the restart grace
+ * (now_us clock), or 0: when reconcile wants to run again. */
+uint64_t reconcile_next_deadline(const struct agent *a);
 /* The path that would carry action act on t now (path.c decides). */
 struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act);
+
+/* cron.c: the wiring's timers (the periodic tick, the wake-up for the next
+ * deadline) and the hooks the core calls (struct agent_hooks). */
 int wake_init(struct agent *a);
 void wake_rearm(struct agent *a);
 void tick_rearm(struct agent *a);

@@ -53,27 +53,6 @@ static uint64_t cmd_deadline(const struct agent *a)
 	return now_us() + 2ull * a->cfg->control_deadline_ms * 1000u;
 }
 
-static int cmd_send_direct(struct agent *a, struct tsg *t, struct cmd *c)
-{
-	const struct proc *p = proc_find(a, t->pid);
-	struct direct_req r;
-
-	if (!a->direct || !p) {
-		errno = EPIPE;
-		return -1;
-	}
-	memset(&r, 0, sizeof(r));
-	r.seq = c->seq;
-	r.pid = t->pid;
-	r.starttime = p->starttime;
-	r.fd = t->fd;
-	r.h_client = t->h_client;
-	r.h_tsg = t->h_tsg;
-	r.op = c->op;
-	r.arg = c->arg;
-	return direct_submit(a->direct, &r);
-}
-
 /* Issues op on t through path (chosen by the caller with tsg_path). */
 struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_t op, uint64_t arg,
 		      struct ctl_conn *ctl)
@@ -100,7 +79,10 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	c->sent = now_us();
 	c->deadline = cmd_deadline(a);
 	c->ctl = ctl;
-	rc = path == GQ_PATH_AGENT ? peer_send_command(a, c->peer, c) : cmd_send_direct(a, t, c);
+	if (path == GQ_PATH_AGENT)
+		rc = a->hooks.submit_in_process ? a->hooks.submit_in_process(a, c) : -1;
+	else
+		rc = a->hooks.submit_direct ? a->hooks.submit_direct(a, t, c) : -1;
 	if (rc != 0) {
 		free(c);
 		return NULL;
@@ -136,14 +118,7 @@ static void tsg_backoff(struct tsg *t)
 	t->backoff_until = now_us() + (uint64_t)t->backoff_ms * 1000u;
 }
 
-/* One finished control, from either path. */
-struct outcome {
-	uint32_t rm_status, err;
-	uint64_t value, elapsed_ns;
-	const char *why; /* direct path: the failure in words */
-};
-
-static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct outcome *o)
+static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
 {
 	const char *via = c->path == GQ_PATH_DIRECT ? " (direct path)" : "";
 
@@ -168,7 +143,7 @@ static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct ou
 
 /* RM's word that the claimed handles name nothing of that client (or the
  * preempt agent's, that it never saw them). */
-static int says_no_such_tsg(const struct outcome *o)
+static int says_no_such_tsg(const struct cmd_outcome *o)
 {
 	if (o->err == GQ_ERR_UNKNOWN_TSG)
 		return 1;
@@ -181,7 +156,7 @@ static int says_no_such_tsg(const struct outcome *o)
  * answered on the claimed handles through the claimant's fd confirms it;
  * RM saying they do not exist refuses it for good. */
 static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *c,
-			      const struct outcome *o)
+			      const struct cmd_outcome *o)
 {
 	int ok = o->err == 0 && o->rm_status == RM_OK;
 
@@ -211,7 +186,7 @@ static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *
 
 /* Records the outcome on the TSG: observed value on success, backoff and
  * the error in words on failure. */
-static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, const struct outcome *o)
+static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
 {
 	int ok = o->err == 0 && o->rm_status == RM_OK;
 
@@ -245,7 +220,7 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 
 /* The result of c arrived (on time or late): record it, answer a waiting
  * ctl request, free c. */
-static void cmd_finish(struct agent *a, struct cmd *c, const struct outcome *o)
+static void cmd_finish(struct agent *a, struct cmd *c, const struct cmd_outcome *o)
 {
 	struct tsg *t = tsg_find(a, c->pid, c->h_client, c->h_tsg);
 
@@ -264,15 +239,15 @@ static void cmd_finish(struct agent *a, struct cmd *c, const struct outcome *o)
 	}
 	if (t)
 		tsg_record(a, t, c, o);
-	if (c->ctl)
-		ctl_cmd_done(a, c->ctl, c, o->rm_status, o->err, NULL, o->value, o->elapsed_ns, o->why);
+	if (c->ctl && a->hooks.cmd_done)
+		a->hooks.cmd_done(a, c->ctl, c, o);
 	free(c);
 	a->dirty = 1;
 }
 
 void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 {
-	struct outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, NULL };
+	struct cmd_outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, NULL, NULL };
 	struct cmd *c;
 
 	for (c = a->cmds; c; c = c->next)
@@ -294,7 +269,7 @@ void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 
 void cmd_direct_result(struct agent *a, const struct direct_res *r)
 {
-	struct outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, r->why };
+	struct cmd_outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, r->why, NULL };
 	struct cmd *c;
 
 	for (c = a->cmds; c; c = c->next)
@@ -340,7 +315,7 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 				 "stalled", (int)c->pid, gq_op_name(c->op), c->h_tsg);
 		c->peer->stalled = 1;
 	} else {
-		where = direct_expire(a->direct, c->seq);
+		where = a->hooks.expire_direct ? a->hooks.expire_direct(a, c) : 0;
 		log_warn("pid %d: %s on TSG 0x%x: no result within its deadline on the direct path (%s)",
 			 (int)c->pid, gq_op_name(c->op), c->h_tsg,
 			 where == 0   ? "still queued: dropped"
@@ -350,10 +325,12 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 	if (t)
 		tsg_timeout(a, c, t);
 	if (c->ctl) {
+		struct cmd_outcome o = { .err_word = "timeout" };
 		struct ctl_conn *ctl = c->ctl;
 
 		c->ctl = NULL;
-		ctl_cmd_done(a, ctl, c, 0, 0, "timeout", 0, 0, NULL);
+		if (a->hooks.cmd_done)
+			a->hooks.cmd_done(a, ctl, c, &o);
 	}
 	a->dirty = 1;
 	if (where != 0)
@@ -399,8 +376,11 @@ void cmd_fail_peer(struct agent *a, struct peer *p)
 			continue;
 		}
 		*pp = c->next;
-		if (c->ctl)
-			ctl_cmd_done(a, c->ctl, c, 0, ECONNRESET, NULL, 0, 0, NULL);
+		if (c->ctl && a->hooks.cmd_done) {
+			struct cmd_outcome o = { .err = ECONNRESET };
+
+			a->hooks.cmd_done(a, c->ctl, c, &o);
+		}
 		free(c);
 	}
 }

@@ -5,21 +5,16 @@
  * (rate-limited, one in flight per TSG, none during backoff, each on the
  * path path.c chooses), reads back the claims nobody confirmed, and keeps
  * each peer's POLICY current. Safe to run at any time; a second run with
- * nothing changed sends nothing. Also owns the two timers:
- * the periodic tick and the wake-up for the next deadline or backoff end.
- * Does not own the policy itself (policy.c) or the wire (peer.c).
+ * nothing changed sends nothing. Does not own the policy itself
+ * (policy.c), the paths (peer.c, direct.c: reached through struct
+ * agent_hooks) or the timers (cron.c).
  */
 #include "agent/agent.h"
-#include "agent/kubemode.h"
 #include "common/log.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
 /* More than one GPU (struct proc.own_gpu). */
 #define RECONCILE_GPUS_SEVERAL (GQ_UNKNOWN - 1)
@@ -149,7 +144,7 @@ static struct path_in path_facts(struct agent *a, const struct tsg *t, enum gq_a
 		.direct_caps = caps_allows(&a->caps, CAPS_DIRECT),
 		.interleave_caps = caps_allows(&a->caps, CAPS_INTERLEAVE),
 		.direct_running = a->direct != NULL,
-		.direct_stalled = a->direct && direct_is_stalled(a->direct),
+		.direct_stalled = a->hooks.direct_stalled && a->hooks.direct_stalled(a),
 		.fd_known = t->fd != GQ_UNKNOWN,
 	};
 }
@@ -319,8 +314,8 @@ static void peer_policy(struct agent *a, const struct pass *ps, struct peer *p)
 		copy = peer_policy_for(a, ps, p->proc, p->proc->own_copy, RM_ENGINE_COPY0 + 2,
 				       RM_DEFAULT_TIMESLICE_COPY_US);
 	}
-	if (!p->policy_valid || gr != p->policy_gr || copy != p->policy_copy)
-		peer_send_policy(a, p, gr, copy);
+	if ((!p->policy_valid || gr != p->policy_gr || copy != p->policy_copy) && a->hooks.send_policy)
+		a->hooks.send_policy(a, p, gr, copy);
 }
 
 /* After a restart, the claims re-reported by earlier peers are read back
@@ -329,7 +324,8 @@ static int holding_now(struct agent *a, uint64_t now)
 {
 	int holding = state_holding(a, now);
 
-	if (holding || tracker_active(a) || now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull)
+	if (holding || (a->hooks.kernel_confirms && a->hooks.kernel_confirms(a)) ||
+	    now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull)
 		return holding;
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->claim == TSG_CLAIM_READBACK && t->proc->cls != GQ_CLASS_UNMANAGED)
@@ -346,7 +342,8 @@ void reconcile(struct agent *a)
 
 	a->dirty = 0;
 	if (run_policy(a, &ps) != 0) {
-		wake_rearm(a);
+		if (a->hooks.after_reconcile)
+			a->hooks.after_reconcile(a);
 		return;
 	}
 	/* Outside the loop over TSGs: with none, the grace must still end. */
@@ -359,120 +356,28 @@ void reconcile(struct agent *a)
 	pass_free(&ps);
 	if (sent)
 		log_debug("reconcile: %u command(s) sent", sent);
-	if (a->kube)
-		kmode_publish(a); /* the pods' annotations follow what was just decided */
-	wake_rearm(a);
+	if (a->hooks.after_reconcile)
+		a->hooks.after_reconcile(a);
 }
 
-void reconcile_tick(struct agent *a)
+void reconcile_new_tick(struct agent *a)
 {
 	for (struct peer *p = a->peers; p; p = p->next)
 		p->sent_this_tick = 0;
 	a->direct_sent_this_tick = 0;
 	a->readback_sent_this_tick = 0;
-	tracker_tick(a);
-	proc_gc(a);
-	state_gc(a);
-	kmode_tick(a);
-	reconcile(a);
 }
 
-/* ---- timers ---- */
-
-static void on_wake(struct loop_watch *w, uint32_t events)
+uint64_t reconcile_next_deadline(const struct agent *a)
 {
-	struct agent *a = w->ctx;
-	uint64_t expirations;
+	uint64_t next = cmd_next_deadline(a), now = now_us();
+	/* The grace ends in reconcile (holding_now): be there when it does. */
+	uint64_t grace_end = a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
 
-	(void)events;
-	if (read(w->fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_warn("timerfd read: %s", strerror(errno));
-	cmd_expire(a);
-	tracker_tick(a);
-	a->dirty = 1; /* a backoff or a claim's grace may have ended */
-}
-
-static void on_tick(struct loop_watch *w, uint32_t events)
-{
-	struct agent *a = w->ctx;
-	uint64_t expirations;
-
-	(void)events;
-	if (read(w->fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_warn("timerfd read: %s", strerror(errno));
-	reconcile_tick(a);
-}
-
-static int timer_watch(struct agent *a, struct loop_watch *w, loop_fn fn)
-{
-	w->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (w->fd < 0) {
-		log_error("timerfd_create: %s", strerror(errno));
-		return -1;
-	}
-	w->fn = fn;
-	w->ctx = a;
-	return loop_add(&a->loop, w, EPOLLIN);
-}
-
-static void us_to_ts(uint64_t us, struct timespec *ts)
-{
-	ts->tv_sec = (time_t)(us / 1000000u);
-	ts->tv_nsec = (long)(us % 1000000u) * 1000;
-}
-
-int wake_init(struct agent *a)
-{
-	struct itimerspec its;
-	uint64_t iv = (uint64_t)(a->cfg->reconcile_interval_ms ? a->cfg->reconcile_interval_ms : 1000) * 1000u;
-
-	if (timer_watch(a, &a->wake_w, on_wake) != 0 || timer_watch(a, &a->tick_w, on_tick) != 0)
-		return -1;
-	memset(&its, 0, sizeof(its));
-	us_to_ts(iv, &its.it_interval);
-	us_to_ts(iv, &its.it_value);
-	if (timerfd_settime(a->tick_w.fd, 0, &its, NULL) != 0) {
-		log_error("timerfd_settime (tick): %s", strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* Arms the wake-up at the earliest command deadline or backoff end, so
- * neither waits for the next tick. */
-void wake_rearm(struct agent *a)
-{
-	uint64_t next = cmd_next_deadline(a), now = now_us(), claim = tracker_next_deadline(a);
-	struct itimerspec its;
-
-	if (claim && (next == 0 || claim < next))
-		next = claim;
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->backoff_until > now && (next == 0 || t->backoff_until < next))
 			next = t->backoff_until;
-	{
-		/* The grace ends in reconcile (holding_now): be there when it does. */
-		uint64_t grace_end = a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
-
-		if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
-			next = grace_end;
-	}
-	memset(&its, 0, sizeof(its));
-	if (next)
-		us_to_ts(next > now ? next : now + 1, &its.it_value);
-	if (timerfd_settime(a->wake_w.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
-		log_warn("timerfd_settime (wake): %s", strerror(errno));
-}
-
-/* The tick follows the config's interval after a reload. */
-void tick_rearm(struct agent *a)
-{
-	struct itimerspec its;
-	uint64_t iv = (uint64_t)(a->cfg->reconcile_interval_ms ? a->cfg->reconcile_interval_ms : 1000) * 1000u;
-
-	memset(&its, 0, sizeof(its));
-	us_to_ts(iv, &its.it_interval);
-	us_to_ts(iv, &its.it_value);
-	if (timerfd_settime(a->tick_w.fd, 0, &its, NULL) != 0)
-		log_warn("timerfd_settime (tick): %s", strerror(errno));
+	if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
+		next = grace_end;
+	return next;
 }

@@ -10,7 +10,6 @@
  * TSG's settings should be (reconcile.c, policy.c).
  */
 #include "agent/agent.h"
-#include "agent/kubemode.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -114,8 +113,8 @@ void proc_classify(struct agent *a, struct proc *p)
 		p->cls_source = "override";
 		return;
 	}
-	if (a->kube) {
-		kmode_classify(a, p); /* the pod's annotation, never the process */
+	if (a->hooks.classify) {
+		a->hooks.classify(a, p); /* the pod's annotation, never the process */
 		return;
 	}
 	p->cls = gq_config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);
@@ -275,7 +274,7 @@ static struct tsg *tsg_claim_new(struct agent *a, struct proc *p, const struct g
 		p->uid->claims++;
 		p->claims++;
 	}
-	if (tracker_active(a)) {
+	if (a->hooks.kernel_confirms && a->hooks.kernel_confirms(a)) {
 		t->unverified_until = now_us() + TRACKER_CLAIM_GRACE_MS * 1000ull;
 		log_debug("pid %d: TSG 0x%x/0x%x held until the eBPF tracker confirms it",
 			  (int)p->pid, m->h_client, m->h_tsg);

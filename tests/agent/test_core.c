@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_core.c - unit tests of the node agent's core (gpuqos_core: tsg.c,
+ * cmd.c, reconcile.c, state.c and the pure files) linked alone: no
+ * process, no socket, no timer. The clock is fake (now_us below replaces
+ * loop.c's weak one); the control paths are hooks that record what the
+ * core submits. Each test names the rule it holds the core to.
+ */
+#include "agent/agent.h"
+#include "tests/check.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t fake_now = 1000000000ull;
+
+uint64_t now_us(void)
+{
+	return fake_now;
+}
+
+/* What the core submitted, in order. */
+#define MAX_SENT 256
+static struct sent {
+	enum gq_path path;
+	pid_t pid;
+	rm_handle h_tsg;
+	uint32_t op, seq;
+	uint64_t arg;
+} sent[MAX_SENT];
+static size_t nsent;
+static size_t npolicy;
+static uint32_t last_gr[8];
+
+static int submit_in_process(struct agent *a, struct cmd *c)
+{
+	(void)a;
+	if (nsent < MAX_SENT)
+		sent[nsent++] = (struct sent){ GQ_PATH_AGENT, c->pid, c->h_tsg, c->op, c->seq, c->arg };
+	return 0;
+}
+
+static int send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy)
+{
+	(void)a;
+	p->policy_valid = 1;
+	p->policy_gr = gr;
+	p->policy_copy = copy;
+	npolicy++;
+	if (p->pid >= 1 && p->pid < 8)
+		last_gr[p->pid] = gr;
+	return 0;
+}
+
+static struct agent *agent_new(void)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+
+	a->cfg = calloc(1, sizeof(*a->cfg));
+	gq_config_defaults(a->cfg);
+	a->cfg->trust_run_class = 1;
+	a->cfg->default_class = GQ_CLASS_UNMANAGED;
+	a->cfg->control_deadline_ms = 1000;
+	a->hooks.submit_in_process = submit_in_process;
+	a->hooks.send_policy = send_policy;
+	a->started_us = fake_now - 10000000ull; /* long after any restart grace */
+	nsent = 0;
+	npolicy = 0;
+	memset(last_gr, 0, sizeof(last_gr));
+	return a;
+}
+
+static void agent_free(struct agent *a)
+{
+	cmd_free_all(a);
+	while (a->peers) {
+		struct peer *p = a->peers;
+
+		a->peers = p->next;
+		free(p);
+	}
+	proc_free_all(a);
+	state_free_all(a);
+	free(a->cfg);
+	free(a);
+}
+
+/* A process with a connected preempt agent of the given class. */
+static struct proc *proc_with_peer(struct agent *a, pid_t pid, const char *cls)
+{
+	struct procinfo pi;
+	struct peer *p = calloc(1, sizeof(*p));
+	struct proc *pr;
+
+	memset(&pi, 0, sizeof(pi));
+	pi.starttime = 100 + (uint64_t)pid;
+	snprintf(pi.comm, sizeof(pi.comm), "w%d", (int)pid);
+	snprintf(pi.run_class, sizeof(pi.run_class), "%s", cls);
+	pr = proc_attach(a, pid, &pi);
+	p->pid = pid;
+	p->proc = pr;
+	p->hello = 1;
+	p->next = a->peers;
+	a->peers = p;
+	pr->peer = p;
+	pr->uid = uid_use_get(a, 1000);
+	return pr;
+}
+
+static struct tsg *report(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t engine,
+			  uint32_t ts)
+{
+	struct gq_tsg m;
+
+	memset(&m, 0, sizeof(m));
+	m.h_client = 0xc1d00000u + (uint32_t)p->pid;
+	m.h_tsg = h_tsg;
+	m.h_device = 0x5c000001;
+	m.device_instance = 0;
+	m.engine_type = engine;
+	m.fd = 3;
+	m.timeslice_us = ts;
+	m.app_timeslice_us = 2048;
+	m.interleave = GQ_UNKNOWN;
+	return tsg_upsert(a, p, &m, 1);
+}
+
+/* Answers submitted command i (a RESULT from its preempt agent). */
+static void answer(struct agent *a, size_t i, uint32_t rm_status, uint64_t value)
+{
+	struct gq_result r;
+	struct proc *p = proc_find(a, sent[i].pid);
+
+	memset(&r, 0, sizeof(r));
+	r.hdr.seq = sent[i].seq;
+	r.op = sent[i].op;
+	r.h_client = 0xc1d00000u + (uint32_t)sent[i].pid;
+	r.h_tsg = sent[i].h_tsg;
+	r.rm_status = rm_status;
+	r.value = value;
+	cmd_result(a, p->peer, &r);
+}
+
+/* Answers every GET_TIMESLICE sent from index *from on with NV_OK. */
+static void confirm_all(struct agent *a, size_t from)
+{
+	for (size_t i = from; i < nsent; i++)
+		if (sent[i].op == GQ_OP_GET_TIMESLICE)
+			answer(a, i, RM_OK, 2048);
+}
+
+static size_t count(uint32_t op, pid_t pid, uint64_t arg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nsent; i++)
+		n += sent[i].op == op && sent[i].pid == pid && sent[i].arg == arg;
+	return n;
+}
+
+/* Without the tracker a claim moves nobody until it is read back, and one
+ * the RM does not know is refused for good. */
+static void test_unverified_claims(void)
+{
+	struct agent *a = agent_new();
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *liar = proc_with_peer(a, 3, "best-effort");
+	struct tsg *tb = report(a, be, 0x10, RM_ENGINE_GR0, 2048), *tl, *tx;
+
+	CHECK(tb && tb->claim == TSG_CLAIM_READBACK);
+	reconcile(a);
+	CHECK_EQ_U(nsent, 1);
+	CHECK(sent[0].op == GQ_OP_GET_TIMESLICE);
+	confirm_all(a, 0);
+	CHECK(tb->claim == TSG_CLAIM_CONFIRMED);
+	tl = report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	/* the LC is unconfirmed: the BE stays at its baseline */
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 0);
+	CHECK_EQ_U(tb->desired_ts, 2048);
+	confirm_all(a, 1);
+	CHECK(tl->claim == TSG_CLAIM_CONFIRMED);
+	reconcile(a);
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 1);
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 2, 100000), 1);
+	/* a claim the RM does not know */
+	tx = report(a, liar, 0x30, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	for (size_t i = 0; i < nsent; i++)
+		if (sent[i].pid == 3 && sent[i].op == GQ_OP_GET_TIMESLICE)
+			answer(a, i, RM_ERR_INVALID_OBJECT_HANDLE, 0);
+	CHECK(tx->claim == TSG_CLAIM_REFUSED);
+	CHECK(strcmp(tsg_state(a, tx), "refused") == 0);
+	CHECK_EQ_U(a->n.claims_refused_readback, 1);
+	reconcile(a);
+	CHECK_EQ_U(tb->desired_ts, 50); /* not the several-BE floor */
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 1000), 0);
+	CHECK_EQ_U(count(GQ_OP_GET_TIMESLICE, 3, 0), 1); /* refused for good */
+	agent_free(a);
+}
+
+/* A BE and an LC, both confirmed and converged at the policy's values. */
+static struct agent *be_beside_lc(struct tsg **tb, struct tsg **tl)
+{
+	struct agent *a = agent_new();
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+
+	*tb = report(a, be, 0x10, RM_ENGINE_GR0, 2048);
+	*tl = report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	reconcile(a);
+	for (size_t i = 0; i < nsent; i++)
+		if (sent[i].op == GQ_OP_SET_TIMESLICE)
+			answer(a, i, RM_OK, sent[i].arg);
+	reconcile(a);
+	return a;
+}
+
+/* One command in flight per TSG; a failure backs off 100 ms, doubling. */
+static void test_inflight_and_backoff(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc(&tb, &tl);
+	size_t n;
+
+	CHECK(strcmp(tsg_state(a, tb), "converged") == 0);
+	tsg_observe_ts(tb, 2048, fake_now); /* someone set it back */
+	reconcile(a);
+	n = nsent;
+	CHECK(sent[n - 1].op == GQ_OP_SET_TIMESLICE && sent[n - 1].arg == 50);
+	reconcile(a);
+	reconcile(a);
+	CHECK_EQ_U(nsent, n); /* in flight: nothing more */
+	answer(a, n - 1, RM_ERR_INVALID_ARGUMENT, 0);
+	CHECK(tb->backoff_until == fake_now + 100000);
+	CHECK(strcmp(tsg_state(a, tb), "failed") == 0);
+	fake_now += 50000;
+	reconcile(a);
+	CHECK_EQ_U(nsent, n); /* backing off */
+	fake_now += 60000;
+	reconcile(a);
+	CHECK_EQ_U(nsent, n + 1);
+	answer(a, n, RM_ERR_INVALID_ARGUMENT, 0);
+	CHECK(tb->backoff_until == fake_now + 200000);
+	CHECK(reconcile_next_deadline(a) == fake_now + 200000);
+	agent_free(a);
+}
+
+/* The belief follows whoever told the RM last: a report repeating an
+ * earlier one after our own SET is believed, and corrected. */
+static void test_belief_latest(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc(&tb, &tl);
+	struct proc *be = proc_find(a, 1);
+	size_t n = count(GQ_OP_SET_TIMESLICE, 1, 50);
+
+	report(a, be, 0x10, RM_ENGINE_GR0, 1000);
+	fake_now += 10;
+	reconcile(a);
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), n + 1);
+	answer(a, nsent - 1, RM_OK, 50);
+	fake_now += 10;
+	report(a, be, 0x10, RM_ENGINE_GR0, 1000); /* the same report again */
+	CHECK_EQ_U(tb->applied_ts, 1000);
+	CHECK(strcmp(tsg_state(a, tb), "converged") != 0);
+	/* a RESULT of a SET sent before the report does not undo it */
+	tsg_observe_ts(tb, 50, fake_now - 5);
+	CHECK_EQ_U(tb->applied_ts, 1000);
+	agent_free(a);
+}
+
+/* POLICY for a process with a GR TSG is that TSG's value: a sole BE gets
+ * 50, not the floor of two; two BEs beside an LC both get the floor. */
+static void test_several_be_floor(void)
+{
+	struct tsg *tb, *tl, *t2;
+	struct agent *a = be_beside_lc(&tb, &tl);
+	struct proc *be2;
+	size_t n;
+
+	CHECK_EQ_U(last_gr[1], 50);
+	CHECK_EQ_U(last_gr[2], 100000);
+	be2 = proc_with_peer(a, 4, "best-effort");
+	reconcile(a);
+	CHECK_EQ_U(last_gr[4], 1000); /* one more BE on that runlist */
+	n = nsent;
+	t2 = report(a, be2, 0x40, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, n);
+	reconcile(a);
+	CHECK_EQ_U(tb->desired_ts, 1000);
+	CHECK_EQ_U(t2->desired_ts, 1000);
+	CHECK_EQ_U(last_gr[1], 1000);
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 1000), 1);
+	agent_free(a);
+}
+
+/* After a restart nothing is set until the earlier peers are back or the
+ * grace ends; with no TSG at all the grace still ends. */
+static void test_restart_grace(void)
+{
+	struct agent *a = agent_new();
+	struct state_entry *e = calloc(1, sizeof(*e));
+	struct proc *be, *lc;
+
+	a->started_us = fake_now;
+	e->pid = 99;
+	a->expected = e;
+	reconcile(a);
+	CHECK(a->expected != NULL);
+	CHECK(reconcile_next_deadline(a) == a->started_us + GQ_RESTART_GRACE_MS * 1000ull);
+	be = proc_with_peer(a, 1, "best-effort");
+	lc = proc_with_peer(a, 2, "latency-critical");
+	report(a, be, 0x10, RM_ENGINE_GR0, 2048);
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	reconcile(a);
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 0); /* held */
+	fake_now += GQ_RESTART_GRACE_MS * 1000ull;
+	reconcile(a);
+	CHECK(a->expected == NULL);
+	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 1);
+	agent_free(a);
+
+	/* no TSG: the grace must end anyway, and nothing is due after it */
+	a = agent_new();
+	a->started_us = fake_now;
+	e = calloc(1, sizeof(*e));
+	e->pid = 99;
+	a->expected = e;
+	fake_now += GQ_RESTART_GRACE_MS * 1000ull + 1;
+	reconcile(a);
+	CHECK(a->expected == NULL);
+	CHECK_EQ_U(reconcile_next_deadline(a), 0);
+	agent_free(a);
+}
+
+/* Claims past the per-process limit are refused with EDQUOT. */
+static void test_claim_limits(void)
+{
+	struct agent *a = agent_new();
+	struct proc *p = proc_with_peer(a, 1, "best-effort");
+	unsigned ok = 0;
+
+	for (unsigned i = 0; i < GQ_CLAIMS_PER_PROC + 10; i++) {
+		errno = 0;
+		if (report(a, p, 0x1000 + i, RM_ENGINE_GR0, 2048))
+			ok++;
+		else
+			CHECK(errno == EDQUOT);
+	}
+	CHECK_EQ_U(ok, GQ_CLAIMS_PER_PROC);
+	CHECK_EQ_U(p->claims, GQ_CLAIMS_PER_PROC);
+	tsg_drop_pid(a, 1, 0, 0, GQ_SRC_AGENT);
+	CHECK_EQ_U(p->claims, 0);
+	CHECK_EQ_U(p->uid->claims, 0);
+	CHECK_EQ_U(a->ntsgs, 0);
+	agent_free(a);
+}
+
+int main(void)
+{
+	gq_log_set_level(GQ_LOG_ERROR);
+	test_unverified_claims();
+	test_inflight_and_backoff();
+	test_belief_latest();
+	test_several_be_floor();
+	test_restart_grace();
+	test_claim_limits();
+	CHECK_DONE();
+}
