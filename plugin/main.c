@@ -7,8 +7,9 @@
  * the socket. The loop (epoll on a signalfd, an inotify watch on the
  * device-plugin directory and a backoff timer) starts everything again
  * when the kubelet restarts (kubelet.sock created), when one of our sockets
- * is deleted (a new kubelet removes them), on SIGHUP, and after a failure,
- * with a backoff of 0.5 s doubling to 30 s. SIGTERM and SIGINT stop it
+ * is deleted (a new kubelet removes them; the events of one restart are
+ * let settle for SETTLE_MS), on SIGHUP, and after a failure, with a backoff
+ * of 0.5 s doubling to 30 s. SIGTERM and SIGINT stop it
  * cleanly.
  */
 #include "common/kubesock.h"
@@ -32,6 +33,10 @@
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
+/* A kubelet restart is several directory events (our sockets removed,
+ * kubelet.sock removed and made again) that may arrive in separate reads:
+ * one cycle this long after the last of them, not one per read. */
+#define SETTLE_MS 200
 
 struct plugin {
 	struct plugin_config cfg;
@@ -43,6 +48,7 @@ struct plugin {
 	struct kubesock_watch watch;
 	int sfd, tfd;
 	unsigned backoff_ms;
+	const char *why_next; /* what the armed timer's cycle is for */
 	char kubelet_sock[PATH_MAX + 16];
 };
 
@@ -54,14 +60,20 @@ static void stop_servers(struct plugin *p)
 	}
 }
 
-static void arm_retry(struct plugin *p, const char *why)
+static void arm(struct plugin *p, unsigned ms, const char *why)
 {
 	struct itimerspec it = { 0 };
 
-	it.it_value.tv_sec = p->backoff_ms / 1000;
-	it.it_value.tv_nsec = (long)(p->backoff_ms % 1000) * 1000000L;
-	log_warn("%s; trying again in %u ms", why, p->backoff_ms);
+	it.it_value.tv_sec = ms / 1000;
+	it.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
 	timerfd_settime(p->tfd, 0, &it, NULL);
+	p->why_next = why;
+}
+
+static void arm_retry(struct plugin *p, const char *why)
+{
+	log_warn("%s; trying again in %u ms", why, p->backoff_ms);
+	arm(p, p->backoff_ms, "retry");
 	p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff_ms * 2;
 }
 
@@ -108,10 +120,13 @@ static void on_inotify(struct plugin *p)
 	for (size_t i = 0; i < p->n_res; i++)
 		names[i + 1] = p->srv[i] ? pserver_endpoint(p->srv[i]) : "";
 	kubesock_watch_drain(&p->watch, names, p->n_res + 1, bits);
-	if (kubesock_watch_retry(&p->watch))
-		again = 1;
+	if (kubesock_watch_retry(&p->watch)) {
+		arm(p, SETTLE_MS, "the device-plugin directory appeared");
+		return;
+	}
 	if (bits[0] & KUBESOCK_CREATED) {
-		cycle(p, "the kubelet (re)started");
+		p->backoff_ms = BACKOFF_MIN_MS; /* a new kubelet: no reason to wait longer */
+		arm(p, SETTLE_MS, "the kubelet (re)started");
 		return;
 	}
 	for (size_t i = 0; i < p->n_res; i++)
@@ -119,7 +134,7 @@ static void on_inotify(struct plugin *p)
 		    access(pserver_socket(p->srv[i]), F_OK) < 0)
 			again = 1;
 	if (again)
-		cycle(p, "our socket was removed");
+		arm(p, SETTLE_MS, "our socket was removed");
 }
 
 /* 1 to keep running. */
@@ -171,7 +186,7 @@ static int run(struct plugin *p)
 			if (fd == p->tfd) {
 				uint64_t v;
 				if (read(p->tfd, &v, sizeof(v)) == sizeof(v))
-					cycle(p, "retry");
+					cycle(p, p->why_next ? p->why_next : "retry");
 			}
 			if (fd == p->watch.fd)
 				on_inotify(p);

@@ -57,7 +57,7 @@ struct rpc {
 	int pending;   /* batches in flight */
 	enum method m;
 	/* ListAndWatch */
-	int closed, send_busy, sent_any;
+	int closed, send_busy, sent_any, stalled;
 	uint64_t sent_gen, send_started_ms;
 	struct rpc *next;
 };
@@ -363,13 +363,13 @@ static void streams_tick(struct pserver *s)
 	uint64_t now = now_ms();
 
 	for (struct rpc *r = s->streams; r; r = r->next) {
-		if (r->send_busy && now - r->send_started_ms > PSERVER_STALL_MS) {
+		if (r->send_busy && !r->stalled && now - r->send_started_ms > PSERVER_STALL_MS) {
 			log_warn("%s: ListAndWatch: the kubelet read nothing for %d ms; ending the stream",
 				 s->res.name, PSERVER_STALL_MS);
 			(void)grpc_call_cancel_with_status(
 				r->call, GRPC_STATUS_DEADLINE_EXCEEDED,
 				"ListAndWatch: the device list was not read in time", NULL);
-			r->send_started_ms = UINT64_MAX / 2; /* once */
+			r->stalled = 1;
 		}
 		stream_push(r);
 	}
