@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define WAIT_MS 500
 #define NVML_SUCCESS 0
@@ -77,10 +78,21 @@ static void *health_main(void *arg)
 	struct phealth *h = arg;
 	struct nvml_event ev;
 
+	struct timespec pause = { WAIT_MS / 1000, (WAIT_MS % 1000) * 1000000L };
+	int failing = 0;
+
 	while (!atomic_load(&h->stop)) {
 		int rc = h->wait(h->set, &ev, WAIT_MS);
 		if (rc == NVML_SUCCESS && (ev.type & NVML_EVENT_XID))
 			on_event(h, &ev);
+		if (rc != NVML_SUCCESS && rc != NVML_ERROR_TIMEOUT) {
+			/* an error that returns at once must not spin this thread */
+			if (!failing++)
+				log_warn("health: nvmlEventSetWait failed (%d); retrying", rc);
+			nanosleep(&pause, NULL);
+		} else {
+			failing = 0;
+		}
 	}
 	return NULL;
 }
