@@ -475,24 +475,18 @@ def t_config(env):
     check(p.returncode == 2 and "GPUQOS_PLUGIN_MODE" in p.stderr, "env checked: %s" % p.stderr)
 
 
-def t_valgrind(env):
+def valgrind_run(env, config, exercise):
     if not shutil.which("valgrind"):
         raise Skip("valgrind not installed")
     if not os.path.exists(env.bin("plugin/gpuqos-device-plugin-plain")):
         raise Skip("no plain build (configure with GPUQOS_SANITIZE=ON)")
     env.install_lib()
     vlog = os.path.join(env.dir, "valgrind.log")
-    env.start_plugin(INJECT, plain=True,
+    env.start_plugin(config, plain=True,
                      prefix=["valgrind", "--leak-check=full", "--log-file=" + vlog])
-    register(env, 1)
-    w = env.kubelet.cmd(op="watch", endpoint=QOS)
-    check(w["ok"], "watch under valgrind")
-    check(env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1"], ["qos-2"]])["ok"], "allocate")
-    env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1", "qos-1"]])
-    env.kubelet.cmd(op="raw", endpoint=QOS, method="/v1beta1.DevicePlugin/Allocate",
-                    data=base64.b64encode(b"\x0a\xff\xff\xff\x0f\x01").decode())
+    exercise()
     env.kubelet.cmd(op="restart")
-    register(env, 1)
+    register(env, len(regs_of(config)))
     check(env.stop_plugin() == 0, "clean exit")
     text = open(vlog).read()
     check("definitely lost: 0 bytes" in text or "no leaks are possible" in text,
@@ -501,12 +495,48 @@ def t_valgrind(env):
         check(bad not in text, "valgrind: %s: %s" % (bad, text[-3000:]))
 
 
+def regs_of(config):
+    return [QOS] if config["mode"] == "inject" else [BE, LC]
+
+
+def t_valgrind(env):
+    def exercise():
+        register(env, 1)
+        w = env.kubelet.cmd(op="watch", endpoint=QOS)
+        check(w["ok"], "watch under valgrind")
+        check(env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1"], ["qos-2"]])["ok"],
+              "allocate")
+        env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1", "qos-1"]])
+        env.kubelet.cmd(op="raw", endpoint=QOS, method="/v1beta1.DevicePlugin/Allocate",
+                        data=base64.b64encode(b"\x0a\xff\xff\xff\x0f\x01").decode())
+    valgrind_run(env, INJECT, exercise)
+
+
+def t_valgrind_shares(env):
+    """Discovery, the NVML health thread, a health change on open streams,
+    GetPreferredAllocation."""
+    def exercise():
+        register(env, 2)
+        w = env.kubelet.cmd(op="watch", endpoint=BE)
+        check(w["ok"], "watch under valgrind")
+        with open(env.events, "a") as f:
+            f.write("%s 79\n" % env.gpus[0]["uuid"])
+        n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=10000)
+        check(n["ok"], "health change under valgrind: %s" % n)
+        p = env.kubelet.cmd(op="preferred", endpoint=BE,
+                            requests=[{"available": ids(w), "must": [], "size": 2}])
+        check(p["ok"], "preferred under valgrind")
+        check(env.kubelet.cmd(op="allocate", endpoint=BE, containers=[ids(w)[:2]])["ok"], "allocate")
+    valgrind_run(env, SHARES, exercise)
+
+
 SCENARIOS = {
     "inject": (t_inject, 0), "inject_ld_so_preload": (t_inject_ld_so_preload, 0),
     "no_lib": (t_no_lib, 0), "shares": (t_shares, 2), "visibility": (t_visibility, 2),
     "health": (t_health, 2), "preferred": (t_preferred, 2), "bad_input": (t_bad_input, 0),
     "kubelet_restart": (t_kubelet_restart, 2), "plugin_restart": (t_plugin_restart, 0),
     "config": (t_config, 0), "valgrind": (t_valgrind, 0), "late_kubelet": (t_late_kubelet, 0),
+    "valgrind_shares": (t_valgrind_shares, 2),
 }
 
 
