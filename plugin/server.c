@@ -79,6 +79,7 @@ struct pserver {
 	size_t live;     /* rpcs not yet freed */
 	struct rpc *streams;
 	size_t n_streams;
+	unsigned stall_ms;
 	struct tag t_shutdown;
 };
 
@@ -363,9 +364,9 @@ static void streams_tick(struct pserver *s)
 	uint64_t now = now_ms();
 
 	for (struct rpc *r = s->streams; r; r = r->next) {
-		if (r->send_busy && !r->stalled && now - r->send_started_ms > PSERVER_STALL_MS) {
-			log_warn("%s: ListAndWatch: the kubelet read nothing for %d ms; ending the stream",
-				 s->res.name, PSERVER_STALL_MS);
+		if (r->send_busy && !r->stalled && now - r->send_started_ms > s->stall_ms) {
+			log_warn("%s: ListAndWatch: the kubelet read nothing for %u ms; ending the stream",
+				 s->res.name, s->stall_ms);
 			(void)grpc_call_cancel_with_status(
 				r->call, GRPC_STATUS_DEADLINE_EXCEEDED,
 				"ListAndWatch: the device list was not read in time", NULL);
@@ -538,6 +539,25 @@ static void *server_main(void *arg)
 
 /* ---- start and stop ---- */
 
+/* GPUQOS_PLUGIN_STREAM_STALL_MS (100 ms to 1 h) shortens the wait for
+ * tests; PSERVER_STALL_MS otherwise. */
+static unsigned stall_ms(void)
+{
+	const char *v = getenv("GPUQOS_PLUGIN_STREAM_STALL_MS");
+	char *end;
+	unsigned long ms;
+
+	if (!v || !*v)
+		return PSERVER_STALL_MS;
+	ms = strtoul(v, &end, 10);
+	if (*end || ms < 100 || ms > 3600000) {
+		log_warn("GPUQOS_PLUGIN_STREAM_STALL_MS=%s: not 100..3600000; using %d", v,
+			 PSERVER_STALL_MS);
+		return PSERVER_STALL_MS;
+	}
+	return (unsigned)ms;
+}
+
 static int make_server(struct pserver *s, char *err, size_t errlen)
 {
 	grpc_arg arg[2];
@@ -607,6 +627,7 @@ struct pserver *pserver_start(const struct plugin_config *cfg, const struct pres
 	s->res = *res;
 	s->sh = sh;
 	s->t_shutdown = (struct tag){ T_NEW, NULL };
+	s->stall_ms = stall_ms();
 	pserver_endpoint_name(res->name, s->endpoint, sizeof(s->endpoint));
 	snprintf(s->sock, sizeof(s->sock), "%s/%s", cfg->device_plugin_dir, s->endpoint);
 	if (strlen(s->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {

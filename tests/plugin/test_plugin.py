@@ -118,7 +118,7 @@ class Env:
     def install_lib(self):
         return self.install(self.bin("agent/preempt/libgpuqos-preempt.so"))
 
-    def start_plugin(self, config=None, extra=(), plain=False, prefix=()):
+    def start_plugin(self, config=None, extra=(), plain=False, prefix=(), env_extra=None):
         cmd = list(prefix) + [self.bin("plugin/gpuqos-device-plugin-plain" if plain
                                        else "plugin/gpuqos-device-plugin"),
                               "--device-plugin-dir", self.dp, "--preempt-lib-dir", self.lib,
@@ -133,7 +133,7 @@ class Env:
                     "--sysfs-root", self.sysfs, "--procfs-root", self.procfs,
                     "--nvml-lib", self.bin("tests/plugin/libfake_nvml.so")]
         cmd += list(extra)
-        env = dict(os.environ, FAKE_NVML_EVENTS=self.events)
+        env = dict(os.environ, FAKE_NVML_EVENTS=self.events, **(env_extra or {}))
         self.plugin_log = os.path.join(self.dir, "plugin.log")
         self.plugin = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env,
                                        stderr=open(self.plugin_log, "a"))
@@ -388,6 +388,30 @@ def t_bad_input(env):
     check(env.plugin.poll() is None, "the plugin died")
 
 
+def t_stall(env):
+    """A kubelet that never reads its stream: with 32 GPUs and 64 shares
+    each the list (~120 KB) outgrows the reader's 64 KB window, the send
+    never completes, and the stream is ended after the stall time; every
+    other call goes on meanwhile."""
+    env.start_plugin(dict(SHARES, replicas=64), env_extra={"GPUQOS_PLUGIN_STREAM_STALL_MS": "1500"})
+    register(env, 2)
+    st = env.kubelet.cmd(op="stall", endpoint=BE)
+    check(st["ok"], "stall %s" % st)
+    w = env.kubelet.cmd(op="watch", endpoint=BE)
+    check(w["ok"] and len(w["devices"]) == 32 * 64, "a reading kubelet gets the list: %d" % len(w.get("devices", [])))
+    a = env.kubelet.cmd(op="allocate", endpoint=BE, containers=[[w["devices"][0]["id"]]])
+    check(a["ok"], "Allocate beside a stalled stream: %s" % a)
+    time.sleep(2.5)
+    r = env.kubelet.cmd(op="stall_result", stream=st["stream"], timeout_ms=5000)
+    # Cut in the middle of a message, the stream cannot carry a status:
+    # the reader sees it reset; the plugin's log says why.
+    check(not r["ok"] and r.get("code") not in (None, 0) and r.get("error") != "open"
+          and r.get("messages") == 0, "the unread stream is ended: %s" % r)
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=300)
+    check(not n["ok"] and n["error"] == "timeout", "the reading stream stays open: %s" % n)
+    check("read nothing for 1500 ms" in open(env.plugin_log).read(), "logged")
+
+
 def restart_check(env, eps, per_ep_ids):
     t = env.kubelet.cmd(op="restart")
     check(t["ok"], "restart %s" % t)
@@ -536,7 +560,7 @@ SCENARIOS = {
     "health": (t_health, 2), "preferred": (t_preferred, 2), "bad_input": (t_bad_input, 0),
     "kubelet_restart": (t_kubelet_restart, 2), "plugin_restart": (t_plugin_restart, 0),
     "config": (t_config, 0), "valgrind": (t_valgrind, 0), "late_kubelet": (t_late_kubelet, 0),
-    "valgrind_shares": (t_valgrind_shares, 2),
+    "valgrind_shares": (t_valgrind_shares, 2), "stall": (t_stall, 32),
 }
 
 

@@ -99,10 +99,18 @@ var (
 	streams   = map[int]*stream{}
 	nextID    = 1
 	conns     = map[string]*grpc.ClientConn{}
-	stalled   []context.CancelFunc
+	stalled   []stalledStream
 	kub       = &kubelet{}
 	rawCodecV rawCodec
 )
+
+// A ListAndWatch stream nobody reads, on a connection of its own whose
+// flow-control window stays at the HTTP/2 minimum (no BDP growth).
+type stalledStream struct {
+	cancel context.CancelFunc
+	conn   *grpc.ClientConn
+	s      pb.DevicePlugin_ListAndWatchClient
+}
 
 type rawCodec struct{}
 
@@ -259,14 +267,48 @@ func raw(c *grpc.ClientConn, method string, data []byte) map[string]interface{} 
 }
 
 // A ListAndWatch stream that is opened and never read from.
-func stall(c *grpc.ClientConn) map[string]interface{} {
+func stall(endpoint string) map[string]interface{} {
+	c, err := grpc.Dial("unix://"+filepath.Join(*dir, endpoint), grpc.WithInsecure(),
+		grpc.WithBlock(), grpc.WithTimeout(5*time.Second),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
+	if err != nil {
+		return map[string]interface{}{"ok": false, "error": err.Error()}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := pb.NewDevicePluginClient(c).ListAndWatch(ctx, &pb.Empty{}); err != nil {
+	s, err := pb.NewDevicePluginClient(c).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
 		cancel()
+		c.Close()
 		return fail(err)
 	}
-	stalled = append(stalled, cancel)
-	return map[string]interface{}{"ok": true}
+	stalled = append(stalled, stalledStream{cancel, c, s})
+	return map[string]interface{}{"ok": true, "stream": len(stalled) - 1}
+}
+
+// Reads a stalled stream at last: how it ended (or "open" after timeoutMs).
+func stallResult(i, timeoutMs int) map[string]interface{} {
+	if i < 0 || i >= len(stalled) {
+		return map[string]interface{}{"ok": false, "error": "no such stream"}
+	}
+	done := make(chan map[string]interface{}, 1)
+	go func() {
+		n := 0
+		for {
+			if _, err := stalled[i].s.Recv(); err != nil {
+				m := fail(err)
+				m["messages"] = n
+				done <- m
+				return
+			}
+			n++
+		}
+	}()
+	select {
+	case m := <-done:
+		return m
+	case <-time.After(time.Duration(timeoutMs) * time.Millisecond):
+		return map[string]interface{}{"ok": false, "error": "open"}
+	}
 }
 
 type command struct {
@@ -307,8 +349,9 @@ func closeConns() {
 		s.cancel()
 		delete(streams, id)
 	}
-	for _, c := range stalled {
-		c()
+	for _, st := range stalled {
+		st.cancel()
+		st.conn.Close()
 	}
 	stalled = nil
 	for e, c := range conns {
@@ -340,6 +383,10 @@ func do(c command) map[string]interface{} {
 		return map[string]interface{}{"ok": true}
 	case "next":
 		return next(c.Stream, c.TimeoutMs)
+	case "stall":
+		return stall(c.Endpoint)
+	case "stall_result":
+		return stallResult(c.Stream, c.TimeoutMs)
 	}
 	cc, err := conn(c.Endpoint)
 	if err != nil {
@@ -363,8 +410,6 @@ func do(c command) map[string]interface{} {
 		return preferred(cc, c.Requests)
 	case "raw":
 		return raw(cc, c.Method, c.Data)
-	case "stall":
-		return stall(cc)
 	}
 	return map[string]interface{}{"ok": false, "error": fmt.Sprintf("unknown op %q", c.Op)}
 }
