@@ -412,6 +412,34 @@ def t_stall(env):
     check("read nothing for 1500 ms" in open(env.plugin_log).read(), "logged")
 
 
+def t_coalesce(env):
+    """Changes while a send is in flight are coalesced: the first list is
+    larger than the reader's window, so its send stays in flight until the
+    reader reads; two health changes meanwhile become one next message
+    with both, not two."""
+    env.start_plugin(dict(SHARES, replicas=64))
+    register(env, 2)
+    st = env.kubelet.cmd(op="stall", endpoint=BE)
+    check(st["ok"], "stall %s" % st)
+    time.sleep(0.5)
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    for n, u in enumerate((u0, u1), 1):
+        with open(env.events, "a") as f:
+            f.write("%s 79\n" % u)
+        deadline = time.monotonic() + 10  # each its own generation
+        while open(env.plugin_log).read().count("marked Unhealthy") < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # and a few of the servers' ticks
+    check(open(env.plugin_log).read().count("marked Unhealthy") == 2, "both changes applied before the read")
+    r = env.kubelet.cmd(op="stall_read", stream=st["stream"], timeout_ms=1500)
+    msgs = r["messages"]
+    check(len(msgs) == 2, "one list, then one coalesced update: %s" %
+          [(m["devices"], len(m["unhealthy"])) for m in msgs])
+    check(msgs[0]["unhealthy"] == [], "the first list was the one in flight")
+    bad = sorted({i.split("::")[0] for i in msgs[1]["unhealthy"]})
+    check(bad == sorted([u0, u1]) and len(msgs[1]["unhealthy"]) == 128, "both changes in one: %s" % bad)
+
+
 def restart_check(env, eps, per_ep_ids):
     t = env.kubelet.cmd(op="restart")
     check(t["ok"], "restart %s" % t)
@@ -561,6 +589,7 @@ SCENARIOS = {
     "kubelet_restart": (t_kubelet_restart, 2), "plugin_restart": (t_plugin_restart, 0),
     "config": (t_config, 0), "valgrind": (t_valgrind, 0), "late_kubelet": (t_late_kubelet, 0),
     "valgrind_shares": (t_valgrind_shares, 2), "stall": (t_stall, 32),
+    "coalesce": (t_coalesce, 32),
 }
 
 

@@ -311,6 +311,43 @@ func stallResult(i, timeoutMs int) map[string]interface{} {
 	}
 }
 
+// Reads a stalled stream until nothing came for idleMs: per message, the
+// number of devices and the Unhealthy ones.
+func stallRead(i, idleMs int) map[string]interface{} {
+	if i < 0 || i >= len(stalled) {
+		return map[string]interface{}{"ok": false, "error": "no such stream"}
+	}
+	msgs := make(chan *pb.ListAndWatchResponse, 100)
+	go func(s pb.DevicePlugin_ListAndWatchClient) {
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- r
+		}
+	}(stalled[i].s)
+	out := []map[string]interface{}{}
+	for {
+		select {
+		case r, ok := <-msgs:
+			if !ok {
+				return map[string]interface{}{"ok": true, "messages": out, "ended": true}
+			}
+			bad := []string{}
+			for _, d := range r.Devices {
+				if d.Health != "Healthy" {
+					bad = append(bad, d.ID)
+				}
+			}
+			out = append(out, map[string]interface{}{"devices": len(r.Devices), "unhealthy": bad})
+		case <-time.After(time.Duration(idleMs) * time.Millisecond):
+			return map[string]interface{}{"ok": true, "messages": out}
+		}
+	}
+}
+
 type command struct {
 	Op         string     `json:"op"`
 	N          int        `json:"n"`
@@ -387,6 +424,8 @@ func do(c command) map[string]interface{} {
 		return stall(c.Endpoint)
 	case "stall_result":
 		return stallResult(c.Stream, c.TimeoutMs)
+	case "stall_read":
+		return stallRead(c.Stream, c.TimeoutMs)
 	}
 	cc, err := conn(c.Endpoint)
 	if err != nil {
