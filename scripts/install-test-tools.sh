@@ -54,7 +54,7 @@ export npm_config_cache="$tmp/npm-cache" npm_config_update_notifier=false npm_co
 	npm_config_audit=false
 
 echo "install-test-tools: fetching $LAYER"
-(cd "$tmp" && npm pack --silent "$LAYER" >pack.out 2>pack.err) ||
+(cd "$tmp" && npm pack --loglevel=error "$LAYER" >pack.out 2>pack.err) ||
 	fail "npm pack $LAYER failed: $(tail -n 3 "$tmp/pack.err")"
 tgz=$tmp/$(tail -n 1 "$tmp/pack.out")
 got=$(node -e 'process.stdout.write(require("crypto").createHash("sha512")
