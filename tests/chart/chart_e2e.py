@@ -43,10 +43,18 @@ def install(build, stage):
     return os.path.join(stage, "usr", "local")
 
 
-def agent_has(local, flag):
+def agent_has(local, flag, family):
+    """Whether gpuqos-agent --help lists flag. A help that has other
+    flags of the same family (--metrics-*) but not this one means the
+    chart and the agent disagree: that fails rather than skips."""
     p = subprocess.run([os.path.join(local, "bin", "gpuqos-agent"), "--help"], capture_output=True,
                        text=True, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
-    return flag in p.stdout + p.stderr
+    text = p.stdout + p.stderr
+    if flag in text:
+        return True
+    expect(family not in text, "gpuqos-agent --help has %s flags but not %s, which the chart passes:\n%s"
+           % (family, flag, text))
+    return False
 
 
 def free_port():
@@ -196,10 +204,10 @@ def prepare(node, build, render, values):
             "--set", "policy.timeslices.lcUs=%d,policy.timeslices.beUs=%d" % (LC_US, BE_US)] + values
     # The eBPF tracker stays off: it would attach to every process on this
     # host; tests/e2e checks it with a pin folder of its own.
-    if not agent_has(local, "--metrics-address"):
+    if not agent_has(local, "--metrics-address", "--metrics"):
         vals += ["--set", "metrics.enabled=false"]
         notes.append("gpuqos-agent has no --metrics-address yet: rendered with metrics.enabled=false")
-    if not agent_has(local, "--install-preempt-lib"):
+    if not agent_has(local, "--install-preempt-lib", "--install-"):
         vals += ["--set", "preemptLib.install=false"]
         notes.append("gpuqos-agent has no --install-preempt-lib yet: rendered with preemptLib.install=false")
     objs = render(node.dir, vals)
