@@ -22,6 +22,7 @@
 #include "agent/loop.h"
 #include "agent/path.h"
 #include "agent/policy.h"
+#include "agent/state.h"
 #include "agent/tracker.h"
 #include "common/log.h"
 
@@ -247,6 +248,7 @@ struct agent {
 	struct options opt;
 	char nvidiactl[4096]; /* canonical path a reported fd must point to */
 	char state_path[4096];
+	struct state_dir sd;   /* its lock and state.json writes (state.h) */
 	struct gq_config *cfg;
 	struct loop_watch sig_w, tick_w, wake_w, listen_w, ctl_w;
 	struct proc *procs;
@@ -326,6 +328,19 @@ uint32_t tsg_effective_ts(const struct tsg *t);
 int tsg_ts_differs(const struct tsg *t);
 uint32_t tsg_effective_il(const struct tsg *t);
 int tsg_il_differs(const struct tsg *t);
+/* Where a TSG's settings stand, as ctl, annotations and metrics show it. */
+enum tsg_state {
+	TSG_CONVERGED = 0, /* what the policy wants is what the RM was last told */
+	TSG_PENDING,       /* a control in flight, or a difference not sent yet */
+	TSG_FAILED,        /* the last control failed, or no path can carry it */
+	TSG_STALLED,       /* the only path for its next control is stalled */
+	TSG_UNMANAGED,     /* its process's class is unmanaged */
+	TSG_UNVERIFIED,    /* a claim nobody confirmed yet */
+	TSG_REFUSED,       /* a claim the RM says does not exist */
+};
+enum tsg_state tsg_state_of(const struct tsg *t);
+const char *tsg_state_name(enum tsg_state s);
+/* tsg_state_name(tsg_state_of(t)) */
 const char *tsg_state(const struct agent *a, const struct tsg *t);
 void proc_free_all(struct agent *a);
 
@@ -389,7 +404,6 @@ int state_load(struct agent *a);
 const struct state_entry *state_find(const struct agent *a, pid_t pid, uint64_t starttime);
 int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum gq_class cls);
 void state_gc(struct agent *a);
-int state_save(const struct agent *a);
 void state_peer_synced(struct agent *a, pid_t pid);
 int state_holding(struct agent *a, uint64_t now);
 void state_free_all(struct agent *a);

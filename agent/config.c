@@ -184,11 +184,81 @@ static int want_object(const struct ctx *x, const char *field, const cJSON *j)
 /* Sections                                                            */
 /* ------------------------------------------------------------------ */
 
+/* fnmatch(3) takes any text and quietly reads a broken bracket as plain
+ * characters, so a typo would match nothing. The grammar it implements,
+ * flags 0: `\\` quotes the next character; `[` opens a set closed by a
+ * later `]` (one right after `[`, `[!` or `[^` is a member), which may
+ * hold `[:class:]`, `[.x.]` and `[=x=]`. */
+static int glob_bracket_end(const char *p, const char **end, char *why, size_t n)
+{
+	static const char *const classes[] = { "alnum", "alpha", "blank", "cntrl", "digit", "graph",
+					       "lower", "print", "punct", "space", "upper", "xdigit" };
+
+	p++; /* the [ */
+	if (*p == '!' || *p == '^')
+		p++;
+	if (*p == ']')
+		p++;
+	for (; *p && *p != ']'; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p != '[' || (p[1] != ':' && p[1] != '.' && p[1] != '='))
+			continue;
+		{
+			char kind = p[1];
+			const char *close = p + 2;
+			size_t len, i = 0;
+
+			while (*close && !(close[0] == kind && close[1] == ']'))
+				close++;
+			if (!*close) {
+				snprintf(why, n, "\"[%c\" has no closing \"%c]\"", kind, kind);
+				return -1;
+			}
+			len = (size_t)(close - (p + 2));
+			if (kind == ':') {
+				while (i < sizeof(classes) / sizeof(classes[0]) &&
+				       (strlen(classes[i]) != len || strncmp(classes[i], p + 2, len) != 0))
+					i++;
+				if (i == sizeof(classes) / sizeof(classes[0])) {
+					snprintf(why, n, "unknown character class \"[:%.*s:]\"", (int)len, p + 2);
+					return -1;
+				}
+			}
+			p = close + 1;
+		}
+	}
+	if (!*p) {
+		snprintf(why, n, "\"[\" has no closing \"]\"");
+		return -1;
+	}
+	*end = p;
+	return 0;
+}
+
+static int glob_check(const char *pat, char *why, size_t n)
+{
+	for (const char *p = pat; *p; p++) {
+		if (*p == '\\') {
+			if (!p[1]) {
+				snprintf(why, n, "it ends in a lone \"\\\"");
+				return -1;
+			}
+			p++;
+		} else if (*p == '[' && glob_bracket_end(p, &p, why, n)) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int parse_rule(const struct ctx *x, int idx, const cJSON *j, struct gq_rule *r)
 {
 	static const char *const keys[] = { "cgroup", "exe", "class" };
 	const cJSON *cg, *exe, *cls, *pat;
-	char field[32], sub[48];
+	char field[32], sub[48], why[96];
 	const char *s = NULL;
 	size_t len;
 
@@ -212,6 +282,8 @@ static int parse_rule(const struct ctx *x, int idx, const cJSON *j, struct gq_ru
 	if (len >= sizeof(r->pattern))
 		return fail(x, sub, "is %zu bytes long; at most %zu are allowed", len,
 			    sizeof(r->pattern) - 1);
+	if (glob_check(s, why, sizeof(why)))
+		return fail(x, sub, "\"%s\" is not a valid glob: %s", s, why);
 	snprintf(sub, sizeof(sub), "%s.class", field);
 	if (!cls)
 		return fail(x, sub, "is missing");
@@ -446,6 +518,11 @@ static int validate(const struct ctx *x, struct state *st)
 			    "timeslices starved a BE and once stalled the RM control path; set "
 			    "\"allowUnsafeSeveralBe\": true to use it anyway",
 			    st->cfg.policy.several_be_timeslice_us, POLICY_SEVERAL_BE_SAFE_MIN_US);
+	if (st->cfg.policy.lc_timeslice_us < st->cfg.policy.be_timeslice_us)
+		return fail(x, "timeslices.lcUs",
+			    "is %u us, below timeslices.beUs (%u us): an LC would run in shorter slices "
+			    "than the BE beside it",
+			    st->cfg.policy.lc_timeslice_us, st->cfg.policy.be_timeslice_us);
 	/* Cannot fail after the checks above; kept so the file can never
 	 * hold something the agent's own validation would refuse. */
 	if (policy_config_validate(&st->cfg.policy, st->allow_unsafe, why, sizeof(why)))

@@ -3,7 +3,10 @@
  * ctl.c - the JSON control socket (docs/ctl.md): one request per stream
  * connection, one answer, close. preempt and get-timeslice are answered
  * when every command they issued has a result or passed its deadline; the
- * loop never waits for them. Does not own the state it shows or changes.
+ * loop never waits for them. A connection has CTL_IDLE_MS to send its
+ * request and again to take its answer, and at most CTL_CONN_MAX are open
+ * at once: a client that connects and stalls holds nothing for long. Does
+ * not own the state it shows or changes.
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
@@ -19,9 +22,15 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #define CTL_REQ_MAX 4096
+/* gpuqosctl sends its request at once and reads the answer at once; a
+ * client slower than this is gone or hostile. */
+#define CTL_IDLE_MS 10000u
+/* More than any operator runs at once; each costs two fds. */
+#define CTL_CONN_MAX 32u
 
 enum ctl_phase { CTL_READ, CTL_WAIT, CTL_WRITE, CTL_DRAIN };
 
@@ -30,6 +39,7 @@ enum ctl_phase { CTL_READ, CTL_WAIT, CTL_WRITE, CTL_DRAIN };
 struct ctl_conn {
 	struct ctl_conn *next;
 	struct loop_watch w;
+	struct loop_watch timer; /* timerfd: CTL_IDLE_MS for the request, then the answer */
 	enum ctl_phase phase;
 	char in[CTL_REQ_MAX + 1];
 	size_t inlen;
@@ -40,12 +50,18 @@ struct ctl_conn {
 	unsigned pending;
 };
 
+/* Connections refused by CTL_CONN_MAX, closed by CTL_IDLE_MS (shown in
+ * the agent's counters). */
+static uint64_t ctl_refused, ctl_timeouts;
+
 static void ctl_close(struct agent *a, struct ctl_conn *c)
 {
 	if (c->w.dead)
 		return;
 	cmd_detach_ctl(a, c);
 	loop_close(&a->loop, &c->w);
+	if (c->timer.fd >= 0)
+		loop_close(&a->loop, &c->timer);
 	for (struct ctl_conn **pp = &a->ctls; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -122,6 +138,29 @@ static void ctl_flush(struct agent *a, struct ctl_conn *c)
 	ctl_drain(a, c);
 }
 
+/* 0 ms disarms. */
+static void ctl_arm(struct agent *a, struct ctl_conn *c, unsigned ms)
+{
+	struct itimerspec its = { .it_value = { .tv_sec = ms / 1000u,
+						.tv_nsec = (long)(ms % 1000u) * 1000000L } };
+
+	if (timerfd_settime(c->timer.fd, 0, &its, NULL) != 0) {
+		log_warn("ctl: timer: %s", strerror(errno));
+		ctl_close(a, c);
+	}
+}
+
+static void on_ctl_timer(struct loop_watch *w, uint32_t events)
+{
+	struct ctl_conn *c = (struct ctl_conn *)((char *)w - offsetof(struct ctl_conn, timer));
+	struct agent *a = w->ctx;
+
+	(void)events;
+	ctl_timeouts++;
+	log_debug("ctl: connection closed: idle for %u ms", CTL_IDLE_MS);
+	ctl_close(a, c);
+}
+
 /* Takes ownership of answer. */
 static void ctl_answer(struct agent *a, struct ctl_conn *c, cJSON *answer)
 {
@@ -148,7 +187,10 @@ static void ctl_answer(struct agent *a, struct ctl_conn *c, cJSON *answer)
 		ctl_close(a, c);
 		return;
 	}
-	ctl_flush(a, c);
+	/* The client has as long again to take the answer and close. */
+	ctl_arm(a, c, CTL_IDLE_MS);
+	if (!c->w.dead)
+		ctl_flush(a, c);
 }
 
 static void ctl_error(struct agent *a, struct ctl_conn *c, const char *fmt, ...)
@@ -324,6 +366,16 @@ static cJSON *counters_json(const struct counters *n)
 	return o;
 }
 
+static void files_json(const struct agent *a, cJSON *counters)
+{
+	if (!counters)
+		return;
+	cJSON_AddNumberToObject(counters, "stateWrites", (double)a->sd.writes);
+	cJSON_AddNumberToObject(counters, "stateWriteErrors", (double)a->sd.write_errors);
+	cJSON_AddNumberToObject(counters, "ctlRefused", (double)ctl_refused);
+	cJSON_AddNumberToObject(counters, "ctlTimeouts", (double)ctl_timeouts);
+}
+
 /* Every action of the capability table: allowed or not, and what is
  * missing in words for those that are not. */
 static void caps_json(struct agent *a, cJSON *o)
@@ -376,7 +428,7 @@ static void direct_json(struct agent *a, cJSON *o)
 
 static cJSON *agent_json(struct agent *a)
 {
-	cJSON *o = cJSON_CreateObject();
+	cJSON *o = cJSON_CreateObject(), *counters;
 	size_t npeers = 0, ntsgs = 0;
 
 	if (!o)
@@ -395,7 +447,9 @@ static cJSON *agent_json(struct agent *a)
 		cJSON_AddStringToObject(o, "config", a->cfg->path);
 	else
 		cJSON_AddNullToObject(o, "config");
-	cJSON_AddItemToObject(o, "counters", counters_json(&a->n));
+	counters = counters_json(&a->n);
+	files_json(a, counters);
+	cJSON_AddItemToObject(o, "counters", counters);
 	caps_json(a, o);
 	direct_json(a, o);
 	tracker_json(a, o);
@@ -673,11 +727,15 @@ static void ctl_request(struct agent *a, struct ctl_conn *c)
 	cJSON *req;
 
 	c->in[c->inlen] = '\0';
-	/* Stop reading: one request per connection. */
+	/* Stop reading: one request per connection. While its commands run
+	 * their own deadlines bound it. */
 	if (loop_mod(&a->loop, &c->w, 0) != 0) {
 		ctl_close(a, c);
 		return;
 	}
+	ctl_arm(a, c, 0);
+	if (c->w.dead)
+		return;
 	req = cJSON_ParseWithLength(c->in, c->inlen);
 	if (!req) {
 		ctl_error(a, c, "request: not valid JSON");
@@ -738,6 +796,74 @@ static void on_ctl_conn(struct loop_watch *w, uint32_t events)
 		ctl_close(a, c); /* gave up waiting for preempt/get-timeslice */
 }
 
+/* One connection too many: told why in one non-blocking send (a fresh
+ * socket's buffer takes it), then closed. The others are untouched. */
+static void ctl_refuse(int fd)
+{
+	char msg[128];
+	int n = snprintf(msg, sizeof(msg),
+			 "{\"ok\":false,\"error\":\"too many control connections (%u open)\"}\n",
+			 CTL_CONN_MAX);
+
+	if (send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) != n)
+		log_debug("ctl: refusal not sent: %s", strerror(errno));
+	close(fd);
+	if (ctl_refused++ == 0 || ctl_refused % 1000 == 0)
+		log_warn("ctl: %u connections open: refusing more (%llu refused so far)",
+			 CTL_CONN_MAX, (unsigned long long)ctl_refused);
+}
+
+static unsigned ctl_open_count(const struct agent *a)
+{
+	unsigned n = 0;
+
+	for (const struct ctl_conn *c = a->ctls; c; c = c->next)
+		n++;
+	return n;
+}
+
+static void ctl_accept_one(struct agent *a, int fd)
+{
+	struct ctl_conn *c;
+
+	if (ctl_open_count(a) >= CTL_CONN_MAX) {
+		ctl_refuse(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->w.fd = fd;
+	c->w.fn = on_ctl_conn;
+	c->w.ctx = a;
+	c->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	c->timer.fn = on_ctl_timer;
+	c->timer.ctx = a;
+	if (c->timer.fd < 0) {
+		log_warn("ctl: timerfd_create: %s", strerror(errno));
+		close(fd);
+		free(c);
+		return;
+	}
+	if (loop_add(&a->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
+		close(c->timer.fd);
+		close(fd);
+		free(c);
+		return;
+	}
+	if (loop_add(&a->loop, &c->timer, EPOLLIN) != 0) {
+		loop_close(&a->loop, &c->w);
+		close(c->timer.fd);
+		free(c);
+		return;
+	}
+	c->next = a->ctls;
+	a->ctls = c;
+	ctl_arm(a, c, CTL_IDLE_MS);
+}
+
 static void on_ctl_listen(struct loop_watch *w, uint32_t events)
 {
 	struct agent *a = w->ctx;
@@ -745,28 +871,13 @@ static void on_ctl_listen(struct loop_watch *w, uint32_t events)
 	(void)events;
 	for (;;) {
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct ctl_conn *c;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				log_warn("accept on %s: %s", a->opt.ctl_socket, strerror(errno));
 			return;
 		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->w.fd = fd;
-		c->w.fn = on_ctl_conn;
-		c->w.ctx = a;
-		if (loop_add(&a->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		c->next = a->ctls;
-		a->ctls = c;
+		ctl_accept_one(a, fd);
 	}
 }
 

@@ -3,7 +3,9 @@
  * main.c - gpuqos-agent: options (each also from the environment), the
  * configuration (load at start, reload on SIGHUP keeping the old one when
  * the new one is invalid), signals, start-up and an orderly exit that
- * removes the sockets and frees everything, and the capability check at
+ * removes the sockets it bound (only while they are still its own) and
+ * frees everything, the checks that keep two agents off each other's
+ * sockets, and the capability check at
  * start that decides whether the direct path runs, and whether the eBPF
  * tracker is wanted (--bpf; tracker.c opens it), and the choice between
  * standalone and Kubernetes mode (kubemode.c). Does not own any
@@ -25,7 +27,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static void usage(FILE *f)
@@ -330,6 +334,104 @@ static int direct_init(struct agent *a)
 	return 0;
 }
 
+/* The sockets this agent bound, as files: at exit it removes a path only
+ * while it still names the socket it bound, never one a newer agent made. */
+struct bound {
+	const char *path;
+	int made;
+	dev_t dev;
+	ino_t ino;
+};
+static struct bound bound_sock, bound_ctl;
+
+static void bound_record(struct bound *b, const char *path)
+{
+	struct stat st;
+
+	b->path = path;
+	if (stat(path, &st) != 0) {
+		log_warn("%s: %s; it will not be removed at exit", path, strerror(errno));
+		return;
+	}
+	b->made = 1;
+	b->dev = st.st_dev;
+	b->ino = st.st_ino;
+}
+
+static void bound_remove(const struct bound *b)
+{
+	struct stat st;
+
+	if (!b->made)
+		return;
+	if (lstat(b->path, &st) != 0) {
+		if (errno != ENOENT)
+			log_warn("%s: %s", b->path, strerror(errno));
+		return;
+	}
+	if (!S_ISSOCK(st.st_mode) || st.st_dev != b->dev || st.st_ino != b->ino) {
+		log_info("%s: left in place: no longer the socket this agent bound", b->path);
+		return;
+	}
+	if (unlink(b->path) != 0)
+		log_warn("unlink %s: %s", b->path, strerror(errno));
+}
+
+/* The path with its directory resolved (it exists: mkdir_parents made it). */
+static void canonical(const char *path, char *out, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096], *real;
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	real = realpath(dir[0] ? dir : "/", NULL);
+	if (real)
+		snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path);
+	else
+		snprintf(out, n, "%s", path);
+	free(real);
+}
+
+/* 1 when a live listener accepts connections at path: a running agent's
+ * socket, which binding here would take from it. */
+static int socket_live(const char *path, int type)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, live;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return 0; /* unix_listen says why */
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN;
+	close(fd);
+	return live;
+}
+
+/* Paths that cannot work together are refused before anything is made. */
+static int check_sockets(struct agent *a)
+{
+	char s1[4200], s2[4200];
+
+	if (mkdir_parents(a->opt.socket, 0755) != 0 || mkdir_parents(a->opt.ctl_socket, 0755) != 0)
+		return -1;
+	canonical(a->opt.socket, s1, sizeof(s1));
+	canonical(a->opt.ctl_socket, s2, sizeof(s2));
+	if (strcmp(s1, s2) == 0) {
+		log_error("--socket and --ctl-socket are both %s: the preempt agents and gpuqosctl "
+			  "need a socket each", s1);
+		return -1;
+	}
+	if (socket_live(a->opt.socket, SOCK_SEQPACKET) || socket_live(a->opt.ctl_socket, SOCK_STREAM)) {
+		log_error("another agent is listening on %s or %s: refusing to take its sockets",
+			  a->opt.socket, a->opt.ctl_socket);
+		return -1;
+	}
+	return 0;
+}
+
 static int resolve_paths(struct agent *a)
 {
 	char *real = realpath(a->opt.nvidiactl, NULL);
@@ -344,6 +446,19 @@ static int resolve_paths(struct agent *a)
 	}
 	if (mkdir_parents(a->state_path, 0755) != 0)
 		return -1;
+	/* The state dir's lock first: a second agent stops here, before it
+	 * touches the first one's sockets. */
+	return state_open(a) == 0 && check_sockets(a) == 0 ? 0 : -1;
+}
+
+static int listen_all(struct agent *a)
+{
+	if (peer_listen(a) != 0)
+		return -1;
+	bound_record(&bound_sock, a->opt.socket);
+	if (ctl_listen(a) != 0)
+		return -1;
+	bound_record(&bound_ctl, a->opt.ctl_socket);
 	return 0;
 }
 
@@ -353,7 +468,7 @@ static int agent_start(struct agent *a)
 	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || config_initial(a) != 0 ||
 	    resolve_paths(a) != 0 || (!a->opt.standalone && kmode_start(a) != 0) ||
 	    direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
-	    tracker_init(a) != 0 || peer_listen(a) != 0 || ctl_listen(a) != 0 ||
+	    tracker_init(a) != 0 || listen_all(a) != 0 ||
 	    gpuinfo_init(&a->loop, a->nvidiactl) != 0)
 		return -1;
 	a->loop.after_batch = after_batch;
@@ -371,6 +486,9 @@ static void close_watch(struct agent *a, struct loop_watch *w)
 
 static void agent_stop(struct agent *a)
 {
+	/* While the peers are still listed: the next start waits for them. */
+	if (a->sd.lock_fd >= 0)
+		state_flush(a);
 	kmode_stop(a);
 	ctl_free_all(a);
 	peer_free_all(a);
@@ -383,16 +501,15 @@ static void agent_stop(struct agent *a)
 	tracker_stop(a);
 	proc_free_all(a);
 	state_free_all(a);
-	if (a->listen_w.fd >= 0 && unlink(a->opt.socket) != 0)
-		log_warn("unlink %s: %s", a->opt.socket, strerror(errno));
-	if (a->ctl_w.fd >= 0 && unlink(a->opt.ctl_socket) != 0)
-		log_warn("unlink %s: %s", a->opt.ctl_socket, strerror(errno));
+	bound_remove(&bound_sock);
+	bound_remove(&bound_ctl);
 	close_watch(a, &a->listen_w);
 	close_watch(a, &a->ctl_w);
 	close_watch(a, &a->tick_w);
 	close_watch(a, &a->wake_w);
 	close_watch(a, &a->sig_w);
 	gpuinfo_fini();
+	state_close(a); /* the lock last: the sockets are gone by now */
 	loop_fini(&a->loop);
 	free(a->cfg);
 }
@@ -407,6 +524,7 @@ int main(int argc, char **argv)
 	a->sig_w.fd = a->tick_w.fd = a->wake_w.fd = a->listen_w.fd = a->ctl_w.fd = -1;
 	a->direct_w.fd = -1;
 	a->trk.w.fd = -1;
+	a->sd.lock_fd = a->sd.timer.fd = -1;
 	rc = parse_options(a, argc, argv);
 	if (rc != 0)
 		return rc == 100 ? 0 : rc;

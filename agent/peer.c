@@ -153,7 +153,7 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 	a->dirty = 1;
 	/* On exit the file keeps the peers, for the next start to wait for. */
 	if (!a->exiting)
-		state_save(a);
+		state_changed(a);
 }
 
 void peer_close_broken(struct agent *a)
@@ -424,7 +424,7 @@ static void peer_accept_one(struct agent *a, int fd)
 	p->next = a->peers;
 	a->peers = p;
 	a->n.peers_accepted++;
-	state_save(a);
+	state_changed(a);
 	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): preempt agent connected, class %s (%s)",
 		 (int)p->pid, p->proc->comm, gq_class_name(p->proc->cls), p->proc->cls_source);
 }

@@ -162,6 +162,17 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1, \"rules\": [{\"exe\": \"/a\", \"class\": \"be\", \"pid\": 1}]}",
 	  { "rules[0]", "unknown key \"pid\"" } },
 	{ "{\"version\": 1, \"rules\": [\"/a\"]}", { "rules[0]", "an object" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": \"[\", \"class\": \"be\"}]}",
+	  { "rules[0].exe", "not a valid glob" } },
+	{ "{\"version\": 1, \"rules\": [{\"cgroup\": \"/kubepods/[!a-z*\", \"class\": \"be\"}]}",
+	  { "rules[0].cgroup", "no closing" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": \"/bin/x\\\\\", \"class\": \"be\"}]}",
+	  { "rules[0].exe", "lone" } },
+	{ "{\"version\": 1, \"rules\": [{\"exe\": \"*[[:digits:]]\", \"class\": \"be\"}]}",
+	  { "rules[0].exe", "[:digits:]" } },
+	{ "{\"version\": 1, \"timeslices\": {\"lcUs\": 40, \"beUs\": 50}}",
+	  { "timeslices.lcUs", "below timeslices.beUs (50 us)" } },
+	{ "{\"version\": 1, \"timeslices\": {\"lcUs\": 20}}", { "timeslices.lcUs", "below" } },
 	{ "[1, 2]", { "one JSON object", "an array" } },
 	{ "{\"version\": 1,\n \"rules\": [}", { "not valid JSON", "line 2" } },
 	{ "{\"version\": 1} trailing", { "not valid JSON", "column" } },
@@ -235,6 +246,19 @@ static void test_errors(void)
 	CHECK(gq_config_parse(json, &c, err, sizeof(err)) == 0);
 	CHECK(strcmp(c.rules[0].pattern, pattern) == 0);
 	free(json);
+
+	/* Brackets, classes and escapes fnmatch reads as intended pass, and
+	 * match what they say. */
+	CHECK(gq_config_parse("{\"version\": 1, \"rules\": ["
+			      "{\"exe\": \"/bin/job[0-9]\", \"class\": \"lc\"},"
+			      "{\"exe\": \"*[![:digit:]]x\", \"class\": \"be\"},"
+			      "{\"exe\": \"/a[]]b\", \"class\": \"lc\"},"
+			      "{\"exe\": \"/lit\\\\[\", \"class\": \"lc\"}]}",
+			      &c, err, sizeof(err)) == 0);
+	CHECK(gq_config_classify(&c, NULL, "/bin/job7", NULL, NULL) == GQ_CLASS_LC);
+	CHECK(gq_config_classify(&c, NULL, "/opt/yx", NULL, NULL) == GQ_CLASS_BE);
+	CHECK(gq_config_classify(&c, NULL, "/a]b", NULL, NULL) == GQ_CLASS_LC);
+	CHECK(gq_config_classify(&c, NULL, "/lit[", NULL, NULL) == GQ_CLASS_LC);
 
 	expect_bad(NULL, none);
 	/* A tiny buffer is filled, truncated and terminated. */
