@@ -61,7 +61,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	struct cmd *c;
 	int rc;
 
-	if (path == GQ_PATH_NONE || (path == GQ_PATH_AGENT && (!p || !p->peer)))
+	if (path == GQ_PATH_NONE || (path == GQ_PATH_IN_PROCESS && (!p || !p->peer)))
 		return NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -70,7 +70,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 		a->next_seq = 1;
 	c->seq = a->next_seq;
 	c->path = path;
-	c->peer = path == GQ_PATH_AGENT ? p->peer : NULL;
+	c->peer = path == GQ_PATH_IN_PROCESS ? p->peer : NULL;
 	c->pid = t->pid;
 	c->h_client = t->h_client;
 	c->h_tsg = t->h_tsg;
@@ -79,7 +79,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	c->sent = now_us();
 	c->deadline = cmd_deadline(a);
 	c->ctl = ctl;
-	if (path == GQ_PATH_AGENT)
+	if (path == GQ_PATH_IN_PROCESS)
 		rc = a->hooks.submit_in_process ? a->hooks.submit_in_process(a, c) : -1;
 	else
 		rc = a->hooks.submit_direct ? a->hooks.submit_direct(a, t, c) : -1;
@@ -251,7 +251,7 @@ void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 	struct cmd *c;
 
 	for (c = a->cmds; c; c = c->next)
-		if (c->seq == r->hdr.seq && c->peer == p && c->path == GQ_PATH_AGENT)
+		if (c->seq == r->hdr.seq && c->peer == p && c->path == GQ_PATH_IN_PROCESS)
 			break;
 	if (!c || c->op != r->op || c->h_client != r->h_client || c->h_tsg != r->h_tsg) {
 		a->n.unknown_result++;
@@ -309,7 +309,7 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 
 	c->timed_out = 1;
 	a->n.timeouts++;
-	if (c->path == GQ_PATH_AGENT) {
+	if (c->path == GQ_PATH_IN_PROCESS) {
 		if (!c->peer->stalled)
 			log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path "
 				 "stalled", (int)c->pid, gq_op_name(c->op), c->h_tsg);
@@ -371,7 +371,7 @@ void cmd_fail_peer(struct agent *a, struct peer *p)
 	while (*pp) {
 		struct cmd *c = *pp;
 
-		if (c->path != GQ_PATH_AGENT || c->peer != p) {
+		if (c->path != GQ_PATH_IN_PROCESS || c->peer != p) {
 			pp = &c->next;
 			continue;
 		}

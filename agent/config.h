@@ -43,7 +43,7 @@ struct gq_rule {
  * auto lets path.c choose; agent and direct force one. */
 enum gq_path_mode {
 	GQ_MODE_AUTO = 0,
-	GQ_MODE_AGENT = 1,
+	GQ_MODE_IN_PROCESS = 1,
 	GQ_MODE_DIRECT = 2,
 };
 

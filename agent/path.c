@@ -11,7 +11,7 @@
 const char *gq_path_name(enum gq_path p)
 {
 	switch (p) {
-	case GQ_PATH_AGENT:
+	case GQ_PATH_IN_PROCESS:
 		return "agent";
 	case GQ_PATH_DIRECT:
 		return "direct";
@@ -80,8 +80,8 @@ struct path_choice path_select(const struct path_in *in)
 	const char *aw = agent_why(in), *dw = direct_why(in);
 
 	switch (in->mode) {
-	case GQ_MODE_AGENT:
-		return aw ? none(aw, aw == agent_stalled) : use(GQ_PATH_AGENT);
+	case GQ_MODE_IN_PROCESS:
+		return aw ? none(aw, aw == agent_stalled) : use(GQ_PATH_IN_PROCESS);
 	case GQ_MODE_DIRECT:
 		return dw ? none(dw, dw == direct_stalled) : use(GQ_PATH_DIRECT);
 	case GQ_MODE_AUTO:
@@ -90,7 +90,7 @@ struct path_choice path_select(const struct path_in *in)
 	if (in->action == GQ_ACTION_INTERLEAVE && !dw)
 		return use(GQ_PATH_DIRECT);
 	if (!aw)
-		return use(GQ_PATH_AGENT);
+		return use(GQ_PATH_IN_PROCESS);
 	if (!dw)
 		return use(GQ_PATH_DIRECT);
 	/* Neither: a stalled agent says more than a missing alternative. */

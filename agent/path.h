@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * path.h - which control path carries one RM control: the injected
- * preempt agent ("agent": libcuda's own fd, in the process) or the node
- * agent itself ("direct": a pidfd_getfd(2) duplicate of that fd).
+ * path.h - which control path carries one RM control: in-process (the
+ * injected preempt agent issues it on libcuda's own fd; still named
+ * "agent" in ctl's JSON and the policy file's controlPath) or direct (the
+ * node agent itself, on a pidfd_getfd(2) duplicate of that fd).
  *
  * Owns: the pure choice, from the configured mode and what is available,
  * and the sentence saying why nothing can carry it. Does not own: the
@@ -17,7 +18,7 @@
 
 enum gq_path {
 	GQ_PATH_NONE = 0,
-	GQ_PATH_AGENT = 1,
+	GQ_PATH_IN_PROCESS = 1,
 	GQ_PATH_DIRECT = 2,
 };
 

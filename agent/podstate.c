@@ -247,7 +247,7 @@ static void add_paths(cJSON *o, unsigned paths)
 {
 	char buf[64] = "";
 
-	for (int p = GQ_PATH_AGENT; p <= GQ_PATH_DIRECT; p++)
+	for (int p = GQ_PATH_IN_PROCESS; p <= GQ_PATH_DIRECT; p++)
 		if (paths & (1u << p))
 			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", buf[0] ? "," : "",
 				 gq_path_name((enum gq_path)p));

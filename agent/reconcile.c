@@ -167,13 +167,13 @@ static struct path_choice readback_path(struct agent *a, const struct tsg *t)
 	struct path_in in = path_facts(a, t, GQ_ACTION_TIMESLICE);
 	struct path_choice direct = { .path = GQ_PATH_NONE }, agent;
 
-	if (in.mode != GQ_MODE_AGENT && !t->readback_direct_failed) {
+	if (in.mode != GQ_MODE_IN_PROCESS && !t->readback_direct_failed) {
 		in.mode = GQ_MODE_DIRECT;
 		direct = path_select(&in);
 		if (direct.path != GQ_PATH_NONE)
 			return direct;
 	}
-	in.mode = GQ_MODE_AGENT;
+	in.mode = GQ_MODE_IN_PROCESS;
 	agent = path_select(&in);
 	return agent.path == GQ_PATH_NONE && direct.why ? direct : agent;
 }

@@ -403,27 +403,52 @@ int tsg_il_differs(const struct tsg *t)
 	       tsg_effective_il(t) != (uint32_t)t->desired_il;
 }
 
-const char *tsg_state(const struct agent *a, const struct tsg *t)
+enum tsg_state tsg_state_of(const struct tsg *t)
 {
-	const struct proc *p = t->proc;
 	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
 
-	(void)a;
 	if (t->claim == TSG_CLAIM_REFUSED)
-		return "refused";
+		return TSG_REFUSED;
 	if (tsg_unverified(t))
-		return "unverified";
+		return TSG_UNVERIFIED;
 	if (t->blocked && t->blocked_stalled)
-		return "stalled";
+		return TSG_STALLED;
 	if (t->inflight)
-		return "pending";
-	if (p && p->cls == GQ_CLASS_UNMANAGED)
-		return "unmanaged";
+		return TSG_PENDING;
+	if (t->proc->cls == GQ_CLASS_UNMANAGED)
+		return TSG_UNMANAGED;
 	if (differs && (t->last_failed || t->last_timeout || t->blocked))
-		return "failed";
+		return TSG_FAILED;
 	if (t->desired_il >= 0 && t->desired_il == t->il_refused)
+		return TSG_FAILED;
+	return differs ? TSG_PENDING : TSG_CONVERGED;
+}
+
+const char *tsg_state_name(enum tsg_state s)
+{
+	switch (s) {
+	case TSG_CONVERGED:
+		return "converged";
+	case TSG_PENDING:
+		return "pending";
+	case TSG_FAILED:
 		return "failed";
-	return differs ? "pending" : "converged";
+	case TSG_STALLED:
+		return "stalled";
+	case TSG_UNMANAGED:
+		return "unmanaged";
+	case TSG_UNVERIFIED:
+		return "unverified";
+	case TSG_REFUSED:
+		return "refused";
+	}
+	return "?";
+}
+
+const char *tsg_state(const struct agent *a, const struct tsg *t)
+{
+	(void)a;
+	return tsg_state_name(tsg_state_of(t));
 }
 
 void proc_free_all(struct agent *a)

@@ -30,16 +30,16 @@ static void test_auto(void)
 	struct path_in in = all_up(GQ_MODE_AUTO, GQ_ACTION_TIMESLICE);
 	struct path_choice ch = path_select(&in);
 
-	CHECK_EQ_U(ch.path, GQ_PATH_AGENT);
+	CHECK_EQ_U(ch.path, GQ_PATH_IN_PROCESS);
 	in.action = GQ_ACTION_PREEMPT;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
 	/* A non-root workload cannot set interleave itself. */
 	in.action = GQ_ACTION_INTERLEAVE;
 	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
 	/* ... but without CAP_SYS_NICE the agent cannot either: its own
 	 * preempt agent is the only chance (a root workload). */
 	in.interleave_caps = 0;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
 	/* No preempt agent: direct. */
 	in = all_up(GQ_MODE_AUTO, GQ_ACTION_TIMESLICE);
 	in.peer = 0;
@@ -63,15 +63,15 @@ static void test_auto(void)
 	/* fd unknown (the eBPF tracker did not see it): no direct. */
 	in = all_up(GQ_MODE_AUTO, GQ_ACTION_INTERLEAVE);
 	in.fd_known = 0;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
 }
 
 static void test_forced(void)
 {
-	struct path_in in = all_up(GQ_MODE_AGENT, GQ_ACTION_INTERLEAVE);
+	struct path_in in = all_up(GQ_MODE_IN_PROCESS, GQ_ACTION_INTERLEAVE);
 	struct path_choice ch;
 
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_AGENT);
+	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
 	in.peer_stalled = 1;
 	ch = path_select(&in);
 	CHECK(ch.path == GQ_PATH_NONE && ch.stalled);
@@ -107,7 +107,7 @@ static void test_ops(void)
 	CHECK_EQ_U(gq_op_action(GQ_OP_SET_INTERLEAVE), GQ_ACTION_INTERLEAVE);
 	CHECK_EQ_U(gq_op_action(GQ_OP_PREEMPT), GQ_ACTION_PREEMPT);
 	CHECK(strcmp(gq_path_name(GQ_PATH_DIRECT), "direct") == 0);
-	CHECK(strcmp(gq_path_name(GQ_PATH_AGENT), "agent") == 0);
+	CHECK(strcmp(gq_path_name(GQ_PATH_IN_PROCESS), "agent") == 0);
 	CHECK(strcmp(gq_path_name(GQ_PATH_NONE), "none") == 0);
 }
 
@@ -170,7 +170,7 @@ static void test_config(void)
 			      "\"preempt\":\"agent\"}}", &c, err, sizeof(err)) == 0);
 	CHECK_EQ_U(c.control_path[GQ_ACTION_TIMESLICE], GQ_MODE_AUTO);
 	CHECK_EQ_U(c.control_path[GQ_ACTION_INTERLEAVE], GQ_MODE_DIRECT);
-	CHECK_EQ_U(c.control_path[GQ_ACTION_PREEMPT], GQ_MODE_AGENT);
+	CHECK_EQ_U(c.control_path[GQ_ACTION_PREEMPT], GQ_MODE_IN_PROCESS);
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"both\"}", &c, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" must be \"auto\", \"agent\" or \"direct\", got \"both\""));
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"timeslise\":\"agent\"}}", &c, err,
