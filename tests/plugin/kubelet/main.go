@@ -35,6 +35,9 @@ import (
 
 var dir = flag.String("dir", "", "device-plugin directory (kubelet.sock goes there)")
 
+// Generous: the plugin may run under valgrind on a loaded machine.
+const rpcTimeout = 30 * time.Second
+
 type registration struct {
 	Version   string `json:"version"`
 	Endpoint  string `json:"endpoint"`
@@ -123,7 +126,7 @@ func conn(endpoint string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	c, err := grpc.Dial("unix://"+filepath.Join(*dir, endpoint), grpc.WithInsecure(),
-		grpc.WithBlock(), grpc.WithTimeout(5*time.Second))
+		grpc.WithBlock(), grpc.WithTimeout(rpcTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +200,7 @@ func allocate(c *grpc.ClientConn, containers [][]string) map[string]interface{} 
 	for _, ids := range containers {
 		req.ContainerRequests = append(req.ContainerRequests, &pb.ContainerAllocateRequest{DevicesIds: ids})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
 	r, err := pb.NewDevicePluginClient(c).Allocate(ctx, req)
 	if err != nil {
@@ -241,7 +244,7 @@ func preferred(c *grpc.ClientConn, reqs []prefReq) map[string]interface{} {
 		req.ContainerRequests = append(req.ContainerRequests, &pb.ContainerPreferredAllocationRequest{
 			AvailableDeviceIDs: q.Available, MustIncludeDeviceIDs: q.Must, AllocationSize: q.Size})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
 	r, err := pb.NewDevicePluginClient(c).GetPreferredAllocation(ctx, req)
 	if err != nil {
@@ -255,7 +258,7 @@ func preferred(c *grpc.ClientConn, reqs []prefReq) map[string]interface{} {
 }
 
 func raw(c *grpc.ClientConn, method string, data []byte) map[string]interface{} {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
 	var reply []byte
 	err := c.Invoke(ctx, method, &data, &reply, grpc.ForceCodec(rawCodecV),
@@ -269,7 +272,7 @@ func raw(c *grpc.ClientConn, method string, data []byte) map[string]interface{} 
 // A ListAndWatch stream that is opened and never read from.
 func stall(endpoint string) map[string]interface{} {
 	c, err := grpc.Dial("unix://"+filepath.Join(*dir, endpoint), grpc.WithInsecure(),
-		grpc.WithBlock(), grpc.WithTimeout(5*time.Second),
+		grpc.WithBlock(), grpc.WithTimeout(rpcTimeout),
 		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
 	if err != nil {
 		return map[string]interface{}{"ok": false, "error": err.Error()}
@@ -433,7 +436,7 @@ func do(c command) map[string]interface{} {
 	}
 	switch c.Op {
 	case "options":
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 		defer cancel()
 		o, err := pb.NewDevicePluginClient(cc).GetDevicePluginOptions(ctx, &pb.Empty{})
 		if err != nil {
