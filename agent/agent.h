@@ -82,6 +82,7 @@ enum tsg_claim {
 
 struct peer;
 struct ctl_conn;
+struct procinfo_pool;
 struct kmode;
 
 /* One host process that ever talked to us, kept across reconnects so a
@@ -249,6 +250,7 @@ struct agent {
 	char nvidiactl[4096]; /* canonical path a reported fd must point to */
 	char state_path[4096];
 	struct state_dir sd;   /* its lock and state.json writes (state.h) */
+	struct procinfo_pool *pi_pool; /* /proc reads off the loop (procinfo.h) */
 	struct gq_config *cfg;
 	struct loop_watch sig_w, tick_w, wake_w, listen_w, ctl_w;
 	struct proc *procs;

@@ -11,6 +11,7 @@
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
+#include "agent/procinfo.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>
@@ -366,6 +367,24 @@ static cJSON *counters_json(const struct counters *n)
 	return o;
 }
 
+/* /proc reads off the loop (procinfo.h). */
+static void procinfo_json(const struct agent *a, cJSON *o)
+{
+	cJSON *p = cJSON_AddObjectToObject(o, "procinfo");
+	struct procinfo_stats st;
+
+	if (!p)
+		return;
+	procinfo_get_stats(a, &st);
+	cJSON_AddNumberToObject(p, "workers", st.workers);
+	cJSON_AddNumberToObject(p, "busy", st.busy);
+	cJSON_AddNumberToObject(p, "queued", st.queued);
+	cJSON_AddNumberToObject(p, "stuck", st.stuck);
+	cJSON_AddNumberToObject(p, "reads", (double)st.reads);
+	cJSON_AddNumberToObject(p, "timeouts", (double)st.timeouts);
+	cJSON_AddNumberToObject(p, "refused", (double)st.refused);
+}
+
 static void files_json(const struct agent *a, cJSON *counters)
 {
 	if (!counters)
@@ -452,6 +471,7 @@ static cJSON *agent_json(struct agent *a)
 	cJSON_AddItemToObject(o, "counters", counters);
 	caps_json(a, o);
 	direct_json(a, o);
+	procinfo_json(a, o);
 	tracker_json(a, o);
 	if (a->kube)
 		kmode_json(a, o);

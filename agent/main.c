@@ -15,6 +15,7 @@
 #include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
 #include "agent/kubenode/podres.h"
+#include "agent/procinfo.h"
 #include "common/log.h"
 #include "common/preemptlib.h"
 
@@ -465,7 +466,8 @@ static int listen_all(struct agent *a)
 static int agent_start(struct agent *a)
 {
 	/* Kubernetes mode before anything that classifies a process. */
-	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || config_initial(a) != 0 ||
+	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || procinfo_async_start(a) != 0 ||
+	    config_initial(a) != 0 ||
 	    resolve_paths(a) != 0 || (!a->opt.standalone && kmode_start(a) != 0) ||
 	    direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
@@ -489,6 +491,7 @@ static void agent_stop(struct agent *a)
 	/* While the peers are still listed: the next start waits for them. */
 	if (a->sd.lock_fd >= 0)
 		state_flush(a);
+	procinfo_async_stop(a); /* peers still being identified are refused */
 	kmode_stop(a);
 	ctl_free_all(a);
 	peer_free_all(a);

@@ -7,6 +7,7 @@
  * (reconcile.c) nor matching results to commands (cmd.c).
  */
 #include "agent/agent.h"
+#include "agent/procinfo.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -372,15 +374,16 @@ static int peer_admit(struct agent *a, pid_t pid, struct uid_use *u)
 	return 0;
 }
 
+static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *pi, const char *why,
+			    void *arg);
+
 /* A peer whose process we cannot read in /proc cannot be classified or
  * checked: refuse it (fail open: the workload runs untouched). */
 static void peer_accept_one(struct agent *a, int fd)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	struct procinfo pi;
 	struct uid_use *u;
-	struct peer *p;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
 		log_warn("peer without credentials refused: %s", strerror(errno));
@@ -392,23 +395,49 @@ static void peer_accept_one(struct agent *a, int fd)
 		close(fd);
 		return;
 	}
-	if (procinfo_read(cred.pid, &pi) != 0) {
-		/* Its process exited, or /proc is not ours to read. */
-		log_warn("pid %d: preempt agent refused: reading /proc/%d: %s", (int)cred.pid,
-			 (int)cred.pid, strerror(errno));
+	/* ---- procinfo hook: the facts of its process are read off the loop
+	 * (procinfo.h); the rest of the accept waits for them in
+	 * peer_identified. The connection is not watched until then. */
+	if (procinfo_read_async(a, cred.pid, peer_identified, (void *)(intptr_t)fd) != 0) {
+		log_warn("pid %d: preempt agent refused: its /proc cannot be read now (%s)",
+			 (int)cred.pid, errno == EPIPE ? "every reader is stuck" : "too many waiting");
+		close(fd);
+	}
+}
+
+/* The rest of the accept, once procinfo has read the facts of its process. */
+static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *pi, const char *why,
+			    void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct uid_use *u;
+	struct peer *p;
+
+	if (!pi) {
+		/* Its process exited, /proc is not ours to read, or it holds it. */
+		log_warn("pid %d: preempt agent refused: %s", (int)pid, why);
 		close(fd);
 		return;
 	}
+	/* Admitted again: others may have been accepted while it waited. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+	    !(u = uid_use_get(a, cred.uid)) || peer_admit(a, pid, u) != 0) {
+		close(fd);
+		return;
+	}
+	/* ---- end of the procinfo hook */
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		close(fd);
 		return;
 	}
-	p->pid = cred.pid;
+	p->pid = pid;
 	p->w.fd = fd;
 	p->w.fn = on_peer;
 	p->w.ctx = a;
-	p->proc = proc_attach(a, cred.pid, &pi);
+	p->proc = proc_attach(a, pid, pi);
 	if (!p->proc || loop_add(&a->loop, &p->w, EPOLLIN | EPOLLRDHUP) != 0) {
 		close(fd);
 		free(p);

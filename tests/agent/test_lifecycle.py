@@ -331,7 +331,162 @@ def answer_of(s):
         out += chunk
 
 
-TESTS = {"state_burst": t_state_burst, "state_lock": t_state_lock, "bad_paths": t_bad_paths,
+PROT_READ, PROT_RW, MAP_PRIVATE, MAP_ANON_PRIVATE = 1, 3, 2, 0x22
+
+
+def libc_mm():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def mm_held_child(sock_path, slow):
+    """A process whose mmap lock another process will hold: it maps the
+    simulator's `slow` page, then one thread maps and unmaps anonymous
+    memory in a loop (it blocks, queued for the lock, once someone holds
+    it); the main thread connects to the agent when told. Returns (pid,
+    address of the page, go: write to connect, up: reads b"c" once
+    connected)."""
+    go_r, go_w = os.pipe()
+    up_r, up_w = os.pipe()
+    addr_r, addr_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import threading
+            libc = libc_mm()
+            fd = os.open(slow, os.O_RDONLY)
+            addr = libc.mmap(None, 4096, PROT_READ, MAP_PRIVATE, fd, 0)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+            def writer():
+                while True:
+                    p = libc.mmap(None, 4096, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+                    libc.munmap(p, 4096)
+            threading.Thread(target=writer, daemon=True).start()
+            os.write(addr_w, b"%d\n" % addr)
+            os.read(go_r, 1)
+            s.connect(sock_path)
+            os.write(up_w, b"c")
+            os.read(go_r, 1)  # EOF: the test is done
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    os.close(up_w)
+    os.close(addr_w)
+    addr = int(os.read(addr_r, 64))
+    os.close(addr_r)
+    return pid, addr, go_w, up_r
+
+
+def threads_in_d(pid):
+    n = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                n += f.read().rsplit(")", 1)[1].split()[0] == "D"
+        except OSError:
+            pass
+    return n
+
+
+def sim_control(mnt, text):
+    with open(os.path.join(mnt, "control"), "w") as f:
+        f.write(text + "\n")
+
+
+def status_ms(ctl_bin, a):
+    """How long `gpuqosctl status` took, and the agent's own answer to the
+    same request on the socket (without the CLI's start-up)."""
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run([ctl_bin, "--socket", a.ctl_sock, "--json", "status"],
+                           capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        check(False, "gpuqosctl status got no answer in 10 s: the agent's loop is blocked")
+    t1 = time.monotonic()
+    check(r.returncode == 0 and json.loads(r.stdout).get("ok"), "gpuqosctl status: %r" % r.stdout)
+    try:
+        a.ctl({"cmd": "list"}, timeout=10)
+    except OSError as e:
+        check(False, "ctl list got no answer: %s" % e)
+    return (t1 - t0) * 1000, (time.monotonic() - t1) * 1000
+
+
+def t_proc_blocked(make_agent):
+    """A workload whose /proc reads block (another task holds its mmap lock
+    on a page the simulator does not answer, and one of its threads waits
+    for the lock): the agent keeps answering `gpuqosctl status` and keeps
+    serving other peers; the held read ends in a refusal at its deadline,
+    its worker is replaced, and returns once the page is answered."""
+    import threading
+    sim_bin, ctl_bin = os.environ.get("GPUQOS_SIM_BIN"), os.environ.get("GPUQOS_CTL_BIN")
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not sim_bin:
+        print("SKIP: needs root, /dev/fuse and GPUQOS_SIM_BIN")
+        return 77
+    a = make_agent(config())
+    a.start()
+    mnt = os.path.join(a.dir, "sim")
+    os.mkdir(mnt)
+    sim = subprocess.Popen([sim_bin, mnt, "--foreground"], stdout=subprocess.DEVNULL,
+                           stderr=open(os.path.join(a.dir, "sim.log"), "w"))
+    child = None
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(mnt, "slow")), "simulator mounted")
+        sim_control(mnt, "hold-reads")
+        child, addr, go, up = mm_held_child(a.sock, os.path.join(mnt, "slow"))
+        # A reader of the child's memory at that page holds its mmap lock
+        # until the simulator answers; the child's writer queues behind it.
+        mem = os.open("/proc/%d/mem" % child, os.O_RDONLY)
+        holder = threading.Thread(target=lambda: os.pread(mem, 1, addr), daemon=True)
+        holder.start()
+        wait_for(lambda: threads_in_d(child) >= 1, "the child's writer waits for its mmap lock")
+        os.write(go, b"g")
+        check(os.read(up, 1) == b"c", "the child connected")
+        time.sleep(0.3)  # the agent has accepted it and is reading its /proc
+        lat = [status_ms(ctl_bin, a) for _ in range(10)]
+        cli, raw = [x[0] for x in lat], [x[1] for x in lat]
+        print("while the read is held: gpuqosctl status max %.1f ms (median %.1f), the ctl "
+              "answer itself max %.1f ms (median %.1f)" % (max(cli), sorted(cli)[5], max(raw),
+                                                            sorted(raw)[5]))
+        # Functional, not a benchmark: a blocked loop does not answer at
+        # all while the read is held (seconds).
+        check(max(raw) < 1500, "answered while the read is held: %r ms" % raw)
+        check(a.list()["agent"]["procinfo"]["busy"] == 1, "the agent's read of the child's /proc is held")
+        p = a.peer()
+        standard_process(p)
+        wait_for(lambda: len(a.tsgs(p.pid)) == 4, "another peer served meanwhile")
+        pi = wait_for(lambda: (lambda x: x["timeouts"] == 1 and x)(a.list()["agent"]["procinfo"]),
+                      "the held read timed out", timeout=15)
+        check(pi["stuck"] == 1 and pi["workers"] == 2, "its worker replaced: %r" % pi)
+        check(child not in [q["pid"] for q in a.list()["processes"]], "the child was refused")
+        log = open(os.path.join(a.dir, "agent.log")).read()
+        check("pid %d: preempt agent refused: /proc/%d did not answer" % (child, child) in log,
+              "the refusal says why")
+        status_ms(ctl_bin, a)
+        sim_control(mnt, "release-reads")
+        holder.join(10)
+        wait_for(lambda: a.list()["agent"]["procinfo"]["stuck"] == 0, "the stuck worker returned")
+        os.close(mem)
+        os.close(go)
+        os.close(up)
+    finally:
+        if child:
+            try:
+                sim_control(mnt, "release-reads")
+            except OSError:
+                pass
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        if subprocess.call(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL) != 0:
+            subprocess.call(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+        sim.wait(10)
+
+
+TESTS = {"proc_blocked": t_proc_blocked, "state_burst": t_state_burst, "state_lock": t_state_lock, "bad_paths": t_bad_paths,
          "ctl_limits": t_ctl_limits}
 
 if __name__ == "__main__":

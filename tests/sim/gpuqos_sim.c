@@ -30,6 +30,7 @@ enum sim_ino {
 	SIM_INO_STATE,
 	SIM_INO_LOG,
 	SIM_INO_CONTROL,
+	SIM_INO_SLOW,
 	SIM_INO_END,
 };
 
@@ -46,7 +47,25 @@ static const struct sim_node sim_nodes[SIM_INO_END] = {
 	[SIM_INO_STATE] = { "state", S_IFREG | 0444 },
 	[SIM_INO_LOG] = { "log", S_IFREG | 0444 },
 	[SIM_INO_CONTROL] = { "control", S_IFREG | 0644 },
+	[SIM_INO_SLOW] = { "slow", S_IFREG | 0444 },
 };
+
+/* `slow`: one page a test maps into a process. While "hold-reads" is in
+ * force its reads are not answered until "release-reads", so whoever
+ * touches the mapping (a fault, or another process reading it through
+ * /proc/<pid>/environ placed there) waits on that process. */
+#define SIM_SLOW_SIZE 4096u
+
+struct sim_parked {
+	struct sim_parked *next;
+	fuse_req_t req;
+	size_t size;
+	off_t off;
+};
+
+static pthread_mutex_t sim_slow_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sim_slow_hold;
+static struct sim_parked *sim_slow_parked;
 
 static struct sim_ctx sim;
 
@@ -56,6 +75,8 @@ static void sim_stat(fuse_ino_t ino, struct stat *st)
 	st->st_ino = ino;
 	st->st_mode = sim_nodes[ino].mode;
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	if (ino == SIM_INO_SLOW)
+		st->st_size = SIM_SLOW_SIZE;
 }
 
 static int sim_ino_valid(fuse_ino_t ino)
@@ -109,7 +130,8 @@ static void sim_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	/* Entry i of the listing has offset i+1; "." and ".." are the root. */
 	static const fuse_ino_t order[] = { SIM_INO_ROOT, SIM_INO_ROOT, SIM_INO_NVIDIACTL,
-					    SIM_INO_STATE, SIM_INO_LOG, SIM_INO_CONTROL };
+					    SIM_INO_STATE, SIM_INO_LOG, SIM_INO_CONTROL,
+					    SIM_INO_SLOW };
 	for (off_t i = off; i < (off_t)(sizeof(order) / sizeof(order[0])); i++) {
 		const char *name = i == 0 ? "." : i == 1 ? ".." : sim_nodes[order[i]].name;
 		sim_stat(order[i], &st);
@@ -206,6 +228,8 @@ static void sim_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 			return;
 		}
 		fi->fh = (uint64_t)(uintptr_t)b;
+	} else if (ino == SIM_INO_SLOW) {
+		fi->direct_io = 0; /* through the page cache: it can be mapped */
 	} else if (ino != SIM_INO_CONTROL) {
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -220,10 +244,92 @@ static void sim_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 }
 
+/* An environment block: NUL-separated, then zeros. */
+static void sim_slow_reply(fuse_req_t req, size_t size, off_t off)
+{
+	static const char env[] = "GPUQOS_SIM_SLOW=1";
+	char page[SIM_SLOW_SIZE];
+	size_t n;
+
+	memset(page, 0, sizeof(page));
+	memcpy(page, env, sizeof(env));
+	if (off < 0 || (size_t)off >= sizeof(page)) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	n = sizeof(page) - (size_t)off < size ? sizeof(page) - (size_t)off : size;
+	fuse_reply_buf(req, page + off, n);
+}
+
+static void sim_slow_read(fuse_req_t req, size_t size, off_t off)
+{
+	struct sim_parked *p = NULL;
+
+	pthread_mutex_lock(&sim_slow_lock);
+	if (sim_slow_hold && (p = calloc(1, sizeof(*p))) != NULL) {
+		p->req = req;
+		p->size = size;
+		p->off = off;
+		p->next = sim_slow_parked;
+		sim_slow_parked = p;
+	}
+	pthread_mutex_unlock(&sim_slow_lock);
+	if (!p)
+		sim_slow_reply(req, size, off);
+}
+
+/* release-reads, or the end of the session (then with EIO: the reader is
+ * being unmounted under). */
+static void sim_slow_release(int err)
+{
+	struct sim_parked *p;
+
+	pthread_mutex_lock(&sim_slow_lock);
+	p = sim_slow_parked;
+	sim_slow_parked = NULL;
+	sim_slow_hold = 0;
+	pthread_mutex_unlock(&sim_slow_lock);
+	while (p) {
+		struct sim_parked *next = p->next;
+
+		if (err)
+			fuse_reply_err(p->req, err);
+		else
+			sim_slow_reply(p->req, p->size, p->off);
+		free(p);
+		p = next;
+	}
+}
+
+/* "hold-reads" or "release-reads", alone in one write; 1 if it was one. */
+static int sim_slow_command(const char *data, size_t size)
+{
+	size_t n = size;
+
+	while (n && (data[n - 1] == '\n' || data[n - 1] == ' '))
+		n--;
+	if (n == 10 && memcmp(data, "hold-reads", 10) == 0) {
+		pthread_mutex_lock(&sim_slow_lock);
+		sim_slow_hold = 1;
+		pthread_mutex_unlock(&sim_slow_lock);
+		return 1;
+	}
+	if (n == 13 && memcmp(data, "release-reads", 13) == 0) {
+		sim_slow_release(0);
+		return 1;
+	}
+	return 0;
+}
+
 static void sim_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
 	struct sim_buf *b = (struct sim_buf *)(uintptr_t)fi->fh;
+
+	if (ino == SIM_INO_SLOW) {
+		sim_slow_read(req, size, off);
+		return;
+	}
 
 	if (ino == SIM_INO_NVIDIACTL || !b) {
 		fuse_reply_err(req, EINVAL);
@@ -253,6 +359,10 @@ static void sim_op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_
 
 	if (ino != SIM_INO_CONTROL) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (sim_slow_command(data, size)) {
+		fuse_reply_write(req, size);
 		return;
 	}
 	int r = sim_inject_apply(sim.inj, data, size, &reset_log);
@@ -439,6 +549,7 @@ static int sim_serve(const struct sim_opts *o, struct fuse_args *args)
 	fuse_loop_cfg_set_max_threads(cfg, o->max_threads);
 	rc = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
+	sim_slow_release(EIO); /* a parked request is libfuse's memory until answered */
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:

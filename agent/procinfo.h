@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * procinfo.h - reading another process's /proc files off the event loop.
+ *
+ * /proc/<pid>/environ sleeps on the target's mm (its mmap lock, its exec);
+ * /proc/<pid>/cgroup on the cgroup lock. A process can hold those for as
+ * long as it likes (a page fault on a FUSE file that never answers, an
+ * exec stopped half way), so procinfo_read (agent.h) runs on worker
+ * threads with a deadline, and the answer comes back to the loop through
+ * an eventfd, as the direct path does (direct.h). Owns the workers, the
+ * queue and the deadline; does not own what the facts mean (tsg.c) nor
+ * what waits for them (the caller's done function).
+ *
+ * Threads: every function here runs on the loop thread; the workers only
+ * run procinfo_read.
+ */
+#ifndef GPUQOS_AGENT_PROCINFO_H
+#define GPUQOS_AGENT_PROCINFO_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROCINFO_WORKERS 2
+/* Workers left inside a read past its deadline are replaced, up to this
+ * many at once; past it reads fail at once until some return. */
+#define PROCINFO_MAX_LOST 8
+#define PROCINFO_QUEUE_MAX 256
+/* A /proc read takes microseconds; one this late is held by its process. */
+#define PROCINFO_DEADLINE_MS 2000u
+
+struct agent;
+struct procinfo;
+
+/* On the loop thread, once: pi holds the facts, or pi is NULL and why says
+ * in words why there are none (the process is gone, its /proc did not
+ * answer within PROCINFO_DEADLINE_MS, the agent is exiting). */
+typedef void (*procinfo_done_fn)(struct agent *a, pid_t pid, const struct procinfo *pi,
+				 const char *why, void *arg);
+
+int procinfo_async_start(struct agent *a);
+/* Queues a read of pid's facts. 0: done will run (never from inside this
+ * call). -1: it will not, errno EAGAIN (queue full) or EPIPE (every worker
+ * is stuck); the caller decides what to do without the facts. */
+int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void *arg);
+/* Every pending read gets done(pi NULL, "agent exiting"); workers stuck in
+ * a read are left to finish on their own. */
+void procinfo_async_stop(struct agent *a);
+
+struct procinfo_stats {
+	unsigned workers, busy, queued, stuck;
+	uint64_t reads, timeouts, refused;
+};
+void procinfo_get_stats(const struct agent *a, struct procinfo_stats *s);
+
+#endif
