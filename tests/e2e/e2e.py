@@ -855,6 +855,42 @@ def t_bpf_liar(node):
     expect(gr_timeslice(node, lc.pid) == [2048], "the LC is untouched: the claim moved nothing")
 
 
+def t_liar(node):
+    """Without the tracker, a preempt agent claiming a TSG that was never
+    allocated, and answering every COMMAND with success, moves nobody: the
+    node agent reads the claim back itself on the direct path, the RM (the
+    simulator) says the client does not exist, and the claim is refused.
+    (It used to make a sole root BE one of "several" and set it to 1000.)"""
+    node.start_agent()
+    lc = node.workload("lc", ["--hold", "30"])
+    be = node.workload("be", ["--hold", "30"])
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50] and all_settled(node),
+             what="a sole BE beside an LC at 50")
+    out = open(os.path.join(node.dir, "liar.out"), "w")
+    liar = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                              "..", "agent", "fake_peer.py"), node.sock, node.dev],
+                            stdin=subprocess.PIPE, stdout=out, env=dict(node.env, **BE_ENV))
+    node.procs.append(liar)
+    fake = {"op": "tsg", "client": 0xC1D0BEEF, "tsg": 0x5C0000EE, "engine": 1, "gpu": 0,
+            "ts": 2048, "app": 2048}
+    liar.stdin.write((json.dumps(fake) + "\n").encode())
+    liar.stdin.flush()
+    row = wait_for(lambda: [t for t in agent_tsgs(node, liar.pid) if t["state"] == "refused"],
+                   what="the claim refused")[0]
+    expect("claim refused" in (row["error"] or ""), "the reason in view: %r" % row)
+    time.sleep(1.0)
+    expect(gr_timeslice(node, be.pid) == [50], "the BE still at 50: %r" % gr_timeslice(node, be.pid))
+    expect(not [r for r in node.sim_log() if r.get("cmd") == "0xa06c0103" and
+                r.get("params", {}).get("timesliceUs") == 1000],
+           "no SET_TIMESLICE 1000 reached the RM")
+    liar.kill()
+    liar.wait()
+    out.close()
+    cmds = [json.loads(line) for line in open(out.name) if '"command"' in line]
+    expect(not [c for c in cmds if c["op"] != 2], "only a read-back went to the liar: %r" % cmds)
+    expect(gr_timeslice(node, lc.pid) == [100000], "the LC untouched")
+
+
 def t_bpf_exit(node):
     """(e) A process's exit removes its TSGs: killed (the tracer's EXIT) or
     after freeing its clients and exiting normally (FREE)."""
@@ -878,7 +914,7 @@ SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
-             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit}
+             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar}
 
 
 def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):
