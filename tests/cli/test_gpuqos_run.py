@@ -13,18 +13,13 @@ import subprocess
 import sys
 import tempfile
 
+from gpuqos_test import Failure, check
+
 GPUQOS = STUB = OTHER = None
-FAILURES = []
 # Prints what the node agent and ld.so will see, and the child's own pid.
 PROBE = ['/bin/sh', '-c',
          'echo "class=$GPUQOS_RUN_CLASS"; echo "preload=$LD_PRELOAD"; '
          'echo "socket=${GPUQOS_SOCKET-unset}"; echo "pid=$$"']
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def base_env(**kw):
@@ -218,11 +213,12 @@ def main():
     if len(sys.argv) != 5 or (sys.argv[4] not in GROUPS and sys.argv[4] != "all"):
         sys.exit(__doc__)
     GPUQOS, STUB, OTHER = (os.path.abspath(a) for a in sys.argv[1:4])
-    for name, fn in GROUPS.items():
-        if sys.argv[4] in (name, "all"):
-            fn()
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
+    try:
+        for name, fn in GROUPS.items():
+            if sys.argv[4] in (name, "all"):
+                fn()
+    except Failure as e:
+        print("FAIL:", e, file=sys.stderr)
         sys.exit(1)
     print("ok")
 

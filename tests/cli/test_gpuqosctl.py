@@ -17,11 +17,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_ctl import FakeCtl  # noqa: E402
+from gpuqos_test import Failure, check
+from gpuqos_test.fake_ctl import FakeCtl
 
 CTL = None
-FAILURES = []
 
 AGENT = {"version": "0.1.0", "mode": "standalone", "pid": 77, "uptimeS": 3600,
          "peers": 2, "tsgs": 3, "config": "/etc/gpuqos/agent.conf"}
@@ -82,12 +81,6 @@ RESULTS = line({"ok": True, "results": [
     {"tsg": "0x5c000015", "op": "GET_TIMESLICE", "rmStatus": 0, "rmStatusName": "NV_OK",
      "errno": 22, "value": None, "elapsedUs": 5},
 ]})
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 class Env:
@@ -406,11 +399,11 @@ def main():
         for name, fn in GROUPS.items():
             if sys.argv[2] in (name, "all"):
                 fn(env)
+    except Failure as e:
+        print("FAIL:", e, file=sys.stderr)
+        sys.exit(1)
     finally:
         env.close()
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
-        sys.exit(1)
     print("ok")
 
 

@@ -17,169 +17,21 @@ import argparse
 import errno
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-SKIP = 77
+from gpuqos_test import SKIP, Failure, check, wait_for
+from gpuqos_test.sim import Sim, close_all, needs
+
 CLIENT_BASE = 0xC1D00000
 SET_TIMESLICE = 0xA06C0103
 GET_TIMESLICE = 0xA06C0104
 
 
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-
-
 def hexint(s):
     return int(s, 16)
-
-
-def wait_for(pred, timeout=3.0, what="condition"):
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise Fail("timed out waiting for " + what)
-        time.sleep(0.01)
-
-
-class Sim:
-    """One mounted simulator; a context manager that always unmounts."""
-
-    def __init__(self, bindir, gpus=1, extra=()):
-        self.bindir = bindir
-        self.tmp = tempfile.mkdtemp(prefix="gpuqos-sim-")
-        os.chmod(self.tmp, 0o755)
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-        self.errpath = os.path.join(self.tmp, "sim.stderr")
-        self.args = [os.path.join(bindir, "gpuqos-sim"), self.mnt, "--foreground",
-                     "--gpus", str(gpus)] + list(extra)
-        self.proc = None
-
-    def __enter__(self):
-        with open(self.errpath, "w") as err:
-            self.proc = subprocess.Popen(self.args, stdout=err, stderr=err)
-        try:
-            wait_for(self._mounted, 5.0, "the simulator to mount")
-        except Fail:
-            self.__exit__(None, None, None)
-            raise
-        _LIVE.append(self)
-        return self
-
-    def _mounted(self):
-        if self.proc.poll() is not None:
-            raise Fail("gpuqos-sim exited with %d: %s" % (self.proc.returncode, self.stderr()))
-        with open("/proc/self/mountinfo") as f:
-            return any(line.split()[4] == self.mnt for line in f)
-
-    def stderr(self):
-        try:
-            with open(self.errpath) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def __exit__(self, *exc):
-        if self in _LIVE:
-            _LIVE.remove(self)
-        kill_background()
-        if subprocess.call(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL) != 0:
-            subprocess.call(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
-        if self.proc:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            if self.proc.returncode not in (0, None) and exc and exc[0] is None:
-                raise Fail("gpuqos-sim exited with %d: %s" % (self.proc.returncode,
-                                                              self.stderr()))
-            # Sanitizer reports go to stderr: any is a failure.
-            if "Sanitizer" in self.stderr() or "runtime error" in self.stderr():
-                raise Fail("sanitizer report from gpuqos-sim:\n" + self.stderr())
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        return False
-
-    @property
-    def dev(self):
-        return os.path.join(self.mnt, "nvidiactl")
-
-    def state(self):
-        with open(os.path.join(self.mnt, "state")) as f:
-            return json.load(f)
-
-    def log(self):
-        with open(os.path.join(self.mnt, "log")) as f:
-            return [json.loads(line) for line in f if line.strip()]
-
-    def control(self, text):
-        """Write one command block; raises OSError as write(2) does."""
-        fd = os.open(os.path.join(self.mnt, "control"), os.O_WRONLY)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
-
-    def injections(self):
-        with open(os.path.join(self.mnt, "control")) as f:
-            return json.load(f)
-
-    def wait_empty(self, timeout=3.0):
-        """Release is asynchronous in FUSE: wait until nothing is left."""
-        def empty():
-            s = self.state()
-            return not s["clients"] and not s["tsgs"] and not s["files"]
-        wait_for(empty, timeout, "every client to be freed")
-
-    # ---- programs ----
-
-    def fakecuda(self, *args, check_rc=True, timeout=20):
-        cmd = [os.path.join(self.bindir, "fakecuda"), "--dev", self.dev] + list(args)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if check_rc and p.returncode != 0:
-            raise Fail("fakecuda %s exited %d: %s" % (" ".join(args), p.returncode, p.stderr))
-        return p
-
-    def fakecuda_bg(self, *args):
-        cmd = [os.path.join(self.bindir, "fakecuda"), "--dev", self.dev] + list(args)
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def probe(self, mode, *args, prefix=()):
-        cmd = list(prefix) + [os.path.join(self.bindir, "sim_probe"), mode, self.mnt] + list(args)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        if p.returncode != 0:
-            raise Fail("sim_probe %s exited %d: %s" % (mode, p.returncode, p.stderr))
-        return {r["case"]: r for r in map(json.loads, p.stdout.splitlines())}
-
-
-_LIVE = []
-_BACKGROUND = []
-
-
-def kill_background():
-    """A failed case leaves its holding workload behind: end it (and a
-    --fork child) before unmounting."""
-    while _BACKGROUND:
-        p = _BACKGROUND.pop()
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.communicate(timeout=10)
 
 
 def expect_cases(results, expected):
@@ -213,7 +65,7 @@ def case_basic(b):
         p = sim.fakecuda_bg("--contexts", "2", "--gpu", "1", "--wait-file", flag,
                             "--print-state")
         s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 else None)(sim.state()),
-                     5.0, "8 TSGs")
+                     "8 TSGs", 5.0)
         check(s["gpus"] == 2, "gpus in state")
         check([(g["deviceInstance"], g["gpuId"], g["uuid"], g["pciBusId"]) for g in s["attached_gpus"]] ==
               [(0, "0x00000006", "GPU-73696d30-0000-4000-8000-000000000000", "00000000:00:06.0"),
@@ -267,10 +119,10 @@ def case_forms(b):
         with Sim(b) as sim:
             flag = os.path.join(sim.tmp, "go")
             p = sim.fakecuda_bg("--form", form, "--contexts", "2", "--wait-file", flag)
-            wait_for(lambda: len(sim.state()["tsgs"]) == 8, 5.0, "8 TSGs (form %s)" % form)
+            wait_for(lambda: len(sim.state()["tsgs"]) == 8, "8 TSGs (form %s)" % form, 5.0)
             # libcuda's SET follows the TSG: wait for the last context's too.
-            wait_for(lambda: sum(t["timeslice_sets"] for t in sim.state()["tsgs"]) == 2, 5.0,
-                     "both SET_TIMESLICE calls")
+            wait_for(lambda: sum(t["timeslice_sets"] for t in sim.state()["tsgs"]) == 2,
+                     "both SET_TIMESLICE calls", 5.0)
             states[form] = normalized_state(sim.state())
             log = sim.log()
             open(flag, "w").close()
@@ -333,7 +185,7 @@ def case_release(b):
         sim.fakecuda("--contexts", "3", "--exit-without-free")
         sim.wait_empty()
         p = sim.fakecuda_bg("--contexts", "2", "--hold", "30")
-        wait_for(lambda: len(sim.state()["tsgs"]) == 8, 5.0, "8 TSGs")
+        wait_for(lambda: len(sim.state()["tsgs"]) == 8, "8 TSGs", 5.0)
         p.kill()
         p.wait(timeout=5)
         sim.wait_empty()
@@ -414,7 +266,7 @@ def inject_stuck(sim):
     """A control that does not return stalls only its caller."""
     sim.control("latency a06c0103 60000000")
     stuck = sim.fakecuda_bg("--hold", "0")
-    wait_for(lambda: len(sim.state()["tsgs"]) >= 1, 5.0, "the stuck process's GR TSG")
+    wait_for(lambda: len(sim.state()["tsgs"]) >= 1, "the stuck process's GR TSG", 5.0)
     t0 = time.monotonic()
     sim.fakecuda("--libcuda-set", "none", "--contexts", "2")
     check(time.monotonic() - t0 < 3.0, "other callers are not blocked")
@@ -437,7 +289,7 @@ def inject_bad_commands(sim):
         except OSError as e:
             check(e.errno == errno.EINVAL, "%r: errno %d" % (bad, e.errno))
         else:
-            raise Fail("control command %r was accepted" % bad)
+            raise Failure("control command %r was accepted" % bad)
         check(sim.injections() == before, "%r changed the injections" % bad)
     sim.control("clear")
 
@@ -482,7 +334,7 @@ def case_fork(b):
         flag = os.path.join(sim.tmp, "go")
         p = sim.fakecuda_bg("--fork", "--wait-file", flag, "--print-state", "--form", "xfer")
         s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 else None)(sim.state()),
-                     5.0, "8 TSGs from parent and child")
+                     "8 TSGs from parent and child", 5.0)
         check(len(s["files"]) == 2 and len({f["opener_pid"] for f in s["files"]}) == 2,
               "two processes, two open files")
         check(len({c["fh"] for c in s["clients"]}) == 2, "a client per open file")
@@ -520,7 +372,7 @@ def replay_bg(sim, trace, *args):
     # Its own session, so SIGTERM reaches a --fork child too.
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
-    _BACKGROUND.append(p)
+    sim.background.append(p)
     return p
 
 
@@ -531,7 +383,7 @@ def replay_summaries(p, n):
         line = p.stdout.readline()
         if not line:
             p.wait(timeout=10)
-            raise Fail("gpuqos-replay exited %s: %s" % (p.returncode, p.stderr.read()))
+            raise Failure("gpuqos-replay exited %s: %s" % (p.returncode, p.stderr.read()))
         out.append(json.loads(line))
     return out
 
@@ -733,18 +585,6 @@ CASES = {
 }
 
 
-def skip_reason():
-    if os.geteuid() != 0:
-        return "needs root (mounts FUSE with allow_other, runs helpers as other users)"
-    try:
-        os.close(os.open("/dev/fuse", os.O_RDWR))
-    except OSError as e:
-        return "cannot open /dev/fuse: %s" % os.strerror(e.errno)
-    if not shutil.which("fusermount3") and not shutil.which("umount"):
-        return "neither fusermount3 nor umount is available"
-    return None
-
-
 def on_signal(signum, frame):
     raise SystemExit("interrupted by signal %d" % signum)
 
@@ -754,7 +594,7 @@ def main():
     ap.add_argument("--bin", required=True, help="directory holding gpuqos-sim, fakecuda, sim_probe, gpuqos-replay")
     ap.add_argument("case", choices=sorted(CASES) + ["all"])
     a = ap.parse_args()
-    why = skip_reason()
+    why = needs()
     if why:
         print("SKIP: " + why)
         return SKIP
@@ -766,12 +606,11 @@ def main():
             t0 = time.monotonic()
             CASES[name](a.bin)
             print("ok %s (%.2fs)" % (name, time.monotonic() - t0))
-    except Fail as e:
+    except Failure as e:
         print("FAIL: %s" % e)
         return 1
     finally:
-        for sim in list(_LIVE):
-            sim.__exit__(None, None, None)
+        close_all()
     return 0
 
 
