@@ -14,9 +14,16 @@ cmake --build "$dir" -j"$(nproc)" --target gpuqos-agent gpuqosctl gpuqos gpuqos-
 if grep -q "^gpuqos-tsgtrace:" "$dir/Makefile" 2>/dev/null || [ -d "$dir/bpf" ]; then
 	cmake --build "$dir" -j"$(nproc)" --target gpuqos-tsgtrace >/dev/null
 fi
+# The device plugin when gRPC was found, and the grpc-go test kubelet (a
+# static Go binary) that drives it in tests/gpu/allocate_check.py.
+if [ -d "$dir/plugin" ]; then
+	cmake --build "$dir" -j"$(nproc)" --target gpuqos-device-plugin >/dev/null
+	sh tests/plugin/build_kubelet.sh "$(cd "$dir" && pwd)/kubelet-test" >/dev/null || true
+fi
 mkdir -p "$dir/lib"
 bins="$dir/agent/gpuqos-agent $dir/agent/cli/gpuqosctl"
 [ -x "$dir/bpf/gpuqos-tsgtrace" ] && bins="$bins $dir/bpf/gpuqos-tsgtrace"
+[ -x "$dir/plugin/gpuqos-device-plugin" ] && bins="$bins $dir/plugin/gpuqos-device-plugin"
 # shellcheck disable=SC2086
 # Everything but the C library itself: a GPU machine has none of Debian's
 # -dev libraries (cJSON, libbpf, libcurl, libyaml, gRPC, protobuf-c, ...).
