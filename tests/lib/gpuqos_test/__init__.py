@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gpuqos_test - what every Python test suite of gpuqos shares: one failure
+and one skip type, one `check`, one `wait_for` on the monotonic clock.
+The launchers live in submodules: `sim` (the FUSE GPU simulator), `agent`
+(gpuqos-agent with fake preempt agents), and `gq_proto` is the one Python
+codec of abi/gq_proto.h.
+
+Suites find it through PYTHONPATH, which ctest sets (ENVIRONMENT of each
+test); nothing edits sys.path. Run one by hand with
+`PYTHONPATH=tests/lib /usr/bin/python3 tests/<suite>.py ...`.
+"""
+import time
+
+SKIP = 77  # the exit status ctest's SKIP_RETURN_CODE reports as skipped
+
+
+class Failure(Exception):
+    """A check that did not hold: the test fails with this sentence."""
+
+
+class Skip(Exception):
+    """The test cannot run here (no root, no /dev/fuse, a tool missing)."""
+
+
+def check(cond, what):
+    """Raises Failure(what) unless cond holds."""
+    if not cond:
+        raise Failure(what)
+
+
+def wait_for(pred, what="condition", timeout=5.0, step=0.01):
+    """Calls pred until it returns something true, and returns that; after
+    timeout seconds (CLOCK_MONOTONIC) raises Failure naming what and the
+    last value seen."""
+    end = time.monotonic() + timeout
+    while True:
+        last = pred()
+        if last:
+            return last
+        if time.monotonic() >= end:
+            raise Failure("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
+        time.sleep(step)

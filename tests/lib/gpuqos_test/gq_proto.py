@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gq_proto - abi/gq_proto.h in Python: the preempt agent <-> node agent
+protocol (docs/protocol.md). One codec for every test that speaks it: the
+fake preempt agent (tests/agent/fake_peer.py), the fake node agent of the
+preempt tests, and the garbage of the fail-open tests. Sizes and layouts
+are those the header's _Static_asserts pin."""
+import struct
+
+MAGIC = 0x534F5147
+VERSION = 1
+HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
+SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
+HDR = struct.Struct("=IHHII")  # magic version type length seq
+OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
+ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP = 10001, 10002, 10003
+UNKNOWN = 0xFFFFFFFF
+F_RECONNECT = 1
+COMM_LEN = 16
+
+# Bodies after the header: struct format and field names, in order.
+BODIES = {
+    HELLO: ("=IIII16s", "pid flags lib_version ntsg comm"),
+    POLICY: ("=IIII", "gr_timeslice_us copy_timeslice_us reserved0 reserved1"),
+    TSG: ("=10I", "h_client h_tsg h_device device_instance engine_type fd "
+                  "timeslice_us app_timeslice_us interleave reserved"),
+    TSG_GONE: ("=II", "h_client h_tsg"),
+    COMMAND: ("=IIIIQ", "op h_client h_tsg deadline_us arg"),
+    RESULT: ("=IIIIIIQQ", "op h_client h_tsg rm_status err reserved value elapsed_ns"),
+    SYNCED: ("=II", "ntsg reserved"),
+}
+
+
+def hdr(mtype, seq=0, length=None, magic=MAGIC, version=VERSION):
+    """A header; length, magic and version may be given wrong on purpose."""
+    return HDR.pack(magic, version, mtype, SIZES[mtype] if length is None else length, seq)
+
+
+def hello(seq, pid, flags=0, lib_version=1, ntsg=0, comm=b"fake_peer"):
+    return hdr(HELLO, seq) + struct.pack("=IIII16s", pid, flags, lib_version, ntsg, comm)
+
+
+def policy(gr, copy, seq=0):
+    return hdr(POLICY, seq) + struct.pack("=IIII", gr, copy, 0, 0)
+
+
+def tsg(seq, h_client, h_tsg, h_device, device_instance, engine_type, fd,
+        timeslice_us=UNKNOWN, app_timeslice_us=UNKNOWN, interleave=UNKNOWN):
+    return hdr(TSG, seq) + struct.pack("=10I", h_client, h_tsg, h_device, device_instance,
+                                       engine_type, fd, timeslice_us, app_timeslice_us,
+                                       interleave, 0)
+
+
+def tsg_gone(seq, h_client, h_tsg):
+    return hdr(TSG_GONE, seq) + struct.pack("=II", h_client, h_tsg)
+
+
+def command(seq, op, h_client, h_tsg, deadline_us=2000000, arg=0):
+    return hdr(COMMAND, seq) + struct.pack("=IIIIQ", op, h_client, h_tsg, deadline_us, arg)
+
+
+def result(seq, op, h_client, h_tsg, rm_status, err, value, elapsed_ns=150000):
+    return hdr(RESULT, seq) + struct.pack("=6IQQ", op, h_client, h_tsg, rm_status, err, 0,
+                                          value, elapsed_ns)
+
+
+def synced(seq, ntsg):
+    return hdr(SYNCED, seq) + struct.pack("=II", ntsg, 0)
+
+
+class BadMessage(Exception):
+    pass
+
+
+def parse(buf):
+    """One datagram -> dict of its fields plus "type" and "seq"; raises
+    BadMessage for anything the header does not allow."""
+    if len(buf) < HDR.size:
+        raise BadMessage("datagram shorter than a header: %r" % buf)
+    magic, version, mtype, length, seq = HDR.unpack_from(buf)
+    if magic != MAGIC or version != VERSION:
+        raise BadMessage("bad header %r" % buf[:HDR.size])
+    if mtype not in BODIES:
+        raise BadMessage("unknown type %d" % mtype)
+    if not length == SIZES[mtype] == len(buf):
+        raise BadMessage("bad length %d (%d bytes) for type %d" % (length, len(buf), mtype))
+    fmt, names = BODIES[mtype]
+    d = dict(zip(names.split(), struct.unpack(fmt, buf[HDR.size:])))
+    d["type"], d["seq"] = mtype, seq
+    if mtype == HELLO:
+        d["comm"] = d["comm"].split(b"\0")[0].decode(errors="replace")
+    return d
