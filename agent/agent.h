@@ -219,6 +219,10 @@ struct agent_hooks {
 	int (*kernel_confirms)(const struct agent *a);
 	/* After every reconcile: publish what was decided, re-arm timers. */
 	void (*after_reconcile)(struct agent *a);
+	/* Every control that ended: its result, or its deadline passing
+	 * (o->err_word "timeout"); t NULL when its TSG is gone (metrics). */
+	void (*control_ended)(struct agent *a, const struct tsg *t, const struct cmd *c,
+			      const struct cmd_outcome *o);
 };
 
 struct counters {

@@ -239,6 +239,8 @@ static void cmd_finish(struct agent *a, struct cmd *c, const struct cmd_outcome 
 	}
 	if (t)
 		tsg_record(a, t, c, o);
+	if (a->hooks.control_ended)
+		a->hooks.control_ended(a, t, c, o);
 	if (c->ctl && a->hooks.cmd_done)
 		a->hooks.cmd_done(a, c->ctl, c, o);
 	free(c);
@@ -309,6 +311,11 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 
 	c->timed_out = 1;
 	a->n.timeouts++;
+	if (a->hooks.control_ended) {
+		struct cmd_outcome late = { .err_word = "timeout" };
+
+		a->hooks.control_ended(a, t, c, &late);
+	}
 	if (c->path == GQ_PATH_IN_PROCESS) {
 		if (!c->peer->stalled)
 			log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path "

@@ -10,6 +10,7 @@
  */
 #include "agent/agent.h"
 #include "agent/kubemode.h"
+#include "agent/metrics.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -82,6 +83,7 @@ static void hooks_install(struct agent *a)
 		.classify = a->kube ? kmode_classify : NULL,
 		.kernel_confirms = tracker_active,
 		.after_reconcile = after_reconcile,
+		.control_ended = metrics_control_ended,
 	};
 }
 

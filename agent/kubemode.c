@@ -390,3 +390,20 @@ void kmode_proc_json(struct agent *a, const struct proc *p, cJSON *o)
 	add_str_or_null(o, "containerId", p->container_id);
 	kmode_podres_devices(a, pod, o);
 }
+
+void kmode_proc_pod(struct agent *a, const struct proc *p, const char **ns, const char **name,
+		    const char **container)
+{
+	const struct kube_pod *pod = NULL;
+
+	*ns = *name = *container = "";
+	if (a->kube && p && p->pod_uid[0])
+		pod = kube_client_pod(a->kube->client, p->pod_uid);
+	if (!pod)
+		return;
+	*ns = pod->namespace;
+	*name = pod->name;
+	for (size_t i = 0; i < pod->n_container_ids; i++)
+		if (strcmp(pod->container_ids[i], p->container_id) == 0)
+			*container = pod->container_names[i];
+}

@@ -105,5 +105,9 @@ void kmode_podres_devices(const struct agent *a, const struct kube_pod *pod, str
 /* The ctl view: agent.kubernetes, and each process's pod. */
 void kmode_json(struct agent *a, struct cJSON *agent_obj);
 void kmode_proc_json(struct agent *a, const struct proc *p, struct cJSON *o);
+/* For metrics: p's pod namespace, name and container name; "" for what is
+ * not known (standalone, no pod, not listed yet). */
+void kmode_proc_pod(struct agent *a, const struct proc *p, const char **ns, const char **name,
+		    const char **container);
 
 #endif

@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
+#include "agent/metrics.h"
 #include "agent/kubenode/podres.h"
 #include "agent/procinfo.h"
 #include "common/log.h"
@@ -54,6 +55,8 @@ static void usage(FILE *f)
 		"  --bpf auto|on|off   the eBPF tracker (GPUQOS_BPF, auto: use it when it can be\n"
 		"                      opened, say why not otherwise)\n"
 		"  --bpf-pin-dir DIR   its pins, on bpffs (GPUQOS_BPF_PIN_DIR, /sys/fs/bpf/gpuqos)\n"
+		"  --metrics-address ADDR:PORT  Prometheus /metrics, /healthz, /readyz\n"
+		"                      (GPUQOS_METRICS_ADDRESS, " METRICS_DEFAULT_ADDRESS "; off: none)\n"
 		"  --log-level LEVEL   error, warn, info, debug (GPUQOS_LOG_LEVEL, info)\n"
 		"  --install-preempt-lib SRC  install SRC as the preempt library the device plugin\n"
 		"                      mounts into containers (a new versioned directory, `current`\n"
@@ -106,6 +109,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "service-account-dir", required_argument, NULL, 'A' },
 		{ "install-preempt-lib", required_argument, NULL, 'I' },
 		{ "preempt-lib-dir", required_argument, NULL, 'L' },
+		{ "metrics-address", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
@@ -125,6 +129,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.kubeconfig = env_or("KUBECONFIG", NULL);
 	a->opt.podres_socket = env_or("GPUQOS_POD_RESOURCES_SOCKET", NULL);
 	a->opt.sa_dir = env_or("GPUQOS_SERVICE_ACCOUNT_DIR", NULL);
+	metrics_set_address(env_or("GPUQOS_METRICS_ADDRESS", METRICS_DEFAULT_ADDRESS));
 	preempt_lib_dir = env_or("GPUQOS_PREEMPT_LIB_DIR", GQ_PREEMPT_DEFAULT_DIR);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -141,6 +146,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'K': a->opt.kubeconfig = optarg; break;
 		case 'R': a->opt.podres_socket = optarg; break;
 		case 'A': a->opt.sa_dir = optarg; break;
+		case 'M': metrics_set_address(optarg); break;
 		case 'I': preempt_lib_src = optarg; break;
 		case 'L': preempt_lib_dir = optarg; break;
 		case 'h': usage(stdout); return 100;
@@ -287,6 +293,7 @@ static void after_batch(void *arg)
 	peer_reap(a);
 	ctl_reap(a);
 	kmode_reap(a);
+	metrics_publish(a); /* what this batch changed, for the next scrape */
 }
 
 static void on_direct(struct loop_watch *w, uint32_t events)
@@ -471,7 +478,7 @@ static int agent_start(struct agent *a)
 	    resolve_paths(a) != 0 || (!a->opt.standalone && kmode_start(a) != 0) ||
 	    direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
-	    gpuinfo_init(&a->loop, a->nvidiactl) != 0)
+	    gpuinfo_init(&a->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
 	a->loop.after_batch = after_batch;
 	a->loop.after_arg = a;
@@ -488,6 +495,7 @@ static void close_watch(struct agent *a, struct loop_watch *w)
 
 static void agent_stop(struct agent *a)
 {
+	metrics_stop(); /* first: its server thread ends before the tables go */
 	/* While the peers are still listed: the next start waits for them. */
 	if (a->sd.lock_fd >= 0)
 		state_flush(a);

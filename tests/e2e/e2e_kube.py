@@ -18,10 +18,17 @@ Usage: e2e_kube.py --build BUILD SCENARIO   (exit 77 = skipped, with a reason)
 import copy
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -462,8 +469,164 @@ def t_kube_valgrind(node):
     expect(rc == 0, "clean exit under valgrind (rc %s)\n%s" % (rc, text[-3000:]))
 
 
+# --------------------------------------------------------------------------
+# Metrics: the agent's /metrics scraped by a real Prometheus
+# --------------------------------------------------------------------------
+
+REFERENCE = os.path.join(HERE, "..", "..", "docs", "metrics.md")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
+class Prometheus:
+    """Debian's prometheus scraping one target every second."""
+
+    def __init__(self, workdir, target):
+        self.bin = shutil.which("prometheus")
+        if not self.bin or not shutil.which("promtool"):
+            raise Skip("prometheus and promtool are not installed (Debian package prometheus)")
+        self.dir = os.path.join(workdir, "prometheus")
+        os.makedirs(self.dir)
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                    "scrape_configs:\n- job_name: gpuqos\n"
+                    "  static_configs: [{targets: ['%s']}]\n" % target)
+        self.port = free_port()
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen([self.bin, "--config.file=" + cfg,
+                                      "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
+                                      "--web.listen-address=127.0.0.1:%d" % self.port],
+                                     stdout=self.log, stderr=self.log)
+
+    def query(self, expr):
+        """The instant vector of a PromQL query: [(labels, value)]."""
+        url = "http://127.0.0.1:%d/api/v1/query?%s" % (self.port, urllib.parse.urlencode({"query": expr}))
+        code, body = http_get(url)
+        if code != 200:
+            return []
+        return [(r["metric"], float(r["value"][1])) for r in json.loads(body)["data"]["result"]]
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def families(text):
+    return {m.group(1) for m in re.finditer(r"^# TYPE (\S+) ", text, re.M)}
+
+
+def reference_names():
+    """The metric names docs/metrics.md lists in its tables."""
+    with open(REFERENCE) as f:
+        return set(re.findall(r"^\| `(gpuqos_[a-z_]+)` \|", f.read(), re.M))
+
+
+def by_pod(samples):
+    out = {}
+    for labels, v in samples:
+        out.setdefault(labels.get("pod"), []).append(v)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def t_kube_metrics(node):
+    """/metrics, /healthz, /readyz; the text passes promtool; its metric
+    names are exactly docs/metrics.md's; a real Prometheus scraping the
+    agent answers PromQL by pod with the simulator's timeslices, and a
+    workload's series go once it exits."""
+    port = free_port()
+    prom = Prometheus(node.dir, "127.0.0.1:%d" % port)
+    try:
+        metrics_scenario(node, prom, "http://127.0.0.1:%d" % port)
+    finally:
+        prom.stop()
+
+
+def metrics_scenario(node, prom, base):
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    node.start_kube_agent(extra=["--metrics-address", base[len("http://"):]])
+    wait_for(lambda: http_get(base + "/readyz")[0] == 200, what="/readyz once the pods are listed")
+    expect(http_get(base + "/healthz") == (200, "ok\n"), "/healthz: %r" % (http_get(base + "/healthz"),))
+    expect(http_get(base + "/nope")[0] == 404, "404 elsewhere")
+    lc = node.in_pod("lc", "lc")
+    be = node.in_pod("be", "be")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],
+             what="simulator: LC 100000 / BE 50")
+
+    # What the agent serves: lint-clean, and documented name for name.
+    text = wait_for(lambda: (lambda t: 'pod="be"' in t and t)(http_get(base + "/metrics")[1]),
+                    what="the BE's TSGs in /metrics")
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    expect(lint.returncode == 0, "promtool check metrics: rc %d\n%s%s" % (lint.returncode, lint.stdout, lint.stderr))
+    got, doc = families(text), reference_names()
+    expect(got == doc, "docs/metrics.md and /metrics differ: only exported %r, only documented %r"
+           % (sorted(got - doc), sorted(doc - got)))
+    expect('container="main"' in text and 'UUID="GPU-' in text, "pod labels and GPU UUIDs:\n" + text[:2000])
+
+    # Prometheus: per pod, the GR TSG at its class's timeslice, the copy
+    # TSGs at 1024 us.
+    gr = ('gpuqos_tsg_timeslice_applied_seconds * on(pid, client, tsg) group_left(class, engine) '
+          'gpuqos_tsg_info{engine="GR0"}')
+    want = {"lc": [0.1], "be": [0.00005]}
+    got = wait_for(lambda: (lambda r: r == want and r)(by_pod(prom.query(gr))), timeout=30,
+                   what="PromQL: the GR TSGs by pod (last %r)" % (by_pod(prom.query(gr)),))
+    classes = {s[0]["pod"]: s[0]["class"] for s in prom.query(gr)}
+    expect(classes == {"lc": "latency-critical", "be": "best-effort"}, "classes: %r" % classes)
+    be_all = by_pod(prom.query('gpuqos_tsg_timeslice_applied_seconds{pod="be"}'))
+    expect(be_all == {"be": [0.00005, 0.001024, 0.001024, 0.001024]}, "the BE's four TSGs: %r" % be_all)
+    shared = prom.query("gpuqos_gpu_lc_shares_runlist_with_be")
+    expect(shared and all(v == 1 for _, v in shared), "LC and BE share the GR runlist: %r" % shared)
+
+    # Scrapers that connect and never send a request, more than the server
+    # takes: the agent's loop does not notice (a flip still lands, ctl
+    # answers), and /metrics serves again once they go.
+    host, port = base[len("http://"):].rsplit(":", 1)
+    stuck = [socket.create_connection((host, int(port))) for _ in range(40)]
+    try:
+        node.set_annotation("lc", "gpu.qos", "best-effort")
+        wait_for(lambda: gr_timeslice(node, lc.pid) == [2048] and gr_timeslice(node, be.pid) == [2048],
+                 timeout=5, what="a flip while scrapers hang")
+        expect(len(node.ctl("list")["processes"]) >= 2, "ctl answers while scrapers hang")
+    finally:
+        for c in stuck:
+            c.close()
+    node.set_annotation("lc", "gpu.qos", "latency-critical")
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],
+             timeout=5, what="flipped back")
+    wait_for(lambda: http_get(base + "/metrics")[0] == 200, what="/metrics after the stuck scrapers")
+
+    # The BE exits: its series go (Prometheus marks them stale at once).
+    be.kill()
+    be.wait()
+    wait_for(lambda: not prom.query('gpuqos_tsg_info{pod="be"}'), timeout=30,
+             what="the BE's series gone after it exits")
+    expect(len(prom.query('gpuqos_tsg_info{pod="lc"}')) == 4, "the LC's four TSGs stay")
+    wait_for(lambda: all(v == 0 for _, v in prom.query("gpuqos_gpu_lc_shares_runlist_with_be")),
+             timeout=30, what="no LC shares a runlist with a BE any more")
+
+
 SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage,
-             "kube_valgrind": t_kube_valgrind}
+             "kube_valgrind": t_kube_valgrind, "kube_metrics": t_kube_metrics}
 
 
 def main():

@@ -14,8 +14,16 @@
 #include "tests/check.h"
 #include "tests/kube/kube_harness.h"
 
-/* Generous for sanitized builds; a blocking call would take ~seconds. */
+/* Generous for sanitized builds; a blocking call would take ~seconds.
+ * KUBE_TEST_MAX_CALL_US overrides it (the valgrind run). */
 #define MAX_CALL_US 100000u
+
+static uint64_t max_call_us(void)
+{
+	const char *s = getenv("KUBE_TEST_MAX_CALL_US");
+
+	return s && *s ? strtoull(s, NULL, 10) : MAX_CALL_US;
+}
 #define NODE "node-a"
 
 struct rec {
@@ -132,7 +140,7 @@ static void env_stop(struct env *e)
 {
 	printf("calls into the client: %llu, longest %llu us\n", (unsigned long long)e->drv.calls,
 	       (unsigned long long)e->drv.max_call_us);
-	CHECK(e->drv.max_call_us < MAX_CALL_US);
+	CHECK(e->drv.max_call_us < max_call_us());
 	kube_client_free(e->c);
 	drv_fini(&e->drv);
 	kube_config_free(&e->cfg);
@@ -159,7 +167,8 @@ static void t_list_watch(void)
 	CHECK(kube_client_pod_count(e.c) == 1);
 	p = pod_named(&e, "p1");
 	CHECK(p && strcmp(p->phase, "Running") == 0 && strcmp(p->node, NODE) == 0);
-	CHECK(p && p->n_container_ids == 1 && strcmp(p->container_ids[0], "p1-c0ffee") == 0);
+	CHECK(p && p->n_container_ids == 1 && strcmp(p->container_ids[0], "p1-c0ffee") == 0 &&
+	      strcmp(p->container_names[0], "main") == 0);
 	CHECK(ann_is(&e, "p1", "gpuqos.io/class", "latency"));
 	CHECK(e.rec.added == 1);
 
@@ -526,7 +535,8 @@ static void t_gone_streak(void)
 	CHECK(put_pod(&e.srv, "far", "node-b", "Running", NULL) == 0);
 	CHECK(ctl_ok(&e.srv, "POST", "/_test/compact", NULL) == 0);
 	CHECK(ctl_ok(&e.srv, "POST", "/_test/expire", NULL) == 0);
-	WAIT(&e.drv, 1000, lists(&e) == 6);
+	/* Before the fix it waited the streak's backoff, [1600, 3200] ms. */
+	WAIT(&e.drv, 1500, lists(&e) == 6);
 	WAIT(&e.drv, 3000, server_watchers(&e.srv) == 1);
 	env_stop(&e);
 }
@@ -624,8 +634,12 @@ static void t_rate_limit(void)
 		printf("patch span %.0f ms, first gap %.0f ms\n", t[7] - t[0], t[1] - t[0]);
 		CHECK(t[1] - t[0] < 200);
 		CHECK(t[7] - t[0] >= 1400 && t[7] - t[0] < 3000);
-		for (int i = 3; i < 8; i++)
-			CHECK(t[i] - t[i - 1] >= 150);
+		/* The bucket bounds when each PATCH may start: the i-th no sooner
+		 * than (i - 1) * 250 ms after the first two. The server's clock
+		 * sees them with some delay each, so gaps between neighbours say
+		 * nothing on a loaded machine; the delay of the first is small. */
+		for (int i = 2; i < 8; i++)
+			CHECK(t[i] - t[0] >= (i - 1) * 250.0 - 100);
 	}
 	env_stop(&e);
 }
