@@ -15,16 +15,10 @@ import struct
 import sys
 import time
 
-MAGIC = 0x534F5147
-VERSION = 1
-HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
-SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
-UNKNOWN = 0xFFFFFFFF
-OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
-
-
-def hdr(mtype, seq):
-    return struct.pack("=IHHII", MAGIC, VERSION, mtype, SIZES[mtype], seq)
+# The protocol's one Python codec (tests/lib; PYTHONPATH comes from ctest
+# through the harness's environment).
+from gpuqos_test.gq_proto import (COMMAND, HELLO, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, RESULT,
+                                  SYNCED, TSG, TSG_GONE, UNKNOWN, hdr)
 
 
 class Peer:

@@ -9,8 +9,8 @@ import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import UNKNOWN, check, run, standard_process, wait_for  # noqa: E402
+from gpuqos_test import check, wait_for
+from gpuqos_test.agent import UNKNOWN, run, standard_process
 
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
 GR = 0x5C000010

@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, run, standard_process, wait_for  # noqa: E402
+from gpuqos_test import check, wait_for
+from gpuqos_test.agent import run, standard_process
 
 IN_MOVED_FROM, IN_MOVED_TO = 0x40, 0x80
 CTL_IDLE_S = 5.0   # agent/ctl.c CTL_IDLE_MS

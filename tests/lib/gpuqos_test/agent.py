@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""harness.py - runs the real gpuqos-agent in a temporary directory and
-drives it: ctl requests, signals, restarts, and fake preempt-agent peers
-(fake_peer.py processes). Owns only test plumbing; every check is made on
-what the agent answers."""
+"""agent - the real gpuqos-agent in a temporary directory (standalone,
+--bpf off) and fake preempt agents (tests/agent/fake_peer.py processes)
+to drive it: ctl requests, signals, restarts. Owns only test plumbing;
+every check is made on what the agent answers.
+
+    def t_example(make_agent):         # a scenario of tests/agent
+        a = make_agent(config); a.start(); p = a.peer(); ...
+    sys.exit(run(TESTS, name))         # GPUQOS_AGENT_BIN names the binary
+"""
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -13,30 +17,15 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from gpuqos_test import Failure, check, wait_for  # noqa: F401  (check: for the scenarios)
+from gpuqos_test.gq_proto import UNKNOWN  # noqa: F401  (for the scenarios)
+
 PY = "/usr/bin/python3"
-UNKNOWN = 0xFFFFFFFF
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
-def wait_for(pred, what, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise Failure("timed out waiting for: " + what)
+# The fake preempt agent: a script of the agent suite, run as a process of
+# its own so the node agent sees a real pid, environ and fd.
+FAKE_PEER = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                          "agent", "fake_peer.py"))
 
 
 class Agent:
@@ -156,7 +145,7 @@ class FakePeer:
         e = dict(os.environ)
         e.pop("GPUQOS_RUN_CLASS", None)
         e.update(env or {})
-        self.proc = subprocess.Popen([PY, os.path.join(HERE, "fake_peer.py"), agent.sock,
+        self.proc = subprocess.Popen([PY, FAKE_PEER, agent.sock,
                                       agent.nvctl], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=e)
         self.pid = self.proc.pid
