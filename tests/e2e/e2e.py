@@ -26,31 +26,11 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-
-
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Fail(what)
-
-
-def wait_for(pred, timeout=15.0, step=0.05, what="condition"):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(step)
-    raise Fail("timed out after %.0fs waiting for %s (last: %r)" % (timeout, what, last))
+# The test library (tests/lib, PYTHONPATH from ctest). Fail and expect are
+# its Failure and check under the names the suites built on this file use.
+from gpuqos_test import SKIP, Skip, wait_for  # noqa: F401
+from gpuqos_test import Failure as Fail
+from gpuqos_test import check as expect
 
 
 class Node:

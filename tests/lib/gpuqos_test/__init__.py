@@ -28,7 +28,7 @@ def check(cond, what):
         raise Failure(what)
 
 
-def wait_for(pred, what="condition", timeout=5.0, step=0.01):
+def wait_for(pred, what="condition", timeout=15.0, step=0.02):
     """Calls pred until it returns something true, and returns that; after
     timeout seconds (CLOCK_MONOTONIC) raises Failure naming what and the
     last value seen."""
