@@ -5,7 +5,7 @@ talks to libfake_rm.so, while this script plays the node agent on a
 SOCK_SEQPACKET socket (docs/protocol.md).
 
 Owns: one scenario per ctest entry (see SCENARIOS). Does not own: the
-protocol layouts (abi/gq_proto.h; mirrored here with struct), the fake RM.
+protocol layouts (abi/gq_proto.h; tests/lib/gpuqos_test/gq_proto.py), the fake RM.
 Every wait has a timeout; nothing sleeps longer than it has to.
 """
 import argparse
@@ -13,73 +13,37 @@ import json
 import os
 import select
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
-MAGIC = 0x534F5147
-VERSION = 1
-HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
-SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
-HDR = struct.Struct("=IHHII")
-OP_SET, OP_GET, OP_INTERLEAVE, OP_PREEMPT = 1, 2, 3, 4
-ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP = 10001, 10002, 10003
-UNKNOWN = 0xFFFFFFFF
-F_RECONNECT = 1
+# The protocol's one Python codec and the test library (tests/lib,
+# PYTHONPATH from ctest).
+from gpuqos_test import Failure, check
+from gpuqos_test import gq_proto
+from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_TSG,  # noqa: F401
+                                  F_RECONNECT, HDR, HELLO, MAGIC, OP_PREEMPT, POLICY, RESULT,
+                                  SYNCED, TSG, TSG_GONE, UNKNOWN, VERSION, command, hdr, policy)
+
+OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
 CLIENT = 0xC1D00000
 DEVICE = 0x5E000000
 TSGS = [0x5E000001, 0x5E000002, 0x5E000003, 0x5E000004]
 ENGINES = [1, 11, 12, 13]
 CHILD_TSG = 0x7C000001
 NO_TSG = 0xDEADBEEF
-BODIES = {
-    HELLO: ("=IIII16s", "pid flags lib_version ntsg comm"),
-    TSG: ("=10I", "h_client h_tsg h_device device_instance engine_type fd "
-                  "timeslice_us app_timeslice_us interleave reserved"),
-    TSG_GONE: ("=II", "h_client h_tsg"),
-    RESULT: ("=IIIIIIQQ", "op h_client h_tsg rm_status err reserved value elapsed_ns"),
-    SYNCED: ("=II", "ntsg reserved"),
-}
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-
-
-def hdr(mtype, seq=0, length=None, magic=MAGIC, version=VERSION):
-    return HDR.pack(magic, version, mtype, SIZES[mtype] if length is None else length, seq)
 
 
 def policy_body(gr, copy):
-    return struct.pack("=IIII", gr, copy, 0, 0)
-
-
-def policy(gr, copy):
-    return hdr(POLICY) + policy_body(gr, copy)
-
-
-def command(seq, op, client, tsg, deadline_us=2000000, arg=0):
-    return hdr(COMMAND, seq) + struct.pack("=IIIIQ", op, client, tsg, deadline_us, arg)
+    return policy(gr, copy)[HDR.size:]
 
 
 def parse(buf):
-    check(len(buf) >= HDR.size, "datagram shorter than a header: %r" % buf)
-    magic, version, mtype, length, seq = HDR.unpack_from(buf)
-    check(magic == MAGIC and version == VERSION, "bad header %r" % buf)
-    check(mtype in BODIES, "the preempt agent sent type %d" % mtype)
-    check(length == SIZES[mtype] == len(buf), "bad length for type %d" % mtype)
-    fmt, names = BODIES[mtype]
-    d = dict(zip(names.split(), struct.unpack(fmt, buf[HDR.size:])))
-    d["type"], d["seq"] = mtype, seq
-    if mtype == HELLO:
-        d["comm"] = d["comm"].split(b"\0")[0].decode()
+    """A datagram from the preempt agent: never one only the node agent
+    sends."""
+    d = gq_proto.parse(buf)
+    check(d["type"] not in (POLICY, COMMAND), "the preempt agent sent type %d" % d["type"])
     return d
 
 
@@ -138,7 +102,7 @@ class Agent:
         try:
             c, _ = self.s.accept()
         except socket.timeout:
-            raise Fail("the preempt agent did not connect")
+            raise Failure("the preempt agent did not connect")
         c.setblocking(True)
         return Conn(c)
 
@@ -543,7 +507,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpuqos-preempt-") as tmp:
         try:
             SCENARIOS[args.scenario](args, tmp)
-        except Fail as e:
+        except Failure as e:
             print("FAIL %s: %s" % (args.scenario, e))
             return 1
         finally:

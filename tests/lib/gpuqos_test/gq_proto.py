@@ -6,6 +6,8 @@ preempt tests, and the garbage of the fail-open tests. Sizes and layouts
 are those the header's _Static_asserts pin."""
 import struct
 
+from gpuqos_test import Failure
+
 MAGIC = 0x534F5147
 VERSION = 1
 HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
@@ -67,8 +69,8 @@ def synced(seq, ntsg):
     return hdr(SYNCED, seq) + struct.pack("=II", ntsg, 0)
 
 
-class BadMessage(Exception):
-    pass
+class BadMessage(Failure):
+    """A datagram the header does not allow: a test failure."""
 
 
 def parse(buf):
