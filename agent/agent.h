@@ -384,7 +384,8 @@ uint64_t reconcile_next_deadline(const struct agent *a);
 struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act);
 
 /* cron.c: the wiring's timers (the periodic tick, the wake-up for the next
- * deadline) and the hooks the core calls (struct agent_hooks). */
+ * deadline), the pass after every batch of events, and the hooks the core
+ * calls (struct agent_hooks); wake_init installs all of them. */
 int wake_init(struct agent *a);
 void wake_rearm(struct agent *a);
 void tick_rearm(struct agent *a);

@@ -4,11 +4,14 @@
  * reconcile.c, state.c: gpuqos_core) and its adapters (peer.c, ctl.c,
  * direct.c, tracker.c, kubemode.c): the hooks the core calls instead of
  * naming an adapter (struct agent_hooks), and the two timers: the periodic
- * tick (rate limits start again, garbage collection, a full reconcile) and
- * the wake-up at the next deadline the core or the tracker has. Does not
- * own any decision, nor the after-batch pass (main.c).
+ * tick (rate limits start again, garbage collection, a full reconcile),
+ * the wake-up at the next deadline the core or the tracker has, and the
+ * pass after every batch of events (reconcile what changed, free what was
+ * closed, publish). Does not own any decision; main.c starts the parts in
+ * order and runs the loop.
  */
 #include "agent/agent.h"
+#include "agent/gpuinfo.h"
 #include "agent/kubemode.h"
 #include "agent/metrics.h"
 #include "common/log.h"
@@ -87,6 +90,38 @@ static void hooks_install(struct agent *a)
 	};
 }
 
+/* ---- after every batch of events ---- */
+
+/* A TSG on a device instance the GPU table lacks asks for a new query
+ * (gpuinfo.c rate-limits it). */
+static void gpuinfo_check_tsgs(struct agent *a)
+{
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->gpu != GQ_UNKNOWN && !gpuinfo_uuid(t->gpu))
+			gpuinfo_note_device(t->gpu);
+}
+
+/* After every batch of events: close peers whose send failed, reconcile
+ * what changed, then free what was closed (no event can point at it now). */
+static void after_batch(void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->dirty)
+		gpuinfo_check_tsgs(a);
+	for (int i = 0; i < 4; i++) {
+		peer_close_broken(a);
+		if (!a->dirty)
+			break;
+		reconcile(a);
+	}
+	peer_close_broken(a);
+	peer_reap(a);
+	ctl_reap(a);
+	kmode_reap(a);
+	metrics_publish(a); /* what this batch changed, for the next scrape */
+}
+
 /* ---- the timers ---- */
 
 static void on_wake(struct loop_watch *w, uint32_t events)
@@ -141,6 +176,8 @@ static void us_to_ts(uint64_t us, struct timespec *ts)
 int wake_init(struct agent *a)
 {
 	hooks_install(a);
+	a->loop.after_batch = after_batch;
+	a->loop.after_arg = a;
 	if (timer_watch(a, &a->wake_w, on_wake) != 0 || timer_watch(a, &a->tick_w, on_tick) != 0)
 		return -1;
 	tick_rearm(a);

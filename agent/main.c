@@ -266,36 +266,6 @@ static int signals_init(struct agent *a)
 	return loop_add(&a->loop, &a->sig_w, EPOLLIN);
 }
 
-/* After every batch of events: close peers whose send failed, reconcile
- * what changed, then free what was closed (no event can point at it now). */
-/* A TSG on a device instance the GPU table lacks asks for a new query
- * (gpuinfo.c rate-limits it). */
-static void gpuinfo_check_tsgs(struct agent *a)
-{
-	for (struct tsg *t = a->tsgs; t; t = t->next)
-		if (t->gpu != GQ_UNKNOWN && !gpuinfo_uuid(t->gpu))
-			gpuinfo_note_device(t->gpu);
-}
-
-static void after_batch(void *arg)
-{
-	struct agent *a = arg;
-
-	if (a->dirty)
-		gpuinfo_check_tsgs(a);
-	for (int i = 0; i < 4; i++) {
-		peer_close_broken(a);
-		if (!a->dirty)
-			break;
-		reconcile(a);
-	}
-	peer_close_broken(a);
-	peer_reap(a);
-	ctl_reap(a);
-	kmode_reap(a);
-	metrics_publish(a); /* what this batch changed, for the next scrape */
-}
-
 static void on_direct(struct loop_watch *w, uint32_t events)
 {
 	struct agent *a = w->ctx;
@@ -480,8 +450,6 @@ static int agent_start(struct agent *a)
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
 	    gpuinfo_init(&a->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
-	a->loop.after_batch = after_batch;
-	a->loop.after_arg = a;
 	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", GQ_AGENT_VERSION,
 		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);
 	return 0;
