@@ -23,38 +23,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-SKIP = 77
+from gpuqos_test import SKIP, Skip, check, wait_for
+from gpuqos_test import Failure as Fail
+from gpuqos_test.sim import Sim as LibSim
+from gpuqos_test.sim import close_all
+
 CLIENT_CLASSES = (0x0, 0x1, 0x41)
 SET_TIMESLICE = 0xA06C0103
 SET_INTERLEAVE = 0xA06C0107
 TRACEFS = "/sys/kernel/tracing"
-
-
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-
-
-def wait_for(pred, timeout=5.0, what="condition"):
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise Fail("timed out waiting for " + what)
-        time.sleep(0.02)
 
 
 def h(x):
@@ -64,60 +43,9 @@ def h(x):
 _CLEANUP = []
 
 
-class Sim:
-    """A mounted gpuqos-sim; always unmounted."""
-
-    def __init__(self, simdir):
-        self.simdir = simdir
-        self.tmp = tempfile.mkdtemp(prefix="gpuqos-bpf-sim-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-        self.err = open(os.path.join(self.tmp, "sim.stderr"), "w")
-        self.proc = None
-
-    def __enter__(self):
-        self.proc = subprocess.Popen([os.path.join(self.simdir, "gpuqos-sim"), self.mnt,
-                                      "--gpus", "1", "--foreground"],
-                                     stdout=self.err, stderr=self.err)
-        _CLEANUP.append(self.close)
-
-        def mounted():
-            if self.proc.poll() is not None:
-                raise Fail("gpuqos-sim exited with %d" % self.proc.returncode)
-            with open("/proc/self/mountinfo") as f:
-                return any(line.split()[4] == self.mnt for line in f)
-        wait_for(mounted, 5.0, "the simulator to mount")
-        return self
-
-    def close(self):
-        if self.proc is None:
-            return
-        if subprocess.call(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL) != 0:
-            subprocess.call(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-        self.err.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    @property
-    def dev(self):
-        return os.path.join(self.mnt, "nvidiactl")
-
-    def log(self):
-        with open(os.path.join(self.mnt, "log")) as f:
-            return [json.loads(line) for line in f if line.strip()]
-
-    def state(self):
-        with open(os.path.join(self.mnt, "state")) as f:
-            return json.load(f)
+def Sim(simdir):
+    """The test library's simulator launcher, with one GPU."""
+    return LibSim(simdir, gpus=1)
 
 
 class Tracer:
@@ -428,7 +356,7 @@ def case_exit(args):
         p = fakecuda(args, sim, "--exit-without-free", "--hold", "30", "--wait-file", wf,
                      wait=False)
         tsgs = wait_for(lambda: len(live_of(args, pin, p.pid)[0]) == 4 and
-                        live_of(args, pin, p.pid)[0], 10, "4 live TSGs")
+                        live_of(args, pin, p.pid)[0], "4 live TSGs", 10)
         check(sorted(x["engineType"] for x in tsgs) == [1, 11, 12, 13], "engines %s" % tsgs)
         gr = [x for x in tsgs if x["engineType"] == 1][0]
         check(gr["timesliceUs"] == 2048, "libcuda's SET 2048 not recorded: %s" % gr)
@@ -438,8 +366,8 @@ def case_exit(args):
         open(wf, "w").close()
         p.communicate(timeout=20)
         check(p.returncode == 0, "fakecuda failed")
-        wait_for(lambda: live_of(args, pin, p.pid) == ([], []), 5,
-                 "the exited process's entries to go")
+        wait_for(lambda: live_of(args, pin, p.pid) == ([], []),
+                 "the exited process's entries to go", 5)
         time.sleep(0.1)
         events = t.stop()
     ex = [e for e in events if e["type"] == "exit" and e["tgid"] == p.pid]
@@ -460,12 +388,12 @@ def case_restart(args, detach):
         wa, wb = os.path.join(sim.tmp, "a"), os.path.join(sim.tmp, "b")
         with Tracer(args, pin, *extra) as t1:
             a = fakecuda(args, sim, "--hold", "60", "--wait-file", wa, wait=False)
-            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4, 10, "A's TSGs")
+            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs", 10)
             t1.stop()
         links = [n for n in os.listdir(pin) if n.startswith("link_")]
         check(bool(links) != detach, "link pins after close: %s" % links)
         b = fakecuda(args, sim, "--hold", "60", "--wait-file", wb, wait=False)
-        wait_for(lambda: len([x for x in sim.state()["tsgs"]]) == 8, 10, "B's TSGs in the sim")
+        wait_for(lambda: len([x for x in sim.state()["tsgs"]]) == 8, "B's TSGs in the sim", 10)
         time.sleep(0.1)
         check(len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs lost over the restart")
         gap = live_of(args, pin, b.pid)[0]
@@ -480,7 +408,7 @@ def case_restart(args, detach):
             open(wb, "w").close()
             a.communicate(timeout=20)
             b.communicate(timeout=20)
-            wait_for(lambda: live_of(args, pin, a.pid) == ([], []), 5, "A's entries to go")
+            wait_for(lambda: live_of(args, pin, a.pid) == ([], []), "A's entries to go", 5)
             time.sleep(0.1)
             log = sim.log()
             events = t2.stop()
@@ -577,6 +505,7 @@ def main():
                 fn()
             except Exception as e:  # cleanup must go on
                 print("cleanup: %s" % e, file=sys.stderr)
+        close_all()
 
 
 if __name__ == "__main__":
