@@ -21,16 +21,8 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
+from gpuqos_test import SKIP, Failure, Skip, check
+from gpuqos_test.sim import Sim
 
 
 class Kubelet:
@@ -83,9 +75,8 @@ class Env:
             raise Skip("the simulator needs root and /dev/fuse")
         if not os.path.exists(self.bin("tests/sim/gpuqos-sim")):
             raise Skip("the simulator was not built (GPUQOS_SIM=OFF)")
-        self.sim_mnt = os.path.join(self.dir, "sim")
-        os.makedirs(self.sim_mnt)
-        subprocess.run([self.bin("tests/sim/gpuqos-sim"), self.sim_mnt, "--gpus", str(n)], check=True)
+        self.sim = Sim(self.bin("tests/sim"), gpus=n).__enter__()
+        self.sim_mnt = self.sim.mnt
         with open(os.path.join(self.sim_mnt, "state")) as f:
             self.gpus = json.load(f)["attached_gpus"]
         # sysfs and procfs fixtures: GPU 0 on NUMA node 1 with minor 5,
@@ -151,7 +142,7 @@ class Env:
         self.stop_plugin()
         self.kubelet.close()
         if self.sim_mnt:
-            subprocess.run(["fusermount3", "-u", self.sim_mnt])
+            self.sim.__exit__(None, None, None)
         if not ok:
             for name in ("plugin.log", "kubelet.log"):
                 p = os.path.join(self.dir, name)
@@ -619,6 +610,9 @@ def main():
         print("skip:", e)
         ok = True
         return SKIP
+    except Failure as e:
+        print("FAIL:", e)
+        return 1
     finally:
         if env:
             env.close(ok)
