@@ -16,9 +16,9 @@ TLS), and /dev/nvidiactl (here the GPU simulator's).
 
 A flag the binary does not know, a wrong path or a missing capability makes
 the container exit or the workloads go unmanaged, and the test fails.
-Flags the chart passes for features the binary does not have yet
-(--metrics-address, --install-preempt-lib) are switched off by their chart
-value, with a note, only when `gpuqos-agent --help` does not list them.
+The chart's --install-preempt-lib init container runs only once
+`gpuqos-agent --help` lists the flag (until then it is rendered off, with a
+note); the metrics port is scraped for the LC pod's timeslice.
 """
 import json
 import os
@@ -189,6 +189,8 @@ def run(build, which, render, Skip, Fail):
             print("---- container %s log (tail)\n%s" % (c.id, c.text()[-3000:]))
         if isinstance(e, e2e_kube.e2e.Fail):
             raise Fail(str(e))
+        if isinstance(e, e2e_kube.Skip):
+            raise Skip(str(e))
         raise
     finally:
         node.close()
@@ -204,9 +206,6 @@ def prepare(node, build, render, values):
             "--set", "policy.timeslices.lcUs=%d,policy.timeslices.beUs=%d" % (LC_US, BE_US)] + values
     # The eBPF tracker stays off: it would attach to every process on this
     # host; tests/e2e checks it with a pin folder of its own.
-    if not agent_has(local, "--metrics-address", "--metrics"):
-        vals += ["--set", "metrics.enabled=false"]
-        notes.append("gpuqos-agent has no --metrics-address yet: rendered with metrics.enabled=false")
     if not agent_has(local, "--install-preempt-lib", "--install-"):
         vals += ["--set", "preemptLib.install=false"]
         notes.append("gpuqos-agent has no --install-preempt-lib yet: rendered with preemptLib.install=false")
@@ -263,14 +262,25 @@ def agent_scenario(node, build, render, Skip):
     st = wait_for(lambda: e2e_kube.converged(node, "lc", "be"), timeout=30,
                   what="gpuqos.io/state annotations converged (in-cluster API access)")
     expect(st[0]["timesliceUs"]["gr"] == [LC_US], "LC state: %r" % st[0])
-    if "--metrics-address=0.0.0.0:%d" % port in args:
-        import urllib.request
-        for path in ("/metrics", "/healthz"):
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
-                expect(r.status == 200, "%s: HTTP %d" % (path, r.status))
+    # The chart's metrics port: the series of the LC pod, health, readiness.
+    expect("--metrics-address=:%d" % port in args, "the chart serves metrics on metrics.port: %r" % args)
+    lc_ts = wait_for(lambda: [line for line in scrape(port, "/metrics").splitlines()
+                              if line.startswith("gpuqos_tsg_timeslice_applied_seconds{") and 'pod="lc"' in line
+                              and abs(float(line.rsplit(" ", 1)[1]) - LC_US / 1e6) < 1e-9],
+                     timeout=15, what="the LC pod's timeslice on the chart's metrics port")
+    for path in ("/healthz", "/readyz"):
+        scrape(port, path)
+    print("metrics: %s" % lc_ts[0])
     expect(agent.running(), "the agent container is still running")
     print("agent container (%s) ran the chart's command; LC %d / BE %d us reached the simulated GPU"
           % (" ".join(agent_args(spec)[:1]), LC_US, BE_US))
+
+
+def scrape(port, path):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+        expect(r.status == 200, "%s: HTTP %d" % (path, r.status))
+        return r.read().decode()
 
 
 def flag_value(args, flag, default):

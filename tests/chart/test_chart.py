@@ -204,8 +204,8 @@ def t_render(args):
         for c in containers(one(out["privileged"], "DaemonSet")).values():
             expect(c["securityContext"].get("privileged") is True, "privileged=true: %s" % c["name"])
         cs = containers(one(out["agent-only"], "DaemonSet"))
-        expect(sorted(cs) == ["gpuqos-agent"] and not any(a.startswith("--metrics") for a in cs["gpuqos-agent"]["args"]),
-               "agent only: %r" % cs)
+        expect(sorted(cs) == ["gpuqos-agent"] and "--metrics-address=off" in cs["gpuqos-agent"]["args"]
+               and "ports" not in cs["gpuqos-agent"], "agent only, no metrics: %r" % cs)
         expect(not [o for o in out["agent-only"] if o["kind"] == "Service"], "no Service without metrics")
         vols = sorted(v["name"] for v in one(out["agent-only"], "DaemonSet")["spec"]["template"]["spec"]["volumes"])
         expect(vols == ["bpffs", "config", "pod-resources", "socket-dir", "state-dir", "tracefs"],

@@ -17,7 +17,8 @@ with the image's prefix (/usr/local). Then, with crun (tests/image/oci.py):
     image's `gpuqos run` (which must find the installed preempt library on
     its own), against the GPU simulator running on this host; the
     simulator must hold LC 100000 us / BE 50 us on their compute TSGs, and
-    the image's gpuqosctl must show both preempt agents.
+    the image's gpuqosctl must show both preempt agents and its metrics
+    server every TSG.
 
 Exit 77 (with the reason) without root, mmdebstrap, crun, /dev/fuse or the
 package mirror. Usage: test_image.py --build BUILD
@@ -27,10 +28,12 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -134,7 +137,8 @@ def check_help(work, root):
 DEMO = r"""
 set -eu
 gpuqos-agent --standalone --bpf off --nvidiactl "$DEV" --socket /run/gpuqos/agent.sock \
-  --ctl-socket /run/gpuqos/ctl.sock --state-dir /run/gpuqos >/out/agent.log 2>&1 &
+  --ctl-socket /run/gpuqos/ctl.sock --state-dir /run/gpuqos --metrics-address "127.0.0.1:$PORT" \
+  >/out/agent.log 2>&1 &
 AGENT=$!
 i=0; while [ ! -S /run/gpuqos/ctl.sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 export GPUQOS_SOCKET=/run/gpuqos/agent.sock GPUQOS_CTL_SOCKET=/run/gpuqos/ctl.sock
@@ -150,6 +154,22 @@ wait $AGENT || true
 """
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def scrape(port):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return ""
+
+
 def check_demo(build, work, root):
     if not os.path.exists("/dev/fuse"):
         raise Skip("no /dev/fuse (the GPU simulator)")
@@ -162,7 +182,8 @@ def check_demo(build, work, root):
         mounts = [oci.bind(node.mnt, node.mnt),  # at its host path: fds read back as --nvidiactl
                   oci.bind(fake, "/opt/gpuqos-test/e2e-fakecuda", True),
                   oci.bind(out, "/out")]
-        env_script = "DEV=%s\n" % node.dev + DEMO
+        port = free_port()
+        env_script = "DEV=%s\nPORT=%d\n" % (node.dev, port) + DEMO
         c = in_image(work, root, "demo", env_script, mounts)
         c.start()
 
@@ -172,6 +193,12 @@ def check_demo(build, work, root):
         wait_for(lambda: not c.running() or gr() == [50, 100000], timeout=40,
                  what="simulator: BE 50 us and LC 100000 us on the two compute TSGs")
         expect(c.running(), "the demo container ended early:\n%s" % c.text()[-2000:])
+        # The image's metrics server (libmicrohttpd) answers from the host
+        # (no network namespace).
+        series = wait_for(lambda: [line for line in scrape(port).splitlines()
+                                   if line.startswith("gpuqos_tsg_timeslice_applied_seconds{")],
+                          timeout=15, what="the image's agent serving per-TSG metrics")
+        expect(len(series) == 8, "8 TSGs in the metrics: %r" % series)
         open(os.path.join(out, "stop"), "w").close()
         c.proc.wait(30)
         with open(os.path.join(out, "list.json")) as f:
@@ -181,7 +208,8 @@ def check_demo(build, work, root):
         expect(all("agent" in t["sources"] for t in lst["tsgs"]) and len(lst["tsgs"]) == 8,
                "every TSG reported by an injected preempt agent (gpuqos run found the library): %r"
                % [(t["pid"], t["sources"]) for t in lst["tsgs"]])
-        print("simulator demo in the image: LC 100000 us / BE 50 us, 8 TSGs from 2 injected preempt agents")
+        print("simulator demo in the image: LC 100000 us / BE 50 us, 8 TSGs from 2 injected preempt agents, "
+              "all 8 in its metrics")
     except Exception:
         for f in ("agent.log", "be.log", "lc.log"):
             p = os.path.join(out, f)
