@@ -31,6 +31,7 @@ import time
 from gpuqos_test import SKIP, Skip, wait_for  # noqa: F401
 from gpuqos_test import Failure as Fail
 from gpuqos_test import check as expect
+from gpuqos_test.sim import Sim
 
 
 class Node:
@@ -40,9 +41,11 @@ class Node:
         self.b = build
         self.dir = tempfile.mkdtemp(prefix="gpuqos-e2e-")
         os.chmod(self.dir, 0o755)
-        self.mnt = os.path.join(self.dir, "sim")
-        os.mkdir(self.mnt)
-        self.dev = os.path.join(self.mnt, "nvidiactl")
+        # The simulator (gpuqos_test.sim): a mount of its own, always
+        # removed, its sanitizer reports a failure.
+        self.simx = Sim(self.bin("tests/sim"), gpus=gpus).__enter__()
+        self.mnt = self.simx.mnt
+        self.dev = self.simx.dev
         self.sock = os.path.join(self.dir, "agent.sock")
         self.ctl_sock = os.path.join(self.dir, "ctl.sock")
         self.state = os.path.join(self.dir, "state")
@@ -50,10 +53,6 @@ class Node:
         self.pin = None  # the eBPF tracker's pin directory, once an agent used it
         self.agent = None
         self.agent_logs = []
-        self.sim = subprocess.Popen(
-            [self.bin("tests/sim/gpuqos-sim"), self.mnt, "--gpus", str(gpus), "--foreground"],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "sim.log"), "w"))
-        wait_for(lambda: os.path.exists(self.dev), what="simulator mount")
         self.env = dict(os.environ)
         for k in list(self.env):
             if k.startswith("GPUQOS_") or k in ("LD_PRELOAD",):
@@ -194,12 +193,7 @@ class Node:
             subprocess.run([self.bin("bpf/gpuqos-tsgtrace"), "--pin-dir", self.pin, "--unpin"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             shutil.rmtree(self.pin, ignore_errors=True)
-        subprocess.run(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL)
-        try:
-            self.sim.wait(5)
-        except subprocess.TimeoutExpired:
-            self.sim.kill()
-            subprocess.run(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
+        self.simx.__exit__(None, None, None)
         if os.environ.get("E2E_KEEP"):
             print("kept", self.dir)
         else:
