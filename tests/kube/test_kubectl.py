@@ -20,13 +20,14 @@ import time
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fake_apiserver  # noqa: E402
+from gpuqos_test import SKIP, Failure, check  # noqa: E402
 
 TOKEN = "kubectl-token"
 
 
 def skip(why):
     print("SKIP: " + why)
-    sys.exit(77)
+    sys.exit(SKIP)
 
 
 class Env:
@@ -55,7 +56,7 @@ class Env:
                            text=True, env=env, timeout=60)
         print("$ kubectl %s -> %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
         if check and r.returncode != 0:
-            raise AssertionError("kubectl %s failed" % " ".join(args))
+            raise Failure("kubectl %s failed" % " ".join(args))
         return r
 
     def pod(self, name, node="node-a", phase="Running", annotations=None):
@@ -66,12 +67,6 @@ class Env:
             "status": {"phase": phase, "containerStatuses": [
                 {"name": "main", "ready": phase == "Running", "restartCount": 0,
                  "containerID": "containerd://" + name}]}})
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("ok: " + what)
 
 
 def t_get(env):
@@ -186,6 +181,9 @@ def main():
             print("kubectl client %s, server %s" % (ver["clientVersion"]["gitVersion"],
                                                    ver["serverVersion"]["gitVersion"]))
             SCENARIOS[sys.argv[1]](env)
+        except Failure as e:
+            print("FAIL: %s" % e)
+            return 1
         finally:
             env.srv.stop()
     print("ok")
