@@ -99,7 +99,7 @@ struct proc {
 	/* standalone: "override" | "gpuqos-run" | "rule" | "default";
 	 * Kubernetes: "override" | "annotation" | "default" | "no-pod" |
 	 * "pod-unknown" (kubemode.c) */
-	const char *cls_source;
+	enum class_source cls_source;
 	struct peer *peer;      /* NULL while disconnected */
 	/* From /proc/<pid>/cgroup (agent/kubenode/cgroup.h): "" when the
 	 * process is in no pod. */

@@ -716,20 +716,41 @@ static int rule_matches(const struct gq_rule *r, const char *cgroup, const char 
 	return subject && fnmatch(r->pattern, subject, 0) == 0;
 }
 
-enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
-				 const char *run_class, const char **source)
+const char *class_source_name(enum class_source s)
 {
+	switch (s) {
+	case CLS_SRC_DEFAULT:
+		return "default";
+	case CLS_SRC_OVERRIDE:
+		return "override";
+	case CLS_SRC_GPUQOS_RUN:
+		return "gpuqos-run";
+	case CLS_SRC_RULE:
+		return "rule";
+	case CLS_SRC_ANNOTATION:
+		return "annotation";
+	case CLS_SRC_NO_POD:
+		return "no-pod";
+	case CLS_SRC_POD_UNKNOWN:
+		return "pod-unknown";
+	}
+	return "?";
+}
+
+enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+				 const char *run_class, enum class_source *source)
+{
+	enum class_source src = CLS_SRC_DEFAULT;
 	enum gq_class cls;
-	const char *src = "default";
 
 	if (c->trust_run_class && run_class && gq_class_parse(run_class, &cls) == 0) {
-		src = "gpuqos-run";
+		src = CLS_SRC_GPUQOS_RUN;
 		goto out;
 	}
 	for (size_t i = 0; i < c->nrules && i < GQ_MAX_RULES; i++) {
 		if (rule_matches(&c->rules[i], cgroup, exe)) {
 			cls = c->rules[i].cls;
-			src = "rule";
+			src = CLS_SRC_RULE;
 			goto out;
 		}
 	}

@@ -84,12 +84,25 @@ int gq_config_load(const char *path, struct gq_config *out, char *err, size_t er
 /* The same from a NUL-terminated text; errors name "policy text". */
 int gq_config_parse(const char *json_text, struct gq_config *out, char *err, size_t errlen);
 
+/* Where a process's class came from (ctl's and the annotations'
+ * classSource). */
+enum class_source {
+	CLS_SRC_DEFAULT = 0,    /* "default": nothing else decided */
+	CLS_SRC_OVERRIDE,       /* "override": gpuqosctl set-class */
+	CLS_SRC_GPUQOS_RUN,     /* "gpuqos-run": GPUQOS_RUN_CLASS, trusted */
+	CLS_SRC_RULE,           /* "rule": a rule of the policy file */
+	CLS_SRC_ANNOTATION,     /* "annotation": its pod's gpu.qos */
+	CLS_SRC_NO_POD,         /* "no-pod": Kubernetes mode, in no pod */
+	CLS_SRC_POD_UNKNOWN,    /* "pod-unknown": its pod is not known (yet) */
+};
+const char *class_source_name(enum class_source s);
+
 /* The class of a process: the `gpuqos run` class if trusted and valid, else
  * the first matching rule, else the default. cgroup, exe and run_class may
- * be NULL (unknown). *source (if source) becomes "gpuqos-run", "rule" or
- * "default", a static string. */
+ * be NULL (unknown). *source (if source) becomes CLS_SRC_GPUQOS_RUN,
+ * CLS_SRC_RULE or CLS_SRC_DEFAULT. */
 enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
-				 const char *run_class, const char **source);
+				 const char *run_class, enum class_source *source);
 
 /* "auto", "agent", "direct"; "timeslice", "interleave", "preempt". */
 const char *gq_path_mode_name(enum gq_path_mode m);

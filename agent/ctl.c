@@ -303,7 +303,7 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	add_hex(o, "tsg", t->h_tsg);
 	add_sources(o, t->sources);
 	cJSON_AddStringToObject(o, "class", gq_class_name(p ? p->cls : GQ_CLASS_UNMANAGED));
-	cJSON_AddStringToObject(o, "classSource", p ? p->cls_source : "default");
+	cJSON_AddStringToObject(o, "classSource", class_source_name(p ? p->cls_source : CLS_SRC_DEFAULT));
 	ts = cJSON_AddObjectToObject(o, "timeslice");
 	if (ts) {
 		add_u32_or_null(ts, "desired", t->desired_ts);
@@ -340,7 +340,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddStringToObject(o, "exe", p->exe);
 	cJSON_AddStringToObject(o, "cgroup", p->cgroup);
 	cJSON_AddStringToObject(o, "class", gq_class_name(p->cls));
-	cJSON_AddStringToObject(o, "classSource", p->cls_source);
+	cJSON_AddStringToObject(o, "classSource", class_source_name(p->cls_source));
 	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);

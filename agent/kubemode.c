@@ -24,7 +24,7 @@
 
 /* ---- classification ---- */
 
-int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const char **source,
+int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum class_source *source,
 		    int *invalid)
 {
 	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations, KMODE_QOS_ANNOTATION);
@@ -32,7 +32,7 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const cha
 
 	if (invalid)
 		*invalid = 0;
-	*source = "annotation";
+	*source = CLS_SRC_ANNOTATION;
 	if (v && strcmp(v, KMODE_QOS_LC) == 0)
 		return GQ_CLASS_LC;
 	if (v && strcmp(v, KMODE_QOS_BE) == 0)
@@ -41,7 +41,7 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const cha
 	 * that are not a map at all, are a mistake, not an absence. */
 	if ((raw || pod->annotations_malformed) && invalid)
 		*invalid = 1;
-	*source = "default";
+	*source = CLS_SRC_DEFAULT;
 	return (int)a->cfg->k8s_default_class;
 }
 
@@ -55,14 +55,14 @@ void kmode_classify(struct agent *a, struct proc *p)
 				 p->comm, p->cgroup[0] ? p->cgroup : "?");
 		p->nopod_logged = 1;
 		p->cls = GQ_CLASS_UNMANAGED;
-		p->cls_source = "no-pod";
+		p->cls_source = CLS_SRC_NO_POD;
 		return;
 	}
 	pod = kube_client_pod(a->kube->client, p->pod_uid);
 	if (!pod) {
 		/* Not listed yet, or gone: leave its TSGs alone until it is. */
 		p->cls = GQ_CLASS_UNMANAGED;
-		p->cls_source = "pod-unknown";
+		p->cls_source = CLS_SRC_POD_UNKNOWN;
 		return;
 	}
 	p->cls = (enum gq_class)kmode_pod_class(a, pod, &p->cls_source, NULL);
@@ -77,16 +77,16 @@ static void reclassify_pod(struct agent *a, const char *uid, int deleted, const 
 
 		if (uid && strcmp(p->pod_uid, uid) != 0)
 			continue;
-		if (deleted && strcmp(p->cls_source, "override") != 0) {
+		if (deleted && p->cls_source != CLS_SRC_OVERRIDE) {
 			p->cls = GQ_CLASS_UNMANAGED;
-			p->cls_source = "pod-unknown";
+			p->cls_source = CLS_SRC_POD_UNKNOWN;
 		} else {
 			proc_classify(a, p);
 		}
 		if (p->cls != before) {
 			a->kube->class_changes++;
 			log_info("pid %d (%s): class %s -> %s (%s%s%s)", (int)p->pid, p->comm,
-				 gq_class_name(before), gq_class_name(p->cls), p->cls_source,
+				 gq_class_name(before), gq_class_name(p->cls), class_source_name(p->cls_source),
 				 name ? ", pod " : "", name ? name : "");
 		}
 	}

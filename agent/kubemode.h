@@ -81,7 +81,7 @@ void kmode_classify(struct agent *a, struct proc *p);
  * "default"; *invalid (if given) 1 when a gpu.qos value was refused: a
  * string other than the two, any value that is not a string, or
  * metadata.annotations that is not a map. */
-int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, const char **source,
+int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum class_source *source,
 		    int *invalid);
 
 /* podstate.c: after every reconcile, writes each pod's gpuqos.io/

@@ -455,7 +455,8 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	a->n.peers_accepted++;
 	state_changed(a);
 	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): preempt agent connected, class %s (%s)",
-		 (int)p->pid, p->proc->comm, gq_class_name(p->proc->cls), p->proc->cls_source);
+		 (int)p->pid, p->proc->comm, gq_class_name(p->proc->cls),
+		 class_source_name(p->proc->cls_source));
 }
 
 /* Out of fds: accept with the spare one freed, close at once, keep a

@@ -108,7 +108,7 @@ static void invalid_note(struct agent *a, const struct kube_pod *pod, char *note
 void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
 {
 	char note[320], what[sizeof(((struct kpod *)0)->invalid)];
-	const char *source;
+	enum class_source source;
 	struct kpod *kp;
 	int invalid;
 
@@ -222,7 +222,7 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 		if (strcmp(p->pod_uid, uid) != 0)
 			continue;
 		s->procs++;
-		s->overrides += strcmp(p->cls_source, "override") == 0;
+		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
 			if (t->pid == p->pid)
 				sum_tsg(a, s, t);
@@ -255,14 +255,14 @@ static void add_paths(cJSON *o, unsigned paths)
 }
 
 /* Compact JSON, keys in a fixed order, so equal states compare equal. */
-static char *state_json(const struct pod_sum *s, const char *source)
+static char *state_json(const struct pod_sum *s, enum class_source source)
 {
 	cJSON *o = cJSON_CreateObject(), *ts;
 	char *out = NULL;
 
 	if (!o)
 		return NULL;
-	cJSON_AddStringToObject(o, "classSource", source);
+	cJSON_AddStringToObject(o, "classSource", class_source_name(source));
 	cJSON_AddNumberToObject(o, "processes", (double)s->procs);
 	cJSON_AddNumberToObject(o, "tsgs", (double)s->tsgs);
 	add_gpus(o, s);
@@ -293,7 +293,7 @@ static void annotate(struct agent *a, const char *uid, const char *key, const ch
 static void publish_pod(struct agent *a, const struct kube_pod *pod, int may_remove)
 {
 	struct pod_sum s;
-	const char *source;
+	enum class_source source;
 	char uid[40], cls[32], *state;
 	struct kpod *kp;
 

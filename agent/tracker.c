@@ -106,7 +106,7 @@ static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 	p = proc_attach(a, pid, &pi);
 	if (p)
 		log_info("pid %d (%s): found by the eBPF tracker, class %s (%s)", (int)pid, p->comm,
-			 gq_class_name(p->cls), p->cls_source);
+			 gq_class_name(p->cls), class_source_name(p->cls_source));
 	return p;
 }
 

@@ -106,11 +106,11 @@ void proc_classify(struct agent *a, struct proc *p)
 {
 	const struct state_entry *o = state_find(a, p->pid, p->starttime);
 	const char *run_class = a->cfg->trust_run_class && p->run_class[0] ? p->run_class : NULL;
-	const char *source = "default";
+	enum class_source source = CLS_SRC_DEFAULT;
 
 	if (o) {
 		p->cls = o->cls;
-		p->cls_source = "override";
+		p->cls_source = CLS_SRC_OVERRIDE;
 		return;
 	}
 	if (a->hooks.classify) {
@@ -118,7 +118,7 @@ void proc_classify(struct agent *a, struct proc *p)
 		return;
 	}
 	p->cls = gq_config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);
-	p->cls_source = source ? source : "default";
+	p->cls_source = source;
 }
 
 void proc_reclassify_all(struct agent *a)

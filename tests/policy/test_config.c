@@ -29,7 +29,7 @@ static void test_example(const char *path)
 {
 	struct gq_config c;
 	enum gq_class cls;
-	const char *src;
+	enum class_source src;
 
 	scribble(&c);
 	CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
@@ -59,9 +59,9 @@ static void test_example(const char *path)
 	CHECK(strcmp(c.path, path) == 0);
 	cls = gq_config_classify(&c, "/system.slice/inference-7.scope", "/usr/bin/python3", NULL,
 				 &src);
-	CHECK(cls == GQ_CLASS_LC && strcmp(src, "rule") == 0);
+	CHECK(cls == GQ_CLASS_LC && src == CLS_SRC_RULE);
 	cls = gq_config_classify(&c, "/user.slice", "/opt/train/bin/python", NULL, &src);
-	CHECK(cls == GQ_CLASS_BE && strcmp(src, "rule") == 0);
+	CHECK(cls == GQ_CLASS_BE && src == CLS_SRC_RULE);
 }
 
 static void test_defaults(void)
@@ -348,7 +348,7 @@ static void test_load(void)
 static void test_classify(void)
 {
 	struct gq_config c;
-	const char *src = NULL;
+	enum class_source src = CLS_SRC_OVERRIDE;
 
 	CHECK(gq_config_parse("{\"version\": 1, \"defaultClass\": \"best-effort\", \"rules\": ["
 			      "{\"exe\": \"/opt/serve/*\", \"class\": \"latency-critical\"},"
@@ -358,32 +358,32 @@ static void test_classify(void)
 	/* gpuqos run beats every rule. */
 	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", "be", &src) ==
 	      GQ_CLASS_BE);
-	CHECK(strcmp(src, "gpuqos-run") == 0);
+	CHECK(src == CLS_SRC_GPUQOS_RUN);
 	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "unmanaged", &src) ==
 	      GQ_CLASS_UNMANAGED);
-	CHECK(strcmp(src, "gpuqos-run") == 0);
+	CHECK(src == CLS_SRC_GPUQOS_RUN);
 	/* An unparsable run class is ignored, not trusted as anything. */
 	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "platinum", &src) == GQ_CLASS_BE);
-	CHECK(strcmp(src, "default") == 0);
+	CHECK(src == CLS_SRC_DEFAULT);
 	/* First matching rule wins, in file order; `*` spans `/`. */
 	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/bin/x", NULL, &src) ==
 	      GQ_CLASS_UNMANAGED);
-	CHECK(strcmp(src, "rule") == 0);
+	CHECK(src == CLS_SRC_RULE);
 	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", NULL, &src) ==
 	      GQ_CLASS_LC);
 	CHECK(gq_config_classify(&c, "/system.slice/a/b/c", NULL, NULL, &src) ==
 	      GQ_CLASS_UNMANAGED);
-	CHECK(strcmp(src, "rule") == 0);
+	CHECK(src == CLS_SRC_RULE);
 	/* A rule never matches an unknown subject. */
 	CHECK(gq_config_classify(&c, NULL, NULL, NULL, &src) == GQ_CLASS_BE);
-	CHECK(strcmp(src, "default") == 0);
+	CHECK(src == CLS_SRC_DEFAULT);
 	CHECK(gq_config_classify(&c, "/opt/serve/bin/x", NULL, NULL, NULL) == GQ_CLASS_BE);
 	/* Not trusted: the run class is ignored. */
 	c.trust_run_class = 0;
 	CHECK(gq_config_classify(&c, "/user.slice", "/opt/serve/x", "be", &src) == GQ_CLASS_LC);
-	CHECK(strcmp(src, "rule") == 0);
+	CHECK(src == CLS_SRC_RULE);
 	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "lc", &src) == GQ_CLASS_BE);
-	CHECK(strcmp(src, "default") == 0);
+	CHECK(src == CLS_SRC_DEFAULT);
 }
 
 int main(int argc, char **argv)
