@@ -364,6 +364,10 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "timeouts", (double)n->timeouts);
 	cJSON_AddNumberToObject(o, "configReloads", (double)n->config_reloads);
 	cJSON_AddNumberToObject(o, "configErrors", (double)n->config_errors);
+	cJSON_AddNumberToObject(o, "peersRefused", (double)n->peers_refused);
+	cJSON_AddNumberToObject(o, "claimsRefusedLimit", (double)n->claims_refused_limit);
+	cJSON_AddNumberToObject(o, "claimsRefusedReadback", (double)n->claims_refused_readback);
+	cJSON_AddNumberToObject(o, "logSuppressed", (double)n->log_suppressed);
 	return o;
 }
 
