@@ -622,6 +622,7 @@ def t_claims(make_agent):
     wait_for(lambda: [t for t in a.tsgs(liar.pid) if t["state"] == "refused"], "claim refused")
     t = a.tsgs(liar.pid)[0]
     check("claim refused" in (t["error"] or ""), "the reason is in view: %r" % t)
+    check(a.counters()["claimsRefusedReadback"] == 1, "counted: %r" % a.counters())
     # A claim whose read-back never returns stays unverified
     mute = a.peer()
     mute.send(op="set", answer=False)
@@ -659,6 +660,8 @@ def t_claim_flood(make_agent):
     late = a.peer()
     wait_for(lambda: late.evs("policy"), "another peer's HELLO answered", timeout=10)
     check(time.monotonic() - t0 < 10, "answered promptly")
+    n = a.counters()
+    check(n["claimsRefusedLimit"] == 1500 - 1024 and n["logSuppressed"] > 0, "counted: %r" % n)
     a.stop()
     with open(os.path.join(a.dir, "agent.log")) as f:
         log = f.read()
@@ -696,6 +699,7 @@ def t_peer_limit(make_agent):
         wait_for(lambda: "has 256 preempt agents connected, the limit per uid" in
                  open(os.path.join(a.dir, "agent.log")).read(), "refusal logged")
         check("unreadable" not in log, "no misleading /proc line")
+        check(a.counters()["peersRefused"] >= 1, "counted: %r" % a.counters())
         for k in kids[:10]:
             os.kill(k, signal.SIGKILL)
             os.waitpid(k, 0)
@@ -716,6 +720,7 @@ def t_log_flood(make_agent):
     p = a.peer()
     p.send(op="flood", n=300, client=0xC1D00001, tsg=0x5C000100, fd=0)  # fd 0: not the device
     wait_for(lambda: a.counters()["refusedTsgs"] == 300, "300 refused")
+    check(a.counters()["logSuppressed"] >= 280, "suppressed lines counted: %r" % a.counters())
     a.stop()
     log = open(os.path.join(a.dir, "agent.log")).read()
     n = log.count("refused: fd 0 is not")
