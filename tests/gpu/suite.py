@@ -25,6 +25,12 @@ DIR/suite.jsonl (one line per run, as it happens). Scenario sets:
   rotate   channel-disable rotation among 3 BEs (rm_probe.so)
   key      the rows to repeat on every GPU kind (micro: defaults, 50 µs BE,
            wake and hold ahead of the request)
+  fourbe   four all-SM BEs: defaults, policies default / leave / floor200,
+           rotation every 100 ms (rm_probe.so)
+  policies one BE: policies default, be20, interleave
+
+--only REGEX keeps the matching scenarios and the baselines they are
+compared with (the same LC alone, the BEs alone).
 
 Modes: `alone` (LC only), `be_alone` (BEs only), `defaults` (nothing set),
 `gq:<policy>` (the standalone node agent with that policy file, workloads
@@ -37,7 +43,9 @@ sum of the BEs' rates / one BE of that kind alone, the switch cost of the
 run = LC outside-time p50 (latency minus GPU time) minus the same alone,
 and the physical limit 1 - rate x (LC GPU work alone + 2 switches), with
 the switch taken from the micro LC under the default policy with one BE
-(the suite's own measurement; --switch-us overrides).
+(the suite's own measurement; without a micro row, the model graphs' own
+beside one all-SM BE; --switch-us overrides). --clocks records the GPU's
+clocks, power and P-state once mid-window.
 """
 
 import argparse
@@ -65,6 +73,10 @@ POLICIES = {
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
 
+# rm_probe's cumulative timings of its channel controls.
+PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+) p50 (\d+) us "
+                           r"p99 (\d+) us max (\d+) us")
+
 
 def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
        be_args=(), tag=""):
@@ -89,15 +101,23 @@ def set_quick():
     return s
 
 
+MODEL_LCS = ("resnet50_graph", "vit_b16_graph", "bert_base_graph", "resnet50_graph_poisson",
+             "resnet50_eager")
+
+
 def set_models():
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("be alone train", None, "train", 1, "be_alone")]
-    for lc in ("resnet50_graph", "resnet50_graph_poisson", "vit_b16_graph",
-               "bert_base_graph", "resnet50_eager"):
+    """Ordered so that a run cut short by --max-s has the gpuqos rows of every
+    model first: each LC alone and under gpuqos beside the all-SM BE, then the
+    driver defaults, then the training BE (slow to start)."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone")]
+    for lc in MODEL_LCS:
         s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
-        for be in ("train", "fill"):
-            for mode in ("defaults", "gq:default"):
-                s.append(sc(f"{lc} {mode} 1x{be}", lc, be, 1, mode))
+        s.append(sc(f"{lc} gq:default 1xfill", lc, "fill", 1, "gq:default"))
+    s += [sc(f"{lc} defaults 1xfill", lc, "fill", 1, "defaults") for lc in MODEL_LCS]
+    s.append(sc("be alone train", None, "train", 1, "be_alone"))
+    for lc in MODEL_LCS:
+        for mode in ("gq:default", "defaults"):
+            s.append(sc(f"{lc} {mode} 1xtrain", lc, "train", 1, mode))
     return s
 
 
@@ -217,6 +237,30 @@ def set_rotate():
     return s
 
 
+def set_fourbe():
+    """Four BEs: defaults, the several-BE policy variants, and rotation."""
+    rot = [dict(GQP_TIMESLICE_US="50", GQP_ROT_N="4", GQP_ROT_I=str(i), GQP_ROT_PERIOD_MS="100")
+           for i in range(4)]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone 4xfill", None, "fill", 4, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("micro defaults 4xfill", "micro", "fill", 4, "defaults")]
+    for pol in ("default", "leave", "floor200"):
+        s.append(sc(f"micro gq:{pol} 4xfill", "micro", "fill", 4, f"gq:{pol}"))
+    s.append(sc("rotate: 4 BEs at 50, one at a time every 100 ms", "micro", "fill", 4, "probe",
+                lc_env=LC_TS, be_env=rot, tag="rotate"))
+    return s
+
+
+def set_policies():
+    """The one-BE policy variants beside the default policy."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    for pol in ("default", "be20", "interleave"):
+        s.append(sc(f"micro gq:{pol} 1xfill", "micro", "fill", 1, f"gq:{pol}"))
+    return s
+
+
 def set_key():
     """The rows to repeat on every GPU kind."""
     be50 = {"GQP_TIMESLICE_US": "50"}
@@ -236,8 +280,9 @@ def set_key():
                tag="pre")]
 
 
-SETS = {"key": set_key, "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch,
-        "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate}
+SETS = {"key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
+        "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
+        "fourbe": set_fourbe, "policies": set_policies}
 
 MODEL_PERIOD_MS = {"resnet50": 5, "vit_b16": 10, "bert_base": 5}
 
@@ -412,6 +457,9 @@ class Runner:
             elif s["mode"] == "probe":
                 time.sleep(0.7)  # rm_probe applies after a 500 ms settle
             open(os.path.join(tmp, "go"), "w").close()
+            if a.clocks:
+                time.sleep(dur / 2)
+                rec["clocks_mid"] = gpu_clocks()
         deadline = time.monotonic() + dur + 60
         for _, p in procs:
             try:
@@ -421,17 +469,26 @@ class Runner:
                 p.wait()
         rec["lc_result"] = self.result(tmp, "lc") if s["lc"] else None
         rec["be_results"] = [self.result(tmp, f"be{i}") for i in range(s["nbe"])]
-        probe = []
+        probe, timings = [], {}
         for t, _ in procs:
             try:
                 with open(os.path.join(tmp, f"{t}.err")) as f:
                     txt = f.read()
-                probe += [f"{t}: {ln}" for ln in txt.splitlines() if ln.startswith("rm_probe")]
+                lines = [ln for ln in txt.splitlines() if ln.startswith("rm_probe")]
+                probe += [f"{t}: {ln}" for ln in lines if not PROBE_SUMMARY.match(ln)][:20]
+                for ln in lines:  # cumulative: the last one of each kind counts
+                    m = PROBE_SUMMARY.match(ln)
+                    if m:
+                        timings.setdefault(t, {})[m.group(1)] = {
+                            "n": int(m.group(2)), "p50_us": int(m.group(3)),
+                            "p99_us": int(m.group(4)), "max_us": int(m.group(5))}
                 if not ok or (t == "lc" and not rec["lc_result"]):
                     rec.setdefault("stderr", {})[t] = txt[-2000:]
             except OSError:
                 pass
-        rec["probe_log"] = probe[-60:]
+        rec["probe_log"] = probe
+        if timings:
+            rec["probe_timings"] = timings
         if s["be"] == "fill" and s["mode"] == "be_alone" and not self.be_iters:
             r = rec["be_results"][0] if rec["be_results"] else None
             if r and r.get("iters"):
@@ -488,6 +545,11 @@ def derive(recs, switch_override):
         cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "probe"
                         and r["nbe"] == 1 and r["be_env"][0].get("GQP_TIMESLICE_US") == "50"
                         and not r["lc_args"] and r.get("lc_result")]
+        # No micro row (the models set alone): the CUDA graphs' own switch
+        # beside one all-SM BE; eager LCs are CPU-bound and not used.
+        cand = cand or [r for r in recs if r["lc"] and r["lc"].endswith("_graph")
+                        and r["mode"] == "gq:default" and r["nbe"] == 1 and r["be"] == "fill"
+                        and r.get("lc_result")]
         vals = []
         for r in cand:
             base = lc_alone(r, "outside_p50_us")
@@ -547,7 +609,33 @@ def table(recs, switch):
             fmt(d.get("be_kept"), 2), " ".join(fmt(x, 2) for x in each) if each else "–",
             fmt(d.get("be_limit"), 2), fmt(d.get("be_vs_limit"), 2)]) + " |")
     rows.append(f"\nswitch cost used for the limit: {fmt(switch, 1)} µs")
+    extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
+             for r in recs if r.get("clocks_mid")]
+    if extra:
+        rows += ["\n| scenario | rep | mid-window SM MHz, mem MHz, W, P-state, °C, throttle |",
+                 "| --- | --- | --- |"] + extra
+    extra = []
+    for r in recs:
+        for t, kinds in sorted((r.get("probe_timings") or {}).items()):
+            extra.append(f"| {r['scenario']} | {r['rep']} | {t} | " + " | ".join(
+                "{n} / {p50_us} / {p99_us} / {max_us}".format(**kinds[k]) if k in kinds else "–"
+                for k in ("disable", "preempt", "enable")) + " |")
+    if extra:
+        rows += ["\n| scenario | rep | process | disable n / p50 / p99 / max µs | preempt "
+                 "| enable |", "| --- | --- | --- | --- | --- | --- |"] + extra
     return "\n".join(rows)
+
+
+def gpu_clocks():
+    """SM and memory clocks, power and P-state now (one nvidia-smi query)."""
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,power.draw,pstate,"
+                            "temperature.gpu,clocks_throttle_reasons.active",
+                            "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=10)
+        return q.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def environment():
@@ -567,6 +655,30 @@ def environment():
     return env
 
 
+def is_baseline(s):
+    return s["mode"] in ("be_alone", "alone")
+
+
+def select(scen, only):
+    """The scenarios whose name matches ONLY and the baselines they are
+    compared with: the same LC alone (same arguments, or none), one BE of each
+    kind alone and the same number of BEs of that kind alone. Set order is
+    kept (the first one-BE `fill` baseline calibrates every later be_fill)."""
+    picked = [s for s in scen if not is_baseline(s) and re.search(only, s["name"])]
+    lcs = {(s["lc"], json.dumps(s["lc_args"])) for s in picked if s["lc"]}
+    bes = {(s["be"], n) for s in picked if s["nbe"] for n in (1, s["nbe"])}
+
+    def needed(s):
+        if s["mode"] == "alone":
+            return (s["lc"], json.dumps(s["lc_args"])) in lcs or (
+                not s["lc_args"] and any(lc == s["lc"] for lc, _ in lcs))
+        if s["mode"] == "be_alone":
+            return (s["be"], s["nbe"]) in bes or re.search(only, s["name"]) is not None
+        return any(s is p for p in picked)
+
+    return [s for s in scen if needed(s)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="quick", help="comma list of " + ", ".join(SETS))
@@ -579,6 +691,8 @@ def main():
     ap.add_argument("--max-s", type=float, default=1e9,
                     help="start no new scenario after this many seconds")
     ap.add_argument("--switch-us", type=float)
+    ap.add_argument("--clocks", action="store_true",
+                    help="record SM/memory clocks, power and P-state mid-window (nvidia-smi)")
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
     ap.add_argument("--report", nargs="+", metavar="JSONL",
                     help="print the table of earlier runs' suite.jsonl files and exit")
@@ -598,10 +712,11 @@ def main():
             ap.error(f"unknown set {name}")
         for s in SETS[name]():
             k = json.dumps(s, sort_keys=True)
-            if k not in seen and (not a.only or re.search(a.only, s["name"])
-                                  or s["mode"] in ("be_alone", "alone")):
+            if k not in seen:
                 seen.add(k)
                 scen.append(s)
+    if a.only:
+        scen = select(scen, a.only)
     if a.list:
         for s in scen:
             print(s["name"])
