@@ -62,6 +62,8 @@ static struct agent *agent_new(void)
 	a->cfg->trust_run_class = 1;
 	a->cfg->default_class = GQ_CLASS_UNMANAGED;
 	a->cfg->control_deadline_ms = 1000;
+	a->sd.lock_fd = -1;
+	a->sd.timer.fd = -1; /* no state file: state.c writes nothing */
 	a->hooks.submit_in_process = submit_in_process;
 	a->hooks.send_policy = send_policy;
 	a->started_us = fake_now - 10000000ull; /* long after any restart grace */
