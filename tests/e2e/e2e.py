@@ -291,6 +291,9 @@ def t_restart(node):
     # Two BE contexts are two BE TSGs on one runlist: the several-BE floor.
     wait_for(lambda: gr_timeslice(node, be.pid) == [1000, 1000] and gr_timeslice(node, lc.pid) == [100000],
              what="settings applied")
+    # Every claim read back (applied known) before the table is taken.
+    wait_for(lambda: all(t["timeslice"]["applied"] is not None for t in agent_tsgs(node)),
+             what="every TSG's timeslice known")
     before = sorted((t["pid"], t["tsg"], t["timeslice"]["applied"]) for t in agent_tsgs(node))
     expect(len(before) == 12, "12 TSGs before restart, got %d" % len(before))
     node.ctl("set-class", str(be.pid), "be")
