@@ -260,7 +260,8 @@ def t_classes(node):
     wait_for(lambda: gr_timeslice(node, be.pid) == [50], what="BE GR TSG shortened to 50 us in the simulator")
     wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="LC GR TSG at 100000 us in the simulator")
     expect(copy_timeslices(node, be.pid) == [1024] * 3, "copy TSGs untouched")
-    expect(copy_timeslices(node, lc.pid) == [1024] * 3, "LC copy TSGs untouched")
+    # The LC's copy TSGs come after its GR TSG: wait for them to exist.
+    wait_for(lambda: copy_timeslices(node, lc.pid) == [1024] * 3, what="LC copy TSGs untouched")
     # No window: every SET_TIMESLICE the RM saw on the LC's GR TSG carried
     # the LC value, including the one libcuda issued right after creating it.
     lc_clients = set(sim_client_of_pid(node, lc.pid))
