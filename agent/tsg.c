@@ -409,7 +409,10 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 
 	if (t->claim == TSG_CLAIM_REFUSED)
 		return TSG_REFUSED;
-	if (tsg_unverified(t))
+	/* An unmanaged process's claims are not read back: they count for
+	 * nothing either way. */
+	if (t->unverified_until ||
+	    (t->claim == TSG_CLAIM_READBACK && t->proc->cls != GQ_CLASS_UNMANAGED))
 		return TSG_UNVERIFIED;
 	if (t->blocked && t->blocked_stalled)
 		return TSG_STALLED;

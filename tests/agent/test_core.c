@@ -200,6 +200,12 @@ static void test_unverified_claims(void)
 	CHECK_EQ_U(tb->desired_ts, 50); /* not the several-BE floor */
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 1000), 0);
 	CHECK_EQ_U(count(GQ_OP_GET_TIMESLICE, 3, 0), 1); /* refused for good */
+	/* an unmanaged process's claim is not read back, and shown unmanaged */
+	tx = report(a, proc_with_peer(a, 5, "unmanaged"), 0x50, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	CHECK_EQ_U(count(GQ_OP_GET_TIMESLICE, 5, 0), 0);
+	CHECK(tsg_state_of(tx) == TSG_UNMANAGED);
+	CHECK(tsg_unverified(tx));
 	agent_free(a);
 }
 
