@@ -33,6 +33,12 @@ import subprocess
 import sys
 import tempfile
 
+# The test library (tests/lib, PYTHONPATH from ctest): Fail and expect
+# are its Failure and check, so failures of the e2e parts are caught too.
+from gpuqos_test import Skip
+from gpuqos_test import Failure as Fail
+from gpuqos_test import check as expect
+
 sys.dont_write_bytecode = True  # keep the source tree clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -56,19 +62,6 @@ CASES = {
     "privileged": ["--set", "privileged=true"],
     "agent-only": ["--set", "devicePlugin.enabled=false,metrics.enabled=false"],
 }
-
-
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def expect(cond, what):
-    if not cond:
-        raise Fail(what)
 
 
 def tools_or_skip():
