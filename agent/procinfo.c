@@ -613,6 +613,21 @@ void procinfo_async_stop(struct agent *a)
 	pi_pool_unref(pp);
 }
 
+int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done)
+{
+	struct procinfo_pool *pp = a->pi_pool;
+	int found = 0;
+
+	if (!pp)
+		return 0;
+	pthread_mutex_lock(&pp->mu);
+	for (struct pi_req *r = pp->reqs; r && !found; r = r->next)
+		found = r->pid == pid && r->done == done &&
+			(r->state == PI_QUEUED || r->state == PI_RUNNING);
+	pthread_mutex_unlock(&pp->mu);
+	return found;
+}
+
 void procinfo_get_stats(const struct agent *a, struct procinfo_stats *s)
 {
 	struct procinfo_pool *pp = a->pi_pool;

@@ -11,6 +11,7 @@
  * paths; the tracer's programs and pins belong to bpf/.
  */
 #include "agent/agent.h"
+#include "agent/procinfo.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>
@@ -81,14 +82,40 @@ struct seen {
 	uint64_t at; /* when RM accepted ts/il, or when the table was read */
 };
 
-/* The process owning a TSG the kernel saw. A process met for the first
- * time gets an entry (and a class) like a connecting peer's; a pid whose
- * start time changed is a new process. NULL: not ours to manage (another
- * device than the control device, e.g. a second simulator, or gone). */
+static void tracker_dump(struct agent *a);
+
+/* ---- procinfo hook: a process met for the first time is read off the
+ * loop (procinfo.h); once its facts arrive it gets an entry (and a class)
+ * like a connecting peer's, and its TSGs are taken from the live table. */
+static void tracker_identified(struct agent *a, pid_t pid, const struct procinfo *pi,
+			       const char *why, void *arg)
+{
+	struct proc *p;
+
+	(void)arg;
+	if (!pi) {
+		log_debug("pid %d: not tracked: %s", (int)pid, why); /* exited: its EXIT follows */
+		return;
+	}
+	if (!a->trk.tt)
+		return;
+	p = proc_attach(a, pid, pi);
+	if (!p)
+		return;
+	log_info("pid %d (%s): found by the eBPF tracker, class %s (%s)", (int)pid, p->comm,
+		 gq_class_name(p->cls), class_source_name(p->cls_source));
+	tracker_dump(a);
+	a->dirty = 1;
+}
+/* ---- end of the procinfo hook */
+
+/* The process owning a TSG the kernel saw, when the agent knows it; a pid
+ * whose start time changed is a new process. NULL: not ours to manage
+ * (another device than the control device, e.g. a second simulator, or
+ * gone), or not known yet (tracker_identified takes it from there). */
 static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 {
 	struct proc *p = proc_find(a, pid);
-	struct procinfo pi;
 	uint64_t st;
 
 	if (pid <= 0 || pid == getpid())
@@ -101,13 +128,11 @@ static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 	}
 	if (p && (p->peer || (procinfo_starttime(pid, &st) == 0 && st == p->starttime)))
 		return p;
-	if (procinfo_read(pid, &pi) != 0)
-		return NULL; /* exited already: its EXIT follows */
-	p = proc_attach(a, pid, &pi);
-	if (p)
-		log_info("pid %d (%s): found by the eBPF tracker, class %s (%s)", (int)pid, p->comm,
-			 gq_class_name(p->cls), class_source_name(p->cls_source));
-	return p;
+	if (!procinfo_pending(a, pid, tracker_identified) &&
+	    procinfo_read_async(a, pid, tracker_identified, NULL) != 0)
+		log_warn("pid %d: not tracked now: its /proc cannot be read (%s)", (int)pid,
+			 errno == EPIPE ? "every reader is stuck" : "too many waiting");
+	return NULL;
 }
 
 static void tsg_seen(struct agent *a, const struct seen *s)
