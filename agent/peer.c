@@ -457,6 +457,9 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): preempt agent connected, class %s (%s)",
 		 (int)p->pid, p->proc->comm, gq_class_name(p->proc->cls),
 		 class_source_name(p->proc->cls_source));
+	/* procinfo hook: what it sent while its facts were read (HELLO, its
+	 * TSGs) is taken now, before anything is decided for its process. */
+	on_peer(&p->w, EPOLLIN);
 }
 
 /* Out of fds: accept with the spare one freed, close at once, keep a

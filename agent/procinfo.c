@@ -622,7 +622,7 @@ int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done)
 		return 0;
 	pthread_mutex_lock(&pp->mu);
 	for (struct pi_req *r = pp->reqs; r && !found; r = r->next)
-		found = r->pid == pid && r->done == done &&
+		found = r->pid == pid && (!done || r->done == done) &&
 			(r->state == PI_QUEUED || r->state == PI_RUNNING);
 	pthread_mutex_unlock(&pp->mu);
 	return found;

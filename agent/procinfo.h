@@ -42,8 +42,8 @@ int procinfo_async_start(struct agent *a);
  * call). -1: it will not, errno EAGAIN (queue full) or EPIPE (every worker
  * is stuck); the caller decides what to do without the facts. */
 int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void *arg);
-/* 1 when a read of pid for done is queued or running: the caller need not
- * ask again. */
+/* 1 when a read of pid for done (NULL: for anyone) is queued or running:
+ * the caller need not ask again. */
 int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done);
 /* Every pending read gets done(pi NULL, "agent exiting"); workers stuck in
  * a read are left to finish on their own. */

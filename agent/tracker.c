@@ -128,7 +128,9 @@ static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 	}
 	if (p && (p->peer || (procinfo_starttime(pid, &st) == 0 && st == p->starttime)))
 		return p;
-	if (!procinfo_pending(a, pid, tracker_identified) &&
+	/* A read for its preempt agent's connection is as good: that one
+	 * attaches the process, and its claims bring these TSGs back. */
+	if (!procinfo_pending(a, pid, NULL) &&
 	    procinfo_read_async(a, pid, tracker_identified, NULL) != 0)
 		log_warn("pid %d: not tracked now: its /proc cannot be read (%s)", (int)pid,
 			 errno == EPIPE ? "every reader is stuck" : "too many waiting");
