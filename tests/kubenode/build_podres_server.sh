@@ -1,37 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Builds the grpc-go test kubelet (podres_server) into <out dir>, offline,
-# in GOPATH mode from Debian's packages (golang-go, golang-google-grpc-dev,
-# golang-goprotobuf-dev, protoc-gen-go-1-3, protobuf-compiler). Exits 77
-# with the reason when one of them is missing, so the tests skip. Safe to
-# run concurrently (flock) and quick when the binary is up to date.
-set -eu
-out=$1
+# build_podres_server.sh OUT - the grpc-go test kubelet's pod-resources
+# server (tests/kubenode/podres_server, API v1) into OUT/podres_server; exit
+# 77 when it cannot be built here (tests/lib/build_go_peer.sh).
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-gocode=/usr/share/gocode/src
-
-skip() { echo "skip: $*" >&2; exit 77; }
-command -v go >/dev/null 2>&1 || skip "go not installed (apt-get install golang-go)"
-command -v protoc >/dev/null 2>&1 || skip "protoc not installed (apt-get install protobuf-compiler)"
-command -v protoc-gen-go >/dev/null 2>&1 || skip "protoc-gen-go not installed (apt-get install protoc-gen-go-1-3)"
-[ -d "$gocode/google.golang.org/grpc" ] || skip "grpc-go not installed (apt-get install golang-google-grpc-dev)"
-[ -d "$gocode/github.com/golang/protobuf/jsonpb" ] || skip "goprotobuf not installed (apt-get install golang-goprotobuf-dev)"
-
-mkdir -p "$out"
-exec 9>"$out/.build.lock"
-flock 9
-bin=$out/podres_server
-if [ -x "$bin" ] && [ "$bin" -nt "$here/podres_server/main.go" ] &&
-	[ "$bin" -nt "$root/proto/podresources_v1.proto" ]; then
-	exit 0
-fi
-pkg=$out/gopath/src/gpuqos.test/podres_server
-rm -rf "$out/gopath"
-mkdir -p "$pkg/v1"
-cp "$here/podres_server/main.go" "$pkg/"
-protoc --proto_path="$root/proto" --go_out=plugins=grpc,paths=source_relative:"$pkg/v1" \
-	"$root/proto/podresources_v1.proto"
-GOPATH=$out/gopath:/usr/share/gocode GO111MODULE=off GOFLAGS= GOPROXY=off \
-	GOCACHE=$out/gocache go build -o "$bin.tmp" gpuqos.test/podres_server
-mv "$bin.tmp" "$bin"
+GO_PEER_SRC=$here exec sh "$here/../lib/build_go_peer.sh" podres_server podresources_v1.proto v1 "$1"
