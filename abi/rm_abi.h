@@ -48,7 +48,7 @@ typedef rm_u32 rm_handle;
 #define RM_IOC_TYPE(cmd) ((((rm_u32)(cmd)) >> RM_IOC_TYPESHIFT) & 0xffu)
 #define RM_IOC_SIZE(cmd) ((((rm_u32)(cmd)) >> RM_IOC_SIZESHIFT) & 0x3fffu)
 
-/* The exact request values libcuda issues (measured: DESIGN.md). */
+/* The exact request values libcuda issues (measured: docs/rm-facts.md). */
 #define RM_IOCTL_FREE 0xc0104629u      /* NVOS00, 16 bytes */
 #define RM_IOCTL_CONTROL 0xc020462au   /* NVOS54, 32 bytes */
 #define RM_IOCTL_ALLOC21 0xc020462bu   /* NVOS21, 32 bytes */
@@ -183,8 +183,8 @@ _Static_assert(sizeof(struct rm_tsg_alloc) == 20, "channel group alloc params");
 _Static_assert(RM_OFFSETOF(struct rm_tsg_alloc, engineType) == 12, "engineType");
 
 /* NV2080_ENGINE_TYPE_*: GR0..GR7 run compute and graphics; COPY0.. are the
- * copy engines (DESIGN.md: a CUDA context makes one GR TSG and three copy
- * TSGs, engine types 11..13 on an H200). */
+ * copy engines (docs/rm-facts.md: a CUDA context makes one GR TSG and three
+ * copy TSGs, engine types 11..13 on an H200). */
 #define RM_ENGINE_GR0 0x01u
 #define RM_ENGINE_GR7 0x08u
 #define RM_ENGINE_COPY0 0x09u
@@ -252,8 +252,8 @@ _Static_assert(sizeof(struct rm_tsg_gpfifo_schedule) == 3, "gpfifo schedule para
 #define RM_INTERLEAVE_MEDIUM 1u
 #define RM_INTERLEAVE_HIGH 2u
 
-/* Driver defaults observed on an H200 (DESIGN.md): libcuda sets the GR TSG
- * to 2048 us right after creating it; copy TSGs stay at 1024 us. */
+/* Driver defaults observed on an H200 (docs/rm-facts.md): libcuda sets the
+ * GR TSG to 2048 us once all four TSGs exist; copy TSGs stay at 1024 us. */
 #define RM_DEFAULT_TIMESLICE_GR_US 2048u
 #define RM_DEFAULT_TIMESLICE_COPY_US 1024u
 

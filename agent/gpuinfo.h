@@ -12,7 +12,7 @@
  * deciding anything per GPU (policy.c groups by device instance and needs
  * no UUID).
  *
- * Threads: RM controls can block for minutes (DESIGN.md), so the query
+ * Threads: RM controls can block for minutes (docs/rm-facts.md), so the query
  * runs on a short-lived worker thread; everything else here runs on the
  * loop thread. gpuinfo_query() is the synchronous query, for the worker
  * and for tools (common/rmgpus.h).

@@ -23,7 +23,7 @@ struct proc;
 struct cJSON;
 struct podres;
 
-/* What a pod says (DESIGN.md). Only these two spellings are accepted:
+/* What a pod says (docs/rm-facts.md). Only these two spellings are accepted:
  * anything else is a mistake an operator must hear about. */
 #define KMODE_QOS_ANNOTATION "gpu.qos"
 #define KMODE_QOS_LC "latency-critical"

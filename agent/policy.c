@@ -23,7 +23,7 @@ _Static_assert(POLICY_INTERLEAVE_DRIVER_DEFAULT == RM_INTERLEAVE_MEDIUM,
 void policy_config_defaults(struct policy_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	/* LC 100 ms was enough in every single-BE row of DESIGN.md: the LC
+	/* LC 100 ms was enough in every single-BE row of docs/rm-facts.md: the LC
 	 * never uses it up, it only must not be the one switched out. */
 	cfg->lc_timeslice_us = 100000;
 	/* Sole BE at 50 us: micro LC p99 248 us (2446 at driver defaults),

@@ -20,7 +20,7 @@ enum gq_class {
 
 /* How BE TSGs are treated when several of them share a runlist with an LC
  * TSG. Short BE timeslices there made BEs switch among themselves, starved
- * one of them and once stalled the RM control path (DESIGN.md), so the
+ * one of them and once stalled the RM control path (docs/rm-facts.md), so the
  * default never goes below a floor. */
 enum policy_several_be {
 	POLICY_SEVERAL_BE_FLOOR = 0, /* BE timeslice = several_be_timeslice_us */
@@ -40,7 +40,7 @@ enum policy_several_be {
 #define POLICY_TIMESLICE_MIN_US 1u
 #define POLICY_TIMESLICE_MAX_US 10000000u
 /* Several BEs beside an LC at 200 us lost 54 % of BE throughput and at
- * 20 us stalled the RM control path (DESIGN.md); 500 us is the shortest
+ * 20 us stalled the RM control path (docs/rm-facts.md); 500 us is the shortest
  * value measured that did neither. */
 #define POLICY_SEVERAL_BE_SAFE_MIN_US 500u
 

@@ -10,7 +10,7 @@
 
 static void test_requests(void)
 {
-	/* The values libcuda was seen issuing (DESIGN.md). */
+	/* The values libcuda was seen issuing (docs/rm-facts.md). */
 	CHECK_EQ_U(rm_call_kind_of(0xc030462bUL), RM_CALL_ALLOC64);
 	CHECK_EQ_U(rm_call_kind_of(0xc020462aUL), RM_CALL_CONTROL);
 	CHECK_EQ_U(rm_call_kind_of(0xc020462bUL), RM_CALL_ALLOC21);

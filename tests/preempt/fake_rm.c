@@ -7,7 +7,7 @@
  * Owns: an in-process emulation of RM alloc/control/free (both alloc
  * forms, the XFER wrapper) for fds opened on a file whose name ends in
  * "fake-nvidiactl". Every other ioctl goes to libc untouched. It emulates
- * what gpuqos relies on (DESIGN.md): generated client handles from
+ * what gpuqos relies on (docs/rm-facts.md): generated client handles from
  * 0xc1d00000, status 0x23 for an unknown client or a control on another
  * fd than the client's, per-TSG timeslice (default 1024, at most 1 s) read back by GET,
  * SET_INTERLEAVE refused with 0x1b unless FAKE_RM_ALLOW_NICE=1,

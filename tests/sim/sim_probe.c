@@ -8,7 +8,7 @@
  *
  * Owns: issuing the calls and printing one JSON line per case
  * ({"case","errno","status"[,"value"|"present"]}). Does not own the
- * expectations: test_sim.py compares the lines with what DESIGN.md says.
+ * expectations: test_sim.py compares the lines with what docs/rm-facts.md says.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 """End-to-end tests of gpuqos-sim: mount it, drive it with fakecuda,
 sim_probe and gpuqos-replay (the traces recorded on a real GPU), and check
 the simulator's own truth (its `state` and `log` files) against the RM
-behaviour measured in docs/DESIGN.md and recorded in tests/fixtures/traces.
+behaviour measured in docs/rm-facts.md and recorded in tests/fixtures/traces.
 
 Owns: the expectations. Does not own: the calls (fakecuda, sim_probe,
 gpuqos-replay).
