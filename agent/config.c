@@ -423,7 +423,7 @@ static int parse_interval(const struct ctx *x, const cJSON *j, struct state *st)
 			GQ_RECONCILE_INTERVAL_MAX_MS, &st->cfg.reconcile_interval_ms);
 }
 
-static const char *const path_modes[] = { "auto", "agent", "direct" };
+static const char *const path_modes[] = { "auto", "in-process", "direct" };
 static const char *const actions[GQ_NACTIONS] = { "timeslice", "interleave", "preempt" };
 
 const char *gq_path_mode_name(enum gq_path_mode m)
@@ -449,7 +449,13 @@ static int get_path_mode(const struct ctx *x, const char *field, const cJSON *j,
 			return 0;
 		}
 	}
-	return fail(x, field, "must be \"auto\", \"agent\" or \"direct\", got \"%s\"", s);
+	/* "agent" was this mode's name until 2026-11-23; it now means only the
+	 * node agent, and an old file must say what it meant. */
+	if (strcmp(s, "agent") == 0)
+		return fail(x, field, "must be \"auto\", \"in-process\" or \"direct\": "
+			    "\"agent\" is now called \"in-process\" (the preempt agent "
+			    "inside the workload issues the control)");
+	return fail(x, field, "must be \"auto\", \"in-process\" or \"direct\", got \"%s\"", s);
 }
 
 /* One string for every action, or an object naming some of them (the

@@ -104,7 +104,7 @@ const char *class_source_name(enum class_source s);
 enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
 				 const char *run_class, enum class_source *source);
 
-/* "auto", "agent", "direct"; "timeslice", "interleave", "preempt". */
+/* "auto", "in-process", "direct"; "timeslice", "interleave", "preempt". */
 const char *gq_path_mode_name(enum gq_path_mode m);
 const char *gq_action_name(enum gq_action a);
 

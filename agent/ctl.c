@@ -261,7 +261,7 @@ static void tsg_add_last(cJSON *o, const struct tsg *t)
 	cJSON_AddNumberToObject(o, "lastElapsedUs", (double)t->last_elapsed_us);
 }
 
-/* "agent" or "direct"; null before any control went that way. */
+/* "in-process" or "direct"; null before any control went that way. */
 static void add_path(cJSON *o, const char *k, enum gq_path p)
 {
 	if (p == GQ_PATH_NONE)
@@ -270,7 +270,8 @@ static void add_path(cJSON *o, const char *k, enum gq_path p)
 		cJSON_AddStringToObject(o, k, gq_path_name(p));
 }
 
-/* Who saw the TSG: ["bpf"], ["agent"] or ["bpf","agent"]. */
+/* Who saw the TSG: ["bpf"] (the eBPF tracker), ["preempt"] (its preempt
+ * agent reported it) or ["bpf","preempt"]. */
 static void add_sources(cJSON *o, unsigned sources)
 {
 	cJSON *arr = cJSON_AddArrayToObject(o, "sources");
@@ -278,7 +279,7 @@ static void add_sources(cJSON *o, unsigned sources)
 	if (arr && (sources & GQ_SRC_BPF))
 		cJSON_AddItemToArray(arr, cJSON_CreateString("bpf"));
 	if (arr && (sources & GQ_SRC_AGENT))
-		cJSON_AddItemToArray(arr, cJSON_CreateString("agent"));
+		cJSON_AddItemToArray(arr, cJSON_CreateString("preempt"));
 }
 
 static cJSON *tsg_json(struct agent *a, const struct tsg *t)

@@ -12,7 +12,7 @@ const char *gq_path_name(enum gq_path p)
 {
 	switch (p) {
 	case GQ_PATH_IN_PROCESS:
-		return "agent";
+		return "in-process";
 	case GQ_PATH_DIRECT:
 		return "direct";
 	case GQ_PATH_NONE:

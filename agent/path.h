@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path.h - which control path carries one RM control: in-process (the
- * injected preempt agent issues it on libcuda's own fd; still named
- * "agent" in ctl's JSON and the policy file's controlPath) or direct (the
- * node agent itself, on a pidfd_getfd(2) duplicate of that fd).
+ * injected preempt agent issues it on libcuda's own fd; "in-process" in
+ * ctl's JSON and the policy file's controlPath) or direct (the node agent
+ * itself, on a pidfd_getfd(2) duplicate of that fd).
  *
  * Owns: the pure choice, from the configured mode and what is available,
  * and the sentence saying why nothing can carry it. Does not own: the
@@ -49,7 +49,7 @@ struct path_choice path_select(const struct path_in *in);
 /* The action an op belongs to (GET_TIMESLICE goes with timeslice). */
 enum gq_action gq_op_action(uint32_t op);
 
-/* "agent", "direct", "none". */
+/* "in-process", "direct", "none". */
 const char *gq_path_name(enum gq_path p);
 
 #endif

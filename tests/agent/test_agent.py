@@ -70,7 +70,7 @@ def t_policy_converge(make_agent):
     check(t["timeslice"] == {"desired": 50, "applied": 50, "baseline": 2048}, repr(t))
     check(t["lastOp"] == "SET_TIMESLICE" and t["lastStatusName"] == "NV_OK", repr(t))
     # The tracker is off here (harness: --bpf off): the preempt agent is the only source.
-    check(t["sources"] == ["agent"], "sources without the tracker: %r" % t["sources"])
+    check(t["sources"] == ["preempt"], "sources without the tracker: %r" % t["sources"])
     tr = a.list()["agent"]["tracker"]
     check(tr["mode"] == "off" and tr["off"] == "off (--bpf off)" and tr["refusedClaims"] == 0, repr(tr))
     tl = gr_of(a, lc.pid)
@@ -177,7 +177,7 @@ def t_garbage(make_agent):
 def t_deadline(make_agent):
     # The preempt agent's own path: with "auto" a stalled peer's TSGs would
     # move to the direct path (see t_path_stall_fallback).
-    a = make_agent(config(controlDeadlineMs=100, controlPath="agent"))
+    a = make_agent(config(controlDeadlineMs=100, controlPath="in-process"))
     a.start()
     be = a.peer()
     standard_process(be)
@@ -334,7 +334,7 @@ def t_ctl_malformed(make_agent):
 
 
 def t_preempt(make_agent):
-    a = make_agent(config(controlPath={"preempt": "auto", "timeslice": "agent"}))
+    a = make_agent(config(controlPath={"preempt": "auto", "timeslice": "in-process"}))
     a.start()
     p = a.peer()
     standard_process(p)
@@ -342,7 +342,7 @@ def t_preempt(make_agent):
     wait_for(lambda: len(a.tsgs(p.pid)) == 5, "listed")
     r = a.ctl({"cmd": "preempt", "pid": p.pid, "wait": True})
     check(r["ok"] and len(r["results"]) == 2, "one PREEMPT per GR TSG: %r" % r)
-    check(all(x["path"] == "agent" for x in r["results"]), "auto: through the preempt agent")
+    check(all(x["path"] == "in-process" for x in r["results"]), "auto: through the preempt agent")
     check(all(x["op"] == "PREEMPT" and x["errno"] == 0 and x["rmStatusName"] == "NV_OK"
               for x in r["results"]), repr(r))
     check(all(c["arg"] == 1 for c in p.commands(OP_PREEMPT)), "wait bit set")
@@ -375,7 +375,7 @@ def gr_of_state(a, pid):
 
 def t_interleave(make_agent):
     # Through the preempt agents: with "auto" interleave goes direct.
-    a = make_agent(config(interleave={"lc": "high", "be": "low"}, controlPath={"interleave": "agent"}))
+    a = make_agent(config(interleave={"lc": "high", "be": "low"}, controlPath={"interleave": "in-process"}))
     a.start()
     be = a.peer()
     be.send(op="set", status={"3": 0x1B})  # SET_INTERLEAVE: insufficient permissions
@@ -512,7 +512,7 @@ def t_path_auto(make_agent):
     check(not be.commands(OP_SET_IL) and not lc.commands(OP_SET_IL),
           "no interleave command went to a preempt agent")
     r = a.ctl({"cmd": "preempt", "pid": be.pid})
-    check(r["ok"] and [x["path"] for x in r["results"]] == ["agent"], "preempt via agent: %r" % r)
+    check(r["ok"] and [x["path"] for x in r["results"]] == ["in-process"], "preempt via agent: %r" % r)
 
 
 def converged_ts(a, pid, want):
@@ -526,8 +526,8 @@ def with_error(a, pid, text):
 
 
 def t_path_forced(make_agent):
-    """controlPath per action: timeslice forced direct, preempt forced agent."""
-    a = make_agent(config(controlPath={"timeslice": "direct", "preempt": "agent"}))
+    """controlPath per action: timeslice forced direct, preempt forced in-process."""
+    a = make_agent(config(controlPath={"timeslice": "direct", "preempt": "in-process"}))
     a.start()
     be, lc = be_and_lc(a)
     t = wait_for(lambda: with_error(a, be.pid, "SET_TIMESLICE (direct path)"),
@@ -540,12 +540,12 @@ def t_path_forced(make_agent):
           all(x["path"] == "direct" and x["errno"] == ENOTTY and x["value"] is None and
               "pid %d" % be.pid in x["error"] for x in r["results"]), repr(r))
     r = a.ctl({"cmd": "preempt", "pid": be.pid})
-    check(r["ok"] and [x["path"] for x in r["results"]] == ["agent"], repr(r))
+    check(r["ok"] and [x["path"] for x in r["results"]] == ["in-process"], repr(r))
     # A forced path that is not there is refused in words.
-    a.write_config(config(controlPath="agent"))
+    a.write_config(config(controlPath="in-process"))
     a.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: a.counters()["configReloads"] == 1, "reloaded")
-    check(a.list()["agent"]["controlPath"]["timeslice"] == "agent", "reload applies controlPath")
+    check(a.list()["agent"]["controlPath"]["timeslice"] == "in-process", "reload applies controlPath")
     lc.close()
     wait_for(lambda: not a.tsgs(lc.pid), "LC gone")
     wait_for(lambda: converged(a, be.pid, 2048), "back on the agent path, converged")
@@ -553,7 +553,7 @@ def t_path_forced(make_agent):
 
 def t_path_stall_fallback(make_agent):
     """auto: a stalled preempt agent's controls move to the direct path;
-    "agent" refuses instead."""
+    "in-process" refuses instead."""
     a = make_agent(config(controlDeadlineMs=100))
     a.start()
     p = a.peer()
@@ -561,12 +561,12 @@ def t_path_stall_fallback(make_agent):
     wait_for(lambda: len(a.tsgs(p.pid)) == 4, "listed")
     p.send(op="set", answer=False)
     r = a.ctl({"cmd": "preempt", "pid": p.pid})
-    check(r["ok"] and r["results"][0]["errno"] == "timeout" and r["results"][0]["path"] == "agent",
+    check(r["ok"] and r["results"][0]["errno"] == "timeout" and r["results"][0]["path"] == "in-process",
           repr(r))
     r = a.ctl({"cmd": "preempt", "pid": p.pid})
     check(r["ok"] and r["results"][0]["path"] == "direct" and r["results"][0]["errno"] == ENOTTY,
           "stalled peer: auto falls back to direct: %r" % r)
-    a.write_config(config(controlDeadlineMs=100, controlPath="agent"))
+    a.write_config(config(controlDeadlineMs=100, controlPath="in-process"))
     a.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: a.counters()["configReloads"] == 1, "reloaded")
     r = a.ctl({"cmd": "preempt", "pid": p.pid})
@@ -579,8 +579,16 @@ def t_path_bad_config(make_agent):
     r = subprocess.run([os.environ["GPUQOS_AGENT_BIN"], "--standalone", "--config", a.config,
                         "--socket", a.sock, "--ctl-socket", a.ctl_sock, "--state-dir", a.state],
                        capture_output=True, text=True, timeout=20)
-    check(r.returncode == 1 and 'field "controlPath" must be "auto", "agent" or "direct"' in r.stderr,
+    check(r.returncode == 1 and 'field "controlPath" must be "auto", "in-process" or "direct", got "sideways"' in r.stderr,
           r.stderr)
+    # The in-process path was called "agent" before 2026-11-23: an old file
+    # is refused with the new word, never read as something else.
+    for old in ("agent", {"timeslice": "agent"}):
+        a.write_config(config(controlPath=old))
+        r = subprocess.run([os.environ["GPUQOS_AGENT_BIN"], "--standalone", "--config", a.config,
+                            "--socket", a.sock, "--ctl-socket", a.ctl_sock, "--state-dir", a.state],
+                           capture_output=True, text=True, timeout=20)
+        check(r.returncode == 1 and '"agent" is now called "in-process"' in r.stderr, r.stderr)
 
 
 # ---- review findings (issue 8) --------------------------------------------

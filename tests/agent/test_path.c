@@ -107,7 +107,7 @@ static void test_ops(void)
 	CHECK_EQ_U(gq_op_action(GQ_OP_SET_INTERLEAVE), GQ_ACTION_INTERLEAVE);
 	CHECK_EQ_U(gq_op_action(GQ_OP_PREEMPT), GQ_ACTION_PREEMPT);
 	CHECK(strcmp(gq_path_name(GQ_PATH_DIRECT), "direct") == 0);
-	CHECK(strcmp(gq_path_name(GQ_PATH_IN_PROCESS), "agent") == 0);
+	CHECK(strcmp(gq_path_name(GQ_PATH_IN_PROCESS), "in-process") == 0);
 	CHECK(strcmp(gq_path_name(GQ_PATH_NONE), "none") == 0);
 }
 
@@ -167,13 +167,16 @@ static void test_config(void)
 	for (int i = 0; i < GQ_NACTIONS; i++)
 		CHECK_EQ_U(c.control_path[i], GQ_MODE_DIRECT);
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"interleave\":\"direct\","
-			      "\"preempt\":\"agent\"}}", &c, err, sizeof(err)) == 0);
+			      "\"preempt\":\"in-process\"}}", &c, err, sizeof(err)) == 0);
 	CHECK_EQ_U(c.control_path[GQ_ACTION_TIMESLICE], GQ_MODE_AUTO);
 	CHECK_EQ_U(c.control_path[GQ_ACTION_INTERLEAVE], GQ_MODE_DIRECT);
 	CHECK_EQ_U(c.control_path[GQ_ACTION_PREEMPT], GQ_MODE_IN_PROCESS);
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"both\"}", &c, err, sizeof(err)) != 0);
-	CHECK(strstr(err, "field \"controlPath\" must be \"auto\", \"agent\" or \"direct\", got \"both\""));
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"timeslise\":\"agent\"}}", &c, err,
+	CHECK(strstr(err, "field \"controlPath\" must be \"auto\", \"in-process\" or \"direct\", got \"both\""));
+	/* The in-process path's old name is refused with its new one. */
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"agent\"}", &c, err, sizeof(err)) != 0);
+	CHECK(strstr(err, "\"agent\" is now called \"in-process\""));
+	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"timeslise\":\"in-process\"}}", &c, err,
 			      sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" has unknown key \"timeslise\""));
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"preempt\":1}}", &c, err,

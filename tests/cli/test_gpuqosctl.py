@@ -31,7 +31,7 @@ def tsg(**kw):
          "client": "0xc1d00004", "tsg": "0x5c000013", "class": "best-effort",
          "classSource": "gpuqos-run",
          "timeslice": {"desired": 50, "applied": 50, "baseline": 2048},
-         "interleave": {"desired": None, "applied": None}, "path": "agent",
+         "interleave": {"desired": None, "applied": None}, "path": "in-process",
          "lastOp": "SET_TIMESLICE", "lastStatus": 0, "lastStatusName": "NV_OK",
          "lastErrno": 0, "lastElapsedUs": 212, "state": "converged",
          "reason": "sole BE beside an LC"}
@@ -198,10 +198,10 @@ def t_table(env):
     check(names == ["PID", "COMM", "GPU", "ENGINE", "CLASS", "TIMESLICE", "INTERLEAVE",
                     "PATH", "STATUS", "STATE"], f"list: header {names}\n{out}")
     want = [
-        ["1234", "python3", "0", "GR0", "BE", "50/50", "-", "agent", "NV_OK", "converged"],
+        ["1234", "python3", "0", "GR0", "BE", "50/50", "-", "in-process", "NV_OK", "converged"],
         ["1300", "server", "0", "GR0", "LC", "?/1000000", "?/HIGH", "direct", "timeout",
          "stalled"],
-        ["1400", "trainer", "1", "CE0", "BE", "50/50", "-", "agent",
+        ["1400", "trainer", "1", "CE0", "BE", "50/50", "-", "in-process",
          "NV_ERR_INSUFFICIENT_PERMISSIONS", "failed"],
         ["1500", "other", "?", "GR1", "-", "2048/-", "-", "-", "Operation not permitted",
          "unmanaged"],

@@ -455,7 +455,7 @@ def t_nonroot(node):
     by the RM (0x1b) and reported as needing CAP_SYS_NICE, not silently
     dropped. (With "auto" the node agent sets it: see direct_interleave.)"""
     node.start_agent(config={"version": 1, "interleave": {"lc": "high", "be": "low"},
-                             "controlPath": {"interleave": "agent"}})
+                             "controlPath": {"interleave": "in-process"}})
     lc = node.workload("lc", ["--hold", "30"])
     nr = node.workload("be", ["--hold", "30"], nonroot=True)
     wait_for(lambda: gr_timeslice(node, nr.pid) == [50], what="non-root BE timeslice applied in the simulator")
@@ -542,8 +542,8 @@ def t_direct_interleave(node):
            "interleave path direct, no error: %r" % row)
     # The timeslice never needs the direct path here: its preempt agent set
     # it at TSG creation (then the agent sends nothing: path None) or took
-    # the agent's command (path "agent"), depending on who was first.
-    expect(row["paths"]["timeslice"] in (None, "agent"),
+    # the agent's command (path "in-process"), depending on who was first.
+    expect(row["paths"]["timeslice"] in (None, "in-process"),
            "timeslice through its preempt agent: %r" % row["paths"])
     expect(gr_timeslice(node, nr.pid) == [50], "timeslice still applied: %r" % gr_timeslice(node, nr.pid))
     # The LC's level is left alone by this policy.
@@ -731,7 +731,7 @@ def t_bpf_bare(node):
                    what="the agent shows the bare BE converged")
     expect(row["path"] == "direct" and row["timeslice"] == {"desired": 50, "applied": 50, "baseline": 2048},
            "direct path, applied from the tracker: %r" % row)
-    wait_for(lambda: all(t["sources"] == ["bpf", "agent"] for t in agent_tsgs(node, lc.pid)),
+    wait_for(lambda: all(t["sources"] == ["bpf", "preempt"] for t in agent_tsgs(node, lc.pid)),
              what="the injected LC's TSGs seen by both")
     expect(tracker(node)["refusedClaims"] == 0, "no claim refused")
     lc.kill()
@@ -816,7 +816,7 @@ def t_bpf_liar(node):
     held = wait_for(lambda: agent_tsgs(node, liar.pid) or tracker(node)["refusedClaims"], timeout=10,
                     what="the claim reached the agent")
     if isinstance(held, list):
-        expect(held[0]["state"] == "unverified" and held[0]["sources"] == ["agent"], "held: %r" % held)
+        expect(held[0]["state"] == "unverified" and held[0]["sources"] == ["preempt"], "held: %r" % held)
     wait_for(lambda: tracker(node)["refusedClaims"] == 1, what="the claim refused and counted")
     expect(agent_tsgs(node, liar.pid) == [], "the refused TSG is not listed")
     time.sleep(0.5)

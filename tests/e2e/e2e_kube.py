@@ -249,7 +249,7 @@ def t_kube_classes(node):
     expect(node.ann("be")["gpuqos.io/class"] == "best-effort", repr(node.ann("be")))
     for s, ts in zip(sts, (100000, 50)):
         expect(s["tsgs"] == 4 and s["processes"] == 1 and s["timesliceUs"] == {"gr": [ts], "copy": [1024]}
-               and len(s["gpus"]) == 1 and s["controlPath"] == "agent"
+               and len(s["gpus"]) == 1 and s["controlPath"] == "in-process"
                and s["classSource"] == "annotation", "state annotation: %r" % s)
     gpu = node.ctl("list")["agent"]["gpus"]
     expect(not gpu or sts[0]["gpus"][0] in json.dumps(gpu), "gpus are the RM's UUIDs: %r / %r" % (sts, gpu))

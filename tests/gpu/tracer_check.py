@@ -125,7 +125,7 @@ def phase_agree(stack, build, binp, pyexe, out):
         a = sorted((int(t["client"], 16), int(t["tsg"], 16), t["engine"], t["gpu"]) for t in tsgs_of(lst, pid))
         b = sorted((int(t["client"], 16), int(t["tsg"], 16), t["engineType"], t["deviceId"])
                    for t in dump if t["tgid"] == pid)
-        both = all(sorted(t.get("sources", [])) == ["agent", "bpf"] for t in tsgs_of(lst, pid))
+        both = all(sorted(t.get("sources", [])) == ["bpf", "preempt"] for t in tsgs_of(lst, pid))
         check("%s: tracer table == preempt agent's table" % name, a == b and len(a) >= 4 and both,
               "%d TSGs listed (seen by both: %s), %d in the kernel table" % (len(a), both, len(b)))
         ts_a = {int(t["tsg"], 16): t["timeslice"]["applied"] for t in tsgs_of(lst, pid)}

@@ -205,7 +205,7 @@ def check_demo(build, work, root):
             lst = json.load(f)
         classes = sorted({t["class"] for t in lst["tsgs"]})
         expect(classes == ["best-effort", "latency-critical"], "classes in the image's gpuqosctl: %r" % classes)
-        expect(all("agent" in t["sources"] for t in lst["tsgs"]) and len(lst["tsgs"]) == 8,
+        expect(all("preempt" in t["sources"] for t in lst["tsgs"]) and len(lst["tsgs"]) == 8,
                "every TSG reported by an injected preempt agent (gpuqos run found the library): %r"
                % [(t["pid"], t["sources"]) for t in lst["tsgs"]])
         print("simulator demo in the image: LC 100000 us / BE 50 us, 8 TSGs from 2 injected preempt agents, "

@@ -171,12 +171,12 @@ def t_crun(node):
     st = wait_for(lambda: (e2e_kube.converged(node, "lc") or [{}])[0].get("tsgs") == 4
                   and node.gq_state("lc"), timeout=15, what="the pod's state annotation, 4 TSGs")
     # With the tracker on, it may see the TSGs before the preempt agent
-    # connects and the direct path sets them first: "agent,direct".
-    expect("agent" in st["controlPath"].split(","),
+    # connects and the direct path sets them first: "in-process,direct".
+    expect("in-process" in st["controlPath"].split(","),
            "the preempt agent registered with the node agent and carried controls: %r" % st)
     if tracker:
         tsgs = [t for t in node.ctl("list")["tsgs"] if t["pid"] == pid]
-        expect(len(tsgs) == 4 and all(sorted(t["sources"]) == ["agent", "bpf"] for t in tsgs),
+        expect(len(tsgs) == 4 and all(sorted(t["sources"]) == ["bpf", "preempt"] for t in tsgs),
                "the eBPF tracker and the preempt agent both saw the container's TSGs: %r" % tsgs)
 
 
