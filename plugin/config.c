@@ -5,6 +5,7 @@
  * variable or flag changes nothing and names itself in the error.
  */
 #include "plugin/config.h"
+#include "plugin/metrics.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -49,6 +50,7 @@ void pcfg_defaults(struct plugin_config *c)
 	strcpy(c->sysfs_root, "/sys");
 	strcpy(c->procfs_root, "/proc");
 	strcpy(c->nvml_lib, "libnvidia-ml.so.1");
+	strcpy(c->metrics_address, PMETRICS_DEFAULT_ADDRESS);
 	c->log_level = GQ_LOG_INFO;
 }
 
@@ -238,7 +240,7 @@ static int load_file(struct plugin_config *c, const char *path, char *err, size_
 
 enum opt_id {
 	O_CONFIG = 1, O_MODE, O_DIR, O_AGENT_DIR, O_LIB_DIR, O_CTL, O_LOG, O_SYSFS, O_PROCFS,
-	O_NVML, O_HELP, O_VERSION,
+	O_NVML, O_METRICS, O_HELP, O_VERSION,
 };
 
 struct opt_def {
@@ -257,6 +259,7 @@ static const struct opt_def opts[] = {
 	{ "sysfs-root", "GPUQOS_SYSFS_ROOT", O_SYSFS },
 	{ "procfs-root", "GPUQOS_PROCFS_ROOT", O_PROCFS },
 	{ "nvml-lib", "GPUQOS_NVML_LIB", O_NVML },
+	{ "metrics-address", "GPUQOS_PLUGIN_METRICS_ADDRESS", O_METRICS },
 };
 
 static int set_path(char *dst, const char *name, const char *v, int absolute, char *err,
@@ -294,6 +297,14 @@ static int set_one(struct plugin_config *c, enum opt_id id, const char *name, co
 		return set_path(c->procfs_root, name, v, 1, err, errlen);
 	case O_NVML:
 		return set_path(c->nvml_lib, name, v, 0, err, errlen);
+	case O_METRICS:
+		if (strlen(v) >= sizeof(c->metrics_address))
+			return bad(err, errlen, "%s: longer than %zu characters", name,
+				   sizeof(c->metrics_address) - 1);
+		if (pmetrics_check_address(v, err, errlen) < 0)
+			return -1;
+		strcpy(c->metrics_address, v);
+		return 0;
 	case O_LOG: {
 		enum gq_log_level l;
 		if (gq_log_parse_level(v, &l) < 0)
@@ -323,6 +334,8 @@ static void usage(void)
 	       "  --procfs-root DIR          where device minors are read (GPUQOS_PROCFS_ROOT, /proc)\n"
 	       "  --nvml-lib PATH|none       NVML for XID health events (GPUQOS_NVML_LIB,\n"
 	       "                             libnvidia-ml.so.1)\n"
+	       "  --metrics-address ADDR|off Prometheus /metrics, e.g. :9403 or 127.0.0.1:9403\n"
+	       "                             (GPUQOS_PLUGIN_METRICS_ADDRESS, " PMETRICS_DEFAULT_ADDRESS ")\n"
 	       "  --help, --version\n"
 	       "Flags win over the environment, the environment over the file.\n"
 	       "Reference: docs/device-plugin.md\n");

@@ -17,6 +17,7 @@
 #include "plugin/config.h"
 #include "plugin/gpus.h"
 #include "plugin/health.h"
+#include "plugin/metrics.h"
 #include "plugin/register.h"
 #include "plugin/server.h"
 
@@ -57,6 +58,7 @@ static void stop_servers(struct plugin *p)
 	for (size_t i = 0; i < p->n_res; i++) {
 		pserver_stop(p->srv[i]);
 		p->srv[i] = NULL;
+		pmetrics_unregistered(p->res[i].name);
 	}
 }
 
@@ -99,8 +101,11 @@ static void cycle(struct plugin *p, const char *why)
 		return;
 	}
 	for (size_t i = 0; i < p->n_res; i++) {
-		if (preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
-				  p->res[i].kind != PRES_INJECT, err, sizeof(err)) < 0) {
+		int rc = preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
+				       p->res[i].kind != PRES_INJECT, err, sizeof(err));
+
+		pmetrics_registration(p->res[i].name, rc == 0);
+		if (rc < 0) {
 			arm_retry(p, err);
 			return;
 		}
@@ -245,7 +250,7 @@ static int setup(struct plugin *p, char *err, size_t errlen)
 		check_socket_dir(p->cfg.node_agent_socket_dir);
 	if (p->cfg.mode == PCFG_SHARES)
 		p->health = phealth_start(p->cfg.nvml_lib, &p->sh);
-	return 0;
+	return pmetrics_start(&p->cfg, p->res, p->n_res, &p->sh, err, errlen);
 }
 
 int main(int argc, char **argv)
@@ -270,6 +275,7 @@ int main(int argc, char **argv)
 	} else {
 		rc = run(&p);
 	}
+	pmetrics_stop(); /* first: a scrape reads the GPU table and resources */
 	stop_servers(&p);
 	phealth_stop(p.health);
 	kubesock_watch_close(&p.watch);

@@ -11,6 +11,7 @@
  * generation; with no stream open it sleeps until a call comes.
  */
 #include "plugin/server.h"
+#include "plugin/metrics.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -219,6 +220,7 @@ static void do_allocate(struct rpc *r, const uint8_t *buf, size_t len)
 
 	if (!req) {
 		snprintf(why, sizeof(why), "Allocate: malformed AllocateRequest (%zu bytes)", len);
+		pmetrics_allocation(r->s->res.name, 0);
 		finish(r, NULL, GRPC_STATUS_INVALID_ARGUMENT, why);
 		return;
 	}
@@ -232,6 +234,7 @@ static void do_allocate(struct rpc *r, const uint8_t *buf, size_t len)
 			 "runs without it",
 			 r->s->res.name, r->s->cfg->preempt_lib_dir);
 	resp = pdev_allocate(r->s->cfg, &r->s->res, &g, &inj, req, &a, why, sizeof(why));
+	pmetrics_allocation(r->s->res.name, resp != NULL);
 	if (resp) {
 		log_info("%s: Allocate: %zu container(s)", r->s->res.name,
 			 req->n_container_requests);
@@ -313,6 +316,7 @@ static void stream_unlink(struct rpc *r)
 		if (*pp == r) {
 			*pp = r->next;
 			r->s->n_streams--;
+			pmetrics_streams(r->s->res.name, r->s->n_streams);
 			return;
 		}
 }
@@ -390,6 +394,7 @@ static void start_stream(struct rpc *r)
 	r->next = s->streams;
 	s->streams = r;
 	s->n_streams++;
+	pmetrics_streams(s->res.name, s->n_streams);
 	log_info("%s: ListAndWatch stream opened", s->res.name);
 	stream_push(r);
 }
@@ -670,6 +675,7 @@ void pserver_stop(struct pserver *s)
 	grpc_server_shutdown_and_notify(s->srv, s->cq, &s->t_shutdown);
 	grpc_server_cancel_all_calls(s->srv);
 	pthread_join(s->th, NULL);
+	pmetrics_streams(s->res.name, 0);
 	grpc_server_destroy(s->srv);
 	grpc_completion_queue_destroy(s->cq);
 	/* a new plugin instance may own the path by now: remove only ours */

@@ -22,6 +22,7 @@ note); the metrics port is scraped for the LC pod's timeslice.
 """
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -347,8 +348,10 @@ def plugin_scenario(node, build, render, Skip):
     want = {"shares": {"gpuqos.io/gpu": 3 * len(gpus), "gpuqos.io/gpu-lc": 2 * len(gpus)},
             "inject": {"gpuqos.io/qos": 7}}
     for mode in ("shares", "inject"):
+        mport = free_port()
         pod, _ = prepare(node, build, render, ["--set", "devicePlugin.mode=%s,devicePlugin.replicas=3,"
-                                               "devicePlugin.lcReplicas=2,devicePlugin.injectDevices=7" % mode])
+                                               "devicePlugin.lcReplicas=2,devicePlugin.injectDevices=7,"
+                                               "metrics.devicePluginPort=%d" % (mode, mport)])
         dp = [v for v in pod.spec["volumes"] if v["name"] == "device-plugins"][0]["hostPath"]["path"]
         kubelet = Kubelet(build, pod.host(dp), open(os.path.join(node.dir, "kubelet-%s.log" % mode), "w"))
         # The node's hardware, where the NVIDIA runtime and the host would
@@ -368,7 +371,14 @@ def plugin_scenario(node, build, render, Skip):
                 w = kubelet.cmd(op="watch", endpoint=reg["endpoint"])
                 got[reg["resource"]] = len(w.get("devices", []))
             expect(got == want[mode], "%s mode: advertised %r, the chart says %r" % (mode, got, want[mode]))
+            # The chart's plugin metrics port: what it just advertised.
+            devs = {}
+            for line in scrape(mport, "/metrics").splitlines():
+                m = re.match(r'gpuqos_device_plugin_devices\{resource="([^"]+)",health="Healthy"\} (\d+)$', line)
+                if m:
+                    devs[m.group(1)] = int(m.group(2))
+            expect(devs == want[mode], "%s mode: metrics on metrics.devicePluginPort say %r" % (mode, devs))
         finally:
             c.stop()
             kubelet.close()
-        print("device plugin container (%s mode) registered %r with the kubelet" % (mode, got))
+        print("device plugin container (%s mode) registered %r with the kubelet; its metrics agree" % (mode, got))

@@ -180,7 +180,13 @@ def check_default(objs):
     expect(set(plugin) == CONTRACT_PLUGIN_KEYS and plugin["version"] == 1 and plugin["mode"] == "shares",
            "plugin config keys: %r" % sorted(plugin))
     svc = one(objs, "Service")
-    expect(svc["spec"]["ports"][0]["targetPort"] == "metrics", "service targets the metrics port")
+    expect([(p["name"], p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] ==
+           [("metrics", 9402, "metrics"), ("plugin-metrics", 9403, "plugin-metrics")],
+           "service ports (agent and device plugin): %r" % svc["spec"]["ports"])
+    plugin_c = cs["gpuqos-device-plugin"]
+    expect("--metrics-address=:9403" in plugin_c["args"] and
+           plugin_c.get("ports") == [{"name": "plugin-metrics", "containerPort": 9403, "protocol": "TCP"}],
+           "the device plugin serves its metrics on metrics.devicePluginPort: %r" % plugin_c)
 
 
 def t_render(args):
@@ -194,6 +200,12 @@ def t_render(args):
         expect(plugin["mode"] == "inject" and plugin["injection"] == "ld-so-preload", "inject config %r" % plugin)
         mons = sorted(o["kind"] for o in out["monitors"] if o["apiVersion"] == "monitoring.coreos.com/v1")
         expect(mons == ["PodMonitor", "ServiceMonitor"], "monitors: %r" % mons)
+        for o in out["monitors"]:
+            if o["apiVersion"] == "monitoring.coreos.com/v1":
+                eps = o["spec"].get("endpoints") or o["spec"].get("podMetricsEndpoints")
+                expect([e["port"] for e in eps] == ["metrics", "plugin-metrics"] and
+                       all(e["honorLabels"] is True and e["path"] == "/metrics" for e in eps),
+                       "%s scrapes the agent and the device plugin: %r" % (o["kind"], eps))
         for c in containers(one(out["privileged"], "DaemonSet")).values():
             expect(c["securityContext"].get("privileged") is True, "privileged=true: %s" % c["name"])
         cs = containers(one(out["agent-only"], "DaemonSet"))

@@ -536,9 +536,11 @@ def families(text):
 
 
 def reference_names():
-    """The metric names docs/metrics.md lists in its tables."""
+    """The metric names docs/metrics.md lists in the node agent's tables
+    (the device plugin's section comes after them)."""
     with open(REFERENCE) as f:
-        return set(re.findall(r"^\| `(gpuqos_[a-z_]+)` \|", f.read(), re.M))
+        text = f.read().split("\n## The device plugin", 1)[0]
+    return set(re.findall(r"^\| `(gpuqos_[a-z_]+)` \|", text, re.M))
 
 
 def by_pod(samples):

@@ -13,6 +13,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 from gpuqos_test import SKIP, Failure, Skip, check
 from gpuqos_test.sim import Sim
@@ -123,6 +126,10 @@ class Env:
             cmd += ["--nvidiactl", os.path.join(self.sim_mnt, "nvidiactl"),
                     "--sysfs-root", self.sysfs, "--procfs-root", self.procfs,
                     "--nvml-lib", self.bin("tests/plugin/libfake_nvml.so")]
+        # The metrics endpoint's default port is one per host: only the
+        # scenarios that scrape it ask for one.
+        if "--metrics-address" not in extra and "GPUQOS_PLUGIN_METRICS_ADDRESS" not in (env_extra or {}):
+            cmd += ["--metrics-address", "off"]
         cmd += list(extra)
         env = dict(os.environ, FAKE_NVML_EVENTS=self.events, **(env_extra or {}))
         self.plugin_log = os.path.join(self.dir, "plugin.log")
@@ -577,7 +584,155 @@ def t_valgrind_shares(env):
     valgrind_run(env, SHARES, exercise)
 
 
+# --------------------------------------------------------------------------
+# Metrics: the plugin's own /metrics (docs/metrics.md, "The device plugin")
+# --------------------------------------------------------------------------
+
+METRICS_DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "metrics.md")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
+def samples(text):
+    """{(name, frozenset(labels)): value} of an exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$', line)
+        check(m, "not a sample line: %r" % line)
+        labels = frozenset(re.findall(r'([a-zA-Z_]+)="([^"]*)"', m.group(2) or ""))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def plugin_doc_names():
+    """The names of docs/metrics.md's device-plugin section."""
+    with open(METRICS_DOC) as f:
+        text = f.read()
+    check("\n## The device plugin" in text, "docs/metrics.md has no device-plugin section")
+    section = text.split("\n## The device plugin", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(gpuqos_[a-z_]+)` \|", section, re.M))
+
+
+def t_metrics(env):
+    """Registrations (ok, failed, re-registrations), allocations (ok and
+    refused), ListAndWatch streams and devices by health, as a scrape
+    shows them; promtool-clean; names exactly the documented ones."""
+    if not shutil.which("promtool"):
+        raise Skip("promtool is not installed (Debian package prometheus)")
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    env.install_lib()
+    env.start_plugin(SHARES, env_extra={"GPUQOS_PLUGIN_METRICS_ADDRESS": "127.0.0.1:%d" % port})
+    register(env, 2)
+
+    def metric(name, **labels):
+        return samples(http_get(base + "/metrics")[1]).get((name, frozenset(labels.items())))
+
+    def wait_metric(name, want, timeout=15, **labels):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if metric(name, **labels) == want:
+                return
+            time.sleep(0.1)
+        check(False, "%s%r: %r, want %r" % (name, labels, metric(name, **labels), want))
+
+    RES, LCR = "gpuqos.io/gpu", "gpuqos.io/gpu-lc"
+    w = env.kubelet.cmd(op="watch", endpoint=BE)
+    env.kubelet.cmd(op="watch", endpoint=LC)
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    check(env.kubelet.cmd(op="allocate", endpoint=BE, containers=[[u0 + "::0"], [u1 + "::1"]])["ok"], "allocate")
+    check(env.kubelet.cmd(op="allocate", endpoint=BE, containers=[[u0 + "::2"]])["ok"], "allocate")
+    check(not env.kubelet.cmd(op="allocate", endpoint=LC, containers=[[u1 + "::1"]])["ok"], "a BE id on LC")
+
+    status, text = http_get(base + "/metrics")
+    check(status == 200, "/metrics: %d %s" % (status, text[:200]))
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    check(lint.returncode == 0, "promtool check metrics: rc %d\n%s%s" % (lint.returncode, lint.stdout, lint.stderr))
+    got = {m.group(1) for m in re.finditer(r"^# TYPE (\S+) ", text, re.M)}
+    doc = plugin_doc_names()
+    check(got == doc, "docs/metrics.md and /metrics differ: only exported %r, only documented %r"
+          % (sorted(got - doc), sorted(doc - got)))
+    check(http_get(base + "/healthz") == (200, "ok\n"), "/healthz")
+    check(http_get(base + "/nope")[0] == 404, "404 elsewhere")
+    want = {
+        ("gpuqos_device_plugin_info", (("mode", "shares"), ("version", "0.1.0"))): 1,
+        ("gpuqos_device_plugin_registrations_total", (("resource", RES), ("result", "ok"))): 1,
+        ("gpuqos_device_plugin_registrations_total", (("resource", LCR), ("result", "ok"))): 1,
+        ("gpuqos_device_plugin_registrations_total", (("resource", RES), ("result", "failed"))): 0,
+        ("gpuqos_device_plugin_reregistrations_total", (("resource", RES),)): 0,
+        ("gpuqos_device_plugin_registered", (("resource", LCR),)): 1,
+        ("gpuqos_device_plugin_allocations_total", (("resource", RES), ("result", "ok"))): 2,
+        ("gpuqos_device_plugin_allocations_total", (("resource", RES), ("result", "refused"))): 0,
+        ("gpuqos_device_plugin_allocations_total", (("resource", LCR), ("result", "ok"))): 0,
+        ("gpuqos_device_plugin_allocations_total", (("resource", LCR), ("result", "refused"))): 1,
+        ("gpuqos_device_plugin_list_and_watch_streams", (("resource", RES),)): 1,
+        ("gpuqos_device_plugin_devices", (("health", "Healthy"), ("resource", RES))): 8,
+        ("gpuqos_device_plugin_devices", (("health", "Unhealthy"), ("resource", RES))): 0,
+        ("gpuqos_device_plugin_devices", (("health", "Healthy"), ("resource", LCR))): 2,
+    }
+    have = samples(text)
+    for (name, labels), v in want.items():
+        check(have.get((name, frozenset(labels))) == v,
+              "%s%r: %r, want %r" % (name, dict(labels), have.get((name, frozenset(labels))), v))
+
+    # A GPU goes unhealthy: its shares count as Unhealthy, as ListAndWatch says.
+    with open(env.events, "a") as f:
+        f.write("%s 79\n" % u1)
+    check(env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=5000)["ok"], "update after XID 79")
+    wait_metric("gpuqos_device_plugin_devices", 4, resource=RES, health="Unhealthy")
+    wait_metric("gpuqos_device_plugin_devices", 1, resource=LCR, health="Healthy")
+
+    # The kubelet restarts: a re-registration each, the old streams gone.
+    check(env.kubelet.cmd(op="restart")["ok"], "kubelet restart")
+    register(env, 2)
+    wait_metric("gpuqos_device_plugin_reregistrations_total", 1, resource=RES)
+    wait_metric("gpuqos_device_plugin_registrations_total", 2, resource=LCR, result="ok")
+    wait_metric("gpuqos_device_plugin_list_and_watch_streams", 0, resource=RES)
+
+    # A kubelet socket nobody accepts on: registrations fail and say so.
+    check(env.kubelet.cmd(op="stop")["ok"], "kubelet stop")
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        dead.bind(os.path.join(env.dp, "kubelet.sock"))
+        wait_metric("gpuqos_device_plugin_registrations_total", 1, timeout=30, resource=RES, result="failed")
+        check(metric("gpuqos_device_plugin_registered", resource=RES) == 0, "not registered after a failure")
+    finally:
+        dead.close()
+    check(env.plugin.poll() is None, "the plugin died")
+
+
+def t_metrics_flags(env):
+    """A metrics address that cannot be parsed stops the start (exit 2,
+    named); off serves nothing."""
+    p = env.start_plugin(INJECT, extra=["--metrics-address", "nowhere"])
+    rc = p.wait(timeout=30)
+    log = open(env.plugin_log).read()
+    check(rc == 2 and 'metrics address "nowhere"' in log, "bad address: rc %r, log %s" % (rc, log[-500:]))
+    port = free_port()
+    env.start_plugin(INJECT, extra=["--metrics-address", "off"],
+                     env_extra={"GPUQOS_PLUGIN_METRICS_ADDRESS": "127.0.0.1:%d" % port})
+    register(env, 1)
+    check(http_get("http://127.0.0.1:%d/metrics" % port)[0] == 0, "the flag wins over the environment")
+
+
 SCENARIOS = {
+    "metrics": (t_metrics, 2), "metrics_flags": (t_metrics_flags, 0),
     "inject": (t_inject, 0), "inject_ld_so_preload": (t_inject_ld_so_preload, 0),
     "no_lib": (t_no_lib, 0), "shares": (t_shares, 2), "visibility": (t_visibility, 2),
     "health": (t_health, 2), "preferred": (t_preferred, 2), "bad_input": (t_bad_input, 0),

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * metrics.c - the device plugin's Prometheus metrics and /healthz over
+ * HTTP (libmicrohttpd's own thread). Counters are atomics the plugin's
+ * threads add to; a scrape renders them, and the devices the kubelet is
+ * told about (pdev_list on a copy of the GPU table, the same function
+ * ListAndWatch sends), into a buffer of its own. Does not own the GPU
+ * table, the resources or when anything is counted (main.c, server.c).
+ */
+#include "plugin/metrics.h"
+
+#include "common/log.h"
+#include "plugin/config.h"
+#include "plugin/devices.h"
+#include "plugin/server.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#ifndef GPUQOS_VERSION
+#define GPUQOS_VERSION "0"
+#endif
+
+#define PM_MAX_RES 2 /* pres_from_config's most */
+#define PM_HTTP_CONNECTIONS 16u
+#define PM_HTTP_TIMEOUT_S 10u
+#define PM_TEXT_MAX (64u << 10)
+
+struct pm_res {
+	const struct presource *res;
+	atomic_uint_fast64_t reg_ok, reg_failed, reregistrations, alloc_ok, alloc_refused;
+	atomic_uint streams;
+	atomic_int registered; /* the last registration succeeded, server still up */
+	atomic_int ever_registered;
+};
+
+static struct {
+	struct MHD_Daemon *d;
+	const char *mode;
+	struct pshared *sh;
+	struct pm_res r[PM_MAX_RES];
+	size_t n;
+	double start_wall;
+} PM;
+
+static struct pm_res *pm_find(const char *resource)
+{
+	for (size_t i = 0; resource && i < PM.n; i++)
+		if (strcmp(PM.r[i].res->name, resource) == 0)
+			return &PM.r[i];
+	return NULL;
+}
+
+void pmetrics_registration(const char *resource, int ok)
+{
+	struct pm_res *r = pm_find(resource);
+
+	if (!r)
+		return;
+	if (!ok) {
+		atomic_fetch_add(&r->reg_failed, 1);
+		atomic_store(&r->registered, 0);
+		return;
+	}
+	atomic_fetch_add(&r->reg_ok, 1);
+	if (atomic_exchange(&r->ever_registered, 1))
+		atomic_fetch_add(&r->reregistrations, 1);
+	atomic_store(&r->registered, 1);
+}
+
+void pmetrics_unregistered(const char *resource)
+{
+	struct pm_res *r = pm_find(resource);
+
+	if (r)
+		atomic_store(&r->registered, 0);
+}
+
+void pmetrics_allocation(const char *resource, int ok)
+{
+	struct pm_res *r = pm_find(resource);
+
+	if (r)
+		atomic_fetch_add(ok ? &r->alloc_ok : &r->alloc_refused, 1);
+}
+
+void pmetrics_streams(const char *resource, size_t open)
+{
+	struct pm_res *r = pm_find(resource);
+
+	if (r)
+		atomic_store(&r->streams, (unsigned)open);
+}
+
+/* ---- rendering (the HTTP thread) ---- */
+
+struct pbuf {
+	char *p;
+	size_t len;
+	int full;
+};
+
+static void __attribute__((format(printf, 2, 3))) pput(struct pbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(b->p + b->len, PM_TEXT_MAX - b->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= PM_TEXT_MAX - b->len)
+		b->full = 1;
+	else
+		b->len += (size_t)n;
+}
+
+static void family(struct pbuf *b, const char *name, const char *type, const char *help)
+{
+	pput(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Resource names are checked by the config ("domain/name", no quotes or
+ * backslashes), so they go into label values as they are. */
+static void per_res(struct pbuf *b, const char *name, const char *extra, size_t off)
+{
+	for (size_t i = 0; i < PM.n; i++) {
+		const atomic_uint_fast64_t *v =
+			(const atomic_uint_fast64_t *)((const char *)&PM.r[i] + off);
+
+		pput(b, "%s{resource=\"%s\"%s} %llu\n", name, PM.r[i].res->name, extra,
+		     (unsigned long long)atomic_load(v));
+	}
+}
+
+/* What ListAndWatch would send now: its devices by health. */
+static void devices_of(const struct presource *r, size_t *healthy, size_t *unhealthy)
+{
+	struct pgpus g;
+	struct parena a = { 0 };
+	V1beta1__ListAndWatchResponse *m;
+
+	pthread_mutex_lock(&PM.sh->mu);
+	g = PM.sh->gpus;
+	pthread_mutex_unlock(&PM.sh->mu);
+	*healthy = *unhealthy = 0;
+	m = pdev_list(r, &g, &a);
+	for (size_t i = 0; m && i < m->n_devices; i++)
+		if (strcmp(m->devices[i]->health, "Healthy") == 0)
+			(*healthy)++;
+		else
+			(*unhealthy)++;
+	parena_free(&a);
+}
+
+static void render_devices(struct pbuf *b)
+{
+	size_t ok, bad;
+
+	family(b, "gpuqos_device_plugin_devices", "gauge",
+	       "Devices ListAndWatch advertises for the resource, by health.");
+	for (size_t i = 0; i < PM.n; i++) {
+		devices_of(PM.r[i].res, &ok, &bad);
+		pput(b, "gpuqos_device_plugin_devices{resource=\"%s\",health=\"Healthy\"} %zu\n",
+		     PM.r[i].res->name, ok);
+		pput(b, "gpuqos_device_plugin_devices{resource=\"%s\",health=\"Unhealthy\"} %zu\n",
+		     PM.r[i].res->name, bad);
+	}
+}
+
+static void render(struct pbuf *b)
+{
+	family(b, "gpuqos_device_plugin_info", "gauge", "The device plugin (value 1).");
+	pput(b, "gpuqos_device_plugin_info{version=\"%s\",mode=\"%s\"} 1\n", GPUQOS_VERSION,
+	     PM.mode);
+	family(b, "gpuqos_device_plugin_start_time_seconds", "gauge",
+	       "When the device plugin started (Unix time).");
+	pput(b, "gpuqos_device_plugin_start_time_seconds %.3f\n", PM.start_wall);
+	family(b, "gpuqos_device_plugin_registrations_total", "counter",
+	       "Registrations with the kubelet, by resource and result.");
+	per_res(b, "gpuqos_device_plugin_registrations_total", ",result=\"ok\"",
+		offsetof(struct pm_res, reg_ok));
+	per_res(b, "gpuqos_device_plugin_registrations_total", ",result=\"failed\"",
+		offsetof(struct pm_res, reg_failed));
+	family(b, "gpuqos_device_plugin_reregistrations_total", "counter",
+	       "Registrations that succeeded after the first (kubelet restarts, SIGHUP, retries).");
+	per_res(b, "gpuqos_device_plugin_reregistrations_total", "",
+		offsetof(struct pm_res, reregistrations));
+	family(b, "gpuqos_device_plugin_registered", "gauge",
+	       "1 while the resource's last registration succeeded and its server runs.");
+	for (size_t i = 0; i < PM.n; i++)
+		pput(b, "gpuqos_device_plugin_registered{resource=\"%s\"} %d\n", PM.r[i].res->name,
+		     atomic_load(&PM.r[i].registered));
+	family(b, "gpuqos_device_plugin_allocations_total", "counter",
+	       "Allocate calls answered, by resource and result (ok or refused).");
+	per_res(b, "gpuqos_device_plugin_allocations_total", ",result=\"ok\"",
+		offsetof(struct pm_res, alloc_ok));
+	per_res(b, "gpuqos_device_plugin_allocations_total", ",result=\"refused\"",
+		offsetof(struct pm_res, alloc_refused));
+	family(b, "gpuqos_device_plugin_list_and_watch_streams", "gauge",
+	       "ListAndWatch streams open, by resource.");
+	for (size_t i = 0; i < PM.n; i++)
+		pput(b, "gpuqos_device_plugin_list_and_watch_streams{resource=\"%s\"} %u\n",
+		     PM.r[i].res->name, atomic_load(&PM.r[i].streams));
+	render_devices(b);
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const char *type,
+			     char *text, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, text, mode);
+	enum MHD_Result rc;
+
+	if (!r) {
+		if (mode == MHD_RESPMEM_MUST_FREE)
+			free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", type);
+	rc = MHD_queue_response(conn, code, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned code, const char *text)
+{
+	return reply(conn, code, "text/plain; charset=utf-8", (char *)text, strlen(text),
+		     MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
+{
+	struct pbuf b = { malloc(PM_TEXT_MAX), 0, 0 };
+
+	if (!b.p)
+		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+	render(&b);
+	if (b.full) {
+		free(b.p);
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics too large\n");
+	}
+	return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len,
+		     MHD_RESPMEM_MUST_FREE);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	(void)cls;
+	(void)version;
+	(void)upload;
+	(void)con_cls;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
+	if (*upload_size)
+		return MHD_NO;
+	if (strcmp(url, "/metrics") == 0)
+		return reply_metrics(conn);
+	if (strcmp(url, "/healthz") == 0)
+		return reply_text(conn, MHD_HTTP_OK, "ok\n");
+	return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz\n");
+}
+
+/* ---- start and stop ---- */
+
+/* "HOST:PORT", ":PORT", "[V6]:PORT" into host ("" any) and port. */
+static int split_address(const char *s, char *host, size_t hlen, unsigned *port)
+{
+	const char *colon = strrchr(s, ':');
+	char *end;
+	unsigned long p;
+	size_t n;
+
+	if (!colon)
+		return -1;
+	p = strtoul(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end || p > 65535)
+		return -1;
+	n = (size_t)(colon - s);
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		s++;
+		n -= 2;
+	}
+	if (n >= hlen)
+		return -1;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*port = (unsigned)p;
+	return 0;
+}
+
+int pmetrics_check_address(const char *addr, char *err, size_t errlen)
+{
+	char host[200];
+	unsigned port;
+
+	if (!addr[0] || strcmp(addr, "off") == 0 ||
+	    split_address(addr, host, sizeof(host), &port) == 0)
+		return 0;
+	snprintf(err, errlen, "metrics address \"%s\": want HOST:PORT, :PORT, [IPV6]:PORT or off",
+		 addr);
+	return -1;
+}
+
+static void __attribute__((format(printf, 2, 0))) mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_warn("metrics: %s", msg);
+}
+
+#define PM_MHD_FLAGS (MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG)
+#define PM_MHD_OPTIONS                                                                   \
+	MHD_OPTION_CONNECTION_LIMIT, PM_HTTP_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, \
+		PM_HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END
+
+static struct MHD_Daemon *start_daemon(const char *host, unsigned port)
+{
+	struct addrinfo hints = { .ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	struct MHD_Daemon *d;
+	int rc;
+
+	if (!*host) {
+		d = MHD_start_daemon(PM_MHD_FLAGS | MHD_USE_DUAL_STACK, (uint16_t)port, NULL, NULL,
+				     on_request, NULL, PM_MHD_OPTIONS);
+		if (d)
+			return d;
+		host = "0.0.0.0"; /* no IPv6 on this host */
+	}
+	if ((rc = getaddrinfo(host, NULL, &hints, &ai)) != 0) {
+		log_error("metrics: address %s: %s", host, gai_strerror(rc));
+		return NULL;
+	}
+	if (ai->ai_family == AF_INET)
+		((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons((uint16_t)port);
+	d = MHD_start_daemon(PM_MHD_FLAGS | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+			     (uint16_t)port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
+			     ai->ai_addr, PM_MHD_OPTIONS);
+	freeaddrinfo(ai);
+	return d;
+}
+
+static double wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int pmetrics_start(const struct plugin_config *cfg, const struct presource *res, size_t n,
+		   struct pshared *sh, char *err, size_t errlen)
+{
+	const char *addr = cfg->metrics_address;
+	char host[200];
+	unsigned port;
+
+	if (!addr[0] || strcmp(addr, "off") == 0) {
+		log_info("metrics: off");
+		return 0;
+	}
+	if (pmetrics_check_address(addr, err, errlen) < 0 ||
+	    split_address(addr, host, sizeof(host), &port) != 0)
+		return -1;
+	PM.n = n < PM_MAX_RES ? n : PM_MAX_RES;
+	for (size_t i = 0; i < PM.n; i++)
+		PM.r[i].res = &res[i];
+	PM.sh = sh;
+	PM.mode = pcfg_mode_name(cfg->mode);
+	PM.start_wall = wall_now();
+	PM.d = start_daemon(host, port);
+	if (!PM.d) {
+		log_error("metrics: cannot serve on %s; running without metrics", addr);
+		return 0;
+	}
+	log_info("metrics: serving /metrics and /healthz on %s", addr);
+	return 0;
+}
+
+void pmetrics_stop(void)
+{
+	if (PM.d)
+		MHD_stop_daemon(PM.d); /* joins its thread: no scrape runs after */
+	PM.d = NULL;
+}
