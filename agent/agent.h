@@ -98,7 +98,7 @@ struct proc {
 	enum gq_class cls;
 	/* standalone: "override" | "gpuqos-run" | "rule" | "default";
 	 * Kubernetes: "override" | "annotation" | "default" | "no-pod" |
-	 * "pod-unknown" (kubemode.c) */
+	 * "pod-unknown" (kube_mode.c) */
 	enum class_source cls_source;
 	struct peer *peer;      /* NULL while disconnected */
 	/* From /proc/<pid>/cgroup (agent/kubenode/cgroup.h): "" when the
@@ -282,7 +282,7 @@ struct agent {
 	unsigned readback_sent_this_tick; /* claims read back on the direct path */
 	struct tracker trk;     /* the eBPF tracker (tracker.h) */
 	struct agent_hooks hooks; /* installed by cron.c (wake_init) */
-	struct kmode *kube;     /* Kubernetes mode (kubemode.h), NULL standalone */
+	struct kmode *kube;     /* Kubernetes mode (kube_mode.h), NULL standalone */
 };
 
 /* procinfo.c */

@@ -2,7 +2,7 @@
 /*
  * cron.c - the wiring between the agent's core (tsg.c, cmd.c,
  * reconcile.c, state.c: gpuqos_core) and its adapters (peer.c, ctl.c,
- * direct.c, tracker.c, kubemode.c): the hooks the core calls instead of
+ * direct.c, tracker.c, kube_mode.c): the hooks the core calls instead of
  * naming an adapter (struct agent_hooks), and the two timers: the periodic
  * tick (rate limits start again, garbage collection, a full reconcile),
  * the wake-up at the next deadline the core or the tracker has, and the
@@ -12,7 +12,7 @@
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "agent/metrics.h"
 #include "common/log.h"
 

@@ -10,7 +10,7 @@
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "agent/procinfo.h"
 #include "common/log.h"
 

@@ -8,12 +8,12 @@
  * sockets, and the capability check at
  * start that decides whether the direct path runs, and whether the eBPF
  * tracker is wanted (--bpf; tracker.c opens it), and the choice between
- * standalone and Kubernetes mode (kubemode.c). Does not own any
+ * standalone and Kubernetes mode (kube_mode.c). Does not own any
  * subsystem's work; it wires them into the one loop.
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "agent/metrics.h"
 #include "agent/kubenode/podres.h"
 #include "agent/procinfo.h"

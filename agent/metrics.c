@@ -12,7 +12,7 @@
 
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "common/log.h"
 #ifdef GPUQOS_HAVE_BPF
 #include "bpf/tsgtrace_api.h"

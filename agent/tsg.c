@@ -2,7 +2,7 @@
 /*
  * tsg.c - the tables of processes and TSGs: lookup, upsert, drop, and a
  * process's class (override > config rules, or > its pod's annotation in
- * Kubernetes mode, kubemode.c). A TSG lives while one of its
+ * Kubernetes mode, kube_mode.c). A TSG lives while one of its
  * sources (the eBPF tracker, the preempt agent) holds it. Also owns the
  * limits on claims (GQ_CLAIMS_*, GQ_TSGS_MAX), what the agent believes
  * the RM holds (tsg_observe_*) and the per-process log limit. Does not own

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * podstate.c - what the agent writes back on each pod in Kubernetes mode:
+ * kube_podstate.c - what the agent writes back on each pod in Kubernetes mode:
  * gpuqos.io/class and gpuqos.io/state while the pod has TSGs, removed once
  * its last one is gone, and the Events an operator must see
  * (InvalidQoSClass, ControlRefused, CapabilityMissing). Every pass
@@ -8,11 +8,11 @@
  * differs from the pod it has cached, so a pass with nothing new sends
  * nothing, before or after an API server restart or a re-list. The state
  * JSON therefore holds no clock and nothing else that moves by itself.
- * Does not own classes (kubemode.c) or the client (agent/kube).
+ * Does not own classes (kube_mode.c) or the client (agent/kube).
  */
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>

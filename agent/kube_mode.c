@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubemode.c - Kubernetes mode: drives the API client (agent/kube) and
+ * kube_mode.c - Kubernetes mode: drives the API client (agent/kube) and
  * the kubelet pod-resources client (agent/kubenode) from the one loop,
  * classifies each process by its pod's gpu.qos annotation, reclassifies
  * at once when a pod changes, and shows it all in the ctl view. Does not
- * own the annotations and Events written back (podstate.c), the policy
+ * own the annotations and Events written back (kube_podstate.c), the policy
  * or the TSG table; the TSG table never depends on the API server, so an
  * outage only delays class changes.
  */
 #include "agent/agent.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
 

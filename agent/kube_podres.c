@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubelet.c - the kubelet's pod-resources client (agent/kubenode/podres.h)
+ * kube_podres.c - the kubelet's pod-resources client (agent/kubenode/podres.h)
  * in the agent's loop: its result and inotify fds, a List every reconcile
  * tick when the rate limit allows (and at once when the kubelet's socket
  * is recreated), and the last good answer for the ctl view (which devices
  * the device plugin gave each pod). Fail open: an absent kubelet is logged
  * once per distinct error and changes nothing else. Does not own classes,
- * TSGs or the API server (kubemode.c). Built without gRPC it says so.
+ * TSGs or the API server (kube_mode.c). Built without gRPC it says so.
  */
 #include "agent/agent.h"
-#include "agent/kubemode.h"
+#include "agent/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
 

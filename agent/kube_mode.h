@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kubemode.h - the node agent in Kubernetes mode: where a process's class
+ * kube_mode.h - the node agent in Kubernetes mode: where a process's class
  * comes from (its pod's gpu.qos annotation, found through /proc/<pid>/cgroup
  * and the pod cache of the API client), and what the agent writes back
  * (gpuqos.io/ annotations and Events, docs/kubernetes.md).
  *
- * kubemode.c owns the wiring of the API client (its fds and timer in the
- * one loop) and classification; kubelet.c the pod-resources client's fds;
- * podstate.c the annotations and Events. Neither owns the policy
+ * kube_mode.c owns the wiring of the API client (its fds and timer in the
+ * one loop) and classification; kube_podres.c the pod-resources client's fds;
+ * kube_podstate.c the annotations and Events. Neither owns the policy
  * (policy.c), the TSG table (tsg.c) nor the API client itself (agent/kube).
  */
-#ifndef GPUQOS_AGENT_KUBEMODE_H
-#define GPUQOS_AGENT_KUBEMODE_H
+#ifndef GPUQOS_AGENT_KUBE_MODE_H
+#define GPUQOS_AGENT_KUBE_MODE_H
 
 #include <stdint.h>
 
@@ -84,17 +84,17 @@ void kmode_classify(struct agent *a, struct proc *p);
 int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum class_source *source,
 		    int *invalid);
 
-/* podstate.c: after every reconcile, writes each pod's gpuqos.io/
+/* kube_podstate.c: after every reconcile, writes each pod's gpuqos.io/
  * annotations (only changes reach the API server) and the Events of its
  * TSGs' problems. */
 void kmode_publish(struct agent *a);
-/* podstate.c: a pod's gpu.qos value changed or appeared: an invalid one
+/* kube_podstate.c: a pod's gpu.qos value changed or appeared: an invalid one
  * gets one Warning Event per value. */
 void kmode_note_annotation(struct agent *a, const struct kube_pod *pod);
 void kmode_forget_pod(struct agent *a, const char *uid);
 void kmode_free_pods(struct kmode *k);
 
-/* kubelet.c: the pod-resources client (which devices each pod got). A
+/* kube_podres.c: the pod-resources client (which devices each pod got). A
  * kubelet that cannot be reached is logged, never a reason to stop. */
 int kmode_podres_start(struct agent *a);
 void kmode_podres_stop(struct agent *a);
