@@ -25,7 +25,13 @@ struct cmd;
 struct cmd_outcome;
 struct tsg;
 
+/* Built without libmicrohttpd (metrics_off.c) the default is off, and
+ * any other address stops the start with an error. */
+#ifdef GPUQOS_HAVE_MHD
 #define METRICS_DEFAULT_ADDRESS ":9402"
+#else
+#define METRICS_DEFAULT_ADDRESS "off"
+#endif
 /* The snapshot is rendered at most this often (and the reconcile tick
  * guarantees a pass every second or so). */
 #define METRICS_RENDER_MS 200u
