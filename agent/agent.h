@@ -131,6 +131,41 @@ struct peer {
 	uint32_t policy_gr, policy_copy;
 };
 
+/* What the RM was last told about a TSG, by anyone: what the tracker saw
+ * the RM accept, what the preempt agent reports, or what our own controls
+ * set. *_at is when it was told (now_us() clock; for our controls the time
+ * they were sent): a report older than the belief never replaces it
+ * (tsg_observe_ts). */
+struct tsg_observed {
+	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
+	uint64_t ts_at, il_at;
+};
+
+/* What the last reconcile wants it set to, and why. */
+struct tsg_wanted {
+	uint32_t desired_ts;
+	int32_t desired_il;
+	const char *reason;
+};
+
+/* Our own controls on it: what was last sent, on which path, how it ended,
+ * and what holds the next one back. */
+struct tsg_sent {
+	enum gq_path last_path; /* path of the last control, GQ_PATH_NONE before */
+	enum gq_path action_path[GQ_NACTIONS]; /* ... of the last one per action */
+	const char *blocked;    /* why no path can carry its next control, or NULL */
+	int blocked_stalled;    /* ... because a path is stalled */
+	unsigned inflight;
+	uint64_t backoff_until;
+	uint32_t backoff_ms;
+	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or GQ_IL_NONE */
+	int has_last;
+	uint32_t last_op, last_status, last_errno;
+	int last_timeout, last_failed;
+	uint64_t last_elapsed_us;
+	char error[128];
+};
+
 struct tsg {
 	struct tsg *next;
 	pid_t pid;
@@ -145,31 +180,9 @@ struct tsg {
 	enum tsg_claim claim;   /* without the tracker: see enum tsg_claim */
 	int readback_direct_failed; /* the direct path could not read it back */
 	struct uid_use *charged; /* the uid its claim counts for, or NULL */
-	/* observed: the last value the RM was told, by anyone: what the
-	 * tracker saw RM accept, what the preempt agent reports, or what our
-	 * own controls set. *_at is when it was told (now_us() clock; for our
-	 * controls the time they were sent): a report older than the belief
-	 * never replaces it (tsg_observe_ts). */
-	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
-	uint64_t ts_at, il_at;
-	/* desired, from the last reconcile */
-	uint32_t desired_ts;
-	int32_t desired_il;
-	const char *reason;
-	/* control */
-	enum gq_path last_path; /* path of the last control, GQ_PATH_NONE before */
-	enum gq_path action_path[GQ_NACTIONS]; /* ... of the last one per action */
-	const char *blocked;    /* why no path can carry its next control, or NULL */
-	int blocked_stalled;    /* ... because a path is stalled */
-	unsigned inflight;
-	uint64_t backoff_until;
-	uint32_t backoff_ms;
-	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or GQ_IL_NONE */
-	int has_last;
-	uint32_t last_op, last_status, last_errno;
-	int last_timeout, last_failed;
-	uint64_t last_elapsed_us;
-	char error[128];
+	struct tsg_observed obs;
+	struct tsg_wanted want;
+	struct tsg_sent sent;
 };
 
 struct cmd {

@@ -89,11 +89,11 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	}
 	c->next = a->cmds;
 	a->cmds = c;
-	t->inflight++;
-	t->last_path = path;
+	t->sent.inflight++;
+	t->sent.last_path = path;
 	/* The path that carries each setting; a read-back sets nothing. */
 	if (op != GQ_OP_GET_TIMESLICE)
-		t->action_path[gq_op_action(op)] = path;
+		t->sent.action_path[gq_op_action(op)] = path;
 	a->n.commands++;
 	log_debug("pid %d: COMMAND %u %s TSG 0x%x arg %llu via %s", (int)t->pid, c->seq,
 		  gq_op_name(op), t->h_tsg, (unsigned long long)arg, gq_path_name(path));
@@ -112,10 +112,10 @@ static void cmd_unlink(struct agent *a, struct cmd *c)
 
 static void tsg_backoff(struct tsg *t)
 {
-	t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : GQ_BACKOFF_MIN_MS;
-	if (t->backoff_ms > GQ_BACKOFF_MAX_MS)
-		t->backoff_ms = GQ_BACKOFF_MAX_MS;
-	t->backoff_until = now_us() + (uint64_t)t->backoff_ms * 1000u;
+	t->sent.backoff_ms = t->sent.backoff_ms ? t->sent.backoff_ms * 2 : GQ_BACKOFF_MIN_MS;
+	if (t->sent.backoff_ms > GQ_BACKOFF_MAX_MS)
+		t->sent.backoff_ms = GQ_BACKOFF_MAX_MS;
+	t->sent.backoff_until = now_us() + (uint64_t)t->sent.backoff_ms * 1000u;
 }
 
 static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
@@ -123,18 +123,18 @@ static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct cm
 	const char *via = c->path == GQ_PATH_DIRECT ? " (direct path)" : "";
 
 	if (o->why && o->why[0])
-		snprintf(t->error, sizeof(t->error), "%s%s: %s", gq_op_name(c->op), via, o->why);
+		snprintf(t->sent.error, sizeof(t->sent.error), "%s%s: %s", gq_op_name(c->op), via, o->why);
 	else if (o->err)
-		snprintf(t->error, sizeof(t->error), "%s%s: %s", gq_op_name(c->op), via,
+		snprintf(t->sent.error, sizeof(t->sent.error), "%s%s: %s", gq_op_name(c->op), via,
 			 err_name(o->err));
 	else
-		snprintf(t->error, sizeof(t->error), "%s%s: %s", gq_op_name(c->op), via,
+		snprintf(t->sent.error, sizeof(t->sent.error), "%s%s: %s", gq_op_name(c->op), via,
 			 rm_status_name(o->rm_status));
 	if (c->op == GQ_OP_SET_INTERLEAVE && o->err == 0 &&
 	    o->rm_status == RM_ERR_INSUFFICIENT_PERMISSIONS) {
 		/* Only CAP_SYS_NICE in the calling task helps; retrying cannot. */
-		t->il_refused = (int32_t)c->arg;
-		snprintf(t->error, sizeof(t->error),
+		t->sent.il_refused = (int32_t)c->arg;
+		snprintf(t->sent.error, sizeof(t->sent.error),
 			 "SET_INTERLEAVE%s: NV_ERR_INSUFFICIENT_PERMISSIONS: needs CAP_SYS_NICE", via);
 		return;
 	}
@@ -169,7 +169,7 @@ static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *
 	} else if (says_no_such_tsg(o)) {
 		t->claim = TSG_CLAIM_REFUSED;
 		a->n.claims_refused_readback++;
-		snprintf(t->error, sizeof(t->error), "claim refused: %s on it: %s", gq_op_name(c->op),
+		snprintf(t->sent.error, sizeof(t->sent.error), "claim refused: %s on it: %s", gq_op_name(c->op),
 			 o->err ? err_name(o->err) : rm_status_name(o->rm_status));
 		proc_log(a, t->proc, GQ_LOG_WARN,
 			 "pid %d: preempt agent's TSG 0x%x/0x%x refused: %s on it says it does not "
@@ -192,24 +192,24 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 
 	tsg_claim_outcome(a, t, c, o);
 
-	t->has_last = 1;
-	t->last_op = c->op;
-	t->last_status = o->rm_status;
-	t->last_errno = o->err;
-	t->last_timeout = 0;
-	t->last_elapsed_us = o->elapsed_ns / 1000u;
+	t->sent.has_last = 1;
+	t->sent.last_op = c->op;
+	t->sent.last_status = o->rm_status;
+	t->sent.last_errno = o->err;
+	t->sent.last_timeout = 0;
+	t->sent.last_elapsed_us = o->elapsed_ns / 1000u;
 	if (c->op == GQ_OP_PREEMPT || (c->op == GQ_OP_GET_TIMESLICE && !ok))
 		return; /* changes no setting: says nothing of convergence */
-	t->last_failed = !ok;
+	t->sent.last_failed = !ok;
 	if (!ok) {
 		tsg_record_error(t, c, o);
 		return;
 	}
 	/* A refused level is not retried: its reason must stay in view. */
-	if (!(t->desired_il >= 0 && t->il_refused == t->desired_il))
-		t->error[0] = '\0';
-	t->backoff_ms = 0;
-	t->backoff_until = 0;
+	if (!(t->want.desired_il >= 0 && t->sent.il_refused == t->want.desired_il))
+		t->sent.error[0] = '\0';
+	t->sent.backoff_ms = 0;
+	t->sent.backoff_until = 0;
 	/* As of when it was sent: anything the RM was told after that, and
 	 * seen before this result, stands. */
 	if (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE)
@@ -226,8 +226,8 @@ static void cmd_finish(struct agent *a, struct cmd *c, const struct cmd_outcome 
 
 	cmd_unlink(a, c);
 	a->n.results++;
-	if (!c->timed_out && t && t->inflight)
-		t->inflight--;
+	if (!c->timed_out && t && t->sent.inflight)
+		t->sent.inflight--;
 	if ((o->err || o->rm_status) && t) {
 		a->n.failures++;
 		proc_log(a, t->proc, GQ_LOG_WARN, "pid %d: %s on TSG 0x%x via %s failed: %s, errno %u (%s)%s%s",
@@ -290,12 +290,12 @@ void cmd_direct_result(struct agent *a, const struct direct_res *r)
 
 static void tsg_timeout(struct agent *a, struct cmd *c, struct tsg *t)
 {
-	if (t->inflight)
-		t->inflight--;
-	t->has_last = 1;
-	t->last_op = c->op;
-	t->last_timeout = 1;
-	snprintf(t->error, sizeof(t->error), "%s: no result within the deadline%s",
+	if (t->sent.inflight)
+		t->sent.inflight--;
+	t->sent.has_last = 1;
+	t->sent.last_op = c->op;
+	t->sent.last_timeout = 1;
+	snprintf(t->sent.error, sizeof(t->sent.error), "%s: no result within the deadline%s",
 		 gq_op_name(c->op), c->path == GQ_PATH_DIRECT ? " (direct path)" : "");
 	/* The agent path stops at a stalled peer; the direct path has no such
 	 * stop per process, so the TSG itself waits before a retry. */

@@ -243,7 +243,7 @@ static void engine_name(uint32_t e, char *buf, size_t n)
 
 static void tsg_add_last(cJSON *o, const struct tsg *t)
 {
-	if (!t->has_last) {
+	if (!t->sent.has_last) {
 		cJSON_AddNullToObject(o, "lastOp");
 		cJSON_AddNullToObject(o, "lastStatus");
 		cJSON_AddNullToObject(o, "lastStatusName");
@@ -251,14 +251,14 @@ static void tsg_add_last(cJSON *o, const struct tsg *t)
 		cJSON_AddNullToObject(o, "lastElapsedUs");
 		return;
 	}
-	cJSON_AddStringToObject(o, "lastOp", gq_op_name(t->last_op));
-	cJSON_AddNumberToObject(o, "lastStatus", t->last_status);
-	cJSON_AddStringToObject(o, "lastStatusName", rm_status_name(t->last_status));
-	if (t->last_timeout)
+	cJSON_AddStringToObject(o, "lastOp", gq_op_name(t->sent.last_op));
+	cJSON_AddNumberToObject(o, "lastStatus", t->sent.last_status);
+	cJSON_AddStringToObject(o, "lastStatusName", rm_status_name(t->sent.last_status));
+	if (t->sent.last_timeout)
 		cJSON_AddStringToObject(o, "lastErrno", "timeout");
 	else
-		cJSON_AddNumberToObject(o, "lastErrno", t->last_errno);
-	cJSON_AddNumberToObject(o, "lastElapsedUs", (double)t->last_elapsed_us);
+		cJSON_AddNumberToObject(o, "lastErrno", t->sent.last_errno);
+	cJSON_AddNumberToObject(o, "lastElapsedUs", (double)t->sent.last_elapsed_us);
 }
 
 /* "in-process" or "direct"; null before any control went that way. */
@@ -307,24 +307,24 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p ? p->cls_source : CLS_SRC_DEFAULT));
 	ts = cJSON_AddObjectToObject(o, "timeslice");
 	if (ts) {
-		add_u32_or_null(ts, "desired", t->desired_ts);
-		add_u32_or_null(ts, "applied", t->applied_ts);
+		add_u32_or_null(ts, "desired", t->want.desired_ts);
+		add_u32_or_null(ts, "applied", t->obs.applied_ts);
 		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
 	}
 	il = cJSON_AddObjectToObject(o, "interleave");
 	if (il) {
-		add_u32_or_null(il, "desired", t->desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->desired_il);
-		add_u32_or_null(il, "applied", t->applied_il);
+		add_u32_or_null(il, "desired", t->want.desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->want.desired_il);
+		add_u32_or_null(il, "applied", t->obs.applied_il);
 	}
-	add_path(o, "path", t->last_path);
+	add_path(o, "path", t->sent.last_path);
 	paths = cJSON_AddObjectToObject(o, "paths");
 	for (int i = 0; paths && i < GQ_NACTIONS; i++)
-		add_path(paths, gq_action_name((enum gq_action)i), t->action_path[i]);
+		add_path(paths, gq_action_name((enum gq_action)i), t->sent.action_path[i]);
 	tsg_add_last(o, t);
 	cJSON_AddStringToObject(o, "state", tsg_state(a, t));
-	cJSON_AddStringToObject(o, "reason", t->reason ? t->reason : "");
-	if (t->error[0])
-		cJSON_AddStringToObject(o, "error", t->error);
+	cJSON_AddStringToObject(o, "reason", t->want.reason ? t->want.reason : "");
+	if (t->sent.error[0])
+		cJSON_AddStringToObject(o, "error", t->sent.error);
 	else
 		cJSON_AddNullToObject(o, "error");
 	return o;

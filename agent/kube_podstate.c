@@ -132,18 +132,18 @@ void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
 }
 
 /* A TSG's problem an operator must see: which capability is missing, or
- * what RM refused. Static text in t->error, so repeats compare equal. */
+ * what RM refused. Static text in t->sent.error, so repeats compare equal. */
 static void tsg_events(struct agent *a, const char *uid, struct kpod *kp, const struct tsg *t)
 {
 	char note[200];
 
-	if ((t->blocked && strstr(t->blocked, "CAP_")) ||
-	    (t->desired_il >= 0 && t->desired_il == t->il_refused)) {
-		snprintf(note, sizeof(note), "%s", t->error);
+	if ((t->sent.blocked && strstr(t->sent.blocked, "CAP_")) ||
+	    (t->want.desired_il >= 0 && t->want.desired_il == t->sent.il_refused)) {
+		snprintf(note, sizeof(note), "%s", t->sent.error);
 		pod_event(a, uid, kp->capmiss, sizeof(kp->capmiss), "CapabilityMissing", "Control",
 			  note);
-	} else if (t->has_last && t->last_failed && !t->last_timeout && t->error[0]) {
-		snprintf(note, sizeof(note), "TSG control refused: %s", t->error);
+	} else if (t->sent.has_last && t->sent.last_failed && !t->sent.last_timeout && t->sent.error[0]) {
+		snprintf(note, sizeof(note), "TSG control refused: %s", t->sent.error);
 		pod_event(a, uid, kp->refused, sizeof(kp->refused), "ControlRefused", "Control", note);
 	}
 }
@@ -190,8 +190,8 @@ struct pod_sum {
  * timeslice: what an operator wants to know is how it is controlled. */
 static enum gq_path tsg_timeslice_path(struct agent *a, const struct tsg *t)
 {
-	if (t->action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
-		return t->action_path[GQ_ACTION_TIMESLICE];
+	if (t->sent.action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
+		return t->sent.action_path[GQ_ACTION_TIMESLICE];
 	return tsg_path(a, t, GQ_ACTION_TIMESLICE).path;
 }
 
@@ -206,7 +206,7 @@ static void sum_tsg(struct agent *a, struct pod_sum *s, const struct tsg *t)
 		uset_add(&s->gr, tsg_effective_ts(t));
 	else if (rm_engine_is_copy(t->engine))
 		uset_add(&s->copy, tsg_effective_ts(t));
-	if (t->desired_il >= 0)
+	if (t->want.desired_il >= 0)
 		uset_add(&s->il, tsg_effective_il(t));
 	s->paths |= 1u << tsg_timeslice_path(a, t);
 	if (strcmp(st, "failed") == 0 || strcmp(st, "stalled") == 0)

@@ -391,8 +391,8 @@ static void collect_agent(struct agent *a, struct magent *g)
 
 static enum gq_path timeslice_path(struct agent *a, const struct tsg *t)
 {
-	if (t->action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
-		return t->action_path[GQ_ACTION_TIMESLICE];
+	if (t->sent.action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
+		return t->sent.action_path[GQ_ACTION_TIMESLICE];
 	return tsg_path(a, t, GQ_ACTION_TIMESLICE).path;
 }
 
@@ -436,10 +436,10 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->gpu = t->gpu;
 		r->engine = t->engine;
 		engine_name(t->engine, r->engine_name, sizeof(r->engine_name));
-		r->ts_applied = t->applied_ts;
-		r->ts_desired = t->desired_ts;
-		r->il_applied = t->applied_il;
-		r->il_desired = t->desired_il;
+		r->ts_applied = t->obs.applied_ts;
+		r->ts_desired = t->want.desired_ts;
+		r->il_applied = t->obs.applied_il;
+		r->il_desired = t->want.desired_il;
 		r->cls = p ? p->cls : GQ_CLASS_UNMANAGED;
 		r->counted = !tsg_unverified(t);
 		r->converged = strcmp(state, "converged") == 0;

@@ -93,12 +93,12 @@ static void note_own(struct agent *a)
 			p->own_gpu = t->gpu;
 		else if (p->own_gpu != t->gpu)
 			p->own_gpu = RECONCILE_GPUS_SEVERAL;
-		if (p->cls == GQ_CLASS_UNMANAGED || t->desired_ts == GQ_UNKNOWN)
+		if (p->cls == GQ_CLASS_UNMANAGED || t->want.desired_ts == GQ_UNKNOWN)
 			continue;
 		if (rm_engine_is_gr(t->engine))
-			merge(&p->own_gr, t->desired_ts);
+			merge(&p->own_gr, t->want.desired_ts);
 		else if (rm_engine_is_copy(t->engine))
-			merge(&p->own_copy, t->desired_ts);
+			merge(&p->own_copy, t->want.desired_ts);
 	}
 }
 
@@ -113,19 +113,19 @@ static int run_policy(struct agent *a, struct pass *ps)
 	ps->m = policy_runlists(ps->in, ps->n, ps->rl);
 	policy_decide_with(&a->cfg->policy, ps->in, ps->n, ps->rl, ps->m, ps->out);
 	for (struct tsg *t = a->tsgs; t && i < ps->n; t = t->next, i++) {
-		if (t->desired_il != ps->out[i].interleave)
-			t->il_refused = GQ_IL_NONE; /* a new level deserves a new try */
-		t->desired_ts = ps->out[i].timeslice_us;
-		t->desired_il = ps->out[i].interleave;
-		t->reason = ps->out[i].reason ? ps->out[i].reason : "";
+		if (t->want.desired_il != ps->out[i].interleave)
+			t->sent.il_refused = GQ_IL_NONE; /* a new level deserves a new try */
+		t->want.desired_ts = ps->out[i].timeslice_us;
+		t->want.desired_il = ps->out[i].interleave;
+		t->want.reason = ps->out[i].reason ? ps->out[i].reason : "";
 		if (t->gpu == GQ_UNKNOWN)
-			t->reason = "GPU (device instance) unknown: left alone";
+			t->want.reason = "GPU (device instance) unknown: left alone";
 		if (t->unverified_until)
-			t->reason = "reported by its preempt agent, not seen by the eBPF tracker yet: held";
+			t->want.reason = "reported by its preempt agent, not seen by the eBPF tracker yet: held";
 		else if (t->claim == TSG_CLAIM_READBACK)
-			t->reason = "reported by its preempt agent, not read back from the RM yet: held";
+			t->want.reason = "reported by its preempt agent, not read back from the RM yet: held";
 		else if (t->claim == TSG_CLAIM_REFUSED)
-			t->reason = "reported by its preempt agent, but the RM does not know it: refused";
+			t->want.reason = "reported by its preempt agent, but the RM does not know it: refused";
 	}
 	note_own(a);
 	return 0;
@@ -181,12 +181,12 @@ static struct path_choice readback_path(struct agent *a, const struct tsg *t)
 /* No path can carry t's next control: say why once, show it on the TSG. */
 static void tsg_block(struct agent *a, struct tsg *t, uint32_t op, const struct path_choice *ch)
 {
-	if (t->blocked != ch->why)
+	if (t->sent.blocked != ch->why)
 		proc_log(a, t->proc, GQ_LOG_WARN, "pid %d: %s on TSG 0x%x not sent: %s", (int)t->pid,
 			 gq_op_name(op), t->h_tsg, ch->why);
-	t->blocked = ch->why;
-	t->blocked_stalled = ch->stalled;
-	snprintf(t->error, sizeof(t->error), "%s: %s", gq_op_name(op), ch->why);
+	t->sent.blocked = ch->why;
+	t->sent.blocked_stalled = ch->stalled;
+	snprintf(t->sent.error, sizeof(t->sent.error), "%s: %s", gq_op_name(op), ch->why);
 }
 
 /* The rate limit of the chosen path; 1 if one more may be sent now. */
@@ -206,7 +206,7 @@ static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch
 		tsg_block(a, t, op, ch);
 		return 0;
 	}
-	t->blocked = NULL;
+	t->sent.blocked = NULL;
 	if (!path_budget(a, t, ch->path, op) || !cmd_issue(a, t, ch->path, op, arg, NULL))
 		return 0;
 	if (ch->path == GQ_PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
@@ -227,7 +227,7 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	uint32_t op;
 	uint64_t arg;
 
-	if (t->inflight || t->backoff_until > now || t->unverified_until ||
+	if (t->sent.inflight || t->sent.backoff_until > now || t->unverified_until ||
 	    t->claim == TSG_CLAIM_REFUSED)
 		return 0; /* an unverified or refused claim is never acted on */
 	if (t->claim == TSG_CLAIM_READBACK) {
@@ -238,18 +238,18 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	}
 	if (holding)
 		return 0;
-	if (p->cls == GQ_CLASS_UNMANAGED && t->applied_ts == GQ_UNKNOWN)
+	if (p->cls == GQ_CLASS_UNMANAGED && t->obs.applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
 	if (tsg_ts_differs(t)) {
 		op = GQ_OP_SET_TIMESLICE;
-		arg = t->desired_ts;
+		arg = t->want.desired_ts;
 	} else if (tsg_il_differs(t)) {
 		op = GQ_OP_SET_INTERLEAVE;
-		arg = (uint64_t)t->desired_il;
+		arg = (uint64_t)t->want.desired_il;
 	} else {
-		if (t->blocked)
-			t->error[0] = '\0';
-		t->blocked = NULL;
+		if (t->sent.blocked)
+			t->sent.error[0] = '\0';
+		t->sent.blocked = NULL;
 		return 0;
 	}
 	ch = tsg_path(a, t, gq_op_action(op));
@@ -375,8 +375,8 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 	uint64_t grace_end = a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
-		if (t->backoff_until > now && (next == 0 || t->backoff_until < next))
-			next = t->backoff_until;
+		if (t->sent.backoff_until > now && (next == 0 || t->sent.backoff_until < next))
+			next = t->sent.backoff_until;
 	if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
 		next = grace_end;
 	return next;

@@ -276,7 +276,7 @@ static void on_set_event(struct agent *a, const struct tt_event *ev)
 		/* Without a preempt agent the process's own SET is what the
 		 * application asked for: the baseline to restore. */
 		if (!(ev->flags & TT_F_FOREIGN) && !(t->sources & GQ_SRC_AGENT))
-			t->app_ts = (uint32_t)ev->value;
+			t->obs.app_ts = (uint32_t)ev->value;
 	}
 	a->dirty = 1;
 }

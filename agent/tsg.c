@@ -205,11 +205,11 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	t->h_client = h_client;
 	t->h_tsg = h_tsg;
 	t->gpu = t->engine = t->fd = GQ_UNKNOWN;
-	t->applied_ts = t->app_ts = t->applied_il = GQ_UNKNOWN;
-	t->desired_ts = GQ_UNKNOWN;
-	t->desired_il = POLICY_INTERLEAVE_LEAVE;
-	t->il_refused = GQ_IL_NONE;
-	t->reason = "not reconciled yet";
+	t->obs.applied_ts = t->obs.app_ts = t->obs.applied_il = GQ_UNKNOWN;
+	t->want.desired_ts = GQ_UNKNOWN;
+	t->want.desired_il = POLICY_INTERLEAVE_LEAVE;
+	t->sent.il_refused = GQ_IL_NONE;
+	t->want.reason = "not reconciled yet";
 	t->next = a->tsgs;
 	a->tsgs = t;
 	a->ntsgs++;
@@ -238,18 +238,18 @@ static void tsg_free(struct agent *a, struct tsg *t)
 
 void tsg_observe_ts(struct tsg *t, uint32_t us, uint64_t at)
 {
-	if (at < t->ts_at)
+	if (at < t->obs.ts_at)
 		return; /* someone told the RM something else since */
-	t->applied_ts = us;
-	t->ts_at = at;
+	t->obs.applied_ts = us;
+	t->obs.ts_at = at;
 }
 
 void tsg_observe_il(struct tsg *t, uint32_t level, uint64_t at)
 {
-	if (at < t->il_at)
+	if (at < t->obs.il_at)
 		return;
-	t->applied_il = level;
-	t->il_at = at;
+	t->obs.applied_il = level;
+	t->obs.il_at = at;
 }
 
 int tsg_unverified(const struct tsg *t)
@@ -316,7 +316,7 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 		tsg_observe_ts(t, m->timeslice_us, now);
 	if (!kernel && m->interleave != GQ_UNKNOWN)
 		tsg_observe_il(t, m->interleave, now);
-	t->app_ts = m->app_timeslice_us;
+	t->obs.app_ts = m->app_timeslice_us;
 	t->gen = gen;
 	a->dirty = 1;
 	return t;
@@ -373,20 +373,20 @@ size_t tsg_count(const struct agent *a, pid_t pid)
  * preempt agent never saw it ask. */
 uint32_t tsg_baseline(const struct tsg *t)
 {
-	if (t->app_ts != GQ_UNKNOWN)
-		return t->app_ts;
+	if (t->obs.app_ts != GQ_UNKNOWN)
+		return t->obs.app_ts;
 	return rm_engine_is_gr(t->engine) ? RM_DEFAULT_TIMESLICE_GR_US : RM_DEFAULT_TIMESLICE_COPY_US;
 }
 
 uint32_t tsg_effective_ts(const struct tsg *t)
 {
 	/* Never set by anyone: the TSG runs at the driver's default. */
-	return t->applied_ts != GQ_UNKNOWN ? t->applied_ts : tsg_baseline(t);
+	return t->obs.applied_ts != GQ_UNKNOWN ? t->obs.applied_ts : tsg_baseline(t);
 }
 
 int tsg_ts_differs(const struct tsg *t)
 {
-	return t->desired_ts != GQ_UNKNOWN && t->desired_ts != tsg_effective_ts(t);
+	return t->want.desired_ts != GQ_UNKNOWN && t->want.desired_ts != tsg_effective_ts(t);
 }
 
 /* The level cannot be read back (GET_INTERLEAVE_LEVEL is not exported), but
@@ -394,13 +394,13 @@ int tsg_ts_differs(const struct tsg *t)
  * means RM's own starting level. */
 uint32_t tsg_effective_il(const struct tsg *t)
 {
-	return t->applied_il != GQ_UNKNOWN ? t->applied_il : POLICY_INTERLEAVE_DRIVER_DEFAULT;
+	return t->obs.applied_il != GQ_UNKNOWN ? t->obs.applied_il : POLICY_INTERLEAVE_DRIVER_DEFAULT;
 }
 
 int tsg_il_differs(const struct tsg *t)
 {
-	return t->desired_il >= 0 && t->desired_il != t->il_refused &&
-	       tsg_effective_il(t) != (uint32_t)t->desired_il;
+	return t->want.desired_il >= 0 && t->want.desired_il != t->sent.il_refused &&
+	       tsg_effective_il(t) != (uint32_t)t->want.desired_il;
 }
 
 enum tsg_state tsg_state_of(const struct tsg *t)
@@ -414,15 +414,15 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 	if (t->unverified_until ||
 	    (t->claim == TSG_CLAIM_READBACK && t->proc->cls != GQ_CLASS_UNMANAGED))
 		return TSG_UNVERIFIED;
-	if (t->blocked && t->blocked_stalled)
+	if (t->sent.blocked && t->sent.blocked_stalled)
 		return TSG_STALLED;
-	if (t->inflight)
+	if (t->sent.inflight)
 		return TSG_PENDING;
 	if (t->proc->cls == GQ_CLASS_UNMANAGED)
 		return TSG_UNMANAGED;
-	if (differs && (t->last_failed || t->last_timeout || t->blocked))
+	if (differs && (t->sent.last_failed || t->sent.last_timeout || t->sent.blocked))
 		return TSG_FAILED;
-	if (t->desired_il >= 0 && t->desired_il == t->il_refused)
+	if (t->want.desired_il >= 0 && t->want.desired_il == t->sent.il_refused)
 		return TSG_FAILED;
 	return differs ? TSG_PENDING : TSG_CONVERGED;
 }

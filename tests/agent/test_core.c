@@ -181,7 +181,7 @@ static void test_unverified_claims(void)
 	reconcile(a);
 	/* the LC is unconfirmed: the BE stays at its baseline */
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 0);
-	CHECK_EQ_U(tb->desired_ts, 2048);
+	CHECK_EQ_U(tb->want.desired_ts, 2048);
 	confirm_all(a, 1);
 	CHECK(tl->claim == TSG_CLAIM_CONFIRMED);
 	reconcile(a);
@@ -197,7 +197,7 @@ static void test_unverified_claims(void)
 	CHECK(tsg_state_of(tx) == TSG_REFUSED);
 	CHECK_EQ_U(a->n.claims_refused_readback, 1);
 	reconcile(a);
-	CHECK_EQ_U(tb->desired_ts, 50); /* not the several-BE floor */
+	CHECK_EQ_U(tb->want.desired_ts, 50); /* not the several-BE floor */
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 1000), 0);
 	CHECK_EQ_U(count(GQ_OP_GET_TIMESLICE, 3, 0), 1); /* refused for good */
 	/* an unmanaged process's claim is not read back, and shown unmanaged */
@@ -244,7 +244,7 @@ static void test_inflight_and_backoff(void)
 	reconcile(a);
 	CHECK_EQ_U(nsent, n); /* in flight: nothing more */
 	answer(a, n - 1, RM_ERR_INVALID_ARGUMENT, 0);
-	CHECK(tb->backoff_until == fake_now + 100000);
+	CHECK(tb->sent.backoff_until == fake_now + 100000);
 	CHECK(tsg_state_of(tb) == TSG_FAILED);
 	fake_now += 50000;
 	reconcile(a);
@@ -253,7 +253,7 @@ static void test_inflight_and_backoff(void)
 	reconcile(a);
 	CHECK_EQ_U(nsent, n + 1);
 	answer(a, n, RM_ERR_INVALID_ARGUMENT, 0);
-	CHECK(tb->backoff_until == fake_now + 200000);
+	CHECK(tb->sent.backoff_until == fake_now + 200000);
 	CHECK(reconcile_next_deadline(a) == fake_now + 200000);
 	agent_free(a);
 }
@@ -274,12 +274,12 @@ static void test_belief_latest(void)
 	answer(a, nsent - 1, RM_OK, 50);
 	fake_now += 10;
 	report(a, be, 0x10, RM_ENGINE_GR0, 1000); /* the same report again */
-	CHECK_EQ_U(tb->applied_ts, 1000);
+	CHECK_EQ_U(tb->obs.applied_ts, 1000);
 	CHECK(tsg_state_of(tb) == TSG_PENDING);
 	CHECK(strcmp(tsg_state(a, tb), "pending") == 0);
 	/* a RESULT of a SET sent before the report does not undo it */
 	tsg_observe_ts(tb, 50, fake_now - 5);
-	CHECK_EQ_U(tb->applied_ts, 1000);
+	CHECK_EQ_U(tb->obs.applied_ts, 1000);
 	agent_free(a);
 }
 
@@ -302,8 +302,8 @@ static void test_several_be_floor(void)
 	reconcile(a);
 	confirm_all(a, n);
 	reconcile(a);
-	CHECK_EQ_U(tb->desired_ts, 1000);
-	CHECK_EQ_U(t2->desired_ts, 1000);
+	CHECK_EQ_U(tb->want.desired_ts, 1000);
+	CHECK_EQ_U(t2->want.desired_ts, 1000);
 	CHECK_EQ_U(last_gr[1], 1000);
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 1000), 1);
 	agent_free(a);
