@@ -61,7 +61,9 @@ CASES = {
     "monitors": ["--set", "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true"],
     "privileged": ["--set", "privileged=true"],
     "agent-only": ["--set", "devicePlugin.enabled=false,metrics.enabled=false"],
+    "grafana": ["--set", "grafana.dashboard.enabled=true,grafana.dashboard.namespace=monitoring"],
 }
+DASHBOARD = os.path.join(SRC, "deploy", "grafana", "gpuqos-dashboard.json")
 
 
 def tools_or_skip():
@@ -189,6 +191,21 @@ def check_default(objs):
            "the device plugin serves its metrics on metrics.devicePluginPort: %r" % plugin_c)
 
 
+def check_dashboard(objs):
+    """grafana.dashboard.enabled: deploy/grafana's dashboard, unchanged, in a
+    ConfigMap with the sidecar's label (the chart's copy is the same file)."""
+    with open(DASHBOARD, "rb") as f:
+        want = f.read()
+    with open(os.path.join(CHART, "dashboards", "gpuqos-dashboard.json"), "rb") as f:
+        expect(f.read() == want, "charts/gpuqos/dashboards/gpuqos-dashboard.json differs from %s" % DASHBOARD)
+    cms = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    expect(len(cms) == 1, "one dashboard ConfigMap: %r" % [o["metadata"]["name"] for o in objs])
+    cm = cms[0]
+    expect(cm["metadata"]["labels"].get("grafana_dashboard") == "1" and cm["metadata"]["namespace"] == "monitoring",
+           "dashboard ConfigMap metadata: %r" % cm["metadata"])
+    expect(json.loads(cm["data"]["gpuqos-dashboard.json"]) == json.loads(want), "the dashboard in the ConfigMap")
+
+
 def t_render(args):
     tools_or_skip()
     with tempfile.TemporaryDirectory(prefix="gpuqos-chart-") as tmp:
@@ -227,6 +244,7 @@ def t_render(args):
             p = helm("template", "gpuqos", CHART, *bad, check=False)
             expect(p.returncode != 0 and why in p.stderr, "%s: must be refused naming %r, got %d %s"
                    % (bad, why, p.returncode, p.stderr[-300:]))
+        check_dashboard(out["grafana"])
         print("rendered and valid: %s" % ", ".join("%s (%d objects)" % (k, len(v)) for k, v in out.items()))
 
 
