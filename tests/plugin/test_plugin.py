@@ -532,9 +532,14 @@ def valgrind_run(env, config, exercise):
         raise Skip("no plain build (configure with GPUQOS_SANITIZE=ON)")
     env.install_lib()
     vlog = os.path.join(env.dir, "valgrind.log")
-    env.start_plugin(config, plain=True,
+    port = free_port()  # the metrics server's thread and scrapes under valgrind too
+    env.start_plugin(config, plain=True, extra=["--metrics-address", "127.0.0.1:%d" % port],
                      prefix=["valgrind", "--leak-check=full", "--log-file=" + vlog])
     exercise()
+    for path in ("/metrics", "/healthz", "/nope"):
+        status, text = http_get("http://127.0.0.1:%d%s" % (port, path))
+        check(status in (200, 404) and (path != "/metrics" or "gpuqos_device_plugin_devices{" in text),
+              "scrape %s under valgrind: %d %s" % (path, status, text[:300]))
     env.kubelet.cmd(op="restart")
     register(env, len(regs_of(config)), VALGRIND_MS)
     check(env.stop_plugin() == 0, "clean exit")
