@@ -95,7 +95,7 @@ struct proc {
 	char exe[1024];
 	char cgroup[1024];
 	char run_class[64]; /* GPUQOS_RUN_CLASS from its environment, or "" */
-	enum gq_class cls;
+	enum qos_class cls;
 	/* standalone: "override" | "gpuqos-run" | "rule" | "default";
 	 * Kubernetes: "override" | "annotation" | "default" | "no-pod" |
 	 * "pod-unknown" (kube_mode.c) */
@@ -151,8 +151,8 @@ struct tsg_wanted {
 /* Our own controls on it: what was last sent, on which path, how it ended,
  * and what holds the next one back. */
 struct tsg_sent {
-	enum gq_path last_path; /* path of the last control, GQ_PATH_NONE before */
-	enum gq_path action_path[GQ_NACTIONS]; /* ... of the last one per action */
+	enum path last_path; /* path of the last control, PATH_NONE before */
+	enum path action_path[NACTIONS]; /* ... of the last one per action */
 	const char *blocked;    /* why no path can carry its next control, or NULL */
 	int blocked_stalled;    /* ... because a path is stalled */
 	unsigned inflight;
@@ -173,7 +173,7 @@ struct tsg {
 	rm_handle h_client, h_tsg, h_device;
 	uint32_t gpu, engine, fd;
 	uint32_t gen; /* sync generation of its last report */
-	unsigned sources; /* GQ_SRC_*: who saw it; freed when none does */
+	unsigned sources; /* TSG_SRC_*: who saw it; freed when none does */
 	/* A preempt agent's report the tracker has not confirmed: held
 	 * (never controlled) until then, refused after it (now_us clock). */
 	uint64_t unverified_until;
@@ -188,7 +188,7 @@ struct tsg {
 struct cmd {
 	struct cmd *next;
 	uint32_t seq;
-	enum gq_path path;
+	enum path path;
 	struct peer *peer; /* agent path only */
 	pid_t pid;
 	rm_handle h_client, h_tsg;
@@ -334,7 +334,7 @@ struct uid_use *uid_use_get(struct agent *a, uid_t uid); /* NULL: out of memory 
 void uid_use_free_all(struct agent *a);
 /* A log line caused by what process p (or its preempt agent) did: at most
  * GQ_PROC_LOG_BURST per GQ_PROC_LOG_WINDOW_MS, the rest counted. */
-void proc_log(struct agent *a, struct proc *p, enum gq_log_level lv, const char *fmt, ...)
+void proc_log(struct agent *a, struct proc *p, enum log_level lv, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* 1 if a line may be logged now; *suppressed: lines dropped before it. */
 int ratelimit_allow(struct ratelimit *r, uint64_t now, unsigned burst, uint64_t window_us,
@@ -375,7 +375,7 @@ void peer_reap(struct agent *a);
 void peer_free_all(struct agent *a);
 
 /* cmd.c: in-flight commands (both paths) and their deadlines */
-struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_t op, uint64_t arg,
+struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum path path, uint32_t op, uint64_t arg,
 		      struct ctl_conn *ctl);
 void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r);
 void cmd_direct_result(struct agent *a, const struct direct_res *r);
@@ -394,7 +394,7 @@ void reconcile_new_tick(struct agent *a);
  * (now_us clock), or 0: when reconcile wants to run again. */
 uint64_t reconcile_next_deadline(const struct agent *a);
 /* The path that would carry action act on t now (path.c decides). */
-struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act);
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_action act);
 
 /* cron.c: the wiring's timers (the periodic tick, the wake-up for the next
  * deadline), the pass after every batch of events, and the hooks the core
@@ -418,11 +418,11 @@ struct state_entry {
 	struct state_entry *next;
 	pid_t pid;
 	uint64_t starttime;
-	enum gq_class cls;
+	enum qos_class cls;
 };
 int state_load(struct agent *a);
 const struct state_entry *state_find(const struct agent *a, pid_t pid, uint64_t starttime);
-int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum gq_class cls);
+int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum qos_class cls);
 void state_gc(struct agent *a);
 void state_peer_synced(struct agent *a, pid_t pid);
 int state_holding(struct agent *a, uint64_t now);

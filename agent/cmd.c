@@ -54,14 +54,14 @@ static uint64_t cmd_deadline(const struct agent *a)
 }
 
 /* Issues op on t through path (chosen by the caller with tsg_path). */
-struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_t op, uint64_t arg,
+struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum path path, uint32_t op, uint64_t arg,
 		      struct ctl_conn *ctl)
 {
 	struct proc *p = proc_find(a, t->pid);
 	struct cmd *c;
 	int rc;
 
-	if (path == GQ_PATH_NONE || (path == GQ_PATH_IN_PROCESS && (!p || !p->peer)))
+	if (path == PATH_NONE || (path == PATH_IN_PROCESS && (!p || !p->peer)))
 		return NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -70,7 +70,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 		a->next_seq = 1;
 	c->seq = a->next_seq;
 	c->path = path;
-	c->peer = path == GQ_PATH_IN_PROCESS ? p->peer : NULL;
+	c->peer = path == PATH_IN_PROCESS ? p->peer : NULL;
 	c->pid = t->pid;
 	c->h_client = t->h_client;
 	c->h_tsg = t->h_tsg;
@@ -79,7 +79,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	c->sent = now_us();
 	c->deadline = cmd_deadline(a);
 	c->ctl = ctl;
-	if (path == GQ_PATH_IN_PROCESS)
+	if (path == PATH_IN_PROCESS)
 		rc = a->hooks.submit_in_process ? a->hooks.submit_in_process(a, c) : -1;
 	else
 		rc = a->hooks.submit_direct ? a->hooks.submit_direct(a, t, c) : -1;
@@ -93,10 +93,10 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum gq_path path, uint32_
 	t->sent.last_path = path;
 	/* The path that carries each setting; a read-back sets nothing. */
 	if (op != GQ_OP_GET_TIMESLICE)
-		t->sent.action_path[gq_op_action(op)] = path;
+		t->sent.action_path[op_action(op)] = path;
 	a->n.commands++;
 	log_debug("pid %d: COMMAND %u %s TSG 0x%x arg %llu via %s", (int)t->pid, c->seq,
-		  gq_op_name(op), t->h_tsg, (unsigned long long)arg, gq_path_name(path));
+		  gq_op_name(op), t->h_tsg, (unsigned long long)arg, path_name(path));
 	return c;
 }
 
@@ -120,7 +120,7 @@ static void tsg_backoff(struct tsg *t)
 
 static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
 {
-	const char *via = c->path == GQ_PATH_DIRECT ? " (direct path)" : "";
+	const char *via = c->path == PATH_DIRECT ? " (direct path)" : "";
 
 	if (o->why && o->why[0])
 		snprintf(t->sent.error, sizeof(t->sent.error), "%s%s: %s", gq_op_name(c->op), via, o->why);
@@ -165,17 +165,17 @@ static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *
 	if (ok) {
 		t->claim = TSG_CLAIM_CONFIRMED;
 		log_debug("pid %d: TSG 0x%x/0x%x confirmed by a read-back via %s", (int)t->pid,
-			  t->h_client, t->h_tsg, gq_path_name(c->path));
+			  t->h_client, t->h_tsg, path_name(c->path));
 	} else if (says_no_such_tsg(o)) {
 		t->claim = TSG_CLAIM_REFUSED;
 		a->n.claims_refused_readback++;
 		snprintf(t->sent.error, sizeof(t->sent.error), "claim refused: %s on it: %s", gq_op_name(c->op),
 			 o->err ? err_name(o->err) : rm_status_name(o->rm_status));
-		proc_log(a, t->proc, GQ_LOG_WARN,
+		proc_log(a, t->proc, LOG_LEVEL_WARN,
 			 "pid %d: preempt agent's TSG 0x%x/0x%x refused: %s on it says it does not "
 			 "exist (%s)", (int)t->pid, t->h_client, t->h_tsg, gq_op_name(c->op),
 			 o->err ? err_name(o->err) : rm_status_name(o->rm_status));
-	} else if (c->path == GQ_PATH_DIRECT && o->err && !t->readback_direct_failed) {
+	} else if (c->path == PATH_DIRECT && o->err && !t->readback_direct_failed) {
 		/* The fd did not take an RM control from us (not the device, or
 		 * gone): let the preempt agent try, at once. */
 		t->readback_direct_failed = 1;
@@ -230,8 +230,8 @@ static void cmd_finish(struct agent *a, struct cmd *c, const struct cmd_outcome 
 		t->sent.inflight--;
 	if ((o->err || o->rm_status) && t) {
 		a->n.failures++;
-		proc_log(a, t->proc, GQ_LOG_WARN, "pid %d: %s on TSG 0x%x via %s failed: %s, errno %u (%s)%s%s",
-			 (int)c->pid, gq_op_name(c->op), c->h_tsg, gq_path_name(c->path),
+		proc_log(a, t->proc, LOG_LEVEL_WARN, "pid %d: %s on TSG 0x%x via %s failed: %s, errno %u (%s)%s%s",
+			 (int)c->pid, gq_op_name(c->op), c->h_tsg, path_name(c->path),
 			 rm_status_name(o->rm_status), o->err, o->err ? err_name(o->err) : "none",
 			 o->why && o->why[0] ? ": " : "", o->why ? o->why : "");
 	} else if (o->err || o->rm_status) {
@@ -253,16 +253,16 @@ void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 	struct cmd *c;
 
 	for (c = a->cmds; c; c = c->next)
-		if (c->seq == r->hdr.seq && c->peer == p && c->path == GQ_PATH_IN_PROCESS)
+		if (c->seq == r->hdr.seq && c->peer == p && c->path == PATH_IN_PROCESS)
 			break;
 	if (!c || c->op != r->op || c->h_client != r->h_client || c->h_tsg != r->h_tsg) {
 		a->n.unknown_result++;
-		proc_log(a, p->proc, GQ_LOG_DEBUG, "pid %d: RESULT %u matches no command", (int)p->pid,
+		proc_log(a, p->proc, LOG_LEVEL_DEBUG, "pid %d: RESULT %u matches no command", (int)p->pid,
 			 r->hdr.seq);
 		return;
 	}
 	if (c->timed_out) {
-		proc_log(a, p->proc, GQ_LOG_INFO, "pid %d: late RESULT %u: control path works again",
+		proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: late RESULT %u: control path works again",
 			 (int)p->pid, c->seq);
 		p->stalled = 0;
 	}
@@ -275,7 +275,7 @@ void cmd_direct_result(struct agent *a, const struct direct_res *r)
 	struct cmd *c;
 
 	for (c = a->cmds; c; c = c->next)
-		if (c->seq == r->seq && c->path == GQ_PATH_DIRECT)
+		if (c->seq == r->seq && c->path == PATH_DIRECT)
 			break;
 	if (!c) {
 		a->n.unknown_result++;
@@ -296,10 +296,10 @@ static void tsg_timeout(struct agent *a, struct cmd *c, struct tsg *t)
 	t->sent.last_op = c->op;
 	t->sent.last_timeout = 1;
 	snprintf(t->sent.error, sizeof(t->sent.error), "%s: no result within the deadline%s",
-		 gq_op_name(c->op), c->path == GQ_PATH_DIRECT ? " (direct path)" : "");
+		 gq_op_name(c->op), c->path == PATH_DIRECT ? " (direct path)" : "");
 	/* The agent path stops at a stalled peer; the direct path has no such
 	 * stop per process, so the TSG itself waits before a retry. */
-	if (c->path == GQ_PATH_DIRECT && c->op != GQ_OP_PREEMPT && c->op != GQ_OP_GET_TIMESLICE)
+	if (c->path == PATH_DIRECT && c->op != GQ_OP_PREEMPT && c->op != GQ_OP_GET_TIMESLICE)
 		tsg_backoff(t);
 }
 
@@ -316,7 +316,7 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 
 		a->hooks.control_ended(a, t, c, &late);
 	}
-	if (c->path == GQ_PATH_IN_PROCESS) {
+	if (c->path == PATH_IN_PROCESS) {
 		if (!c->peer->stalled)
 			log_warn("pid %d: %s on TSG 0x%x: no RESULT within its deadline, control path "
 				 "stalled", (int)c->pid, gq_op_name(c->op), c->h_tsg);
@@ -378,7 +378,7 @@ void cmd_fail_peer(struct agent *a, struct peer *p)
 	while (*pp) {
 		struct cmd *c = *pp;
 
-		if (c->path != GQ_PATH_IN_PROCESS || c->peer != p) {
+		if (c->path != PATH_IN_PROCESS || c->peer != p) {
 			pp = &c->next;
 			continue;
 		}

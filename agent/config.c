@@ -110,13 +110,13 @@ static int get_string(const struct ctx *x, const char *field, const cJSON *j, co
 	return 0;
 }
 
-static int get_class(const struct ctx *x, const char *field, const cJSON *j, enum gq_class *out)
+static int get_class(const struct ctx *x, const char *field, const cJSON *j, enum qos_class *out)
 {
 	const char *s = NULL;
 
 	if (get_string(x, field, j, &s))
 		return -1;
-	if (gq_class_parse(s, out))
+	if (class_parse(s, out))
 		return fail(x, field,
 			    "must be \"latency-critical\", \"best-effort\" or \"unmanaged\", got \"%s\"",
 			    s);
@@ -424,20 +424,20 @@ static int parse_interval(const struct ctx *x, const cJSON *j, struct state *st)
 }
 
 static const char *const path_modes[] = { "auto", "in-process", "direct" };
-static const char *const actions[GQ_NACTIONS] = { "timeslice", "interleave", "preempt" };
+static const char *const actions[NACTIONS] = { "timeslice", "interleave", "preempt" };
 
-const char *gq_path_mode_name(enum gq_path_mode m)
+const char *path_mode_name(enum path_mode m)
 {
 	return (unsigned)m < 3 ? path_modes[m] : "?";
 }
 
-const char *gq_action_name(enum gq_action a)
+const char *action_name(enum path_action a)
 {
-	return (unsigned)a < GQ_NACTIONS ? actions[a] : "?";
+	return (unsigned)a < NACTIONS ? actions[a] : "?";
 }
 
 static int get_path_mode(const struct ctx *x, const char *field, const cJSON *j,
-			 enum gq_path_mode *out)
+			 enum path_mode *out)
 {
 	const char *s = NULL;
 
@@ -445,7 +445,7 @@ static int get_path_mode(const struct ctx *x, const char *field, const cJSON *j,
 		return -1;
 	for (size_t i = 0; i < 3; i++) {
 		if (strcmp(s, path_modes[i]) == 0) {
-			*out = (enum gq_path_mode)i;
+			*out = (enum path_mode)i;
 			return 0;
 		}
 	}
@@ -462,13 +462,13 @@ static int get_path_mode(const struct ctx *x, const char *field, const cJSON *j,
  * others stay "auto"). */
 static int parse_control_path(const struct ctx *x, const cJSON *j, struct state *st)
 {
-	enum gq_path_mode m = GQ_MODE_AUTO;
+	enum path_mode m = PATH_MODE_AUTO;
 	char field[48];
 
 	if (cJSON_IsString(j)) {
 		if (get_path_mode(x, "controlPath", j, &m))
 			return -1;
-		for (size_t i = 0; i < GQ_NACTIONS; i++)
+		for (size_t i = 0; i < NACTIONS; i++)
 			st->cfg.control_path[i] = m;
 		return 0;
 	}
@@ -476,9 +476,9 @@ static int parse_control_path(const struct ctx *x, const cJSON *j, struct state 
 		return fail(x, "controlPath",
 			    "must be a string (\"auto\", \"agent\", \"direct\") or an object by "
 			    "action, got %s", type_name(j));
-	if (check_keys(x, "controlPath", j, actions, GQ_NACTIONS))
+	if (check_keys(x, "controlPath", j, actions, NACTIONS))
 		return -1;
-	for (size_t i = 0; i < GQ_NACTIONS; i++) {
+	for (size_t i = 0; i < NACTIONS; i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, actions[i]);
 
 		snprintf(field, sizeof(field), "controlPath.%s", actions[i]);
@@ -617,11 +617,11 @@ void gq_config_defaults(struct gq_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->version = GQ_CONFIG_VERSION;
-	c->default_class = GQ_CLASS_UNMANAGED;
+	c->default_class = CLASS_UNMANAGED;
 	c->trust_run_class = 1;
 	/* A GPU pod that says nothing shares the GPU as best-effort: only an
 	 * explicit annotation may shorten its neighbours. */
-	c->k8s_default_class = GQ_CLASS_BE;
+	c->k8s_default_class = CLASS_BE;
 	c->nrules = 0;
 	policy_config_defaults(&c->policy);
 	c->control_deadline_ms = 1000;
@@ -743,13 +743,13 @@ const char *class_source_name(enum class_source s)
 	return "?";
 }
 
-enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+enum qos_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
 				 const char *run_class, enum class_source *source)
 {
 	enum class_source src = CLS_SRC_DEFAULT;
-	enum gq_class cls;
+	enum qos_class cls;
 
-	if (c->trust_run_class && run_class && gq_class_parse(run_class, &cls) == 0) {
+	if (c->trust_run_class && run_class && class_parse(run_class, &cls) == 0) {
 		src = CLS_SRC_GPUQOS_RUN;
 		goto out;
 	}

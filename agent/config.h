@@ -28,7 +28,7 @@ enum gq_match {
 struct gq_rule {
 	enum gq_match kind;
 	char pattern[256];
-	enum gq_class cls;
+	enum qos_class cls;
 };
 
 #define GQ_MAX_RULES 64
@@ -41,18 +41,18 @@ struct gq_rule {
 
 /* Which control path carries an action (docs/policy.md, "controlPath"):
  * auto lets path.c choose; agent and direct force one. */
-enum gq_path_mode {
-	GQ_MODE_AUTO = 0,
-	GQ_MODE_IN_PROCESS = 1,
-	GQ_MODE_DIRECT = 2,
+enum path_mode {
+	PATH_MODE_AUTO = 0,
+	PATH_MODE_IN_PROCESS = 1,
+	PATH_MODE_DIRECT = 2,
 };
 
 /* The actions a path is chosen for. GET_TIMESLICE goes with timeslice. */
-enum gq_action {
-	GQ_ACTION_TIMESLICE = 0,
-	GQ_ACTION_INTERLEAVE = 1,
-	GQ_ACTION_PREEMPT = 2,
-	GQ_NACTIONS = 3,
+enum path_action {
+	ACTION_TIMESLICE = 0,
+	ACTION_INTERLEAVE = 1,
+	ACTION_PREEMPT = 2,
+	NACTIONS = 3,
 };
 
 /* Largest policy file read; a real one is a few KiB. */
@@ -60,17 +60,17 @@ enum gq_action {
 
 struct gq_config {
 	int version;
-	enum gq_class default_class;
+	enum qos_class default_class;
 	int trust_run_class; /* believe GPUQOS_RUN_CLASS recorded by `gpuqos run` */
 	struct gq_rule rules[GQ_MAX_RULES];
 	size_t nrules;
 	struct policy_config policy;
 	uint32_t control_deadline_ms;   /* one RM control, any path */
 	uint32_t reconcile_interval_ms; /* full reconcile pass */
-	enum gq_path_mode control_path[GQ_NACTIONS]; /* by enum gq_action */
+	enum path_mode control_path[NACTIONS]; /* by enum path_action */
 	/* Kubernetes mode: the class of a GPU pod without a valid gpu.qos
 	 * annotation ("kubernetes": {"defaultClass": ...}). */
-	enum gq_class k8s_default_class;
+	enum qos_class k8s_default_class;
 	char path[4096];                /* where it was loaded from; "" if parsed */
 };
 
@@ -101,11 +101,11 @@ const char *class_source_name(enum class_source s);
  * the first matching rule, else the default. cgroup, exe and run_class may
  * be NULL (unknown). *source (if source) becomes CLS_SRC_GPUQOS_RUN,
  * CLS_SRC_RULE or CLS_SRC_DEFAULT. */
-enum gq_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+enum qos_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
 				 const char *run_class, enum class_source *source);
 
 /* "auto", "in-process", "direct"; "timeslice", "interleave", "preempt". */
-const char *gq_path_mode_name(enum gq_path_mode m);
-const char *gq_action_name(enum gq_action a);
+const char *path_mode_name(enum path_mode m);
+const char *action_name(enum path_action a);
 
 #endif

@@ -262,12 +262,12 @@ static void tsg_add_last(cJSON *o, const struct tsg *t)
 }
 
 /* "in-process" or "direct"; null before any control went that way. */
-static void add_path(cJSON *o, const char *k, enum gq_path p)
+static void add_path(cJSON *o, const char *k, enum path p)
 {
-	if (p == GQ_PATH_NONE)
+	if (p == PATH_NONE)
 		cJSON_AddNullToObject(o, k);
 	else
-		cJSON_AddStringToObject(o, k, gq_path_name(p));
+		cJSON_AddStringToObject(o, k, path_name(p));
 }
 
 /* Who saw the TSG: ["bpf"] (the eBPF tracker), ["preempt"] (its preempt
@@ -276,9 +276,9 @@ static void add_sources(cJSON *o, unsigned sources)
 {
 	cJSON *arr = cJSON_AddArrayToObject(o, "sources");
 
-	if (arr && (sources & GQ_SRC_BPF))
+	if (arr && (sources & TSG_SRC_BPF))
 		cJSON_AddItemToArray(arr, cJSON_CreateString("bpf"));
-	if (arr && (sources & GQ_SRC_AGENT))
+	if (arr && (sources & TSG_SRC_PREEMPT))
 		cJSON_AddItemToArray(arr, cJSON_CreateString("preempt"));
 }
 
@@ -303,7 +303,7 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	add_hex(o, "client", t->h_client);
 	add_hex(o, "tsg", t->h_tsg);
 	add_sources(o, t->sources);
-	cJSON_AddStringToObject(o, "class", gq_class_name(p ? p->cls : GQ_CLASS_UNMANAGED));
+	cJSON_AddStringToObject(o, "class", class_name(p ? p->cls : CLASS_UNMANAGED));
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p ? p->cls_source : CLS_SRC_DEFAULT));
 	ts = cJSON_AddObjectToObject(o, "timeslice");
 	if (ts) {
@@ -318,8 +318,8 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	}
 	add_path(o, "path", t->sent.last_path);
 	paths = cJSON_AddObjectToObject(o, "paths");
-	for (int i = 0; paths && i < GQ_NACTIONS; i++)
-		add_path(paths, gq_action_name((enum gq_action)i), t->sent.action_path[i]);
+	for (int i = 0; paths && i < NACTIONS; i++)
+		add_path(paths, action_name((enum path_action)i), t->sent.action_path[i]);
 	tsg_add_last(o, t);
 	cJSON_AddStringToObject(o, "state", tsg_state(a, t));
 	cJSON_AddStringToObject(o, "reason", t->want.reason ? t->want.reason : "");
@@ -340,7 +340,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddStringToObject(o, "comm", p->comm);
 	cJSON_AddStringToObject(o, "exe", p->exe);
 	cJSON_AddStringToObject(o, "cgroup", p->cgroup);
-	cJSON_AddStringToObject(o, "class", gq_class_name(p->cls));
+	cJSON_AddStringToObject(o, "class", class_name(p->cls));
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p->cls_source));
 	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
@@ -445,9 +445,9 @@ static void direct_json(struct agent *a, cJSON *o)
 		cJSON_AddBoolToObject(d, "stalled", st.stalled);
 	}
 	cp = cJSON_AddObjectToObject(o, "controlPath");
-	for (int i = 0; cp && i < GQ_NACTIONS; i++)
-		cJSON_AddStringToObject(cp, gq_action_name((enum gq_action)i),
-					gq_path_mode_name(a->cfg->control_path[i]));
+	for (int i = 0; cp && i < NACTIONS; i++)
+		cJSON_AddStringToObject(cp, action_name((enum path_action)i),
+					path_mode_name(a->cfg->control_path[i]));
 }
 
 static cJSON *agent_json(struct agent *a)
@@ -543,7 +543,7 @@ static void do_show(struct agent *a, struct ctl_conn *c, const cJSON *req)
 static void do_set_class(struct agent *a, struct ctl_conn *c, const cJSON *req)
 {
 	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(req, "class");
-	enum gq_class k = GQ_CLASS_UNMANAGED;
+	enum qos_class k = CLASS_UNMANAGED;
 	int remove;
 	uint64_t st;
 	struct proc *p;
@@ -555,7 +555,7 @@ static void do_set_class(struct agent *a, struct ctl_conn *c, const cJSON *req)
 		return;
 	}
 	remove = strcmp(cls->valuestring, "auto") == 0;
-	if (!remove && gq_class_parse(cls->valuestring, &k) != 0) {
+	if (!remove && class_parse(cls->valuestring, &k) != 0) {
 		ctl_error(a, c, "set-class: class \"%.64s\" is not latency-critical, best-effort, "
 				"unmanaged or auto", cls->valuestring);
 		return;
@@ -573,13 +573,13 @@ static void do_set_class(struct agent *a, struct ctl_conn *c, const cJSON *req)
 		proc_classify(a, p);
 		a->dirty = 1;
 	}
-	log_info("pid %d: class override %s", (int)pid, remove ? "removed" : gq_class_name(k));
+	log_info("pid %d: class override %s", (int)pid, remove ? "removed" : class_name(k));
 	o = cJSON_CreateObject();
 	if (o) {
 		cJSON_AddTrueToObject(o, "ok");
 		cJSON_AddNumberToObject(o, "pid", pid);
 		cJSON_AddStringToObject(o, "class",
-					p && remove ? gq_class_name(p->cls) : remove ? "auto" : gq_class_name(k));
+					p && remove ? class_name(p->cls) : remove ? "auto" : class_name(k));
 	}
 	ctl_answer(a, c, o);
 }
@@ -607,7 +607,7 @@ void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t
 	if (o) {
 		add_hex(o, "tsg", cmd->h_tsg);
 		cJSON_AddStringToObject(o, "op", gq_op_name(cmd->op));
-		cJSON_AddStringToObject(o, "path", gq_path_name(cmd->path));
+		cJSON_AddStringToObject(o, "path", path_name(cmd->path));
 		if (why && why[0])
 			cJSON_AddStringToObject(o, "error", why);
 		cJSON_AddNumberToObject(o, "rmStatus", rm_status);
@@ -665,8 +665,8 @@ static const char *unreachable_why(struct agent *a, pid_t pid, uint32_t op)
 
 		if (!cmd_applies(t, pid, op))
 			continue;
-		ch = tsg_path(a, t, gq_op_action(op));
-		if (ch.path != GQ_PATH_NONE)
+		ch = tsg_path(a, t, op_action(op));
+		if (ch.path != PATH_NONE)
 			return NULL;
 		if (!why)
 			why = ch.why;
@@ -712,8 +712,8 @@ static void do_commands(struct agent *a, struct ctl_conn *c, const cJSON *req, u
 
 		if (!cmd_applies(t, pid, op))
 			continue;
-		ch = tsg_path(a, t, gq_op_action(op));
-		if (ch.path == GQ_PATH_NONE)
+		ch = tsg_path(a, t, op_action(op));
+		if (ch.path == PATH_NONE)
 			ctl_unreachable(c, t, op, ch.why);
 		else if (cmd_issue(a, t, ch.path, op, arg, c))
 			c->pending++;

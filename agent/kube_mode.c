@@ -34,9 +34,9 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum clas
 		*invalid = 0;
 	*source = CLS_SRC_ANNOTATION;
 	if (v && strcmp(v, KMODE_QOS_LC) == 0)
-		return GQ_CLASS_LC;
+		return CLASS_LC;
 	if (v && strcmp(v, KMODE_QOS_BE) == 0)
-		return GQ_CLASS_BE;
+		return CLASS_BE;
 	/* Any other value, also one that is not a string, and annotations
 	 * that are not a map at all, are a mistake, not an absence. */
 	if ((raw || pod->annotations_malformed) && invalid)
@@ -54,18 +54,18 @@ void kmode_classify(struct agent *a, struct proc *p)
 			log_info("pid %d (%s): in no Kubernetes pod (cgroup %s): unmanaged", (int)p->pid,
 				 p->comm, p->cgroup[0] ? p->cgroup : "?");
 		p->nopod_logged = 1;
-		p->cls = GQ_CLASS_UNMANAGED;
+		p->cls = CLASS_UNMANAGED;
 		p->cls_source = CLS_SRC_NO_POD;
 		return;
 	}
 	pod = kube_client_pod(a->kube->client, p->pod_uid);
 	if (!pod) {
 		/* Not listed yet, or gone: leave its TSGs alone until it is. */
-		p->cls = GQ_CLASS_UNMANAGED;
+		p->cls = CLASS_UNMANAGED;
 		p->cls_source = CLS_SRC_POD_UNKNOWN;
 		return;
 	}
-	p->cls = (enum gq_class)kmode_pod_class(a, pod, &p->cls_source, NULL);
+	p->cls = (enum qos_class)kmode_pod_class(a, pod, &p->cls_source, NULL);
 }
 
 /* Reclassifies the processes of one pod (all with uid NULL); a deleted
@@ -73,12 +73,12 @@ void kmode_classify(struct agent *a, struct proc *p)
 static void reclassify_pod(struct agent *a, const char *uid, int deleted, const char *name)
 {
 	for (struct proc *p = a->procs; p; p = p->next) {
-		enum gq_class before = p->cls;
+		enum qos_class before = p->cls;
 
 		if (uid && strcmp(p->pod_uid, uid) != 0)
 			continue;
 		if (deleted && p->cls_source != CLS_SRC_OVERRIDE) {
-			p->cls = GQ_CLASS_UNMANAGED;
+			p->cls = CLASS_UNMANAGED;
 			p->cls_source = CLS_SRC_POD_UNKNOWN;
 		} else {
 			proc_classify(a, p);
@@ -86,7 +86,7 @@ static void reclassify_pod(struct agent *a, const char *uid, int deleted, const 
 		if (p->cls != before) {
 			a->kube->class_changes++;
 			log_info("pid %d (%s): class %s -> %s (%s%s%s)", (int)p->pid, p->comm,
-				 gq_class_name(before), gq_class_name(p->cls), class_source_name(p->cls_source),
+				 class_name(before), class_name(p->cls), class_source_name(p->cls_source),
 				 name ? ", pod " : "", name ? name : "");
 		}
 	}
@@ -299,10 +299,10 @@ int kmode_start(struct agent *a)
 		return -1;
 	}
 	a->kube->timer_w.fd = a->kube->podres_w.fd = a->kube->inotify_w.fd = -1;
-	if (a->cfg->nrules || a->cfg->default_class != GQ_CLASS_UNMANAGED)
+	if (a->cfg->nrules || a->cfg->default_class != CLASS_UNMANAGED)
 		log_info("kubernetes: the policy file's rules and defaultClass are not used; "
 			 "a pod's gpu.qos annotation decides (default %s)",
-			 gq_class_name(a->cfg->k8s_default_class));
+			 class_name(a->cfg->k8s_default_class));
 	if (kube_config_load(a) != 0 || kube_client_init(a) != 0)
 		return -1;
 	return kmode_podres_start(a);
@@ -363,7 +363,7 @@ void kmode_json(struct agent *a, cJSON *agent_obj)
 	cJSON_AddBoolToObject(o, "synced", kube_client_synced(k->client));
 	cJSON_AddNumberToObject(o, "pods", (double)kube_client_pod_count(k->client));
 	cJSON_AddStringToObject(o, "resourceVersion", kube_client_resource_version(k->client));
-	cJSON_AddStringToObject(o, "defaultClass", gq_class_name(a->cfg->k8s_default_class));
+	cJSON_AddStringToObject(o, "defaultClass", class_name(a->cfg->k8s_default_class));
 	cJSON_AddNumberToObject(o, "classChanges", (double)k->class_changes);
 	stats_json(k, o);
 	kmode_podres_json(a, o);

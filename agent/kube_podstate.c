@@ -90,7 +90,7 @@ static void invalid_note(struct agent *a, const struct kube_pod *pod, char *note
 			 char *what, size_t what_len)
 {
 	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations, KMODE_QOS_ANNOTATION);
-	const char *dflt = gq_class_name(a->cfg->k8s_default_class);
+	const char *dflt = class_name(a->cfg->k8s_default_class);
 	char *json = raw ? cJSON_PrintUnformatted(raw) : NULL;
 
 	if (pod->annotations_malformed || !json) {
@@ -182,17 +182,17 @@ static cJSON *uset_json(const struct uset *s)
 struct pod_sum {
 	size_t procs, tsgs, overrides;
 	struct uset gpus, gr, copy, il;
-	unsigned paths; /* bit per enum gq_path */
+	unsigned paths; /* bit per enum path */
 	int pending, failed;
 };
 
 /* The path that carried (or, before any control, would carry) the TSG's
  * timeslice: what an operator wants to know is how it is controlled. */
-static enum gq_path tsg_timeslice_path(struct agent *a, const struct tsg *t)
+static enum path tsg_timeslice_path(struct agent *a, const struct tsg *t)
 {
-	if (t->sent.action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
-		return t->sent.action_path[GQ_ACTION_TIMESLICE];
-	return tsg_path(a, t, GQ_ACTION_TIMESLICE).path;
+	if (t->sent.action_path[ACTION_TIMESLICE] != PATH_NONE)
+		return t->sent.action_path[ACTION_TIMESLICE];
+	return tsg_path(a, t, ACTION_TIMESLICE).path;
 }
 
 static void sum_tsg(struct agent *a, struct pod_sum *s, const struct tsg *t)
@@ -247,10 +247,10 @@ static void add_paths(cJSON *o, unsigned paths)
 {
 	char buf[64] = "";
 
-	for (int p = GQ_PATH_IN_PROCESS; p <= GQ_PATH_DIRECT; p++)
+	for (int p = PATH_IN_PROCESS; p <= PATH_DIRECT; p++)
 		if (paths & (1u << p))
 			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", buf[0] ? "," : "",
-				 gq_path_name((enum gq_path)p));
+				 path_name((enum path)p));
 	cJSON_AddStringToObject(o, "controlPath", buf[0] ? buf : "none");
 }
 
@@ -309,7 +309,7 @@ static void publish_pod(struct agent *a, const struct kube_pod *pod, int may_rem
 		return;
 	}
 	snprintf(cls, sizeof(cls), "%s",
-		 gq_class_name((enum gq_class)kmode_pod_class(a, pod, &source, NULL)));
+		 class_name((enum qos_class)kmode_pod_class(a, pod, &source, NULL)));
 	state = state_json(&s, source);
 	if (!state) {
 		log_error("kubernetes: out of memory formatting the state of pod %s", uid);

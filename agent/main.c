@@ -115,7 +115,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
 	const char *sa = getenv("GPUQOS_STANDALONE");
 	const char *bpf = env_or("GPUQOS_BPF", "auto");
-	enum gq_log_level lv;
+	enum log_level lv;
 	int c;
 
 	a->opt.standalone = sa && *sa && strcmp(sa, "0") != 0;
@@ -157,11 +157,11 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		fprintf(stderr, "gpuqos-agent: --bpf %s: want auto, on or off\n", bpf);
 		return 2;
 	}
-	if (optind < argc || gq_log_parse_level(level, &lv) != 0) {
+	if (optind < argc || log_parse_level(level, &lv) != 0) {
 		usage(stderr);
 		return 2;
 	}
-	gq_log_set_level(lv);
+	log_set_level(lv);
 	if (preempt_lib_src)
 		return install_preempt_lib();
 	if (!a->opt.standalone && !a->opt.node_name) {

@@ -36,7 +36,7 @@
 #define MT_HTTP_CONNECTIONS 32u
 #define MT_HTTP_TIMEOUT_S 10u
 #define MT_STALL_MIN_US 10000000ull /* /healthz: the loop silent this long */
-#define MT_PATHS 3                  /* enum gq_path */
+#define MT_PATHS 3                  /* enum path */
 #define MT_DROPS 8
 
 /* ---- the published snapshot ---- */
@@ -327,7 +327,7 @@ struct mrow {
 	uint32_t client, tsg, gpu, engine;
 	uint32_t ts_applied, ts_desired, il_applied;
 	int32_t il_desired;
-	enum gq_class cls;
+	enum qos_class cls;
 	int counted, converged;
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
@@ -389,11 +389,11 @@ static void collect_agent(struct agent *a, struct magent *g)
 	}
 }
 
-static enum gq_path timeslice_path(struct agent *a, const struct tsg *t)
+static enum path timeslice_path(struct agent *a, const struct tsg *t)
 {
-	if (t->sent.action_path[GQ_ACTION_TIMESLICE] != GQ_PATH_NONE)
-		return t->sent.action_path[GQ_ACTION_TIMESLICE];
-	return tsg_path(a, t, GQ_ACTION_TIMESLICE).path;
+	if (t->sent.action_path[ACTION_TIMESLICE] != PATH_NONE)
+		return t->sent.action_path[ACTION_TIMESLICE];
+	return tsg_path(a, t, ACTION_TIMESLICE).path;
 }
 
 static void row_id(struct mrow *r)
@@ -440,13 +440,13 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->ts_desired = t->want.desired_ts;
 		r->il_applied = t->obs.applied_il;
 		r->il_desired = t->want.desired_il;
-		r->cls = p ? p->cls : GQ_CLASS_UNMANAGED;
+		r->cls = p ? p->cls : CLASS_UNMANAGED;
 		r->counted = !tsg_unverified(t);
 		r->converged = strcmp(state, "converged") == 0;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
 		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;
-		r->path = gq_path_name(timeslice_path(a, t));
+		r->path = path_name(timeslice_path(a, t));
 		kmode_proc_pod(a, p, &r->ns, &r->pod, &r->container);
 		row_id(r);
 	}
@@ -472,7 +472,7 @@ static void render_tsg_info(struct mbuf *b, const struct mrow *rows, size_t n)
 		blabel(b, &first, "gpu", r->gpu != GQ_UNKNOWN ? gpu : NULL);
 		blabel(b, &first, "UUID", r->uuid);
 		blabel(b, &first, "engine", r->engine_name);
-		blabel(b, &first, "class", gq_class_name(r->cls));
+		blabel(b, &first, "class", class_name(r->cls));
 		blabel(b, &first, "control_path", r->path);
 		blabel(b, &first, "comm", r->comm);
 		bput(b, "} 1\n");
@@ -548,7 +548,7 @@ static void render_tsgs(struct mbuf *b, const struct mrow *rows, size_t n)
 
 /* ---- per GPU ---- */
 
-#define NCLASS 3 /* enum gq_class */
+#define NCLASS 3 /* enum qos_class */
 
 struct mgpu {
 	uint32_t gpu;
@@ -597,9 +597,9 @@ static int gpu_shared(struct mrow **s, size_t n, size_t i)
 
 		if (!s[j]->counted || e >= 128)
 			continue;
-		if (s[j]->cls == GQ_CLASS_LC)
+		if (s[j]->cls == CLASS_LC)
 			lc[e / 64] |= 1ull << (e % 64);
-		else if (s[j]->cls == GQ_CLASS_BE)
+		else if (s[j]->cls == CLASS_BE)
 			be[e / 64] |= 1ull << (e % 64);
 	}
 	return (lc[0] & be[0]) || (lc[1] & be[1]);
@@ -669,7 +669,7 @@ static void render_gpu_family(struct mbuf *b, const struct mgpu *g, size_t ng, c
 			bput(b, "%s{", name);
 			blabel(b, &first, "gpu", g[i].gpu != GQ_UNKNOWN ? gpu : NULL);
 			blabel(b, &first, "UUID", g[i].uuid);
-			blabel(b, &first, "class", gq_class_name((enum gq_class)c));
+			blabel(b, &first, "class", class_name((enum qos_class)c));
 			bput(b, "} %zu\n", v[c]);
 		}
 	}
@@ -734,7 +734,7 @@ static void render_latency(struct mbuf *b)
 		"in it: gpuqos_control_timeouts_total).");
 	for (int p = 1; p < MT_PATHS; p++) {
 		const struct mhist *h = &M.lat[p];
-		const char *path = gq_path_name((enum gq_path)p);
+		const char *path = path_name((enum path)p);
 		uint64_t cum = 0;
 
 		for (size_t i = 0; i < NLAT; i++) {
@@ -752,7 +752,7 @@ static void render_latency(struct mbuf *b)
 		"Controls that passed their deadline, by control path.");
 	for (int p = 1; p < MT_PATHS; p++)
 		bput(b, "gpuqos_control_timeouts_total{path=\"%s\"} %llu\n",
-		     gq_path_name((enum gq_path)p), (unsigned long long)M.timeouts[p]);
+		     path_name((enum path)p), (unsigned long long)M.timeouts[p]);
 }
 
 static void render_bpf(struct mbuf *b, const struct magent *g)

@@ -8,28 +8,28 @@
 
 #include "abi/gq_proto.h"
 
-const char *gq_path_name(enum gq_path p)
+const char *path_name(enum path p)
 {
 	switch (p) {
-	case GQ_PATH_IN_PROCESS:
+	case PATH_IN_PROCESS:
 		return "in-process";
-	case GQ_PATH_DIRECT:
+	case PATH_DIRECT:
 		return "direct";
-	case GQ_PATH_NONE:
+	case PATH_NONE:
 		break;
 	}
 	return "none";
 }
 
-enum gq_action gq_op_action(uint32_t op)
+enum path_action op_action(uint32_t op)
 {
 	switch (op) {
 	case GQ_OP_SET_INTERLEAVE:
-		return GQ_ACTION_INTERLEAVE;
+		return ACTION_INTERLEAVE;
 	case GQ_OP_PREEMPT:
-		return GQ_ACTION_PREEMPT;
+		return ACTION_PREEMPT;
 	default:
-		return GQ_ACTION_TIMESLICE;
+		return ACTION_TIMESLICE;
 	}
 }
 
@@ -54,7 +54,7 @@ static const char *direct_why(const struct path_in *in)
 {
 	if (!in->direct_caps)
 		return "direct path needs CAP_SYS_PTRACE";
-	if (in->action == GQ_ACTION_INTERLEAVE && !in->interleave_caps)
+	if (in->action == ACTION_INTERLEAVE && !in->interleave_caps)
 		return "SET_INTERLEAVE through the direct path needs CAP_SYS_NICE in the node agent";
 	if (!in->direct_running)
 		return "direct path not running";
@@ -67,10 +67,10 @@ static const char *direct_why(const struct path_in *in)
 
 static struct path_choice none(const char *why, int stalled)
 {
-	return (struct path_choice){ .path = GQ_PATH_NONE, .stalled = stalled, .why = why };
+	return (struct path_choice){ .path = PATH_NONE, .stalled = stalled, .why = why };
 }
 
-static struct path_choice use(enum gq_path p)
+static struct path_choice use(enum path p)
 {
 	return (struct path_choice){ .path = p, .stalled = 0, .why = NULL };
 }
@@ -80,19 +80,19 @@ struct path_choice path_select(const struct path_in *in)
 	const char *aw = agent_why(in), *dw = direct_why(in);
 
 	switch (in->mode) {
-	case GQ_MODE_IN_PROCESS:
-		return aw ? none(aw, aw == agent_stalled) : use(GQ_PATH_IN_PROCESS);
-	case GQ_MODE_DIRECT:
-		return dw ? none(dw, dw == direct_stalled) : use(GQ_PATH_DIRECT);
-	case GQ_MODE_AUTO:
+	case PATH_MODE_IN_PROCESS:
+		return aw ? none(aw, aw == agent_stalled) : use(PATH_IN_PROCESS);
+	case PATH_MODE_DIRECT:
+		return dw ? none(dw, dw == direct_stalled) : use(PATH_DIRECT);
+	case PATH_MODE_AUTO:
 		break;
 	}
-	if (in->action == GQ_ACTION_INTERLEAVE && !dw)
-		return use(GQ_PATH_DIRECT);
+	if (in->action == ACTION_INTERLEAVE && !dw)
+		return use(PATH_DIRECT);
 	if (!aw)
-		return use(GQ_PATH_IN_PROCESS);
+		return use(PATH_IN_PROCESS);
 	if (!dw)
-		return use(GQ_PATH_DIRECT);
+		return use(PATH_DIRECT);
 	/* Neither: a stalled agent says more than a missing alternative. */
 	if (aw == agent_stalled)
 		return none(aw, 1);

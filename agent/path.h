@@ -16,15 +16,15 @@
 
 #include "agent/config.h"
 
-enum gq_path {
-	GQ_PATH_NONE = 0,
-	GQ_PATH_IN_PROCESS = 1,
-	GQ_PATH_DIRECT = 2,
+enum path {
+	PATH_NONE = 0,
+	PATH_IN_PROCESS = 1,
+	PATH_DIRECT = 2,
 };
 
 struct path_in {
-	enum gq_path_mode mode; /* configured for this action */
-	enum gq_action action;
+	enum path_mode mode; /* configured for this action */
+	enum path_action action;
 	int peer;            /* a preempt agent is connected (HELLO seen) */
 	int peer_stalled;    /* ... and one of its controls missed a deadline */
 	int direct_caps;     /* CAP_SYS_PTRACE (and Yama) allow pidfd_getfd */
@@ -35,7 +35,7 @@ struct path_in {
 };
 
 struct path_choice {
-	enum gq_path path;
+	enum path path;
 	int stalled;     /* NONE because a path is stalled, not unavailable */
 	const char *why; /* NONE: static sentence; else NULL */
 };
@@ -47,9 +47,9 @@ struct path_choice {
 struct path_choice path_select(const struct path_in *in);
 
 /* The action an op belongs to (GET_TIMESLICE goes with timeslice). */
-enum gq_action gq_op_action(uint32_t op);
+enum path_action op_action(uint32_t op);
 
 /* "in-process", "direct", "none". */
-const char *gq_path_name(enum gq_path p);
+const char *path_name(enum path p);
 
 #endif

@@ -87,11 +87,11 @@ static int peer_send(struct agent *a, struct peer *p, void *msg, const char *wha
 		return 0;
 	if (errno == EAGAIN || errno == EWOULDBLOCK) {
 		/* The peer is not reading; the caller retries on a later tick. */
-		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: %s not sent: socket buffer full",
+		proc_log(a, p->proc, LOG_LEVEL_WARN, "pid %d: %s not sent: socket buffer full",
 			 (int)p->pid, what);
 		return -1;
 	}
-	proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: send %s: %s", (int)p->pid, what, strerror(errno));
+	proc_log(a, p->proc, LOG_LEVEL_WARN, "pid %d: send %s: %s", (int)p->pid, what, strerror(errno));
 	/* Closed after this batch: callers may be walking the peer and TSG
 	 * lists right now. */
 	p->broken = 1;
@@ -133,14 +133,14 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 {
 	if (p->w.dead)
 		return;
-	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
+	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
 	cmd_fail_peer(a, p);
 	a->npeers--;
 	if (p->proc->uid)
 		p->proc->uid->peers--;
 	/* What only it reported is unknown until it reconnects and re-reports;
 	 * what the eBPF tracker sees stays. The process (and its class) is kept. */
-	tsg_drop_pid(a, p->pid, 0, 0, GQ_SRC_AGENT);
+	tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_PREEMPT);
 	if (p->proc->peer == p)
 		p->proc->peer = NULL;
 	loop_close(&a->loop, &p->w);
@@ -198,13 +198,13 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	memcpy(comm, m->comm, GQ_COMM_LEN);
 	comm[GQ_COMM_LEN] = '\0';
 	if ((pid_t)m->pid != p->pid)
-		proc_log(a, p->proc, GQ_LOG_INFO, "pid %d: HELLO claims pid %u (%s); SO_PEERCRED wins",
+		proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: HELLO claims pid %u (%s); SO_PEERCRED wins",
 			 (int)p->pid, m->pid, comm);
 	p->hello = 1;
 	p->syncing = 1;
 	p->gen = ++a->next_gen;
 	p->stalled = 0;
-	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s", (int)p->pid,
+	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,
 		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "");
 	/* Answered right after this batch (reconcile), before the loop waits
@@ -217,19 +217,19 @@ static void on_tsg(struct agent *a, struct peer *p, const struct gq_tsg *m)
 {
 	if (!procinfo_fd_is(p->pid, m->fd, a->nvidiactl)) {
 		a->n.refused_tsg++;
-		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: TSG 0x%x/0x%x refused: fd %u is not %s",
+		proc_log(a, p->proc, LOG_LEVEL_WARN, "pid %d: TSG 0x%x/0x%x refused: fd %u is not %s",
 			 (int)p->pid, m->h_client, m->h_tsg, m->fd, a->nvidiactl);
 		return;
 	}
 	if (tsg_upsert(a, p->proc, m, p->gen))
 		return;
 	if (errno != EDQUOT) {
-		proc_log(a, p->proc, GQ_LOG_ERROR, "pid %d: TSG 0x%x: out of memory", (int)p->pid,
+		proc_log(a, p->proc, LOG_LEVEL_ERROR, "pid %d: TSG 0x%x: out of memory", (int)p->pid,
 			 m->h_tsg);
 		return;
 	}
 	a->n.claims_refused_limit++;
-	proc_log(a, p->proc, GQ_LOG_WARN,
+	proc_log(a, p->proc, LOG_LEVEL_WARN,
 		 "pid %d: TSG 0x%x/0x%x refused: over a limit (pid %u of %u claims, uid %u %u of %u, "
 		 "agent %zu of %u TSGs); it runs as the driver sets it",
 		 (int)p->pid, m->h_client, m->h_tsg, p->proc->claims, GQ_CLAIMS_PER_PROC,
@@ -243,7 +243,7 @@ static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gon
 
 	if (!t) {
 		a->n.unknown_tsg_gone++;
-		proc_log(a, p->proc, GQ_LOG_DEBUG, "pid %d: TSG_GONE for unknown TSG 0x%x", (int)p->pid,
+		proc_log(a, p->proc, LOG_LEVEL_DEBUG, "pid %d: TSG_GONE for unknown TSG 0x%x", (int)p->pid,
 			 m->h_tsg);
 		return;
 	}
@@ -252,9 +252,9 @@ static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gon
 
 static void on_synced(struct agent *a, struct peer *p, const struct gq_synced *m)
 {
-	proc_log(a, p->proc, GQ_LOG_DEBUG, "pid %d: SYNCED after %u TSGs", (int)p->pid, m->ntsg);
+	proc_log(a, p->proc, LOG_LEVEL_DEBUG, "pid %d: SYNCED after %u TSGs", (int)p->pid, m->ntsg);
 	p->syncing = 0;
-	tsg_drop_pid(a, p->pid, 1, p->gen, GQ_SRC_AGENT);
+	tsg_drop_pid(a, p->pid, 1, p->gen, TSG_SRC_PREEMPT);
 	state_peer_synced(a, p->pid);
 	a->dirty = 1;
 }
@@ -266,12 +266,12 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 	enum gq_check c = gq_msg_check(buf, n);
 
 	if (c != GQ_CHECK_OK) {
-		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: malformed message: %s", (int)p->pid,
+		proc_log(a, p->proc, LOG_LEVEL_WARN, "pid %d: malformed message: %s", (int)p->pid,
 			 gq_check_name(c));
 		return -1;
 	}
 	if (!p->hello && h->type != GQ_HELLO) {
-		proc_log(a, p->proc, GQ_LOG_WARN, "pid %d: message type %u before HELLO", (int)p->pid,
+		proc_log(a, p->proc, LOG_LEVEL_WARN, "pid %d: message type %u before HELLO", (int)p->pid,
 			 h->type);
 		return -1;
 	}
@@ -292,7 +292,7 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		on_synced(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
-		proc_log(a, p->proc, GQ_LOG_WARN,
+		proc_log(a, p->proc, LOG_LEVEL_WARN,
 			 "pid %d: malformed message: type %u is sent by the node agent only",
 			 (int)p->pid, h->type);
 		return -1;
@@ -454,8 +454,8 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	a->peers = p;
 	a->n.peers_accepted++;
 	state_changed(a);
-	proc_log(a, p->proc, GQ_LOG_INFO, "pid %d (%s): preempt agent connected, class %s (%s)",
-		 (int)p->pid, p->proc->comm, gq_class_name(p->proc->cls),
+	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): preempt agent connected, class %s (%s)",
+		 (int)p->pid, p->proc->comm, class_name(p->proc->cls),
 		 class_source_name(p->proc->cls_source));
 	/* procinfo hook: what it sent while its facts were read (HELLO, its
 	 * TSGs) is taken now, before anything is decided for its process. */

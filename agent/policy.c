@@ -120,8 +120,8 @@ size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_r
 
 	for (size_t i = 0; i < n; i++)
 		rl[i] = (struct policy_runlist){ .gpu = in[i].gpu, .engine_type = in[i].engine_type,
-						 .lc = in[i].cls == GQ_CLASS_LC,
-						 .be = in[i].cls == GQ_CLASS_BE };
+						 .lc = in[i].cls == CLASS_LC,
+						 .be = in[i].cls == CLASS_BE };
 	if (n > 1)
 		qsort(rl, n, sizeof(*rl), runlist_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -183,7 +183,7 @@ void policy_decide_tsg(const struct policy_config *cfg, const struct policy_tsg_
 {
 	static const struct policy_runlist empty;
 
-	if (t->cls != GQ_CLASS_LC && t->cls != GQ_CLASS_BE) {
+	if (t->cls != CLASS_LC && t->cls != CLASS_BE) {
 		set(out, baseline_of(t), POLICY_INTERLEAVE_LEAVE, "unmanaged TSG: baseline");
 		return;
 	}
@@ -193,7 +193,7 @@ void policy_decide_tsg(const struct policy_config *cfg, const struct policy_tsg_
 	}
 	if (!rl)
 		rl = &empty;
-	if (t->cls == GQ_CLASS_LC)
+	if (t->cls == CLASS_LC)
 		decide_lc(cfg, t, rl, out);
 	else
 		decide_be(cfg, t, rl, out);
@@ -224,29 +224,29 @@ int policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *i
 	return 0;
 }
 
-const char *gq_class_name(enum gq_class c)
+const char *class_name(enum qos_class c)
 {
 	switch (c) {
-	case GQ_CLASS_UNMANAGED:
+	case CLASS_UNMANAGED:
 		return "unmanaged";
-	case GQ_CLASS_BE:
+	case CLASS_BE:
 		return "best-effort";
-	case GQ_CLASS_LC:
+	case CLASS_LC:
 		return "latency-critical";
 	}
 	return "unknown";
 }
 
-int gq_class_parse(const char *s, enum gq_class *out)
+int class_parse(const char *s, enum qos_class *out)
 {
 	static const struct {
 		const char *name;
-		enum gq_class cls;
+		enum qos_class cls;
 	} names[] = {
-		{ "unmanaged", GQ_CLASS_UNMANAGED },  { "best-effort", GQ_CLASS_BE },
-		{ "be", GQ_CLASS_BE },                { "BE", GQ_CLASS_BE },
-		{ "latency-critical", GQ_CLASS_LC }, { "lc", GQ_CLASS_LC },
-		{ "LC", GQ_CLASS_LC },
+		{ "unmanaged", CLASS_UNMANAGED },  { "best-effort", CLASS_BE },
+		{ "be", CLASS_BE },                { "BE", CLASS_BE },
+		{ "latency-critical", CLASS_LC }, { "lc", CLASS_LC },
+		{ "LC", CLASS_LC },
 	};
 
 	if (!s)

@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum gq_class {
-	GQ_CLASS_UNMANAGED = 0,
-	GQ_CLASS_BE = 1,
-	GQ_CLASS_LC = 2,
+enum qos_class {
+	CLASS_UNMANAGED = 0,
+	CLASS_BE = 1,
+	CLASS_LC = 2,
 };
 
 /* How BE TSGs are treated when several of them share a runlist with an LC
@@ -57,7 +57,7 @@ struct policy_config {
 struct policy_tsg_in {
 	uint32_t gpu;         /* device instance */
 	uint32_t engine_type; /* NV2080_ENGINE_TYPE_*: the runlist */
-	enum gq_class cls;
+	enum qos_class cls;
 	/* What the app/libcuda asked for; 0 = not known yet, and then the
 	 * driver default for the engine (2048 us GR, 1024 us copy) is used, so
 	 * a missing read never turns into a 0 us timeslice. */
@@ -109,8 +109,8 @@ void policy_decide_with(const struct policy_config *cfg, const struct policy_tsg
 int policy_decide(const struct policy_config *cfg, const struct policy_tsg_in *in, size_t n,
 		  struct policy_tsg_out *out);
 
-const char *gq_class_name(enum gq_class c);
+const char *class_name(enum qos_class c);
 /* Parses "latency-critical"/"lc", "best-effort"/"be", "unmanaged"; -1 if bad. */
-int gq_class_parse(const char *s, enum gq_class *out);
+int class_parse(const char *s, enum qos_class *out);
 
 #endif

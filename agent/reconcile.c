@@ -63,7 +63,7 @@ static int pass_inputs(struct agent *a, struct pass *ps)
 
 		ps->in[i].gpu = counts ? t->gpu : GQ_UNKNOWN;
 		ps->in[i].engine_type = t->engine;
-		ps->in[i].cls = counts ? t->proc->cls : GQ_CLASS_UNMANAGED;
+		ps->in[i].cls = counts ? t->proc->cls : CLASS_UNMANAGED;
 		ps->in[i].baseline_timeslice_us = tsg_baseline(t);
 	}
 	ps->n = i;
@@ -93,7 +93,7 @@ static void note_own(struct agent *a)
 			p->own_gpu = t->gpu;
 		else if (p->own_gpu != t->gpu)
 			p->own_gpu = RECONCILE_GPUS_SEVERAL;
-		if (p->cls == GQ_CLASS_UNMANAGED || t->want.desired_ts == GQ_UNKNOWN)
+		if (p->cls == CLASS_UNMANAGED || t->want.desired_ts == GQ_UNKNOWN)
 			continue;
 		if (rm_engine_is_gr(t->engine))
 			merge(&p->own_gr, t->want.desired_ts);
@@ -132,7 +132,7 @@ static int run_policy(struct agent *a, struct pass *ps)
 }
 
 /* The facts path.c chooses from, for action act on t. */
-static struct path_in path_facts(struct agent *a, const struct tsg *t, enum gq_action act)
+static struct path_in path_facts(struct agent *a, const struct tsg *t, enum path_action act)
 {
 	const struct peer *peer = t->proc->peer;
 
@@ -149,7 +149,7 @@ static struct path_in path_facts(struct agent *a, const struct tsg *t, enum gq_a
 	};
 }
 
-struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action act)
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_action act)
 {
 	struct path_in in = path_facts(a, t, act);
 
@@ -164,25 +164,25 @@ struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum gq_action
  * path does not bind it. */
 static struct path_choice readback_path(struct agent *a, const struct tsg *t)
 {
-	struct path_in in = path_facts(a, t, GQ_ACTION_TIMESLICE);
-	struct path_choice direct = { .path = GQ_PATH_NONE }, agent;
+	struct path_in in = path_facts(a, t, ACTION_TIMESLICE);
+	struct path_choice direct = { .path = PATH_NONE }, agent;
 
-	if (in.mode != GQ_MODE_IN_PROCESS && !t->readback_direct_failed) {
-		in.mode = GQ_MODE_DIRECT;
+	if (in.mode != PATH_MODE_IN_PROCESS && !t->readback_direct_failed) {
+		in.mode = PATH_MODE_DIRECT;
 		direct = path_select(&in);
-		if (direct.path != GQ_PATH_NONE)
+		if (direct.path != PATH_NONE)
 			return direct;
 	}
-	in.mode = GQ_MODE_IN_PROCESS;
+	in.mode = PATH_MODE_IN_PROCESS;
 	agent = path_select(&in);
-	return agent.path == GQ_PATH_NONE && direct.why ? direct : agent;
+	return agent.path == PATH_NONE && direct.why ? direct : agent;
 }
 
 /* No path can carry t's next control: say why once, show it on the TSG. */
 static void tsg_block(struct agent *a, struct tsg *t, uint32_t op, const struct path_choice *ch)
 {
 	if (t->sent.blocked != ch->why)
-		proc_log(a, t->proc, GQ_LOG_WARN, "pid %d: %s on TSG 0x%x not sent: %s", (int)t->pid,
+		proc_log(a, t->proc, LOG_LEVEL_WARN, "pid %d: %s on TSG 0x%x not sent: %s", (int)t->pid,
 			 gq_op_name(op), t->h_tsg, ch->why);
 	t->sent.blocked = ch->why;
 	t->sent.blocked_stalled = ch->stalled;
@@ -190,11 +190,11 @@ static void tsg_block(struct agent *a, struct tsg *t, uint32_t op, const struct 
 }
 
 /* The rate limit of the chosen path; 1 if one more may be sent now. */
-static int path_budget(struct agent *a, const struct tsg *t, enum gq_path path, uint32_t op)
+static int path_budget(struct agent *a, const struct tsg *t, enum path path, uint32_t op)
 {
-	if (path == GQ_PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
+	if (path == PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
 		return a->readback_sent_this_tick < GQ_READBACK_PER_TICK;
-	if (path == GQ_PATH_DIRECT)
+	if (path == PATH_DIRECT)
 		return a->direct_sent_this_tick < GQ_DIRECT_PER_TICK;
 	return t->proc->peer && t->proc->peer->sent_this_tick < GQ_CMDS_PER_TICK;
 }
@@ -202,16 +202,16 @@ static int path_budget(struct agent *a, const struct tsg *t, enum gq_path path, 
 static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch, uint32_t op,
 		    uint64_t arg)
 {
-	if (ch->path == GQ_PATH_NONE) {
+	if (ch->path == PATH_NONE) {
 		tsg_block(a, t, op, ch);
 		return 0;
 	}
 	t->sent.blocked = NULL;
 	if (!path_budget(a, t, ch->path, op) || !cmd_issue(a, t, ch->path, op, arg, NULL))
 		return 0;
-	if (ch->path == GQ_PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
+	if (ch->path == PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
 		a->readback_sent_this_tick++;
-	else if (ch->path == GQ_PATH_DIRECT)
+	else if (ch->path == PATH_DIRECT)
 		a->direct_sent_this_tick++;
 	else
 		t->proc->peer->sent_this_tick++;
@@ -231,14 +231,14 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	    t->claim == TSG_CLAIM_REFUSED)
 		return 0; /* an unverified or refused claim is never acted on */
 	if (t->claim == TSG_CLAIM_READBACK) {
-		if (p->cls == GQ_CLASS_UNMANAGED)
+		if (p->cls == CLASS_UNMANAGED)
 			return 0; /* counts for nothing: no need to know yet */
 		ch = readback_path(a, t);
 		return send_one(a, t, &ch, GQ_OP_GET_TIMESLICE, 0);
 	}
 	if (holding)
 		return 0;
-	if (p->cls == GQ_CLASS_UNMANAGED && t->obs.applied_ts == GQ_UNKNOWN)
+	if (p->cls == CLASS_UNMANAGED && t->obs.applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
 	if (tsg_ts_differs(t)) {
 		op = GQ_OP_SET_TIMESLICE;
@@ -252,7 +252,7 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 		t->sent.blocked = NULL;
 		return 0;
 	}
-	ch = tsg_path(a, t, gq_op_action(op));
+	ch = tsg_path(a, t, op_action(op));
 	return send_one(a, t, &ch, op, arg);
 }
 
@@ -279,8 +279,8 @@ static uint32_t hypothetical(struct agent *a, const struct pass *ps, const struc
 			continue;
 		r = policy_runlist_find(ps->rl, ps->m, gpu, engine);
 		with = r ? *r : (struct policy_runlist){ .gpu = gpu, .engine_type = engine };
-		with.lc += p->cls == GQ_CLASS_LC;
-		with.be += p->cls == GQ_CLASS_BE;
+		with.lc += p->cls == CLASS_LC;
+		with.be += p->cls == CLASS_BE;
 		hyp.gpu = gpu;
 		policy_decide_tsg(&a->cfg->policy, &hyp, &with, &out);
 		merge(&answer, out.timeslice_us);
@@ -308,7 +308,7 @@ static void peer_policy(struct agent *a, const struct pass *ps, struct peer *p)
 {
 	uint32_t gr = 0, copy = 0;
 
-	if (p->proc && p->proc->cls != GQ_CLASS_UNMANAGED) {
+	if (p->proc && p->proc->cls != CLASS_UNMANAGED) {
 		gr = peer_policy_for(a, ps, p->proc, p->proc->own_gr, RM_ENGINE_GR0,
 				     RM_DEFAULT_TIMESLICE_GR_US);
 		copy = peer_policy_for(a, ps, p->proc, p->proc->own_copy, RM_ENGINE_COPY0 + 2,
@@ -328,7 +328,7 @@ static int holding_now(struct agent *a, uint64_t now)
 	    now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull)
 		return holding;
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
-		if (t->claim == TSG_CLAIM_READBACK && t->proc->cls != GQ_CLASS_UNMANAGED)
+		if (t->claim == TSG_CLAIM_READBACK && t->proc->cls != CLASS_UNMANAGED)
 			return 1;
 	return 0;
 }

@@ -92,7 +92,7 @@ static char *state_serialize(struct agent *a)
 		cJSON_AddItemToArray(arr, o);
 		if (!cJSON_AddNumberToObject(o, "pid", e->pid) ||
 		    !cJSON_AddNumberToObject(o, "starttime", (double)e->starttime) ||
-		    !cJSON_AddStringToObject(o, "class", gq_class_name(e->cls)))
+		    !cJSON_AddStringToObject(o, "class", class_name(e->cls)))
 			goto out;
 	}
 	if (state_serialize_peers(a, root) != 0)
@@ -204,7 +204,7 @@ static void on_state_timer(struct loop_watch *w, uint32_t events)
 	state_flush(a);
 }
 
-static int state_add(struct agent *a, pid_t pid, uint64_t starttime, enum gq_class cls)
+static int state_add(struct agent *a, pid_t pid, uint64_t starttime, enum qos_class cls)
 {
 	struct state_entry *e;
 
@@ -237,7 +237,7 @@ static void state_remove(struct agent *a, pid_t pid)
 	}
 }
 
-int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum gq_class cls)
+int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum qos_class cls)
 {
 	if (remove)
 		state_remove(a, pid);
@@ -254,11 +254,11 @@ static void state_load_entry(struct agent *a, const cJSON *o)
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(o, "pid");
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "starttime");
 	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(o, "class");
-	enum gq_class c;
+	enum qos_class c;
 	uint64_t now_st;
 
 	if (!cJSON_IsNumber(pid) || !cJSON_IsNumber(st) || !cJSON_IsString(cls) ||
-	    gq_class_parse(cls->valuestring, &c) != 0) {
+	    class_parse(cls->valuestring, &c) != 0) {
 		log_warn("%s: malformed override entry skipped", a->state_path);
 		return;
 	}

@@ -103,7 +103,7 @@ static void tracker_identified(struct agent *a, pid_t pid, const struct procinfo
 	if (!p)
 		return;
 	log_info("pid %d (%s): found by the eBPF tracker, class %s (%s)", (int)pid, p->comm,
-		 gq_class_name(p->cls), class_source_name(p->cls_source));
+		 class_name(p->cls), class_source_name(p->cls_source));
 	tracker_dump(a);
 	a->dirty = 1;
 }
@@ -148,7 +148,7 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 			return;
 		t = tsg_new(a, p, s->h_client, s->h_tsg);
 		if (!t) {
-			proc_log(a, p, GQ_LOG_ERROR, "pid %d: TSG 0x%x not tracked: %s", (int)s->pid,
+			proc_log(a, p, LOG_LEVEL_ERROR, "pid %d: TSG 0x%x not tracked: %s", (int)s->pid,
 				 s->h_tsg, errno == EDQUOT ? "the agent holds GQ_TSGS_MAX TSGs"
 							   : "out of memory");
 			return;
@@ -160,7 +160,7 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 		log_debug("pid %d: TSG 0x%x confirmed by the eBPF tracker", (int)s->pid, s->h_tsg);
 	t->unverified_until = 0;
 	t->claim = TSG_CLAIM_CONFIRMED;
-	t->sources |= GQ_SRC_BPF;
+	t->sources |= TSG_SRC_BPF;
 	t->h_device = s->h_device;
 	/* Fill in what the preempt agent did not know. */
 	if (t->gpu == GQ_UNKNOWN && s->gpu != TT_UNKNOWN)
@@ -275,7 +275,7 @@ static void on_set_event(struct agent *a, const struct tt_event *ev)
 		tsg_observe_ts(t, (uint32_t)ev->value, ev->ts_ns / 1000u);
 		/* Without a preempt agent the process's own SET is what the
 		 * application asked for: the baseline to restore. */
-		if (!(ev->flags & TT_F_FOREIGN) && !(t->sources & GQ_SRC_AGENT))
+		if (!(ev->flags & TT_F_FOREIGN) && !(t->sources & TSG_SRC_PREEMPT))
 			t->obs.app_ts = (uint32_t)ev->value;
 	}
 	a->dirty = 1;
@@ -298,7 +298,7 @@ static int on_event(void *ctx, const struct tt_event *ev)
 		on_set_event(a, ev);
 		break;
 	case TT_EV_EXIT:
-		tsg_drop_pid(a, (pid_t)ev->tgid, 0, 0, GQ_SRC_ALL);
+		tsg_drop_pid(a, (pid_t)ev->tgid, 0, 0, TSG_SRC_ALL);
 		break;
 	default:
 		break; /* clients, devices, channels: the TSG events carry what we need */
@@ -414,7 +414,7 @@ void tracker_tick(struct agent *a)
 
 		if (t->unverified_until && t->unverified_until <= now) {
 			a->trk.refused_claims++;
-			proc_log(a, t->proc, GQ_LOG_WARN,
+			proc_log(a, t->proc, LOG_LEVEL_WARN,
 				 "pid %d: preempt agent's TSG 0x%x/0x%x refused: the eBPF tracker never "
 				 "saw pid %d allocate it", (int)t->pid, t->h_client, t->h_tsg, (int)t->pid);
 			tsg_drop(a, t);

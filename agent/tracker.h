@@ -23,9 +23,9 @@
 #include "agent/loop.h"
 
 /* Where a TSG was seen (struct tsg.sources). */
-#define GQ_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */
-#define GQ_SRC_AGENT 0x2u /* the process's injected preempt agent reported it */
-#define GQ_SRC_ALL (GQ_SRC_BPF | GQ_SRC_AGENT)
+#define TSG_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */
+#define TSG_SRC_PREEMPT 0x2u /* the process's injected preempt agent reported it */
+#define TSG_SRC_ALL (TSG_SRC_BPF | TSG_SRC_PREEMPT)
 
 /* A preempt agent reports a TSG after its ioctl returned, and the tracer
  * sent its event before that return, so the kernel's word is normally

@@ -36,7 +36,7 @@ int ratelimit_allow(struct ratelimit *r, uint64_t now, unsigned burst, uint64_t 
 	return 1;
 }
 
-void proc_log(struct agent *a, struct proc *p, enum gq_log_level lv, const char *fmt, ...)
+void proc_log(struct agent *a, struct proc *p, enum log_level lv, const char *fmt, ...)
 {
 	unsigned long dropped;
 	char line[512];
@@ -53,7 +53,7 @@ void proc_log(struct agent *a, struct proc *p, enum gq_log_level lv, const char 
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	gq_log(lv, "%s", line);
+	log_line(lv, "%s", line);
 }
 
 /* Lines suppressed since the last one was written: said as p goes. */
@@ -136,7 +136,7 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 
 	if (p && p->starttime != pi->starttime) {
 		log_info("pid %d: start time changed, forgetting the old process", (int)pid);
-		tsg_drop_pid(a, pid, 0, 0, GQ_SRC_ALL);
+		tsg_drop_pid(a, pid, 0, 0, TSG_SRC_ALL);
 	}
 	if (!p) {
 		p = calloc(1, sizeof(*p));
@@ -169,7 +169,7 @@ void proc_gc(struct agent *a)
 		if (!p->peer && (procinfo_starttime(p->pid, &st) != 0 || st != p->starttime)) {
 			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
 			proc_log_flush(p);
-			tsg_drop_pid(a, p->pid, 0, 0, GQ_SRC_ALL);
+			tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_ALL);
 			*pp = p->next;
 			free(p);
 			continue;
@@ -301,8 +301,8 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 		if (!t)
 			return NULL;
 	}
-	kernel = (t->sources & GQ_SRC_BPF) != 0;
-	t->sources |= GQ_SRC_AGENT;
+	kernel = (t->sources & TSG_SRC_BPF) != 0;
+	t->sources |= TSG_SRC_PREEMPT;
 	t->h_device = m->h_device;
 	if (!kernel || m->device_instance != GQ_UNKNOWN)
 		t->gpu = m->device_instance;
@@ -346,7 +346,7 @@ void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsign
 
 		if (t->pid == pid && !(keep_gen && t->gen == gen) && (t->sources & sources)) {
 			t->sources &= ~sources;
-			if (!(t->sources & GQ_SRC_AGENT))
+			if (!(t->sources & TSG_SRC_PREEMPT))
 				tsg_uncharge(t);
 			if (t->sources) {
 				pp = &t->next;
@@ -412,13 +412,13 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 	/* An unmanaged process's claims are not read back: they count for
 	 * nothing either way. */
 	if (t->unverified_until ||
-	    (t->claim == TSG_CLAIM_READBACK && t->proc->cls != GQ_CLASS_UNMANAGED))
+	    (t->claim == TSG_CLAIM_READBACK && t->proc->cls != CLASS_UNMANAGED))
 		return TSG_UNVERIFIED;
 	if (t->sent.blocked && t->sent.blocked_stalled)
 		return TSG_STALLED;
 	if (t->sent.inflight)
 		return TSG_PENDING;
-	if (t->proc->cls == GQ_CLASS_UNMANAGED)
+	if (t->proc->cls == CLASS_UNMANAGED)
 		return TSG_UNMANAGED;
 	if (differs && (t->sent.last_failed || t->sent.last_timeout || t->sent.blocked))
 		return TSG_FAILED;

@@ -10,27 +10,27 @@
 #include <string.h>
 #include <time.h>
 
-static enum gq_log_level log_level = GQ_LOG_INFO;
+static enum log_level log_level = LOG_LEVEL_INFO;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
-void gq_log_set_level(enum gq_log_level level)
+void log_set_level(enum log_level level)
 {
 	log_level = level;
 }
 
-int gq_log_parse_level(const char *s, enum gq_log_level *out)
+int log_parse_level(const char *s, enum log_level *out)
 {
-	for (int i = 0; i <= GQ_LOG_DEBUG; i++) {
+	for (int i = 0; i <= LOG_LEVEL_DEBUG; i++) {
 		if (strcmp(s, level_names[i]) == 0) {
-			*out = (enum gq_log_level)i;
+			*out = (enum log_level)i;
 			return 0;
 		}
 	}
 	return -1;
 }
 
-void gq_log(enum gq_log_level level, const char *fmt, ...)
+void log_line(enum log_level level, const char *fmt, ...)
 {
 	char line[1024];
 	struct timespec ts;

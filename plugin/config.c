@@ -51,7 +51,7 @@ void pcfg_defaults(struct plugin_config *c)
 	strcpy(c->procfs_root, "/proc");
 	strcpy(c->nvml_lib, "libnvidia-ml.so.1");
 	strcpy(c->metrics_address, PMETRICS_DEFAULT_ADDRESS);
-	c->log_level = GQ_LOG_INFO;
+	c->log_level = LOG_LEVEL_INFO;
 }
 
 const char *pcfg_mode_name(enum pcfg_mode m)
@@ -306,8 +306,8 @@ static int set_one(struct plugin_config *c, enum opt_id id, const char *name, co
 		strcpy(c->metrics_address, v);
 		return 0;
 	case O_LOG: {
-		enum gq_log_level l;
-		if (gq_log_parse_level(v, &l) < 0)
+		enum log_level l;
+		if (log_parse_level(v, &l) < 0)
 			return bad(err, errlen, "%s \"%s\": want error, warn, info or debug", name, v);
 		c->log_level = l;
 		return 0;

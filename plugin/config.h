@@ -44,7 +44,7 @@ struct plugin_config {
 	char procfs_root[PATH_MAX]; /* /proc; the driver's per-GPU minor numbers */
 	char nvml_lib[PATH_MAX];    /* libnvidia-ml.so.1; "" or "none": no health events */
 	char metrics_address[256];  /* HOST:PORT of /metrics; "off": none (metrics.c) */
-	enum gq_log_level log_level;
+	enum log_level log_level;
 };
 
 void pcfg_defaults(struct plugin_config *c);

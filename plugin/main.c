@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "gpuqos-device-plugin: %s\n", err);
 		return rc < 0 ? 2 : 0;
 	}
-	gq_log_set_level(p.cfg.log_level);
+	log_set_level(p.cfg.log_level);
 	log_info("gpuqos-device-plugin: mode %s, directory %s", pcfg_mode_name(p.cfg.mode),
 		 p.cfg.device_plugin_dir);
 	if (setup(&p, err, sizeof(err)) < 0) {

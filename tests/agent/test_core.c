@@ -23,7 +23,7 @@ uint64_t now_us(void)
 /* What the core submitted, in order. */
 #define MAX_SENT 256
 static struct sent {
-	enum gq_path path;
+	enum path path;
 	pid_t pid;
 	rm_handle h_tsg;
 	uint32_t op, seq;
@@ -37,7 +37,7 @@ static int submit_in_process(struct agent *a, struct cmd *c)
 {
 	(void)a;
 	if (nsent < MAX_SENT)
-		sent[nsent++] = (struct sent){ GQ_PATH_IN_PROCESS, c->pid, c->h_tsg, c->op, c->seq, c->arg };
+		sent[nsent++] = (struct sent){ PATH_IN_PROCESS, c->pid, c->h_tsg, c->op, c->seq, c->arg };
 	return 0;
 }
 
@@ -60,7 +60,7 @@ static struct agent *agent_new(void)
 	a->cfg = calloc(1, sizeof(*a->cfg));
 	gq_config_defaults(a->cfg);
 	a->cfg->trust_run_class = 1;
-	a->cfg->default_class = GQ_CLASS_UNMANAGED;
+	a->cfg->default_class = CLASS_UNMANAGED;
 	a->cfg->control_deadline_ms = 1000;
 	a->sd.lock_fd = -1;
 	a->sd.timer.fd = -1; /* no state file: state.c writes nothing */
@@ -366,7 +366,7 @@ static void test_claim_limits(void)
 	}
 	CHECK_EQ_U(ok, GQ_CLAIMS_PER_PROC);
 	CHECK_EQ_U(p->claims, GQ_CLAIMS_PER_PROC);
-	tsg_drop_pid(a, 1, 0, 0, GQ_SRC_AGENT);
+	tsg_drop_pid(a, 1, 0, 0, TSG_SRC_PREEMPT);
 	CHECK_EQ_U(p->claims, 0);
 	CHECK_EQ_U(p->uid->claims, 0);
 	CHECK_EQ_U(a->ntsgs, 0);
@@ -375,7 +375,7 @@ static void test_claim_limits(void)
 
 int main(void)
 {
-	gq_log_set_level(GQ_LOG_ERROR);
+	log_set_level(LOG_LEVEL_ERROR);
 	test_unverified_claims();
 	test_inflight_and_backoff();
 	test_belief_latest();

@@ -23,20 +23,20 @@ static void test_default(void)
 
 	CHECK(parse("{\"version\": 1}", &c, err, sizeof(err)) == 0);
 	/* BE unless configured; the standalone default stays unmanaged. */
-	CHECK_EQ_U(c.k8s_default_class, GQ_CLASS_BE);
-	CHECK_EQ_U(c.default_class, GQ_CLASS_UNMANAGED);
+	CHECK_EQ_U(c.k8s_default_class, CLASS_BE);
+	CHECK_EQ_U(c.default_class, CLASS_UNMANAGED);
 }
 
 static void test_values(void)
 {
 	static const struct {
 		const char *json;
-		enum gq_class want;
+		enum qos_class want;
 	} ok[] = {
-		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"best-effort\"}}", GQ_CLASS_BE },
-		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"latency-critical\"}}", GQ_CLASS_LC },
-		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"unmanaged\"}}", GQ_CLASS_UNMANAGED },
-		{ "{\"version\":1,\"kubernetes\":{}}", GQ_CLASS_BE },
+		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"best-effort\"}}", CLASS_BE },
+		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"latency-critical\"}}", CLASS_LC },
+		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"unmanaged\"}}", CLASS_UNMANAGED },
+		{ "{\"version\":1,\"kubernetes\":{}}", CLASS_BE },
 	};
 	static struct gq_config c;
 	char err[512];

@@ -18,7 +18,7 @@
 
 /* Everything available: the agent path for timeslice and preempt, the
  * direct path for interleave. */
-static struct path_in all_up(enum gq_path_mode mode, enum gq_action act)
+static struct path_in all_up(enum path_mode mode, enum path_action act)
 {
 	return (struct path_in){ .mode = mode, .action = act, .peer = 1, .peer_stalled = 0,
 				 .direct_caps = 1, .interleave_caps = 1, .direct_running = 1,
@@ -27,88 +27,88 @@ static struct path_in all_up(enum gq_path_mode mode, enum gq_action act)
 
 static void test_auto(void)
 {
-	struct path_in in = all_up(GQ_MODE_AUTO, GQ_ACTION_TIMESLICE);
+	struct path_in in = all_up(PATH_MODE_AUTO, ACTION_TIMESLICE);
 	struct path_choice ch = path_select(&in);
 
-	CHECK_EQ_U(ch.path, GQ_PATH_IN_PROCESS);
-	in.action = GQ_ACTION_PREEMPT;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
+	CHECK_EQ_U(ch.path, PATH_IN_PROCESS);
+	in.action = ACTION_PREEMPT;
+	CHECK_EQ_U(path_select(&in).path, PATH_IN_PROCESS);
 	/* A non-root workload cannot set interleave itself. */
-	in.action = GQ_ACTION_INTERLEAVE;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	in.action = ACTION_INTERLEAVE;
+	CHECK_EQ_U(path_select(&in).path, PATH_DIRECT);
 	/* ... but without CAP_SYS_NICE the agent cannot either: its own
 	 * preempt agent is the only chance (a root workload). */
 	in.interleave_caps = 0;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
+	CHECK_EQ_U(path_select(&in).path, PATH_IN_PROCESS);
 	/* No preempt agent: direct. */
-	in = all_up(GQ_MODE_AUTO, GQ_ACTION_TIMESLICE);
+	in = all_up(PATH_MODE_AUTO, ACTION_TIMESLICE);
 	in.peer = 0;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	CHECK_EQ_U(path_select(&in).path, PATH_DIRECT);
 	/* A stalled preempt agent: direct. */
 	in.peer = 1;
 	in.peer_stalled = 1;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	CHECK_EQ_U(path_select(&in).path, PATH_DIRECT);
 	/* Both stalled: none, and it says stalled. */
 	in.direct_stalled = 1;
 	ch = path_select(&in);
-	CHECK_EQ_U(ch.path, GQ_PATH_NONE);
+	CHECK_EQ_U(ch.path, PATH_NONE);
 	CHECK(ch.stalled && ch.why && strstr(ch.why, "stalled"));
 	/* No preempt agent and no CAP_SYS_PTRACE: the capability is named. */
-	in = all_up(GQ_MODE_AUTO, GQ_ACTION_PREEMPT);
+	in = all_up(PATH_MODE_AUTO, ACTION_PREEMPT);
 	in.peer = 0;
 	in.direct_caps = 0;
 	ch = path_select(&in);
-	CHECK_EQ_U(ch.path, GQ_PATH_NONE);
+	CHECK_EQ_U(ch.path, PATH_NONE);
 	CHECK(!ch.stalled && strcmp(ch.why, "direct path needs CAP_SYS_PTRACE") == 0);
 	/* fd unknown (the eBPF tracker did not see it): no direct. */
-	in = all_up(GQ_MODE_AUTO, GQ_ACTION_INTERLEAVE);
+	in = all_up(PATH_MODE_AUTO, ACTION_INTERLEAVE);
 	in.fd_known = 0;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
+	CHECK_EQ_U(path_select(&in).path, PATH_IN_PROCESS);
 }
 
 static void test_forced(void)
 {
-	struct path_in in = all_up(GQ_MODE_IN_PROCESS, GQ_ACTION_INTERLEAVE);
+	struct path_in in = all_up(PATH_MODE_IN_PROCESS, ACTION_INTERLEAVE);
 	struct path_choice ch;
 
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_IN_PROCESS);
+	CHECK_EQ_U(path_select(&in).path, PATH_IN_PROCESS);
 	in.peer_stalled = 1;
 	ch = path_select(&in);
-	CHECK(ch.path == GQ_PATH_NONE && ch.stalled);
+	CHECK(ch.path == PATH_NONE && ch.stalled);
 	in.peer = 0;
 	ch = path_select(&in);
-	CHECK(ch.path == GQ_PATH_NONE && !ch.stalled &&
+	CHECK(ch.path == PATH_NONE && !ch.stalled &&
 	      strcmp(ch.why, "no connected preempt agent") == 0);
 
-	in = all_up(GQ_MODE_DIRECT, GQ_ACTION_TIMESLICE);
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	in = all_up(PATH_MODE_DIRECT, ACTION_TIMESLICE);
+	CHECK_EQ_U(path_select(&in).path, PATH_DIRECT);
 	in.direct_caps = 0;
 	ch = path_select(&in);
-	CHECK(ch.path == GQ_PATH_NONE && strstr(ch.why, "CAP_SYS_PTRACE"));
-	in = all_up(GQ_MODE_DIRECT, GQ_ACTION_INTERLEAVE);
+	CHECK(ch.path == PATH_NONE && strstr(ch.why, "CAP_SYS_PTRACE"));
+	in = all_up(PATH_MODE_DIRECT, ACTION_INTERLEAVE);
 	in.interleave_caps = 0;
 	ch = path_select(&in);
-	CHECK(ch.path == GQ_PATH_NONE && strstr(ch.why, "CAP_SYS_NICE"));
+	CHECK(ch.path == PATH_NONE && strstr(ch.why, "CAP_SYS_NICE"));
 	/* CAP_SYS_NICE matters for interleave only. */
-	in.action = GQ_ACTION_PREEMPT;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_DIRECT);
+	in.action = ACTION_PREEMPT;
+	CHECK_EQ_U(path_select(&in).path, PATH_DIRECT);
 	in.direct_stalled = 1;
 	ch = path_select(&in);
-	CHECK(ch.path == GQ_PATH_NONE && ch.stalled);
-	in = all_up(GQ_MODE_DIRECT, GQ_ACTION_PREEMPT);
+	CHECK(ch.path == PATH_NONE && ch.stalled);
+	in = all_up(PATH_MODE_DIRECT, ACTION_PREEMPT);
 	in.direct_running = 0;
-	CHECK_EQ_U(path_select(&in).path, GQ_PATH_NONE);
+	CHECK_EQ_U(path_select(&in).path, PATH_NONE);
 }
 
 static void test_ops(void)
 {
-	CHECK_EQ_U(gq_op_action(GQ_OP_SET_TIMESLICE), GQ_ACTION_TIMESLICE);
-	CHECK_EQ_U(gq_op_action(GQ_OP_GET_TIMESLICE), GQ_ACTION_TIMESLICE);
-	CHECK_EQ_U(gq_op_action(GQ_OP_SET_INTERLEAVE), GQ_ACTION_INTERLEAVE);
-	CHECK_EQ_U(gq_op_action(GQ_OP_PREEMPT), GQ_ACTION_PREEMPT);
-	CHECK(strcmp(gq_path_name(GQ_PATH_DIRECT), "direct") == 0);
-	CHECK(strcmp(gq_path_name(GQ_PATH_IN_PROCESS), "in-process") == 0);
-	CHECK(strcmp(gq_path_name(GQ_PATH_NONE), "none") == 0);
+	CHECK_EQ_U(op_action(GQ_OP_SET_TIMESLICE), ACTION_TIMESLICE);
+	CHECK_EQ_U(op_action(GQ_OP_GET_TIMESLICE), ACTION_TIMESLICE);
+	CHECK_EQ_U(op_action(GQ_OP_SET_INTERLEAVE), ACTION_INTERLEAVE);
+	CHECK_EQ_U(op_action(GQ_OP_PREEMPT), ACTION_PREEMPT);
+	CHECK(strcmp(path_name(PATH_DIRECT), "direct") == 0);
+	CHECK(strcmp(path_name(PATH_IN_PROCESS), "in-process") == 0);
+	CHECK(strcmp(path_name(PATH_NONE), "none") == 0);
 }
 
 static void test_caps(void)
@@ -159,18 +159,18 @@ static void test_config(void)
 	char err[512];
 
 	gq_config_defaults(&c);
-	for (int i = 0; i < GQ_NACTIONS; i++)
-		CHECK_EQ_U(c.control_path[i], GQ_MODE_AUTO);
+	for (int i = 0; i < NACTIONS; i++)
+		CHECK_EQ_U(c.control_path[i], PATH_MODE_AUTO);
 	CHECK(gq_config_parse("{\"version\":1}", &c, err, sizeof(err)) == 0);
-	CHECK_EQ_U(c.control_path[GQ_ACTION_INTERLEAVE], GQ_MODE_AUTO);
+	CHECK_EQ_U(c.control_path[ACTION_INTERLEAVE], PATH_MODE_AUTO);
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"direct\"}", &c, err, sizeof(err)) == 0);
-	for (int i = 0; i < GQ_NACTIONS; i++)
-		CHECK_EQ_U(c.control_path[i], GQ_MODE_DIRECT);
+	for (int i = 0; i < NACTIONS; i++)
+		CHECK_EQ_U(c.control_path[i], PATH_MODE_DIRECT);
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"interleave\":\"direct\","
 			      "\"preempt\":\"in-process\"}}", &c, err, sizeof(err)) == 0);
-	CHECK_EQ_U(c.control_path[GQ_ACTION_TIMESLICE], GQ_MODE_AUTO);
-	CHECK_EQ_U(c.control_path[GQ_ACTION_INTERLEAVE], GQ_MODE_DIRECT);
-	CHECK_EQ_U(c.control_path[GQ_ACTION_PREEMPT], GQ_MODE_IN_PROCESS);
+	CHECK_EQ_U(c.control_path[ACTION_TIMESLICE], PATH_MODE_AUTO);
+	CHECK_EQ_U(c.control_path[ACTION_INTERLEAVE], PATH_MODE_DIRECT);
+	CHECK_EQ_U(c.control_path[ACTION_PREEMPT], PATH_MODE_IN_PROCESS);
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"both\"}", &c, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" must be \"auto\", \"in-process\" or \"direct\", got \"both\""));
 	/* The in-process path's old name is refused with its new one. */
@@ -184,8 +184,8 @@ static void test_config(void)
 	CHECK(strstr(err, "field \"controlPath.preempt\" must be a string"));
 	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":[]}", &c, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" must be a string"));
-	CHECK(strcmp(gq_path_mode_name(GQ_MODE_DIRECT), "direct") == 0);
-	CHECK(strcmp(gq_action_name(GQ_ACTION_INTERLEAVE), "interleave") == 0);
+	CHECK(strcmp(path_mode_name(PATH_MODE_DIRECT), "direct") == 0);
+	CHECK(strcmp(action_name(ACTION_INTERLEAVE), "interleave") == 0);
 }
 
 int main(void)

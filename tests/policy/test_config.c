@@ -28,7 +28,7 @@ static void scribble(struct gq_config *c)
 static void test_example(const char *path)
 {
 	struct gq_config c;
-	enum gq_class cls;
+	enum qos_class cls;
 	enum class_source src;
 
 	scribble(&c);
@@ -38,15 +38,15 @@ static void test_example(const char *path)
 		return;
 	}
 	CHECK_EQ_U(c.version, 1);
-	CHECK_EQ_U(c.default_class, GQ_CLASS_UNMANAGED);
+	CHECK_EQ_U(c.default_class, CLASS_UNMANAGED);
 	CHECK_EQ_U(c.trust_run_class, 1);
 	CHECK_EQ_U(c.nrules, 2);
 	CHECK_EQ_U(c.rules[0].kind, GQ_MATCH_CGROUP);
 	CHECK(strcmp(c.rules[0].pattern, "/system.slice/inference-*.scope") == 0);
-	CHECK_EQ_U(c.rules[0].cls, GQ_CLASS_LC);
+	CHECK_EQ_U(c.rules[0].cls, CLASS_LC);
 	CHECK_EQ_U(c.rules[1].kind, GQ_MATCH_EXE);
 	CHECK(strcmp(c.rules[1].pattern, "/opt/train/*") == 0);
-	CHECK_EQ_U(c.rules[1].cls, GQ_CLASS_BE);
+	CHECK_EQ_U(c.rules[1].cls, CLASS_BE);
 	CHECK_EQ_U(c.policy.lc_timeslice_us, 100000);
 	CHECK_EQ_U(c.policy.be_timeslice_us, 50);
 	CHECK_EQ_U(c.policy.several_be_timeslice_us, 1000);
@@ -59,9 +59,9 @@ static void test_example(const char *path)
 	CHECK(strcmp(c.path, path) == 0);
 	cls = gq_config_classify(&c, "/system.slice/inference-7.scope", "/usr/bin/python3", NULL,
 				 &src);
-	CHECK(cls == GQ_CLASS_LC && src == CLS_SRC_RULE);
+	CHECK(cls == CLASS_LC && src == CLS_SRC_RULE);
 	cls = gq_config_classify(&c, "/user.slice", "/opt/train/bin/python", NULL, &src);
-	CHECK(cls == GQ_CLASS_BE && src == CLS_SRC_RULE);
+	CHECK(cls == CLASS_BE && src == CLS_SRC_RULE);
 }
 
 static void test_defaults(void)
@@ -73,7 +73,7 @@ static void test_defaults(void)
 	gq_config_defaults(&c);
 	policy_config_defaults(&p);
 	CHECK_EQ_U(c.version, 1);
-	CHECK_EQ_U(c.default_class, GQ_CLASS_UNMANAGED);
+	CHECK_EQ_U(c.default_class, CLASS_UNMANAGED);
 	CHECK_EQ_U(c.trust_run_class, 1);
 	CHECK_EQ_U(c.nrules, 0);
 	CHECK(memcmp(&c.policy, &p, sizeof(p)) == 0);
@@ -94,7 +94,7 @@ static void test_defaults(void)
 			      "\"manageCopyEngines\":true,\"controlDeadlineMs\":250,"
 			      "\"reconcileIntervalMs\":1000,\"rules\":[]}",
 			      &d, err, sizeof(err)) == 0);
-	CHECK_EQ_U(d.default_class, GQ_CLASS_BE);
+	CHECK_EQ_U(d.default_class, CLASS_BE);
 	CHECK_EQ_U(d.trust_run_class, 0);
 	CHECK_EQ_U(d.policy.lc_timeslice_us, 1000000);
 	CHECK_EQ_U(d.policy.be_timeslice_us, 20);
@@ -255,10 +255,10 @@ static void test_errors(void)
 			      "{\"exe\": \"/a[]]b\", \"class\": \"lc\"},"
 			      "{\"exe\": \"/lit\\\\[\", \"class\": \"lc\"}]}",
 			      &c, err, sizeof(err)) == 0);
-	CHECK(gq_config_classify(&c, NULL, "/bin/job7", NULL, NULL) == GQ_CLASS_LC);
-	CHECK(gq_config_classify(&c, NULL, "/opt/yx", NULL, NULL) == GQ_CLASS_BE);
-	CHECK(gq_config_classify(&c, NULL, "/a]b", NULL, NULL) == GQ_CLASS_LC);
-	CHECK(gq_config_classify(&c, NULL, "/lit[", NULL, NULL) == GQ_CLASS_LC);
+	CHECK(gq_config_classify(&c, NULL, "/bin/job7", NULL, NULL) == CLASS_LC);
+	CHECK(gq_config_classify(&c, NULL, "/opt/yx", NULL, NULL) == CLASS_BE);
+	CHECK(gq_config_classify(&c, NULL, "/a]b", NULL, NULL) == CLASS_LC);
+	CHECK(gq_config_classify(&c, NULL, "/lit[", NULL, NULL) == CLASS_LC);
 
 	expect_bad(NULL, none);
 	/* A tiny buffer is filled, truncated and terminated. */
@@ -338,7 +338,7 @@ static void test_load(void)
 	CHECK(write_file(path, good, sizeof(good) - 1) == 0);
 	scribble(&c);
 	CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
-	CHECK_EQ_U(c.default_class, GQ_CLASS_BE);
+	CHECK_EQ_U(c.default_class, CLASS_BE);
 	CHECK(strcmp(c.path, path) == 0);
 	unlink(path);
 	CHECK(gq_config_load(NULL, &c, err, sizeof(err)) == -1);
@@ -357,32 +357,32 @@ static void test_classify(void)
 			      &c, err, sizeof(err)) == 0);
 	/* gpuqos run beats every rule. */
 	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", "be", &src) ==
-	      GQ_CLASS_BE);
+	      CLASS_BE);
 	CHECK(src == CLS_SRC_GPUQOS_RUN);
 	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "unmanaged", &src) ==
-	      GQ_CLASS_UNMANAGED);
+	      CLASS_UNMANAGED);
 	CHECK(src == CLS_SRC_GPUQOS_RUN);
 	/* An unparsable run class is ignored, not trusted as anything. */
-	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "platinum", &src) == GQ_CLASS_BE);
+	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "platinum", &src) == CLASS_BE);
 	CHECK(src == CLS_SRC_DEFAULT);
 	/* First matching rule wins, in file order; `*` spans `/`. */
 	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/bin/x", NULL, &src) ==
-	      GQ_CLASS_UNMANAGED);
+	      CLASS_UNMANAGED);
 	CHECK(src == CLS_SRC_RULE);
 	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", NULL, &src) ==
-	      GQ_CLASS_LC);
+	      CLASS_LC);
 	CHECK(gq_config_classify(&c, "/system.slice/a/b/c", NULL, NULL, &src) ==
-	      GQ_CLASS_UNMANAGED);
+	      CLASS_UNMANAGED);
 	CHECK(src == CLS_SRC_RULE);
 	/* A rule never matches an unknown subject. */
-	CHECK(gq_config_classify(&c, NULL, NULL, NULL, &src) == GQ_CLASS_BE);
+	CHECK(gq_config_classify(&c, NULL, NULL, NULL, &src) == CLASS_BE);
 	CHECK(src == CLS_SRC_DEFAULT);
-	CHECK(gq_config_classify(&c, "/opt/serve/bin/x", NULL, NULL, NULL) == GQ_CLASS_BE);
+	CHECK(gq_config_classify(&c, "/opt/serve/bin/x", NULL, NULL, NULL) == CLASS_BE);
 	/* Not trusted: the run class is ignored. */
 	c.trust_run_class = 0;
-	CHECK(gq_config_classify(&c, "/user.slice", "/opt/serve/x", "be", &src) == GQ_CLASS_LC);
+	CHECK(gq_config_classify(&c, "/user.slice", "/opt/serve/x", "be", &src) == CLASS_LC);
 	CHECK(src == CLS_SRC_RULE);
-	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "lc", &src) == GQ_CLASS_BE);
+	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "lc", &src) == CLASS_BE);
 	CHECK(src == CLS_SRC_DEFAULT);
 }
 

@@ -12,7 +12,7 @@
 #define GR RM_ENGINE_GR0
 #define CE 11u /* a copy engine type a CUDA context uses on an H200 */
 
-static struct policy_tsg_in tsg(uint32_t gpu, uint32_t engine, enum gq_class cls,
+static struct policy_tsg_in tsg(uint32_t gpu, uint32_t engine, enum qos_class cls,
 				uint32_t baseline)
 {
 	struct policy_tsg_in t = { .gpu = gpu, .engine_type = engine, .cls = cls,
@@ -83,7 +83,7 @@ static void test_validate(void)
 
 static void test_be_alone(const struct policy_config *cfg)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[1];
 
 	decide(cfg, in, 1, out);
@@ -94,7 +94,7 @@ static void test_be_alone(const struct policy_config *cfg)
 
 static void test_lc_and_be(const struct policy_config *cfg)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[2];
 
 	decide(cfg, in, 2, out);
@@ -108,7 +108,7 @@ static void test_lc_and_be(const struct policy_config *cfg)
 
 static void test_other_gpu(const struct policy_config *cfg)
 {
-	struct policy_tsg_in in[] = { tsg(1, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(1, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[2];
 
 	decide(cfg, in, 2, out);
@@ -122,8 +122,8 @@ static void test_other_gpu(const struct policy_config *cfg)
 static void test_other_runlist(const struct policy_config *cfg)
 {
 	/* GR1 is a different runlist from GR0 on the same GPU. */
-	struct policy_tsg_in in[] = { tsg(0, GR + 1, GQ_CLASS_LC, 2048),
-				      tsg(0, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR + 1, CLASS_LC, 2048),
+				      tsg(0, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[2];
 
 	decide(cfg, in, 2, out);
@@ -133,7 +133,7 @@ static void test_other_runlist(const struct policy_config *cfg)
 
 static void test_lc_leaves(const struct policy_config *cfg)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_BE, 2048), tsg(0, GR, GQ_CLASS_LC, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_BE, 2048), tsg(0, GR, CLASS_LC, 2048) };
 	struct policy_tsg_out out[2];
 
 	decide(cfg, in, 2, out);
@@ -146,8 +146,8 @@ static void test_lc_leaves(const struct policy_config *cfg)
 
 static void test_several_lc(const struct policy_config *cfg)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_LC, 2048),
-				      tsg(0, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_LC, 2048),
+				      tsg(0, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[3];
 
 	decide(cfg, in, 3, out);
@@ -158,8 +158,8 @@ static void test_several_lc(const struct policy_config *cfg)
 
 static void test_several_be(const struct policy_config *dflt)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_BE, 2048),
-				      tsg(0, GR, GQ_CLASS_BE, 3000), tsg(0, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
+				      tsg(0, GR, CLASS_BE, 3000), tsg(0, GR, CLASS_BE, 2048) };
 	struct policy_config cfg = *dflt;
 	struct policy_tsg_out out[4];
 
@@ -183,9 +183,9 @@ static void test_several_be(const struct policy_config *dflt)
 
 static void test_copy(const struct policy_config *dflt)
 {
-	struct policy_tsg_in in[] = { tsg(0, CE, GQ_CLASS_LC, 1024), tsg(0, CE, GQ_CLASS_BE, 1024),
-				      tsg(0, RM_ENGINE_COPY0, GQ_CLASS_BE, 1024),
-				      tsg(0, RM_ENGINE_COPY9, GQ_CLASS_BE, 1024) };
+	struct policy_tsg_in in[] = { tsg(0, CE, CLASS_LC, 1024), tsg(0, CE, CLASS_BE, 1024),
+				      tsg(0, RM_ENGINE_COPY0, CLASS_BE, 1024),
+				      tsg(0, RM_ENGINE_COPY9, CLASS_BE, 1024) };
 	struct policy_config cfg = *dflt;
 	struct policy_tsg_out out[4];
 
@@ -207,7 +207,7 @@ static void test_copy(const struct policy_config *dflt)
 static void test_not_gr_or_copy(const struct policy_config *dflt)
 {
 	/* An engine that is neither GR nor copy (e.g. a video engine). */
-	struct policy_tsg_in in[] = { tsg(0, 0x13, GQ_CLASS_LC, 1000), tsg(0, 0x13, GQ_CLASS_BE, 1000) };
+	struct policy_tsg_in in[] = { tsg(0, 0x13, CLASS_LC, 1000), tsg(0, 0x13, CLASS_BE, 1000) };
 	struct policy_config cfg = *dflt;
 	struct policy_tsg_out out[2];
 
@@ -221,10 +221,10 @@ static void test_unmanaged(const struct policy_config *cfg)
 {
 	/* Unmanaged TSGs neither count as BE (the BE stays "sole") nor as LC
 	 * (a lone BE beside one stays at baseline). */
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_BE, 2048),
-				      tsg(0, GR, GQ_CLASS_UNMANAGED, 2048),
-				      tsg(1, GR, GQ_CLASS_UNMANAGED, 2048),
-				      tsg(1, GR, GQ_CLASS_BE, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
+				      tsg(0, GR, CLASS_UNMANAGED, 2048),
+				      tsg(1, GR, CLASS_UNMANAGED, 2048),
+				      tsg(1, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[5];
 
 	decide(cfg, in, 5, out);
@@ -239,9 +239,9 @@ static void test_unmanaged(const struct policy_config *cfg)
 
 static void test_interleave(const struct policy_config *dflt)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_BE, 2048),
-				      tsg(0, GR, GQ_CLASS_UNMANAGED, 2048),
-				      tsg(1, GR, GQ_CLASS_BE, 2048), tsg(2, GR, GQ_CLASS_LC, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
+				      tsg(0, GR, CLASS_UNMANAGED, 2048),
+				      tsg(1, GR, CLASS_BE, 2048), tsg(2, GR, CLASS_LC, 2048) };
 	struct policy_config cfg = *dflt;
 	struct policy_tsg_out out[5];
 
@@ -267,8 +267,8 @@ static void test_interleave(const struct policy_config *dflt)
 
 static void test_baseline_unknown(const struct policy_config *cfg)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_BE, 0), tsg(0, CE, GQ_CLASS_BE, 0),
-				      tsg(0, GR, GQ_CLASS_UNMANAGED, 0) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_BE, 0), tsg(0, CE, CLASS_BE, 0),
+				      tsg(0, GR, CLASS_UNMANAGED, 0) };
 	struct policy_tsg_out out[3];
 
 	decide(cfg, in, 3, out);
@@ -279,10 +279,10 @@ static void test_baseline_unknown(const struct policy_config *cfg)
 
 static void test_pure(const struct policy_config *dflt)
 {
-	struct policy_tsg_in in[] = { tsg(0, GR, GQ_CLASS_LC, 2048), tsg(0, GR, GQ_CLASS_BE, 2048),
-				      tsg(0, CE, GQ_CLASS_BE, 1024), tsg(1, GR, GQ_CLASS_BE, 2048),
-				      tsg(1, GR, GQ_CLASS_BE, 2048), tsg(1, GR, GQ_CLASS_LC, 0),
-				      tsg(1, GR, GQ_CLASS_UNMANAGED, 2048) };
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
+				      tsg(0, CE, CLASS_BE, 1024), tsg(1, GR, CLASS_BE, 2048),
+				      tsg(1, GR, CLASS_BE, 2048), tsg(1, GR, CLASS_LC, 0),
+				      tsg(1, GR, CLASS_UNMANAGED, 2048) };
 	enum { N = sizeof(in) / sizeof(in[0]) };
 	struct policy_tsg_in copy[N];
 	struct policy_config cfg = *dflt, cfg_copy;
@@ -307,24 +307,24 @@ static void test_pure(const struct policy_config *dflt)
 
 static void test_class_names(void)
 {
-	enum gq_class c;
+	enum qos_class c;
 
-	CHECK(strcmp(gq_class_name(GQ_CLASS_UNMANAGED), "unmanaged") == 0);
-	CHECK(strcmp(gq_class_name(GQ_CLASS_BE), "best-effort") == 0);
-	CHECK(strcmp(gq_class_name(GQ_CLASS_LC), "latency-critical") == 0);
-	CHECK(gq_class_parse("latency-critical", &c) == 0 && c == GQ_CLASS_LC);
-	CHECK(gq_class_parse("lc", &c) == 0 && c == GQ_CLASS_LC);
-	CHECK(gq_class_parse("LC", &c) == 0 && c == GQ_CLASS_LC);
-	CHECK(gq_class_parse("best-effort", &c) == 0 && c == GQ_CLASS_BE);
-	CHECK(gq_class_parse("be", &c) == 0 && c == GQ_CLASS_BE);
-	CHECK(gq_class_parse("BE", &c) == 0 && c == GQ_CLASS_BE);
-	CHECK(gq_class_parse("unmanaged", &c) == 0 && c == GQ_CLASS_UNMANAGED);
-	c = GQ_CLASS_LC;
-	CHECK(gq_class_parse("Latency-Critical", &c) == -1);
-	CHECK(gq_class_parse("", &c) == -1);
-	CHECK(gq_class_parse("lc ", &c) == -1);
-	CHECK(gq_class_parse(NULL, &c) == -1);
-	CHECK(c == GQ_CLASS_LC); /* untouched on failure */
+	CHECK(strcmp(class_name(CLASS_UNMANAGED), "unmanaged") == 0);
+	CHECK(strcmp(class_name(CLASS_BE), "best-effort") == 0);
+	CHECK(strcmp(class_name(CLASS_LC), "latency-critical") == 0);
+	CHECK(class_parse("latency-critical", &c) == 0 && c == CLASS_LC);
+	CHECK(class_parse("lc", &c) == 0 && c == CLASS_LC);
+	CHECK(class_parse("LC", &c) == 0 && c == CLASS_LC);
+	CHECK(class_parse("best-effort", &c) == 0 && c == CLASS_BE);
+	CHECK(class_parse("be", &c) == 0 && c == CLASS_BE);
+	CHECK(class_parse("BE", &c) == 0 && c == CLASS_BE);
+	CHECK(class_parse("unmanaged", &c) == 0 && c == CLASS_UNMANAGED);
+	c = CLASS_LC;
+	CHECK(class_parse("Latency-Critical", &c) == -1);
+	CHECK(class_parse("", &c) == -1);
+	CHECK(class_parse("lc ", &c) == -1);
+	CHECK(class_parse(NULL, &c) == -1);
+	CHECK(c == CLASS_LC); /* untouched on failure */
 }
 
 int main(void)
