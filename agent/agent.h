@@ -26,35 +26,35 @@
 #include "agent/tracker.h"
 #include "common/log.h"
 
-#define GQ_AGENT_VERSION "0.1.0"
-#define GQ_DEFAULT_CTL_SOCKET "/run/gpuqos/ctl.sock"
-#define GQ_DEFAULT_STATE_DIR "/run/gpuqos"
-#define GQ_DEFAULT_NVIDIACTL "/dev/nvidiactl"
+#define AGENT_VERSION "0.1.0"
+#define AGENT_DEFAULT_CTL_SOCKET "/run/gpuqos/ctl.sock"
+#define AGENT_DEFAULT_STATE_DIR "/run/gpuqos"
+#define AGENT_DEFAULT_NVIDIACTL "/dev/nvidiactl"
 
-#define GQ_CMDS_PER_TICK 16       /* per peer: rate limit of reconcile */
-#define GQ_DIRECT_PER_TICK 16     /* direct path, all processes together */
-#define GQ_BACKOFF_MIN_MS 100u
-#define GQ_BACKOFF_MAX_MS 10000u
+#define AGENT_CMDS_PER_TICK 16       /* per peer: rate limit of reconcile */
+#define AGENT_DIRECT_PER_TICK 16     /* direct path, all processes together */
+#define AGENT_BACKOFF_MIN_MS 100u
+#define AGENT_BACKOFF_MAX_MS 10000u
 /* P reconnects with backoff up to 2 s plus jitter (docs/protocol.md). */
-#define GQ_RESTART_GRACE_MS 3000u
-#define GQ_IL_NONE (-2)           /* no refused interleave level recorded */
+#define AGENT_RESTART_GRACE_MS 3000u
+#define IL_REFUSED_NONE (-2)           /* no refused interleave level recorded */
 
 /* Limits on what one local user can make the agent hold (docs/protocol.md,
  * "Limits"). A CUDA context has 4 TSGs; a process rarely more than a few
  * contexts. Claims are TSGs a preempt agent reported; the tracker's TSGs
  * (RM allocated them) count only toward the total. */
-#define GQ_CLAIMS_PER_PROC 256u
-#define GQ_CLAIMS_PER_UID 1024u
-#define GQ_TSGS_MAX 8192u
+#define AGENT_CLAIMS_PER_PROC 256u
+#define AGENT_CLAIMS_PER_UID 1024u
+#define AGENT_TSGS_MAX 8192u
 /* Connected preempt agents: each holds one fd of the agent. The total is
- * further held below the fd limit (RLIMIT_NOFILE) minus GQ_FD_RESERVE. */
-#define GQ_PEERS_PER_UID 256u
-#define GQ_PEERS_MAX 768u
-#define GQ_FD_RESERVE 128u
-/* Log lines a process can cause: GQ_PROC_LOG_BURST per window, then
+ * further held below the fd limit (RLIMIT_NOFILE) minus AGENT_FD_RESERVE. */
+#define AGENT_PEERS_PER_UID 256u
+#define AGENT_PEERS_MAX 768u
+#define AGENT_FD_RESERVE 128u
+/* Log lines a process can cause: AGENT_PROC_LOG_BURST per window, then
  * counted and reported as suppressed. */
-#define GQ_PROC_LOG_BURST 20u
-#define GQ_PROC_LOG_WINDOW_MS 10000u
+#define AGENT_PROC_LOG_BURST 20u
+#define AGENT_PROC_LOG_WINDOW_MS 10000u
 
 /* Log lines rate-limited per window (tsg.c). */
 struct ratelimit {
@@ -158,7 +158,7 @@ struct tsg_sent {
 	unsigned inflight;
 	uint64_t backoff_until;
 	uint32_t backoff_ms;
-	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or GQ_IL_NONE */
+	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or IL_REFUSED_NONE */
 	int has_last;
 	uint32_t last_op, last_status, last_errno;
 	int last_timeout, last_failed;
@@ -240,7 +240,7 @@ struct agent_hooks {
 
 struct counters {
 	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
-	/* refused by a limit (GQ_PEERS_*, GQ_CLAIMS_*, GQ_TSGS_MAX); claims RM
+	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
 	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
@@ -268,7 +268,7 @@ struct agent {
 	char state_path[4096];
 	struct state_dir sd;   /* its lock and state.json writes (state.h) */
 	struct procinfo_pool *pi_pool; /* /proc reads off the loop (procinfo.h) */
-	struct gq_config *cfg;
+	struct agent_config *cfg;
 	struct loop_watch sig_w, tick_w, wake_w, listen_w, ctl_w;
 	struct proc *procs;
 	struct peer *peers, *dead_peers;
@@ -319,7 +319,7 @@ void proc_classify(struct agent *a, struct proc *p);
 void proc_reclassify_all(struct agent *a);
 void proc_gc(struct agent *a);
 struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
-/* NULL with errno EDQUOT past GQ_TSGS_MAX, or ENOMEM. */
+/* NULL with errno EDQUOT past AGENT_TSGS_MAX, or ENOMEM. */
 struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_handle h_tsg);
 /* NULL with errno EDQUOT when a limit refuses a new claim, ENOMEM. */
 struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, uint32_t gen);
@@ -333,7 +333,7 @@ int tsg_unverified(const struct tsg *t);
 struct uid_use *uid_use_get(struct agent *a, uid_t uid); /* NULL: out of memory */
 void uid_use_free_all(struct agent *a);
 /* A log line caused by what process p (or its preempt agent) did: at most
- * GQ_PROC_LOG_BURST per GQ_PROC_LOG_WINDOW_MS, the rest counted. */
+ * AGENT_PROC_LOG_BURST per AGENT_PROC_LOG_WINDOW_MS, the rest counted. */
 void proc_log(struct agent *a, struct proc *p, enum log_level lv, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* 1 if a line may be logged now; *suppressed: lines dropped before it. */

@@ -112,9 +112,9 @@ static void cmd_unlink(struct agent *a, struct cmd *c)
 
 static void tsg_backoff(struct tsg *t)
 {
-	t->sent.backoff_ms = t->sent.backoff_ms ? t->sent.backoff_ms * 2 : GQ_BACKOFF_MIN_MS;
-	if (t->sent.backoff_ms > GQ_BACKOFF_MAX_MS)
-		t->sent.backoff_ms = GQ_BACKOFF_MAX_MS;
+	t->sent.backoff_ms = t->sent.backoff_ms ? t->sent.backoff_ms * 2 : AGENT_BACKOFF_MIN_MS;
+	if (t->sent.backoff_ms > AGENT_BACKOFF_MAX_MS)
+		t->sent.backoff_ms = AGENT_BACKOFF_MAX_MS;
 	t->sent.backoff_until = now_us() + (uint64_t)t->sent.backoff_ms * 1000u;
 }
 

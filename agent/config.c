@@ -32,7 +32,7 @@ struct ctx {
 
 /* What a parse builds; allow_unsafe is only needed until validation. */
 struct state {
-	struct gq_config cfg;
+	struct agent_config cfg;
 	int allow_unsafe;
 };
 
@@ -254,7 +254,7 @@ static int glob_check(const char *pat, char *why, size_t n)
 	return 0;
 }
 
-static int parse_rule(const struct ctx *x, int idx, const cJSON *j, struct gq_rule *r)
+static int parse_rule(const struct ctx *x, int idx, const cJSON *j, struct config_rule *r)
 {
 	static const char *const keys[] = { "cgroup", "exe", "class" };
 	const cJSON *cg, *exe, *cls, *pat;
@@ -289,7 +289,7 @@ static int parse_rule(const struct ctx *x, int idx, const cJSON *j, struct gq_ru
 		return fail(x, sub, "is missing");
 	if (get_class(x, sub, cls, &r->cls))
 		return -1;
-	r->kind = cg ? GQ_MATCH_CGROUP : GQ_MATCH_EXE;
+	r->kind = cg ? MATCH_CGROUP : MATCH_EXE;
 	memcpy(r->pattern, s, len + 1);
 	return 0;
 }
@@ -302,8 +302,8 @@ static int parse_rules(const struct ctx *x, const cJSON *j, struct state *st)
 	if (!cJSON_IsArray(j))
 		return fail(x, "rules", "must be an array, got %s", type_name(j));
 	n = cJSON_GetArraySize(j);
-	if (n > GQ_MAX_RULES)
-		return fail(x, "rules", "has %d rules; at most %d are allowed", n, GQ_MAX_RULES);
+	if (n > CONFIG_MAX_RULES)
+		return fail(x, "rules", "has %d rules; at most %d are allowed", n, CONFIG_MAX_RULES);
 	cJSON_ArrayForEach(el, j)
 	{
 		if (parse_rule(x, i, el, &st->cfg.rules[i]))
@@ -365,14 +365,14 @@ static int parse_kubernetes(const struct ctx *x, const cJSON *j, struct state *s
 
 static int parse_version(const struct ctx *x, const cJSON *j, struct state *st)
 {
-	if (!cJSON_IsNumber(j) || j->valuedouble != (double)GQ_CONFIG_VERSION) {
+	if (!cJSON_IsNumber(j) || j->valuedouble != (double)CONFIG_VERSION) {
 		if (cJSON_IsNumber(j))
 			return fail(x, "version", "must be %d (the only format this agent reads), got %.15g",
-				    GQ_CONFIG_VERSION, j->valuedouble);
-		return fail(x, "version", "must be the number %d, got %s", GQ_CONFIG_VERSION,
+				    CONFIG_VERSION, j->valuedouble);
+		return fail(x, "version", "must be the number %d, got %s", CONFIG_VERSION,
 			    type_name(j));
 	}
-	st->cfg.version = GQ_CONFIG_VERSION;
+	st->cfg.version = CONFIG_VERSION;
 	return 0;
 }
 
@@ -413,14 +413,14 @@ static int parse_manage_copy(const struct ctx *x, const cJSON *j, struct state *
 
 static int parse_deadline(const struct ctx *x, const cJSON *j, struct state *st)
 {
-	return get_uint(x, "controlDeadlineMs", j, GQ_CONTROL_DEADLINE_MIN_MS,
-			GQ_CONTROL_DEADLINE_MAX_MS, &st->cfg.control_deadline_ms);
+	return get_uint(x, "controlDeadlineMs", j, AGENT_CONTROL_DEADLINE_MIN_MS,
+			AGENT_CONTROL_DEADLINE_MAX_MS, &st->cfg.control_deadline_ms);
 }
 
 static int parse_interval(const struct ctx *x, const cJSON *j, struct state *st)
 {
-	return get_uint(x, "reconcileIntervalMs", j, GQ_RECONCILE_INTERVAL_MIN_MS,
-			GQ_RECONCILE_INTERVAL_MAX_MS, &st->cfg.reconcile_interval_ms);
+	return get_uint(x, "reconcileIntervalMs", j, AGENT_RECONCILE_INTERVAL_MIN_MS,
+			AGENT_RECONCILE_INTERVAL_MAX_MS, &st->cfg.reconcile_interval_ms);
 }
 
 static const char *const path_modes[] = { "auto", "in-process", "direct" };
@@ -546,7 +546,7 @@ static int parse_root(const struct ctx *x, const cJSON *root, struct state *st)
 	/* The version decides how the rest reads, so it comes first. */
 	v = cJSON_GetObjectItemCaseSensitive(root, "version");
 	if (!v)
-		return fail(x, "version", "is missing; it must be %d", GQ_CONFIG_VERSION);
+		return fail(x, "version", "is missing; it must be %d", CONFIG_VERSION);
 	if (parse_version(x, v, st))
 		return -1;
 	for (size_t i = 0; i < NTOP; i++)
@@ -579,7 +579,7 @@ static int not_json(const struct ctx *x, const char *text, const char *at)
 }
 
 static int parse_text(const struct ctx *x, const char *text, const char *path,
-		      struct gq_config *out)
+		      struct agent_config *out)
 {
 	struct state *st;
 	const char *end = NULL;
@@ -588,7 +588,7 @@ static int parse_text(const struct ctx *x, const char *text, const char *path,
 
 	if (text[strspn(text, " \t\r\n")] == '\0')
 		return fail(x, NULL, "is empty; it must hold at least {\"version\": %d}",
-			    GQ_CONFIG_VERSION);
+			    CONFIG_VERSION);
 	root = cJSON_ParseWithOpts(text, &end, 1);
 	if (!root)
 		return not_json(x, text, end);
@@ -598,7 +598,7 @@ static int parse_text(const struct ctx *x, const char *text, const char *path,
 		cJSON_Delete(root);
 		return fail(x, NULL, "cannot be parsed: out of memory");
 	}
-	gq_config_defaults(&st->cfg);
+	config_defaults(&st->cfg);
 	rc = parse_root(x, root, st);
 	cJSON_Delete(root);
 	if (rc == 0) {
@@ -613,10 +613,10 @@ static int parse_text(const struct ctx *x, const char *text, const char *path,
 /* Public                                                              */
 /* ------------------------------------------------------------------ */
 
-void gq_config_defaults(struct gq_config *c)
+void config_defaults(struct agent_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->version = GQ_CONFIG_VERSION;
+	c->version = CONFIG_VERSION;
 	c->default_class = CLASS_UNMANAGED;
 	c->trust_run_class = 1;
 	/* A GPU pod that says nothing shares the GPU as best-effort: only an
@@ -628,7 +628,7 @@ void gq_config_defaults(struct gq_config *c)
 	c->reconcile_interval_ms = 200;
 }
 
-int gq_config_parse(const char *json_text, struct gq_config *out, char *err, size_t errlen)
+int config_parse(const char *json_text, struct agent_config *out, char *err, size_t errlen)
 {
 	const struct ctx x = { "policy text", err, errlen };
 
@@ -640,7 +640,7 @@ int gq_config_parse(const char *json_text, struct gq_config *out, char *err, siz
 /* Reads the whole file into a NUL-terminated buffer the caller frees. */
 static int read_file(const struct ctx *x, const char *path, char **text)
 {
-	size_t len = 0, cap = GQ_CONFIG_MAX_BYTES + 1;
+	size_t len = 0, cap = CONFIG_MAX_BYTES + 1;
 	struct stat sb;
 	char *buf;
 	int fd;
@@ -680,9 +680,9 @@ static int read_file(const struct ctx *x, const char *path, char **text)
 		len += (size_t)r;
 	}
 	close(fd);
-	if (len > GQ_CONFIG_MAX_BYTES) {
+	if (len > CONFIG_MAX_BYTES) {
 		free(buf);
-		return fail(x, NULL, "is larger than %d bytes", GQ_CONFIG_MAX_BYTES);
+		return fail(x, NULL, "is larger than %d bytes", CONFIG_MAX_BYTES);
 	}
 	/* cJSON would stop at a NUL and judge only the text before it. */
 	if (memchr(buf, '\0', len)) {
@@ -694,7 +694,7 @@ static int read_file(const struct ctx *x, const char *path, char **text)
 	return 0;
 }
 
-int gq_config_load(const char *path, struct gq_config *out, char *err, size_t errlen)
+int config_load(const char *path, struct agent_config *out, char *err, size_t errlen)
 {
 	char name[sizeof(out->path) + 16];
 	struct ctx x = { "policy file", err, errlen };
@@ -714,9 +714,9 @@ int gq_config_load(const char *path, struct gq_config *out, char *err, size_t er
 	return rc;
 }
 
-static int rule_matches(const struct gq_rule *r, const char *cgroup, const char *exe)
+static int rule_matches(const struct config_rule *r, const char *cgroup, const char *exe)
 {
-	const char *subject = r->kind == GQ_MATCH_CGROUP ? cgroup : exe;
+	const char *subject = r->kind == MATCH_CGROUP ? cgroup : exe;
 
 	/* Flags 0: `*` spans `/`, so one pattern covers a whole subtree. */
 	return subject && fnmatch(r->pattern, subject, 0) == 0;
@@ -743,7 +743,7 @@ const char *class_source_name(enum class_source s)
 	return "?";
 }
 
-enum qos_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+enum qos_class config_classify(const struct agent_config *c, const char *cgroup, const char *exe,
 				 const char *run_class, enum class_source *source)
 {
 	enum class_source src = CLS_SRC_DEFAULT;
@@ -753,7 +753,7 @@ enum qos_class gq_config_classify(const struct gq_config *c, const char *cgroup,
 		src = CLS_SRC_GPUQOS_RUN;
 		goto out;
 	}
-	for (size_t i = 0; i < c->nrules && i < GQ_MAX_RULES; i++) {
+	for (size_t i = 0; i < c->nrules && i < CONFIG_MAX_RULES; i++) {
 		if (rule_matches(&c->rules[i], cgroup, exe)) {
 			cls = c->rules[i].cls;
 			src = CLS_SRC_RULE;

@@ -17,27 +17,27 @@
 
 #include "agent/policy.h"
 
-#define GQ_CONFIG_VERSION 1
+#define CONFIG_VERSION 1
 
-enum gq_match {
-	GQ_MATCH_CGROUP = 1, /* pattern against the cgroup v2 path */
-	GQ_MATCH_EXE = 2,    /* pattern against /proc/<pid>/exe */
+enum config_match {
+	MATCH_CGROUP = 1, /* pattern against the cgroup v2 path */
+	MATCH_EXE = 2,    /* pattern against /proc/<pid>/exe */
 };
 
 /* fnmatch(3) glob, flags 0: `*` also matches `/`. */
-struct gq_rule {
-	enum gq_match kind;
+struct config_rule {
+	enum config_match kind;
 	char pattern[256];
 	enum qos_class cls;
 };
 
-#define GQ_MAX_RULES 64
+#define CONFIG_MAX_RULES 64
 
 /* Limits of the agent's own timings (ms). */
-#define GQ_CONTROL_DEADLINE_MIN_MS 1u
-#define GQ_CONTROL_DEADLINE_MAX_MS 60000u
-#define GQ_RECONCILE_INTERVAL_MIN_MS 10u
-#define GQ_RECONCILE_INTERVAL_MAX_MS 60000u
+#define AGENT_CONTROL_DEADLINE_MIN_MS 1u
+#define AGENT_CONTROL_DEADLINE_MAX_MS 60000u
+#define AGENT_RECONCILE_INTERVAL_MIN_MS 10u
+#define AGENT_RECONCILE_INTERVAL_MAX_MS 60000u
 
 /* Which control path carries an action (docs/policy.md, "controlPath"):
  * auto lets path.c choose; agent and direct force one. */
@@ -56,13 +56,13 @@ enum path_action {
 };
 
 /* Largest policy file read; a real one is a few KiB. */
-#define GQ_CONFIG_MAX_BYTES (1024 * 1024)
+#define CONFIG_MAX_BYTES (1024 * 1024)
 
-struct gq_config {
+struct agent_config {
 	int version;
 	enum qos_class default_class;
 	int trust_run_class; /* believe GPUQOS_RUN_CLASS recorded by `gpuqos run` */
-	struct gq_rule rules[GQ_MAX_RULES];
+	struct config_rule rules[CONFIG_MAX_RULES];
 	size_t nrules;
 	struct policy_config policy;
 	uint32_t control_deadline_ms;   /* one RM control, any path */
@@ -75,14 +75,14 @@ struct gq_config {
 };
 
 /* Everything the file may leave out; zeroes the whole struct first. */
-void gq_config_defaults(struct gq_config *c);
+void config_defaults(struct agent_config *c);
 
 /* 0 on success. On any error: -1, err holds one sentence naming the file,
  * the field and what is wrong, and *out is left untouched. */
-int gq_config_load(const char *path, struct gq_config *out, char *err, size_t errlen);
+int config_load(const char *path, struct agent_config *out, char *err, size_t errlen);
 
 /* The same from a NUL-terminated text; errors name "policy text". */
-int gq_config_parse(const char *json_text, struct gq_config *out, char *err, size_t errlen);
+int config_parse(const char *json_text, struct agent_config *out, char *err, size_t errlen);
 
 /* Where a process's class came from (ctl's and the annotations'
  * classSource). */
@@ -101,7 +101,7 @@ const char *class_source_name(enum class_source s);
  * the first matching rule, else the default. cgroup, exe and run_class may
  * be NULL (unknown). *source (if source) becomes CLS_SRC_GPUQOS_RUN,
  * CLS_SRC_RULE or CLS_SRC_DEFAULT. */
-enum qos_class gq_config_classify(const struct gq_config *c, const char *cgroup, const char *exe,
+enum qos_class config_classify(const struct agent_config *c, const char *cgroup, const char *exe,
 				 const char *run_class, enum class_source *source);
 
 /* "auto", "in-process", "direct"; "timeslice", "interleave", "preempt". */

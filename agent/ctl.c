@@ -461,7 +461,7 @@ static cJSON *agent_json(struct agent *a)
 		npeers++;
 	for (struct tsg *t = a->tsgs; t; t = t->next)
 		ntsgs++;
-	cJSON_AddStringToObject(o, "version", GQ_AGENT_VERSION);
+	cJSON_AddStringToObject(o, "version", AGENT_VERSION);
 	cJSON_AddStringToObject(o, "mode", a->kube ? "kubernetes" : "standalone");
 	cJSON_AddNumberToObject(o, "pid", getpid());
 	cJSON_AddNumberToObject(o, "uptimeS", (double)((now_us() - a->started_us) / 1000000u));

@@ -335,7 +335,7 @@ void kmode_publish(struct agent *a)
 
 	if (!kube_client_synced(c) || !n)
 		return; /* classes are not known yet: nothing true to write */
-	may_remove = !a->expected && now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
+	may_remove = !a->expected && now >= a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
 	/* A call into the client may apply a finished request and change its
 	 * cache: walk a copy of the uids, looking each pod up afresh. */
 	uids = calloc(n, sizeof(*uids));

@@ -48,10 +48,10 @@ static void usage(FILE *f)
 		"                      " PODRES_DEFAULT_SOCKET ")\n"
 		"  --config PATH       config file (GPUQOS_CONFIG; defaults when absent)\n"
 		"  --socket PATH       preempt-agent socket (GPUQOS_SOCKET, " GQ_DEFAULT_SOCKET ")\n"
-		"  --ctl-socket PATH   control socket (GPUQOS_CTL_SOCKET, " GQ_DEFAULT_CTL_SOCKET ")\n"
-		"  --state-dir DIR     state directory (GPUQOS_STATE_DIR, " GQ_DEFAULT_STATE_DIR ")\n"
+		"  --ctl-socket PATH   control socket (GPUQOS_CTL_SOCKET, " AGENT_DEFAULT_CTL_SOCKET ")\n"
+		"  --state-dir DIR     state directory (GPUQOS_STATE_DIR, " AGENT_DEFAULT_STATE_DIR ")\n"
 		"  --nvidiactl PATH    control device a reported fd must be (GPUQOS_NVIDIACTL, "
-		GQ_DEFAULT_NVIDIACTL ")\n"
+		AGENT_DEFAULT_NVIDIACTL ")\n"
 		"  --bpf auto|on|off   the eBPF tracker (GPUQOS_BPF, auto: use it when it can be\n"
 		"                      opened, say why not otherwise)\n"
 		"  --bpf-pin-dir DIR   its pins, on bpffs (GPUQOS_BPF_PIN_DIR, /sys/fs/bpf/gpuqos)\n"
@@ -61,7 +61,7 @@ static void usage(FILE *f)
 		"  --install-preempt-lib SRC  install SRC as the preempt library the device plugin\n"
 		"                      mounts into containers (a new versioned directory, `current`\n"
 		"                      switched by rename), then exit\n"
-		"  --preempt-lib-dir DIR  where (GPUQOS_PREEMPT_LIB_DIR, " GQ_PREEMPT_DEFAULT_DIR ")\n");
+		"  --preempt-lib-dir DIR  where (GPUQOS_PREEMPT_LIB_DIR, " PREEMPTLIB_DEFAULT_DIR ")\n");
 }
 
 /* --install-preempt-lib runs instead of the agent (the chart's init
@@ -121,16 +121,16 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.standalone = sa && *sa && strcmp(sa, "0") != 0;
 	a->opt.config = env_or("GPUQOS_CONFIG", NULL);
 	a->opt.socket = env_or("GPUQOS_SOCKET", GQ_DEFAULT_SOCKET);
-	a->opt.ctl_socket = env_or("GPUQOS_CTL_SOCKET", GQ_DEFAULT_CTL_SOCKET);
-	a->opt.state_dir = env_or("GPUQOS_STATE_DIR", GQ_DEFAULT_STATE_DIR);
-	a->opt.nvidiactl = env_or("GPUQOS_NVIDIACTL", GQ_DEFAULT_NVIDIACTL);
+	a->opt.ctl_socket = env_or("GPUQOS_CTL_SOCKET", AGENT_DEFAULT_CTL_SOCKET);
+	a->opt.state_dir = env_or("GPUQOS_STATE_DIR", AGENT_DEFAULT_STATE_DIR);
+	a->opt.nvidiactl = env_or("GPUQOS_NVIDIACTL", AGENT_DEFAULT_NVIDIACTL);
 	a->opt.bpf_pin_dir = env_or("GPUQOS_BPF_PIN_DIR", NULL);
 	a->opt.node_name = env_or("NODE_NAME", NULL);
 	a->opt.kubeconfig = env_or("KUBECONFIG", NULL);
 	a->opt.podres_socket = env_or("GPUQOS_POD_RESOURCES_SOCKET", NULL);
 	a->opt.sa_dir = env_or("GPUQOS_SERVICE_ACCOUNT_DIR", NULL);
 	metrics_set_address(env_or("GPUQOS_METRICS_ADDRESS", METRICS_DEFAULT_ADDRESS));
-	preempt_lib_dir = env_or("GPUQOS_PREEMPT_LIB_DIR", GQ_PREEMPT_DEFAULT_DIR);
+	preempt_lib_dir = env_or("GPUQOS_PREEMPT_LIB_DIR", PREEMPTLIB_DEFAULT_DIR);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'S': a->opt.standalone = 1; break;
@@ -179,7 +179,7 @@ static int config_initial(struct agent *a)
 	char err[512];
 	struct stat st;
 
-	gq_config_defaults(a->cfg);
+	config_defaults(a->cfg);
 	if (!a->opt.config)
 		return 0;
 	if (stat(a->opt.config, &st) != 0 && errno == ENOENT) {
@@ -187,7 +187,7 @@ static int config_initial(struct agent *a)
 		snprintf(a->cfg->path, sizeof(a->cfg->path), "%s", a->opt.config);
 		return 0;
 	}
-	if (gq_config_load(a->opt.config, a->cfg, err, sizeof(err)) != 0) {
+	if (config_load(a->opt.config, a->cfg, err, sizeof(err)) != 0) {
 		log_error("config %s: %s", a->opt.config, err);
 		return -1;
 	}
@@ -197,7 +197,7 @@ static int config_initial(struct agent *a)
 
 static void config_reload(struct agent *a)
 {
-	struct gq_config *next;
+	struct agent_config *next;
 	char err[512];
 
 	if (!a->opt.config) {
@@ -209,8 +209,8 @@ static void config_reload(struct agent *a)
 		log_error("config %s: out of memory; keeping the old one", a->opt.config);
 		return;
 	}
-	gq_config_defaults(next);
-	if (gq_config_load(a->opt.config, next, err, sizeof(err)) != 0) {
+	config_defaults(next);
+	if (config_load(a->opt.config, next, err, sizeof(err)) != 0) {
 		a->n.config_errors++;
 		log_error("config %s: %s; keeping the old one", a->opt.config, err);
 		free(next);
@@ -450,7 +450,7 @@ static int agent_start(struct agent *a)
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
 	    gpuinfo_init(&a->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
-	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", GQ_AGENT_VERSION,
+	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", AGENT_VERSION,
 		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);
 	return 0;
 }

@@ -3,7 +3,7 @@
  * peer.c - the SEQPACKET socket the injected preempt agents connect to:
  * accept, identity (SO_PEERCRED only), receiving and checking every
  * datagram, sending POLICY and COMMAND, and the limits on peers
- * (GQ_PEERS_*). Does not own what a command or a POLICY should be
+ * (AGENT_PEERS_*). Does not own what a command or a POLICY should be
  * (reconcile.c) nor matching results to commands (cmd.c).
  */
 #include "agent/agent.h"
@@ -232,9 +232,9 @@ static void on_tsg(struct agent *a, struct peer *p, const struct gq_tsg *m)
 	proc_log(a, p->proc, LOG_LEVEL_WARN,
 		 "pid %d: TSG 0x%x/0x%x refused: over a limit (pid %u of %u claims, uid %u %u of %u, "
 		 "agent %zu of %u TSGs); it runs as the driver sets it",
-		 (int)p->pid, m->h_client, m->h_tsg, p->proc->claims, GQ_CLAIMS_PER_PROC,
+		 (int)p->pid, m->h_client, m->h_tsg, p->proc->claims, AGENT_CLAIMS_PER_PROC,
 		 p->proc->uid ? (unsigned)p->proc->uid->uid : 0u,
-		 p->proc->uid ? p->proc->uid->claims : 0u, GQ_CLAIMS_PER_UID, a->ntsgs, GQ_TSGS_MAX);
+		 p->proc->uid ? p->proc->uid->claims : 0u, AGENT_CLAIMS_PER_UID, a->ntsgs, AGENT_TSGS_MAX);
 }
 
 static void on_tsg_gone(struct agent *a, struct peer *p, const struct gq_tsg_gone *m)
@@ -334,7 +334,7 @@ static void on_peer(struct loop_watch *w, uint32_t events)
 		peer_close(a, p, "hang-up");
 }
 
-/* A refusal by a limit, said at most GQ_PROC_LOG_BURST times per window
+/* A refusal by a limit, said at most AGENT_PROC_LOG_BURST times per window
  * for all refused peers together (they have no process entry yet). */
 static void refuse_log(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refuse_log(struct agent *a, const char *fmt, ...)
@@ -344,8 +344,8 @@ static void refuse_log(struct agent *a, const char *fmt, ...)
 	va_list ap;
 
 	a->n.peers_refused++;
-	if (!ratelimit_allow(&a->refuse_log, now_us(), GQ_PROC_LOG_BURST,
-			     GQ_PROC_LOG_WINDOW_MS * 1000ull, &dropped)) {
+	if (!ratelimit_allow(&a->refuse_log, now_us(), AGENT_PROC_LOG_BURST,
+			     AGENT_PROC_LOG_WINDOW_MS * 1000ull, &dropped)) {
 		a->n.log_suppressed++;
 		return;
 	}
@@ -365,10 +365,10 @@ static int peer_admit(struct agent *a, pid_t pid, struct uid_use *u)
 			      "it runs without gpuqos", (int)pid, a->peers_max);
 		return -1;
 	}
-	if (u->peers >= GQ_PEERS_PER_UID) {
+	if (u->peers >= AGENT_PEERS_PER_UID) {
 		refuse_log(a, "pid %d: preempt agent refused: uid %u has %u preempt agents connected, "
 			      "the limit per uid; it runs without gpuqos", (int)pid, (unsigned)u->uid,
-			   GQ_PEERS_PER_UID);
+			   AGENT_PEERS_PER_UID);
 		return -1;
 	}
 	return 0;
@@ -499,15 +499,15 @@ static void on_listen(struct loop_watch *w, uint32_t events)
 	}
 }
 
-/* GQ_PEERS_MAX, held below the fd limit so that accepting one more peer
+/* AGENT_PEERS_MAX, held below the fd limit so that accepting one more peer
  * never starves the rest of the agent of descriptors. */
 static unsigned peers_limit(void)
 {
 	struct rlimit rl;
-	unsigned max = GQ_PEERS_MAX;
+	unsigned max = AGENT_PEERS_MAX;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-		rlim_t room = rl.rlim_cur > GQ_FD_RESERVE ? rl.rlim_cur - GQ_FD_RESERVE : 1;
+		rlim_t room = rl.rlim_cur > AGENT_FD_RESERVE ? rl.rlim_cur - AGENT_FD_RESERVE : 1;
 
 		if (room < max)
 			max = (unsigned)room;
@@ -531,6 +531,6 @@ int peer_listen(struct agent *a)
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	a->peers_max = peers_limit();
 	log_info("preempt agents: listening on %s (at most %u, %u per uid)", a->opt.socket,
-		 a->peers_max, GQ_PEERS_PER_UID);
+		 a->peers_max, AGENT_PEERS_PER_UID);
 	return 0;
 }

@@ -19,8 +19,8 @@
 /* More than one GPU (struct proc.own_gpu). */
 #define RECONCILE_GPUS_SEVERAL (GQ_UNKNOWN - 1)
 /* Read-backs of claims per tick on the direct path (its SETs have their
- * own budget, GQ_DIRECT_PER_TICK). */
-#define GQ_READBACK_PER_TICK 64u
+ * own budget, AGENT_DIRECT_PER_TICK). */
+#define AGENT_READBACK_PER_TICK 64u
 
 /* One policy pass over every TSG: the inputs, the decisions and the
  * runlists (kept for the peers' POLICY). */
@@ -114,7 +114,7 @@ static int run_policy(struct agent *a, struct pass *ps)
 	policy_decide_with(&a->cfg->policy, ps->in, ps->n, ps->rl, ps->m, ps->out);
 	for (struct tsg *t = a->tsgs; t && i < ps->n; t = t->next, i++) {
 		if (t->want.desired_il != ps->out[i].interleave)
-			t->sent.il_refused = GQ_IL_NONE; /* a new level deserves a new try */
+			t->sent.il_refused = IL_REFUSED_NONE; /* a new level deserves a new try */
 		t->want.desired_ts = ps->out[i].timeslice_us;
 		t->want.desired_il = ps->out[i].interleave;
 		t->want.reason = ps->out[i].reason ? ps->out[i].reason : "";
@@ -193,10 +193,10 @@ static void tsg_block(struct agent *a, struct tsg *t, uint32_t op, const struct 
 static int path_budget(struct agent *a, const struct tsg *t, enum path path, uint32_t op)
 {
 	if (path == PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
-		return a->readback_sent_this_tick < GQ_READBACK_PER_TICK;
+		return a->readback_sent_this_tick < AGENT_READBACK_PER_TICK;
 	if (path == PATH_DIRECT)
-		return a->direct_sent_this_tick < GQ_DIRECT_PER_TICK;
-	return t->proc->peer && t->proc->peer->sent_this_tick < GQ_CMDS_PER_TICK;
+		return a->direct_sent_this_tick < AGENT_DIRECT_PER_TICK;
+	return t->proc->peer && t->proc->peer->sent_this_tick < AGENT_CMDS_PER_TICK;
 }
 
 static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch, uint32_t op,
@@ -325,7 +325,7 @@ static int holding_now(struct agent *a, uint64_t now)
 	int holding = state_holding(a, now);
 
 	if (holding || (a->hooks.kernel_confirms && a->hooks.kernel_confirms(a)) ||
-	    now >= a->started_us + GQ_RESTART_GRACE_MS * 1000ull)
+	    now >= a->started_us + AGENT_RESTART_GRACE_MS * 1000ull)
 		return holding;
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->claim == TSG_CLAIM_READBACK && t->proc->cls != CLASS_UNMANAGED)
@@ -372,7 +372,7 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 {
 	uint64_t next = cmd_next_deadline(a), now = now_us();
 	/* The grace ends in reconcile (holding_now): be there when it does. */
-	uint64_t grace_end = a->started_us + GQ_RESTART_GRACE_MS * 1000ull;
+	uint64_t grace_end = a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->sent.backoff_until > now && (next == 0 || t->sent.backoff_until < next))

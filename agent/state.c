@@ -9,7 +9,7 @@
  * anything (see state_holding).
  *
  * The file is rewritten only when its text changes, and peers coming and
- * going are written after a short coalescing delay (GQ_STATE_COALESCE_MS),
+ * going are written after a short coalescing delay (AGENT_STATE_COALESCE_MS),
  * never on the accept or close path; an override is written before
  * set-class answers. <state-dir>/lock is held for the agent's lifetime, so
  * one state directory has one agent. Does not own applying a class (tsg.c,
@@ -177,7 +177,7 @@ int state_flush(struct agent *a)
 	if (state_write(a, s) != 0) {
 		a->sd.write_errors++;
 		free(s);
-		state_arm(a, GQ_STATE_RETRY_MS);
+		state_arm(a, AGENT_STATE_RETRY_MS);
 		return -1;
 	}
 	a->sd.writes++;
@@ -189,7 +189,7 @@ int state_flush(struct agent *a)
 void state_changed(struct agent *a)
 {
 	if (!a->sd.armed)
-		state_arm(a, GQ_STATE_COALESCE_MS);
+		state_arm(a, AGENT_STATE_COALESCE_MS);
 }
 
 static void on_state_timer(struct loop_watch *w, uint32_t events)
@@ -323,7 +323,7 @@ int state_holding(struct agent *a, uint64_t now)
 {
 	if (!a->expected)
 		return 0;
-	if (now < a->started_us + GQ_RESTART_GRACE_MS * 1000ull)
+	if (now < a->started_us + AGENT_RESTART_GRACE_MS * 1000ull)
 		return 1;
 	log_info("restart grace over; %s", "not every earlier preempt agent came back");
 	while (a->expected) {

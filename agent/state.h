@@ -15,9 +15,9 @@
 /* A change to what state.json holds is written after at most this long,
  * together with every other change in that time: a burst of preempt
  * agents connecting costs one write, not one per connection. */
-#define GQ_STATE_COALESCE_MS 250u
+#define AGENT_STATE_COALESCE_MS 250u
 /* After a failed write, the next try. */
-#define GQ_STATE_RETRY_MS 5000u
+#define AGENT_STATE_RETRY_MS 5000u
 
 struct state_dir {
 	int lock_fd;             /* <state-dir>/lock, flock()ed; -1 before state_open */
@@ -35,7 +35,7 @@ struct agent;
  * same state directory refuses to start, naming the first one's pid. */
 int state_open(struct agent *a);
 /* What state.json holds may have changed: written within
- * GQ_STATE_COALESCE_MS if it did. Never writes on the caller's path. */
+ * AGENT_STATE_COALESCE_MS if it did. Never writes on the caller's path. */
 void state_changed(struct agent *a);
 /* Writes state.json now if its content changed; 0 when it holds the
  * agent's state afterwards. */

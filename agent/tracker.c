@@ -149,7 +149,7 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 		t = tsg_new(a, p, s->h_client, s->h_tsg);
 		if (!t) {
 			proc_log(a, p, LOG_LEVEL_ERROR, "pid %d: TSG 0x%x not tracked: %s", (int)s->pid,
-				 s->h_tsg, errno == EDQUOT ? "the agent holds GQ_TSGS_MAX TSGs"
+				 s->h_tsg, errno == EDQUOT ? "the agent holds AGENT_TSGS_MAX TSGs"
 							   : "out of memory");
 			return;
 		}

@@ -4,7 +4,7 @@
  * process's class (override > config rules, or > its pod's annotation in
  * Kubernetes mode, kube_mode.c). A TSG lives while one of its
  * sources (the eBPF tracker, the preempt agent) holds it. Also owns the
- * limits on claims (GQ_CLAIMS_*, GQ_TSGS_MAX), what the agent believes
+ * limits on claims (AGENT_CLAIMS_*, AGENT_TSGS_MAX), what the agent believes
  * the RM holds (tsg_observe_*) and the per-process log limit. Does not own
  * sockets, the tracker's events (tracker.c) or the decision of what a
  * TSG's settings should be (reconcile.c, policy.c).
@@ -42,14 +42,14 @@ void proc_log(struct agent *a, struct proc *p, enum log_level lv, const char *fm
 	char line[512];
 	va_list ap;
 
-	if (!ratelimit_allow(&p->log, now_us(), GQ_PROC_LOG_BURST, GQ_PROC_LOG_WINDOW_MS * 1000ull,
+	if (!ratelimit_allow(&p->log, now_us(), AGENT_PROC_LOG_BURST, AGENT_PROC_LOG_WINDOW_MS * 1000ull,
 			     &dropped)) {
 		a->n.log_suppressed++;
 		return;
 	}
 	if (dropped)
 		log_warn("pid %d: %lu log line(s) it caused were suppressed (limit %u per %u s)",
-			 (int)p->pid, dropped, GQ_PROC_LOG_BURST, GQ_PROC_LOG_WINDOW_MS / 1000u);
+			 (int)p->pid, dropped, AGENT_PROC_LOG_BURST, AGENT_PROC_LOG_WINDOW_MS / 1000u);
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
@@ -61,8 +61,8 @@ static void proc_log_flush(struct proc *p)
 {
 	if (p->log.suppressed)
 		log_warn("pid %d: %lu log line(s) it caused were suppressed (limit %u per %u s)",
-			 (int)p->pid, p->log.suppressed, GQ_PROC_LOG_BURST,
-			 GQ_PROC_LOG_WINDOW_MS / 1000u);
+			 (int)p->pid, p->log.suppressed, AGENT_PROC_LOG_BURST,
+			 AGENT_PROC_LOG_WINDOW_MS / 1000u);
 	p->log.suppressed = 0;
 }
 
@@ -74,7 +74,7 @@ struct uid_use *uid_use_get(struct agent *a, uid_t uid)
 		if (u->uid == uid)
 			return u;
 	/* Bounded: a new entry needs a connected peer of that uid, and peers
-	 * are bounded (GQ_PEERS_MAX). */
+	 * are bounded (AGENT_PEERS_MAX). */
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
@@ -117,7 +117,7 @@ void proc_classify(struct agent *a, struct proc *p)
 		a->hooks.classify(a, p); /* the pod's annotation, never the process */
 		return;
 	}
-	p->cls = gq_config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);
+	p->cls = config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);
 	p->cls_source = source;
 }
 
@@ -191,7 +191,7 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 {
 	struct tsg *t;
 
-	if (a->ntsgs >= GQ_TSGS_MAX) {
+	if (a->ntsgs >= AGENT_TSGS_MAX) {
 		errno = EDQUOT;
 		return NULL;
 	}
@@ -208,7 +208,7 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	t->obs.applied_ts = t->obs.app_ts = t->obs.applied_il = GQ_UNKNOWN;
 	t->want.desired_ts = GQ_UNKNOWN;
 	t->want.desired_il = POLICY_INTERLEAVE_LEAVE;
-	t->sent.il_refused = GQ_IL_NONE;
+	t->sent.il_refused = IL_REFUSED_NONE;
 	t->want.reason = "not reconciled yet";
 	t->next = a->tsgs;
 	a->tsgs = t;
@@ -262,7 +262,7 @@ static struct tsg *tsg_claim_new(struct agent *a, struct proc *p, const struct g
 {
 	struct tsg *t;
 
-	if (p->claims >= GQ_CLAIMS_PER_PROC || (p->uid && p->uid->claims >= GQ_CLAIMS_PER_UID)) {
+	if (p->claims >= AGENT_CLAIMS_PER_PROC || (p->uid && p->uid->claims >= AGENT_CLAIMS_PER_UID)) {
 		errno = EDQUOT;
 		return NULL;
 	}

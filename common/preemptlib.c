@@ -30,7 +30,7 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
 	return -1;
 }
 
-/* The whole source file, at most GQ_PREEMPT_MAX_BYTES. */
+/* The whole source file, at most PREEMPTLIB_MAX_BYTES. */
 static uint8_t *read_src(const char *src, size_t *len, char *err, size_t errlen)
 {
 	int fd = open(src, O_RDONLY | O_CLOEXEC);
@@ -43,8 +43,8 @@ static uint8_t *read_src(const char *src, size_t *len, char *err, size_t errlen)
 		return NULL;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-	    (uint64_t)st.st_size > GQ_PREEMPT_MAX_BYTES) {
-		fail(err, errlen, "%s: not a regular file of 1 to %u bytes", src, GQ_PREEMPT_MAX_BYTES);
+	    (uint64_t)st.st_size > PREEMPTLIB_MAX_BYTES) {
+		fail(err, errlen, "%s: not a regular file of 1 to %u bytes", src, PREEMPTLIB_MAX_BYTES);
 		goto out;
 	}
 	buf = malloc((size_t)st.st_size);
@@ -115,7 +115,7 @@ static void remove_tmp(const char *tmp)
 {
 	char p[PATH_MAX + 64];
 
-	snprintf(p, sizeof(p), "%s/%s", tmp, GQ_PREEMPT_LIB_NAME);
+	snprintf(p, sizeof(p), "%s/%s", tmp, PREEMPTLIB_LIB_NAME);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/ld.so.preload", tmp);
 	unlink(p);
@@ -129,7 +129,7 @@ static int make_version(const char *dir, const char *name, const uint8_t *data, 
 			char *err, size_t errlen)
 {
 	char tmp[PATH_MAX], final[PATH_MAX], p[PATH_MAX + 64];
-	static const char preload[] = GQ_PREEMPT_CONTAINER_LIB "\n";
+	static const char preload[] = PREEMPTLIB_CONTAINER_LIB "\n";
 	struct stat st;
 
 	snprintf(final, sizeof(final), "%s/%s", dir, name);
@@ -143,7 +143,7 @@ static int make_version(const char *dir, const char *name, const uint8_t *data, 
 		fail(err, errlen, "chmod %s: %s", tmp, strerror(errno));
 		goto bad;
 	}
-	snprintf(p, sizeof(p), "%s/%s", tmp, GQ_PREEMPT_LIB_NAME);
+	snprintf(p, sizeof(p), "%s/%s", tmp, PREEMPTLIB_LIB_NAME);
 	if (write_file(p, data, len, 0755, err, errlen) < 0)
 		goto bad;
 	snprintf(p, sizeof(p), "%s/ld.so.preload", tmp);
@@ -210,7 +210,7 @@ int preemptlib_install(const char *src, const char *dir, const char *version, ch
 	data = read_src(src, &len, err, errlen);
 	if (!data)
 		return -1;
-	gq_sha256(data, len, sum);
+	sha256_digest(data, len, sum);
 	snprintf(vname, sizeof(vname), "%s-%02x%02x%02x%02x%02x%02x", version, sum[0], sum[1], sum[2],
 		 sum[3], sum[4], sum[5]);
 	rc = make_version(dir, vname, data, len, err, errlen);
@@ -236,7 +236,7 @@ int preemptlib_resolve(const char *dir, char *out, size_t outlen, int *have_prel
 	/* only a sibling directory we made: never a path out of dir */
 	if (strchr(target, '/') || target[0] == '.')
 		return -1;
-	snprintf(p, sizeof(p), "%s/%s/%s", dir, target, GQ_PREEMPT_LIB_NAME);
+	snprintf(p, sizeof(p), "%s/%s/%s", dir, target, PREEMPTLIB_LIB_NAME);
 	if (stat(p, &st) < 0 || !S_ISREG(st.st_mode))
 		return -1;
 	if ((size_t)snprintf(out, outlen, "%s/%s", dir, target) >= outlen)

@@ -19,15 +19,15 @@
 
 #include <stddef.h>
 
-#define GQ_PREEMPT_LIB_NAME "libgpuqos-preempt.so"
-#define GQ_PREEMPT_DEFAULT_DIR "/var/lib/gpuqos/lib"
+#define PREEMPTLIB_LIB_NAME "libgpuqos-preempt.so"
+#define PREEMPTLIB_DEFAULT_DIR "/var/lib/gpuqos/lib"
 /* Where a container sees the versioned directory, and the library in it. */
-#define GQ_PREEMPT_CONTAINER_DIR "/opt/gpuqos/lib"
-#define GQ_PREEMPT_CONTAINER_LIB GQ_PREEMPT_CONTAINER_DIR "/" GQ_PREEMPT_LIB_NAME
-#define GQ_PREEMPT_MAX_BYTES (64u << 20)
+#define PREEMPTLIB_CONTAINER_DIR "/opt/gpuqos/lib"
+#define PREEMPTLIB_CONTAINER_LIB PREEMPTLIB_CONTAINER_DIR "/" PREEMPTLIB_LIB_NAME
+#define PREEMPTLIB_MAX_BYTES (64u << 20)
 
 /* Copies src into <dir>/<version>-<12 hex of its sha256>/ (with an
- * ld.so.preload naming GQ_PREEMPT_CONTAINER_LIB beside it) unless that
+ * ld.so.preload naming PREEMPTLIB_CONTAINER_LIB beside it) unless that
  * directory already exists, then points <dir>/current at it. Writes the
  * versioned directory's name to name (may be NULL). 0, or -1 with err
  * filled; on failure `current` is unchanged. */

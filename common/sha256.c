@@ -41,7 +41,7 @@ static void block(uint32_t h[8], const uint8_t *p)
 	h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
 }
 
-void gq_sha256(const void *data, size_t len, uint8_t out[32])
+void sha256_digest(const void *data, size_t len, uint8_t out[32])
 {
 	uint32_t h[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
 			  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };

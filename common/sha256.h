@@ -9,6 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void gq_sha256(const void *data, size_t len, uint8_t out[32]);
+void sha256_digest(const void *data, size_t len, uint8_t out[32]);
 
 #endif

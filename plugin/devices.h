@@ -30,8 +30,8 @@
 #define PDEV_MAX_CONTAINERS 64
 
 /* Where the preempt agent appears inside a container. */
-#define PDEV_CONTAINER_LIB_DIR GQ_PREEMPT_CONTAINER_DIR
-#define PDEV_CONTAINER_LIB GQ_PREEMPT_CONTAINER_LIB
+#define PDEV_CONTAINER_LIB_DIR PREEMPTLIB_CONTAINER_DIR
+#define PDEV_CONTAINER_LIB PREEMPTLIB_CONTAINER_LIB
 #define PDEV_CONTAINER_SOCKET_DIR "/run/gpuqos" /* abi/gq_proto.h GQ_DEFAULT_SOCKET's dir */
 
 struct pgpu {

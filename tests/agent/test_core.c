@@ -58,7 +58,7 @@ static struct agent *agent_new(void)
 	struct agent *a = calloc(1, sizeof(*a));
 
 	a->cfg = calloc(1, sizeof(*a->cfg));
-	gq_config_defaults(a->cfg);
+	config_defaults(a->cfg);
 	a->cfg->trust_run_class = 1;
 	a->cfg->default_class = CLASS_UNMANAGED;
 	a->cfg->control_deadline_ms = 1000;
@@ -322,7 +322,7 @@ static void test_restart_grace(void)
 	a->expected = e;
 	reconcile(a);
 	CHECK(a->expected != NULL);
-	CHECK(reconcile_next_deadline(a) == a->started_us + GQ_RESTART_GRACE_MS * 1000ull);
+	CHECK(reconcile_next_deadline(a) == a->started_us + AGENT_RESTART_GRACE_MS * 1000ull);
 	be = proc_with_peer(a, 1, "best-effort");
 	lc = proc_with_peer(a, 2, "latency-critical");
 	report(a, be, 0x10, RM_ENGINE_GR0, 2048);
@@ -331,7 +331,7 @@ static void test_restart_grace(void)
 	confirm_all(a, 0);
 	reconcile(a);
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 0); /* held */
-	fake_now += GQ_RESTART_GRACE_MS * 1000ull;
+	fake_now += AGENT_RESTART_GRACE_MS * 1000ull;
 	reconcile(a);
 	CHECK(a->expected == NULL);
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 50), 1);
@@ -343,7 +343,7 @@ static void test_restart_grace(void)
 	e = calloc(1, sizeof(*e));
 	e->pid = 99;
 	a->expected = e;
-	fake_now += GQ_RESTART_GRACE_MS * 1000ull + 1;
+	fake_now += AGENT_RESTART_GRACE_MS * 1000ull + 1;
 	reconcile(a);
 	CHECK(a->expected == NULL);
 	CHECK_EQ_U(reconcile_next_deadline(a), 0);
@@ -357,15 +357,15 @@ static void test_claim_limits(void)
 	struct proc *p = proc_with_peer(a, 1, "best-effort");
 	unsigned ok = 0;
 
-	for (unsigned i = 0; i < GQ_CLAIMS_PER_PROC + 10; i++) {
+	for (unsigned i = 0; i < AGENT_CLAIMS_PER_PROC + 10; i++) {
 		errno = 0;
 		if (report(a, p, 0x1000 + i, RM_ENGINE_GR0, 2048))
 			ok++;
 		else
 			CHECK(errno == EDQUOT);
 	}
-	CHECK_EQ_U(ok, GQ_CLAIMS_PER_PROC);
-	CHECK_EQ_U(p->claims, GQ_CLAIMS_PER_PROC);
+	CHECK_EQ_U(ok, AGENT_CLAIMS_PER_PROC);
+	CHECK_EQ_U(p->claims, AGENT_CLAIMS_PER_PROC);
 	tsg_drop_pid(a, 1, 0, 0, TSG_SRC_PREEMPT);
 	CHECK_EQ_U(p->claims, 0);
 	CHECK_EQ_U(p->uid->claims, 0);

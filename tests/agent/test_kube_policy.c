@@ -9,16 +9,16 @@
 #include "agent/config.h"
 #include "tests/check.h"
 
-static int parse(const char *text, struct gq_config *c, char *err, size_t errlen)
+static int parse(const char *text, struct agent_config *c, char *err, size_t errlen)
 {
-	gq_config_defaults(c);
+	config_defaults(c);
 	err[0] = '\0';
-	return gq_config_parse(text, c, err, errlen);
+	return config_parse(text, c, err, errlen);
 }
 
 static void test_default(void)
 {
-	static struct gq_config c;
+	static struct agent_config c;
 	char err[512];
 
 	CHECK(parse("{\"version\": 1}", &c, err, sizeof(err)) == 0);
@@ -38,7 +38,7 @@ static void test_values(void)
 		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":\"unmanaged\"}}", CLASS_UNMANAGED },
 		{ "{\"version\":1,\"kubernetes\":{}}", CLASS_BE },
 	};
-	static struct gq_config c;
+	static struct agent_config c;
 	char err[512];
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -59,7 +59,7 @@ static void test_refused(void)
 		{ "{\"version\":1,\"kubernetes\":\"best-effort\"}", "field \"kubernetes\" must be an object" },
 		{ "{\"version\":1,\"kubernetes\":{\"defaultClass\":1}}", "must be a string" },
 	};
-	static struct gq_config c;
+	static struct agent_config c;
 	char err[512];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

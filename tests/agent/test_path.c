@@ -155,34 +155,34 @@ static void test_caps(void)
 
 static void test_config(void)
 {
-	struct gq_config c;
+	struct agent_config c;
 	char err[512];
 
-	gq_config_defaults(&c);
+	config_defaults(&c);
 	for (int i = 0; i < NACTIONS; i++)
 		CHECK_EQ_U(c.control_path[i], PATH_MODE_AUTO);
-	CHECK(gq_config_parse("{\"version\":1}", &c, err, sizeof(err)) == 0);
+	CHECK(config_parse("{\"version\":1}", &c, err, sizeof(err)) == 0);
 	CHECK_EQ_U(c.control_path[ACTION_INTERLEAVE], PATH_MODE_AUTO);
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"direct\"}", &c, err, sizeof(err)) == 0);
+	CHECK(config_parse("{\"version\":1,\"controlPath\":\"direct\"}", &c, err, sizeof(err)) == 0);
 	for (int i = 0; i < NACTIONS; i++)
 		CHECK_EQ_U(c.control_path[i], PATH_MODE_DIRECT);
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"interleave\":\"direct\","
+	CHECK(config_parse("{\"version\":1,\"controlPath\":{\"interleave\":\"direct\","
 			      "\"preempt\":\"in-process\"}}", &c, err, sizeof(err)) == 0);
 	CHECK_EQ_U(c.control_path[ACTION_TIMESLICE], PATH_MODE_AUTO);
 	CHECK_EQ_U(c.control_path[ACTION_INTERLEAVE], PATH_MODE_DIRECT);
 	CHECK_EQ_U(c.control_path[ACTION_PREEMPT], PATH_MODE_IN_PROCESS);
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"both\"}", &c, err, sizeof(err)) != 0);
+	CHECK(config_parse("{\"version\":1,\"controlPath\":\"both\"}", &c, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" must be \"auto\", \"in-process\" or \"direct\", got \"both\""));
 	/* The in-process path's old name is refused with its new one. */
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":\"agent\"}", &c, err, sizeof(err)) != 0);
+	CHECK(config_parse("{\"version\":1,\"controlPath\":\"agent\"}", &c, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "\"agent\" is now called \"in-process\""));
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"timeslise\":\"in-process\"}}", &c, err,
+	CHECK(config_parse("{\"version\":1,\"controlPath\":{\"timeslise\":\"in-process\"}}", &c, err,
 			      sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" has unknown key \"timeslise\""));
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":{\"preempt\":1}}", &c, err,
+	CHECK(config_parse("{\"version\":1,\"controlPath\":{\"preempt\":1}}", &c, err,
 			      sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath.preempt\" must be a string"));
-	CHECK(gq_config_parse("{\"version\":1,\"controlPath\":[]}", &c, err, sizeof(err)) != 0);
+	CHECK(config_parse("{\"version\":1,\"controlPath\":[]}", &c, err, sizeof(err)) != 0);
 	CHECK(strstr(err, "field \"controlPath\" must be a string"));
 	CHECK(strcmp(path_mode_name(PATH_MODE_DIRECT), "direct") == 0);
 	CHECK(strcmp(action_name(ACTION_INTERLEAVE), "interleave") == 0);

@@ -156,7 +156,7 @@ static void test_allocate(void)
 	if (resp) {
 		const V1beta1__ContainerAllocateResponse *cr = resp->container_responses[0];
 		CHECK(strcmp(env_of(cr, "NVIDIA_VISIBLE_DEVICES"), U1 "," U0) == 0);
-		CHECK(strcmp(env_of(cr, "LD_PRELOAD"), GQ_PREEMPT_CONTAINER_LIB) == 0);
+		CHECK(strcmp(env_of(cr, "LD_PRELOAD"), PREEMPTLIB_CONTAINER_LIB) == 0);
 		CHECK(strcmp(env_of(cr, "GPUQOS_ALLOCATION"), U1 "::0," U0 "::2," U1 "::1") == 0);
 		CHECK(cr->n_mounts == 2 && cr->n_devices == 0 && cr->n_cdi_devices == 0);
 	}
@@ -276,17 +276,17 @@ static void test_sha256(void)
 	char h[65];
 	char *big = malloc(1000000);
 
-	gq_sha256("", 0, d);
+	sha256_digest("", 0, d);
 	hex(d, 32, h);
 	CHECK(strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
-	gq_sha256("abc", 3, d);
+	sha256_digest("abc", 3, d);
 	hex(d, 32, h);
 	CHECK(strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
-	gq_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, d);
+	sha256_digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, d);
 	hex(d, 32, h);
 	CHECK(strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1") == 0);
 	memset(big, 'a', 1000000);
-	gq_sha256(big, 1000000, d);
+	sha256_digest(big, 1000000, d);
 	hex(d, 32, h);
 	CHECK(strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
 	free(big);
@@ -320,7 +320,7 @@ static void test_install(void)
 	CHECK(preemptlib_resolve(dir, res, sizeof(res), &pre) == 0 && pre);
 	snprintf(p, sizeof(p), "%s/%s", dir, n1);
 	CHECK(strcmp(res, p) == 0);
-	snprintf(p, sizeof(p), "%s/%s/" GQ_PREEMPT_LIB_NAME, dir, n1);
+	snprintf(p, sizeof(p), "%s/%s/" PREEMPTLIB_LIB_NAME, dir, n1);
 	CHECK(stat(p, &st1) == 0 && (st1.st_mode & 0777) == 0755);
 	/* the same content again: the same directory, the same file */
 	CHECK(preemptlib_install(src, dir, "0.1.0", n2, sizeof(n2), err, sizeof(err)) == 0);

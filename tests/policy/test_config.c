@@ -20,19 +20,19 @@
 static char err[512];
 
 /* A struct nobody would produce by parsing, to see that it stays put. */
-static void scribble(struct gq_config *c)
+static void scribble(struct agent_config *c)
 {
 	memset(c, 0x6b, sizeof(*c));
 }
 
 static void test_example(const char *path)
 {
-	struct gq_config c;
+	struct agent_config c;
 	enum qos_class cls;
 	enum class_source src;
 
 	scribble(&c);
-	CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
+	CHECK(config_load(path, &c, err, sizeof(err)) == 0);
 	if (check_failures) {
 		fprintf(stderr, "%s\n", err);
 		return;
@@ -41,10 +41,10 @@ static void test_example(const char *path)
 	CHECK_EQ_U(c.default_class, CLASS_UNMANAGED);
 	CHECK_EQ_U(c.trust_run_class, 1);
 	CHECK_EQ_U(c.nrules, 2);
-	CHECK_EQ_U(c.rules[0].kind, GQ_MATCH_CGROUP);
+	CHECK_EQ_U(c.rules[0].kind, MATCH_CGROUP);
 	CHECK(strcmp(c.rules[0].pattern, "/system.slice/inference-*.scope") == 0);
 	CHECK_EQ_U(c.rules[0].cls, CLASS_LC);
-	CHECK_EQ_U(c.rules[1].kind, GQ_MATCH_EXE);
+	CHECK_EQ_U(c.rules[1].kind, MATCH_EXE);
 	CHECK(strcmp(c.rules[1].pattern, "/opt/train/*") == 0);
 	CHECK_EQ_U(c.rules[1].cls, CLASS_BE);
 	CHECK_EQ_U(c.policy.lc_timeslice_us, 100000);
@@ -57,20 +57,20 @@ static void test_example(const char *path)
 	CHECK_EQ_U(c.control_deadline_ms, 1000);
 	CHECK_EQ_U(c.reconcile_interval_ms, 200);
 	CHECK(strcmp(c.path, path) == 0);
-	cls = gq_config_classify(&c, "/system.slice/inference-7.scope", "/usr/bin/python3", NULL,
+	cls = config_classify(&c, "/system.slice/inference-7.scope", "/usr/bin/python3", NULL,
 				 &src);
 	CHECK(cls == CLASS_LC && src == CLS_SRC_RULE);
-	cls = gq_config_classify(&c, "/user.slice", "/opt/train/bin/python", NULL, &src);
+	cls = config_classify(&c, "/user.slice", "/opt/train/bin/python", NULL, &src);
 	CHECK(cls == CLASS_BE && src == CLS_SRC_RULE);
 }
 
 static void test_defaults(void)
 {
-	struct gq_config c, d;
+	struct agent_config c, d;
 	struct policy_config p;
 
 	scribble(&c);
-	gq_config_defaults(&c);
+	config_defaults(&c);
 	policy_config_defaults(&p);
 	CHECK_EQ_U(c.version, 1);
 	CHECK_EQ_U(c.default_class, CLASS_UNMANAGED);
@@ -83,11 +83,11 @@ static void test_defaults(void)
 
 	/* The smallest file means exactly the defaults. */
 	scribble(&d);
-	CHECK(gq_config_parse("{\"version\": 1}", &d, err, sizeof(err)) == 0);
+	CHECK(config_parse("{\"version\": 1}", &d, err, sizeof(err)) == 0);
 	CHECK(memcmp(&c, &d, sizeof(c)) == 0);
 
 	/* Every field set to a non-default value lands where it should. */
-	CHECK(gq_config_parse("{\"version\":1,\"defaultClass\":\"be\",\"trustRunClass\":false,"
+	CHECK(config_parse("{\"version\":1,\"defaultClass\":\"be\",\"trustRunClass\":false,"
 			      "\"timeslices\":{\"lcUs\":1000000,\"beUs\":20,\"severalBeUs\":100},"
 			      "\"allowUnsafeSeveralBe\":true,\"severalBe\":\"leave\","
 			      "\"interleave\":{\"lc\":\"high\",\"be\":\"low\"},"
@@ -106,7 +106,7 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.control_deadline_ms, 250);
 	CHECK_EQ_U(d.reconcile_interval_ms, 1000);
 	CHECK_EQ_U(d.nrules, 0);
-	CHECK(gq_config_parse("{\"version\":1,\"interleave\":{\"lc\":\"medium\"}}", &d, err,
+	CHECK(config_parse("{\"version\":1,\"interleave\":{\"lc\":\"medium\"}}", &d, err,
 			      sizeof(err)) == 0);
 	CHECK(d.policy.lc_interleave == RM_INTERLEAVE_MEDIUM);
 	CHECK(d.policy.be_interleave == POLICY_INTERLEAVE_LEAVE);
@@ -185,12 +185,12 @@ static const struct bad bads[] = {
  * the output struct left exactly as it was. */
 static void expect_bad(const char *json, const char *const want[2])
 {
-	struct gq_config c, before;
+	struct agent_config c, before;
 
 	scribble(&c);
 	memcpy(&before, &c, sizeof(c));
 	err[0] = '\0';
-	if (gq_config_parse(json, &c, err, sizeof(err)) != -1) {
+	if (config_parse(json, &c, err, sizeof(err)) != -1) {
 		fprintf(stderr, "accepted: %s\n", json);
 		check_failures++;
 		return;
@@ -213,7 +213,7 @@ static void test_errors(void)
 	const char *const too_many[2] = { "\"rules\"", "at most 64" };
 	const char *const too_long[2] = { "rules[0].cgroup", "256 bytes" };
 	const char *const none[2] = { "policy text", "missing" };
-	struct gq_config c;
+	struct agent_config c;
 
 	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++)
 		expect_bad(bads[i].json, bads[i].want);
@@ -223,16 +223,16 @@ static void test_errors(void)
 	if (!json)
 		return;
 	p = json + sprintf(json, "{\"version\": 1, \"rules\": [");
-	for (int i = 0; i < GQ_MAX_RULES + 1; i++)
+	for (int i = 0; i < CONFIG_MAX_RULES + 1; i++)
 		p += sprintf(p, "%s{\"exe\": \"/bin/x%d\", \"class\": \"be\"}", i ? "," : "", i);
 	sprintf(p, "]}");
 	expect_bad(json, too_many);
 	/* Exactly the limit is fine. */
 	p = strrchr(json, '{');
 	sprintf(p - 1, "]}");
-	CHECK(gq_config_parse(json, &c, err, sizeof(err)) == 0);
-	CHECK_EQ_U(c.nrules, GQ_MAX_RULES);
-	CHECK(strcmp(c.rules[GQ_MAX_RULES - 1].pattern, "/bin/x63") == 0);
+	CHECK(config_parse(json, &c, err, sizeof(err)) == 0);
+	CHECK_EQ_U(c.nrules, CONFIG_MAX_RULES);
+	CHECK(strcmp(c.rules[CONFIG_MAX_RULES - 1].pattern, "/bin/x63") == 0);
 
 	memset(pattern, 'a', 256);
 	pattern[0] = '/';
@@ -243,27 +243,27 @@ static void test_errors(void)
 	pattern[255] = '\0'; /* 255 bytes fit */
 	sprintf(json, "{\"version\": 1, \"rules\": [{\"cgroup\": \"%s\", \"class\": \"lc\"}]}",
 		pattern);
-	CHECK(gq_config_parse(json, &c, err, sizeof(err)) == 0);
+	CHECK(config_parse(json, &c, err, sizeof(err)) == 0);
 	CHECK(strcmp(c.rules[0].pattern, pattern) == 0);
 	free(json);
 
 	/* Brackets, classes and escapes fnmatch reads as intended pass, and
 	 * match what they say. */
-	CHECK(gq_config_parse("{\"version\": 1, \"rules\": ["
+	CHECK(config_parse("{\"version\": 1, \"rules\": ["
 			      "{\"exe\": \"/bin/job[0-9]\", \"class\": \"lc\"},"
 			      "{\"exe\": \"*[![:digit:]]x\", \"class\": \"be\"},"
 			      "{\"exe\": \"/a[]]b\", \"class\": \"lc\"},"
 			      "{\"exe\": \"/lit\\\\[\", \"class\": \"lc\"}]}",
 			      &c, err, sizeof(err)) == 0);
-	CHECK(gq_config_classify(&c, NULL, "/bin/job7", NULL, NULL) == CLASS_LC);
-	CHECK(gq_config_classify(&c, NULL, "/opt/yx", NULL, NULL) == CLASS_BE);
-	CHECK(gq_config_classify(&c, NULL, "/a]b", NULL, NULL) == CLASS_LC);
-	CHECK(gq_config_classify(&c, NULL, "/lit[", NULL, NULL) == CLASS_LC);
+	CHECK(config_classify(&c, NULL, "/bin/job7", NULL, NULL) == CLASS_LC);
+	CHECK(config_classify(&c, NULL, "/opt/yx", NULL, NULL) == CLASS_BE);
+	CHECK(config_classify(&c, NULL, "/a]b", NULL, NULL) == CLASS_LC);
+	CHECK(config_classify(&c, NULL, "/lit[", NULL, NULL) == CLASS_LC);
 
 	expect_bad(NULL, none);
 	/* A tiny buffer is filled, truncated and terminated. */
 	memset(err, 'x', 8);
-	CHECK(gq_config_parse("{}", &c, err, 8) == -1);
+	CHECK(config_parse("{}", &c, err, 8) == -1);
 	CHECK(memchr(err, '\0', 8) != NULL);
 }
 
@@ -287,12 +287,12 @@ static int write_file(char *path, const char *text, size_t len)
 /* Loading fails like parsing does, and the message names the file. */
 static void expect_load_bad(const char *path, const char *want)
 {
-	struct gq_config c, before;
+	struct agent_config c, before;
 
 	scribble(&c);
 	memcpy(&before, &c, sizeof(c));
 	err[0] = '\0';
-	CHECK(gq_config_load(path, &c, err, sizeof(err)) == -1);
+	CHECK(config_load(path, &c, err, sizeof(err)) == -1);
 	CHECK(memcmp(&c, &before, sizeof(c)) == 0);
 	CHECK(strstr(err, path) != NULL);
 	if (!strstr(err, want)) {
@@ -307,7 +307,7 @@ static void test_load(void)
 	static const char bad_range[] = "{\"version\": 1, \"timeslices\": {\"beUs\": 0}}";
 	static const char nul[] = "{\"version\": 1}\0{\"x\": 1}";
 	char path[256], *big;
-	struct gq_config c;
+	struct agent_config c;
 
 	expect_load_bad("/nonexistent/gpuqos/policy.json", "No such file");
 	expect_load_bad("/", "not a regular file");
@@ -321,68 +321,68 @@ static void test_load(void)
 	CHECK(write_file(path, nul, sizeof(nul) - 1) == 0);
 	expect_load_bad(path, "NUL");
 	unlink(path);
-	big = malloc(GQ_CONFIG_MAX_BYTES + 1);
+	big = malloc(CONFIG_MAX_BYTES + 1);
 	CHECK(big != NULL);
 	if (big) {
 		/* Valid JSON, padded with blanks past the limit. */
-		memset(big, ' ', GQ_CONFIG_MAX_BYTES + 1);
+		memset(big, ' ', CONFIG_MAX_BYTES + 1);
 		memcpy(big, good, sizeof(good) - 1);
-		CHECK(write_file(path, big, GQ_CONFIG_MAX_BYTES + 1) == 0);
+		CHECK(write_file(path, big, CONFIG_MAX_BYTES + 1) == 0);
 		expect_load_bad(path, "larger than");
 		unlink(path);
-		CHECK(write_file(path, big, GQ_CONFIG_MAX_BYTES) == 0);
-		CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
+		CHECK(write_file(path, big, CONFIG_MAX_BYTES) == 0);
+		CHECK(config_load(path, &c, err, sizeof(err)) == 0);
 		unlink(path);
 		free(big);
 	}
 	CHECK(write_file(path, good, sizeof(good) - 1) == 0);
 	scribble(&c);
-	CHECK(gq_config_load(path, &c, err, sizeof(err)) == 0);
+	CHECK(config_load(path, &c, err, sizeof(err)) == 0);
 	CHECK_EQ_U(c.default_class, CLASS_BE);
 	CHECK(strcmp(c.path, path) == 0);
 	unlink(path);
-	CHECK(gq_config_load(NULL, &c, err, sizeof(err)) == -1);
-	CHECK(gq_config_load("", &c, err, sizeof(err)) == -1);
+	CHECK(config_load(NULL, &c, err, sizeof(err)) == -1);
+	CHECK(config_load("", &c, err, sizeof(err)) == -1);
 }
 
 static void test_classify(void)
 {
-	struct gq_config c;
+	struct agent_config c;
 	enum class_source src = CLS_SRC_OVERRIDE;
 
-	CHECK(gq_config_parse("{\"version\": 1, \"defaultClass\": \"best-effort\", \"rules\": ["
+	CHECK(config_parse("{\"version\": 1, \"defaultClass\": \"best-effort\", \"rules\": ["
 			      "{\"exe\": \"/opt/serve/*\", \"class\": \"latency-critical\"},"
 			      "{\"cgroup\": \"/system.slice/*\", \"class\": \"unmanaged\"},"
 			      "{\"cgroup\": \"/system.slice/infer.scope\", \"class\": \"lc\"}]}",
 			      &c, err, sizeof(err)) == 0);
 	/* gpuqos run beats every rule. */
-	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", "be", &src) ==
+	CHECK(config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", "be", &src) ==
 	      CLASS_BE);
 	CHECK(src == CLS_SRC_GPUQOS_RUN);
-	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "unmanaged", &src) ==
+	CHECK(config_classify(&c, "/user.slice", "/bin/x", "unmanaged", &src) ==
 	      CLASS_UNMANAGED);
 	CHECK(src == CLS_SRC_GPUQOS_RUN);
 	/* An unparsable run class is ignored, not trusted as anything. */
-	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "platinum", &src) == CLASS_BE);
+	CHECK(config_classify(&c, "/user.slice", "/bin/x", "platinum", &src) == CLASS_BE);
 	CHECK(src == CLS_SRC_DEFAULT);
 	/* First matching rule wins, in file order; `*` spans `/`. */
-	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/bin/x", NULL, &src) ==
+	CHECK(config_classify(&c, "/system.slice/infer.scope", "/bin/x", NULL, &src) ==
 	      CLASS_UNMANAGED);
 	CHECK(src == CLS_SRC_RULE);
-	CHECK(gq_config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", NULL, &src) ==
+	CHECK(config_classify(&c, "/system.slice/infer.scope", "/opt/serve/bin/x", NULL, &src) ==
 	      CLASS_LC);
-	CHECK(gq_config_classify(&c, "/system.slice/a/b/c", NULL, NULL, &src) ==
+	CHECK(config_classify(&c, "/system.slice/a/b/c", NULL, NULL, &src) ==
 	      CLASS_UNMANAGED);
 	CHECK(src == CLS_SRC_RULE);
 	/* A rule never matches an unknown subject. */
-	CHECK(gq_config_classify(&c, NULL, NULL, NULL, &src) == CLASS_BE);
+	CHECK(config_classify(&c, NULL, NULL, NULL, &src) == CLASS_BE);
 	CHECK(src == CLS_SRC_DEFAULT);
-	CHECK(gq_config_classify(&c, "/opt/serve/bin/x", NULL, NULL, NULL) == CLASS_BE);
+	CHECK(config_classify(&c, "/opt/serve/bin/x", NULL, NULL, NULL) == CLASS_BE);
 	/* Not trusted: the run class is ignored. */
 	c.trust_run_class = 0;
-	CHECK(gq_config_classify(&c, "/user.slice", "/opt/serve/x", "be", &src) == CLASS_LC);
+	CHECK(config_classify(&c, "/user.slice", "/opt/serve/x", "be", &src) == CLASS_LC);
 	CHECK(src == CLS_SRC_RULE);
-	CHECK(gq_config_classify(&c, "/user.slice", "/bin/x", "lc", &src) == CLASS_BE);
+	CHECK(config_classify(&c, "/user.slice", "/bin/x", "lc", &src) == CLASS_BE);
 	CHECK(src == CLS_SRC_DEFAULT);
 }
 
