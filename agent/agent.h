@@ -189,7 +189,7 @@ struct cmd {
 	struct cmd *next;
 	uint32_t seq;
 	enum path path;
-	struct peer *peer; /* agent path only */
+	struct peer *peer; /* in-process path only */
 	pid_t pid;
 	rm_handle h_client, h_tsg;
 	uint32_t op;

@@ -297,7 +297,7 @@ static void tsg_timeout(struct agent *a, struct cmd *c, struct tsg *t)
 	t->sent.last_timeout = 1;
 	snprintf(t->sent.error, sizeof(t->sent.error), "%s: no result within the deadline%s",
 		 gq_op_name(c->op), c->path == PATH_DIRECT ? " (direct path)" : "");
-	/* The agent path stops at a stalled peer; the direct path has no such
+	/* The in-process path stops at a stalled peer; the direct path has no such
 	 * stop per process, so the TSG itself waits before a retry. */
 	if (c->path == PATH_DIRECT && c->op != GQ_OP_PREEMPT && c->op != GQ_OP_GET_TIMESLICE)
 		tsg_backoff(t);

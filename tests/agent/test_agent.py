@@ -548,7 +548,7 @@ def t_path_forced(make_agent):
     check(a.list()["agent"]["controlPath"]["timeslice"] == "in-process", "reload applies controlPath")
     lc.close()
     wait_for(lambda: not a.tsgs(lc.pid), "LC gone")
-    wait_for(lambda: converged(a, be.pid, 2048), "back on the agent path, converged")
+    wait_for(lambda: converged(a, be.pid, 2048), "back on the in-process path, converged")
 
 
 def t_path_stall_fallback(make_agent):

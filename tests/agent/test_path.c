@@ -16,7 +16,7 @@
 
 #define BIT(c) (1ull << (c))
 
-/* Everything available: the agent path for timeslice and preempt, the
+/* Everything available: the in-process path for timeslice and preempt, the
  * direct path for interleave. */
 static struct path_in all_up(enum path_mode mode, enum path_action act)
 {
