@@ -164,8 +164,8 @@ SCENARIOS = {"standalone_metrics": (t_standalone_metrics, e2e.Node),
 
 
 def main():
-    name = sys.argv[-1]
-    fn, make = SCENARIOS.get(name, (None, e2e.Node))
+    # run_scenario parses the arguments; the node kind follows the scenario.
+    make = SCENARIOS.get(sys.argv[-1], (None, e2e.Node))[1]
     return e2e.run_scenario({k: v[0] for k, v in SCENARIOS.items()}, make,
                             "the simulator's FUSE mount" + (" and pod cgroups" if make is not e2e.Node else ""))
 
