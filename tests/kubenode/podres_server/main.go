@@ -72,8 +72,15 @@ func (l *lister) List(ctx context.Context, _ *pb.ListPodResourcesRequest) (*pb.L
 	log.Printf("List (mode %s)", *mode)
 	switch *mode {
 	case "hang":
+		// Never answers: whatever ends the call is the client's deadline
+		// or cancel, said as the status a client sees for it (a bare
+		// ctx.Err() would reach the client as UNKNOWN when it wins the
+		// race with the client's own deadline).
 		<-ctx.Done()
-		return nil, ctx.Err()
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, status.Error(codes.DeadlineExceeded, ctx.Err().Error())
+		}
+		return nil, status.Error(codes.Canceled, ctx.Err().Error())
 	case "error":
 		return nil, status.Error(codes.PermissionDenied, "test kubelet refuses List")
 	}
