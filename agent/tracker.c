@@ -171,6 +171,12 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 		t->fd = (uint32_t)s->fd;
 	if (s->ts_set)
 		tsg_observe_ts(t, s->ts, s->at);
+	else if (t->engine != GQ_UNKNOWN && rm_engine_is_copy(t->engine))
+		/* The kernel saw the alloc and no SET since: the RM holds what
+		 * it gives every copy TSG at creation (docs/rm-facts.md). As of
+		 * the creation, so any later telling by anyone wins; without
+		 * this a restarted agent forgot what it knew before. */
+		tsg_observe_ts(t, RM_DEFAULT_TIMESLICE_COPY_US, 1);
 	if (s->il_set)
 		tsg_observe_il(t, s->il, s->at);
 	a->dirty = 1;

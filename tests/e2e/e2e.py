@@ -794,6 +794,12 @@ def t_bpf_restart(node):
              and gr_timeslice(node, lc.pid) == [100000], what="settings applied after the restart")
     wait_for(lambda: all_settled(node) and agent_table(node) == sim_table(node),
              what="agent table == simulator state after the restart")
+    # Copy TSGs nobody ever SET: the kernel saw them created, so the agent
+    # knows the RM's creation value, before and after a restart alike.
+    copies = [t for t in agent_tsgs(node) if t["engine"] != 1]
+    expect(len(copies) == 9 and all(t["timeslice"]["applied"] == 1024 for t in copies),
+           "copy TSGs at the RM's creation value after the restart: %r"
+           % [(t["pid"], t["tsg"], t["timeslice"]["applied"]) for t in copies])
 
 
 def t_bpf_liar(node):

@@ -201,9 +201,11 @@ def phase_restart(stack, config, pids):
     def key(lst):
         return sorted((t["pid"], t["tsg"], t["engine"], t["timeslice"]["applied"])
                       for t in lst.get("tsgs", []) if t["pid"] in pids)
+    b, a = set(key(before)), set(key(after))
     check("agent restart: same TSGs and applied timeslices after reconnect",
-          key(before) == key(after) and len(key(after)) >= 4 * len(pids),
-          "%d TSGs before, %d after" % (len(key(before)), len(key(after))))
+          b == a and len(a) >= 4 * len(pids),
+          "%d TSGs before, %d after; only before %s; only after %s" % (
+              len(b), len(a), sorted(b - a), sorted(a - b)))
 
 
 def phase_torch(stack, pyexe):
