@@ -207,8 +207,12 @@ def table(node):
 
 
 def converged(node, *names):
+    """Every named pod's state annotation says converged for whole CUDA
+    contexts (4 TSGs each): the state covers the TSGs the agent knows, and
+    a context's copy TSGs are reported a moment after its GR TSG."""
     sts = [node.gq_state(n) for n in names]
-    return all(s and s["state"] == "converged" for s in sts) and sts
+    return all(s and s["state"] == "converged" and s.get("tsgs", 0) >= 4 and s["tsgs"] % 4 == 0
+               for s in sts) and sts
 
 
 def quiet_patches(node, settle=1.0):
