@@ -16,9 +16,9 @@ TLS), and /dev/nvidiactl (here the GPU simulator's).
 
 A flag the binary does not know, a wrong path or a missing capability makes
 the container exit or the workloads go unmanaged, and the test fails.
-The chart's --install-preempt-lib init container runs only once
-`gpuqos-agent --help` lists the flag (until then it is rendered off, with a
-note); the metrics port is scraped for the LC pod's timeslice.
+The chart's --install-preempt-lib init container runs first and must leave
+the image's preempt library as `current`; the metrics port is scraped for
+the LC pod's timeslice.
 """
 import json
 import os
@@ -42,20 +42,6 @@ def install(build, stage):
                        env=dict(os.environ, DESTDIR=stage), capture_output=True, text=True)
     expect(p.returncode == 0, "cmake --install %s: %s%s" % (build, p.stdout[-1500:], p.stderr[-1500:]))
     return os.path.join(stage, "usr", "local")
-
-
-def agent_has(local, flag, family):
-    """Whether gpuqos-agent --help lists flag. A help that has other
-    flags of the same family (--metrics-*) but not this one means the
-    chart and the agent disagree: that fails rather than skips."""
-    p = subprocess.run([os.path.join(local, "bin", "gpuqos-agent"), "--help"], capture_output=True,
-                       text=True, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
-    text = p.stdout + p.stderr
-    if flag in text:
-        return True
-    expect(family not in text, "gpuqos-agent --help has %s flags but not %s, which the chart passes:\n%s"
-           % (family, flag, text))
-    return False
 
 
 def free_port():
@@ -199,7 +185,6 @@ def run(build, which, render, Skip, Fail):
 
 def prepare(node, build, render, values):
     local = install(build, os.path.join(node.dir, "stage"))
-    notes = []
     port = free_port()
     # host.nvidiactl: the simulator's path, so that a workload's fd (opened on
     # this host) reads back as the agent's --nvidiactl.
@@ -207,17 +192,12 @@ def prepare(node, build, render, values):
             "--set", "policy.timeslices.lcUs=%d,policy.timeslices.beUs=%d" % (LC_US, BE_US)] + values
     # The eBPF tracker stays off: it would attach to every process on this
     # host; tests/e2e checks it with a pin folder of its own.
-    if not agent_has(local, "--install-preempt-lib", "--install-"):
-        vals += ["--set", "preemptLib.install=false"]
-        notes.append("gpuqos-agent has no --install-preempt-lib yet: rendered with preemptLib.install=false")
     objs = render(node.dir, vals)
     for o in objs:
         if o["kind"] == "ConfigMap":
             node.configmaps[o["metadata"]["name"]] = o
     ds = [o for o in objs if o["kind"] == "DaemonSet"][0]
     pod = Pod(node, ds, local, node.api.server_address[1])
-    for n in notes:
-        print("note: " + n)
     return pod, port
 
 
