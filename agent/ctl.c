@@ -720,7 +720,7 @@ static void do_commands(struct agent *a, struct ctl_conn *c, const cJSON *req, u
 		else
 			ctl_unreachable(c, t, op, "not sent: the path's queue is full");
 	}
-	wake_rearm(a);
+	a->dirty = 1; /* the pass after this batch re-arms the wake timer for their deadlines */
 	if (--c->pending == 0)
 		ctl_finish_wait(a, c);
 }

@@ -66,9 +66,11 @@ static int state_serialize_peers(struct agent *a, cJSON *root)
 			return -1;
 	/* Still awaited after a restart: a second restart waits for them too. */
 	for (const struct state_entry *e = a->expected; e; e = e->next) {
-		const struct proc *p = proc_find(a, e->pid);
+		const struct peer *p = a->peers;
 
-		if ((!p || !p->peer) && state_add_peer(arr, e->pid, e->starttime) != 0)
+		while (p && p->pid != e->pid)
+			p = p->next;
+		if (!p && state_add_peer(arr, e->pid, e->starttime) != 0)
 			return -1;
 	}
 	return 0;
