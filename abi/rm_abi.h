@@ -248,6 +248,38 @@ struct rm_tsg_gpfifo_schedule { /* NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS */
 };
 _Static_assert(sizeof(struct rm_tsg_gpfifo_schedule) == 3, "gpfifo schedule params");
 
+/* ------------------------------------------------------------------ */
+/* Channel disable (subdevice class 2080)                              */
+/* ------------------------------------------------------------------ */
+
+/* NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS, issued on a subdevice of the
+ * caller's client. Measured on an H200 and an H100 (driver 580): a
+ * non-root process gets NV_OK disabling and enabling its own channels;
+ * a disabled channel is not scheduled until it is enabled again, so its
+ * process stalls on its next wait (docs/rm-facts.md, "Channel gating"). */
+#define RM_CTRL_FIFO_DISABLE_CHANNELS 0x2080110bu
+#define RM_DISABLE_CHANNELS_MAX 64u
+
+struct rm_disable_channels { /* NV2080_CTRL_FIFO_DISABLE_CHANNELS_PARAMS */
+	rm_u8 bDisable;
+	rm_u32 numChannels;
+	rm_u8 bOnlyDisableScheduling;
+	rm_u8 bRewindGpPut;
+	/* A kernel event; RM refuses a non-NULL pointer from user space with
+	 * NV_ERR_INSUFFICIENT_PERMISSIONS. */
+	rm_u64 pRunlistPreemptEvent RM_ALIGN8;
+	rm_handle hClientList[RM_DISABLE_CHANNELS_MAX];
+	rm_handle hChannelList[RM_DISABLE_CHANNELS_MAX];
+};
+_Static_assert(sizeof(struct rm_disable_channels) == 536, "DISABLE_CHANNELS params");
+_Static_assert(RM_OFFSETOF(struct rm_disable_channels, numChannels) == 4, "numChannels");
+_Static_assert(RM_OFFSETOF(struct rm_disable_channels, bOnlyDisableScheduling) == 8,
+	       "bOnlyDisableScheduling");
+_Static_assert(RM_OFFSETOF(struct rm_disable_channels, pRunlistPreemptEvent) == 16,
+	       "pRunlistPreemptEvent");
+_Static_assert(RM_OFFSETOF(struct rm_disable_channels, hClientList) == 24, "hClientList");
+_Static_assert(RM_OFFSETOF(struct rm_disable_channels, hChannelList) == 280, "hChannelList");
+
 #define RM_INTERLEAVE_LOW 0u
 #define RM_INTERLEAVE_MEDIUM 1u
 #define RM_INTERLEAVE_HIGH 2u
