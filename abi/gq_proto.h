@@ -56,6 +56,9 @@ struct gq_hello {
 };
 _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 #define GQ_HELLO_F_RECONNECT 0x1u /* not the first connection of this process */
+/* The library executes GATE and UNGATE and enforces their lease itself
+ * (docs/protocol.md, "Gating"). A never gates a peer without it. */
+#define GQ_HELLO_F_GATE 0x2u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -79,10 +82,15 @@ struct gq_tsg {
 	rm_u32 timeslice_us;    /* last value RM accepted, GQ_UNKNOWN if none */
 	rm_u32 app_timeslice_us; /* last value the app/libcuda asked for, or GQ_UNKNOWN */
 	rm_u32 interleave;      /* last level RM accepted, GQ_UNKNOWN if none */
-	rm_u32 reserved;
+	rm_u32 flags;           /* GQ_TSG_F_* */
 };
 _Static_assert(sizeof(struct gq_tsg) == 56, "gq_tsg");
 _Static_assert(__builtin_offsetof(struct gq_tsg, h_client) == 16, "gq_tsg.h_client");
+/* The TSG's channels are disabled by a GATE whose lease has not lapsed. */
+#define GQ_TSG_F_GATED 0x1u
+/* The library cannot gate this TSG: no subdevice or channels seen, or
+ * more channels than one DISABLE_CHANNELS names. */
+#define GQ_TSG_F_NO_GATE 0x2u
 
 struct gq_tsg_gone {
 	struct gq_hdr hdr;
@@ -96,8 +104,12 @@ enum gq_op {
 	GQ_OP_GET_TIMESLICE = 2, /* arg: unused; result value: microseconds */
 	GQ_OP_SET_INTERLEAVE = 3, /* arg: RM_INTERLEAVE_* */
 	GQ_OP_PREEMPT = 4,       /* arg: bit 0 = wait for completion */
+	GQ_OP_GATE = 5,   /* arg: lease in ms; disable the TSG's channels, then preempt it */
+	GQ_OP_UNGATE = 6, /* arg: unused; enable the TSG's channels again */
 };
-#define GQ_OP_MAX GQ_OP_PREEMPT
+#define GQ_OP_MAX GQ_OP_UNGATE
+/* A gate lasts at most this long without renewal. */
+#define GQ_GATE_LEASE_MAX_MS 10000u
 
 struct gq_command {
 	struct gq_hdr hdr; /* hdr.seq: command id, echoed in the result */
@@ -114,6 +126,7 @@ _Static_assert(__builtin_offsetof(struct gq_command, arg) == 32, "gq_command.arg
 #define GQ_ERR_UNKNOWN_TSG 10001 /* no such TSG in this process */
 #define GQ_ERR_EXPIRED 10002     /* its deadline passed before it started */
 #define GQ_ERR_BAD_OP 10003      /* op or arg out of range */
+#define GQ_ERR_NOT_GATEABLE 10004 /* GATE: channels or subdevice unknown */
 
 struct gq_result {
 	struct gq_hdr hdr; /* hdr.seq: the command id */

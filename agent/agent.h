@@ -129,6 +129,7 @@ struct peer {
 	unsigned sent_this_tick;
 	int policy_valid; /* policy_gr/copy were sent */
 	uint32_t policy_gr, policy_copy;
+	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
 };
 
 /* What the RM was last told about a TSG, by anyone: what the tracker saw
@@ -156,6 +157,7 @@ struct tsg_sent {
 	const char *blocked;    /* why no path can carry its next control, or NULL */
 	int blocked_stalled;    /* ... because a path is stalled */
 	unsigned inflight;
+	uint32_t inflight_op; /* the op of the last command sent */
 	uint64_t backoff_until;
 	uint32_t backoff_ms;
 	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or IL_REFUSED_NONE */
@@ -164,6 +166,19 @@ struct tsg_sent {
 	int last_timeout, last_failed;
 	uint64_t last_elapsed_us;
 	char error[128];
+};
+
+/* Gating (rotate.c): whether the TSG takes turns with the other BEs of its
+ * runlist, whether it should be gated now, and what its preempt agent
+ * reported (the flags of its last TSG report, or a RESULT since). */
+struct tsg_gate {
+	int rotate;             /* the last reconcile put it in a rotation */
+	int want;               /* it should be gated now */
+	int gated;              /* its preempt agent says its channels are disabled */
+	int no_gate;            /* its preempt agent cannot gate it */
+	uint64_t turn_start;    /* now_us(): when its turn began (0: not its turn) */
+	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
+	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
 };
 
 struct tsg {
@@ -183,6 +198,7 @@ struct tsg {
 	struct tsg_observed obs;
 	struct tsg_wanted want;
 	struct tsg_sent sent;
+	struct tsg_gate gate;
 };
 
 struct cmd {
@@ -347,6 +363,8 @@ uint32_t tsg_effective_ts(const struct tsg *t);
 int tsg_ts_differs(const struct tsg *t);
 uint32_t tsg_effective_il(const struct tsg *t);
 int tsg_il_differs(const struct tsg *t);
+/* It is gated and should not be, or the other way round. */
+int tsg_gate_differs(const struct tsg *t);
 /* Where a TSG's settings stand, as ctl, annotations and metrics show it. */
 enum tsg_state {
 	TSG_CONVERGED = 0, /* what the policy wants is what the RM was last told */
@@ -395,6 +413,17 @@ void reconcile_new_tick(struct agent *a);
 uint64_t reconcile_next_deadline(const struct agent *a);
 /* The path that would carry action act on t now (path.c decides). */
 struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_action act);
+
+/* rotate.c */
+/* Its preempt agent can gate it now (connected, said GQ_HELLO_F_GATE, not
+ * stalled, reported the TSG gateable, and the TSG is confirmed). */
+int rotate_gateable(const struct tsg *t);
+/* Set every TSG's gate.want from gate.rotate and the turns (now_us clock). */
+void rotate_plan(struct agent *a, uint64_t now);
+/* A gated TSG's lease needs renewing. */
+int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
+/* When the next turn ends or a gate needs renewing, or 0. */
+uint64_t rotate_next_deadline(const struct agent *a);
 
 /* cron.c: the wiring's timers (the periodic tick, the wake-up for the next
  * deadline), the pass after every batch of events, and the hooks the core

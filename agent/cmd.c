@@ -27,6 +27,10 @@ const char *gq_op_name(uint32_t op)
 		return "SET_INTERLEAVE";
 	case GQ_OP_PREEMPT:
 		return "PREEMPT";
+	case GQ_OP_GATE:
+		return "GATE";
+	case GQ_OP_UNGATE:
+		return "UNGATE";
 	}
 	return "?";
 }
@@ -40,6 +44,8 @@ static const char *err_name(uint32_t err)
 		return "deadline expired before the control started";
 	case GQ_ERR_BAD_OP:
 		return "bad op or argument";
+	case GQ_ERR_NOT_GATEABLE:
+		return "the preempt agent cannot gate this TSG";
 	}
 	return strerror((int)err);
 }
@@ -90,6 +96,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum path path, uint32_t o
 	c->next = a->cmds;
 	a->cmds = c;
 	t->sent.inflight++;
+	t->sent.inflight_op = op;
 	t->sent.last_path = path;
 	/* The path that carries each setting; a read-back sets nothing. */
 	if (op != GQ_OP_GET_TIMESLICE)
@@ -184,6 +191,28 @@ static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *
 	}
 }
 
+/* A GATE or UNGATE ended. The preempt agent reports the state it leaves
+ * in its next TSG report too; the RESULT comes first. */
+static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
+{
+	int ok = o->err == 0 && o->rm_status == RM_OK;
+
+	t->sent.last_failed = !ok;
+	if (!ok) {
+		/* It cannot be gated: the policy puts its runlist at the floor. */
+		if (o->err == GQ_ERR_NOT_GATEABLE || o->err == GQ_ERR_BAD_OP)
+			t->gate.no_gate = 1;
+		tsg_record_error(t, c, o);
+		return;
+	}
+	t->sent.error[0] = '\0';
+	t->sent.backoff_ms = 0;
+	t->sent.backoff_until = 0;
+	t->gate.gated = c->op == GQ_OP_GATE;
+	if (c->op == GQ_OP_GATE)
+		t->gate.renewed = c->sent;
+}
+
 /* Records the outcome on the TSG: observed value on success, backoff and
  * the error in words on failure. */
 static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
@@ -200,6 +229,10 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 	t->sent.last_elapsed_us = o->elapsed_ns / 1000u;
 	if (c->op == GQ_OP_PREEMPT || (c->op == GQ_OP_GET_TIMESLICE && !ok))
 		return; /* changes no setting: says nothing of convergence */
+	if (c->op == GQ_OP_GATE || c->op == GQ_OP_UNGATE) {
+		tsg_record_gate(t, c, o);
+		return;
+	}
 	t->sent.last_failed = !ok;
 	if (!ok) {
 		tsg_record_error(t, c, o);

@@ -396,8 +396,29 @@ static int parse_several_be(const struct ctx *x, const cJSON *j, struct state *s
 		st->cfg.policy.several_be = POLICY_SEVERAL_BE_FLOOR;
 	else if (strcmp(s, "leave") == 0)
 		st->cfg.policy.several_be = POLICY_SEVERAL_BE_LEAVE;
+	else if (strcmp(s, "rotate") == 0)
+		st->cfg.policy.several_be = POLICY_SEVERAL_BE_ROTATE;
 	else
-		return fail(x, "severalBe", "must be \"floor\" or \"leave\", got \"%s\"", s);
+		return fail(x, "severalBe", "must be \"rotate\", \"floor\" or \"leave\", got \"%s\"",
+			    s);
+	return 0;
+}
+
+static int parse_rotation(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	static const char *const keys[] = { "periodMs", "leaseMs" };
+	const cJSON *period, *lease;
+
+	if (want_object(x, "rotation", j) || check_keys(x, "rotation", j, keys, 2))
+		return -1;
+	period = cJSON_GetObjectItemCaseSensitive(j, "periodMs");
+	lease = cJSON_GetObjectItemCaseSensitive(j, "leaseMs");
+	if (period && get_uint(x, "rotation.periodMs", period, POLICY_ROTATE_PERIOD_MIN_MS,
+			       POLICY_ROTATE_PERIOD_MAX_MS, &st->cfg.policy.rotate_period_ms))
+		return -1;
+	if (lease && get_uint(x, "rotation.leaseMs", lease, POLICY_GATE_LEASE_MIN_MS,
+			      POLICY_GATE_LEASE_MAX_MS, &st->cfg.policy.gate_lease_ms))
+		return -1;
 	return 0;
 }
 
@@ -502,6 +523,7 @@ static const struct {
 	{ "rules", parse_rules },
 	{ "timeslices", parse_timeslices },
 	{ "severalBe", parse_several_be },
+	{ "rotation", parse_rotation },
 	{ "allowUnsafeSeveralBe", parse_allow_unsafe },
 	{ "interleave", parse_interleave },
 	{ "manageCopyEngines", parse_manage_copy },
@@ -529,6 +551,11 @@ static int validate(const struct ctx *x, struct state *st)
 			    "is %u us, below timeslices.beUs (%u us): an LC would run in shorter slices "
 			    "than the BE beside it",
 			    st->cfg.policy.lc_timeslice_us, st->cfg.policy.be_timeslice_us);
+	if (st->cfg.policy.gate_lease_ms < 2u * st->cfg.policy.rotate_period_ms)
+		return fail(x, "rotation.leaseMs",
+			    "is %u ms, below twice rotation.periodMs (%u ms): a gated BE's lease "
+			    "would lapse between two renewals",
+			    st->cfg.policy.gate_lease_ms, st->cfg.policy.rotate_period_ms);
 	/* Cannot fail after the checks above; kept so the file can never
 	 * hold something the agent's own validation would refuse. */
 	if (policy_config_validate(&st->cfg.policy, st->allow_unsafe, why, sizeof(why)))

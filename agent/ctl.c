@@ -285,7 +285,7 @@ static void add_sources(cJSON *o, unsigned sources)
 static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 {
 	const struct proc *p = proc_find(a, t->pid);
-	cJSON *o = cJSON_CreateObject(), *ts, *il, *paths;
+	cJSON *o = cJSON_CreateObject(), *ts, *il, *paths, *gate;
 	char eng[24];
 
 	if (!o)
@@ -315,6 +315,15 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	if (il) {
 		add_u32_or_null(il, "desired", t->want.desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->want.desired_il);
 		add_u32_or_null(il, "applied", t->obs.applied_il);
+	}
+	gate = cJSON_AddObjectToObject(o, "gate");
+	if (gate) {
+		/* "desired": gated now or not; "applied": what its preempt
+		 * agent last said; "rotating": it takes turns with other BEs. */
+		cJSON_AddBoolToObject(gate, "rotating", t->gate.rotate);
+		cJSON_AddBoolToObject(gate, "desired", t->gate.want);
+		cJSON_AddBoolToObject(gate, "applied", t->gate.gated);
+		cJSON_AddBoolToObject(gate, "possible", rotate_gateable(t));
 	}
 	add_path(o, "path", t->sent.last_path);
 	paths = cJSON_AddObjectToObject(o, "paths");

@@ -135,6 +135,11 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 		return;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
 	cmd_fail_peer(a, p);
+	/* Its preempt agent enables every channel it gated when the
+	 * connection ends (docs/protocol.md, "Gating"). */
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->pid == p->pid)
+			t->gate = (struct tsg_gate){ .last_turn = t->gate.last_turn };
 	a->npeers--;
 	if (p->proc->uid)
 		p->proc->uid->peers--;
@@ -204,9 +209,11 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->syncing = 1;
 	p->gen = ++a->next_gen;
 	p->stalled = 0;
-	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s", (int)p->pid,
+	p->can_gate = (m->flags & GQ_HELLO_F_GATE) != 0;
+	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,
-		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "");
+		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "",
+		 p->can_gate ? ", gating" : "");
 	/* Answered right after this batch (reconcile), before the loop waits
 	 * again, so TSGs created from here on get the right value at once. */
 	p->policy_valid = 0;

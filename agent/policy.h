@@ -25,6 +25,11 @@ enum qos_class {
 enum policy_several_be {
 	POLICY_SEVERAL_BE_FLOOR = 0, /* BE timeslice = several_be_timeslice_us */
 	POLICY_SEVERAL_BE_LEAVE = 1, /* BEs keep their baseline */
+	/* One BE schedulable at a time, the others gated (their channels
+	 * disabled by their own preempt agent), rotated every
+	 * rotate_period_ms; each at be_timeslice_us. Where a BE on the
+	 * runlist cannot be gated, the runlist gets FLOOR. */
+	POLICY_SEVERAL_BE_ROTATE = 2,
 };
 
 #define POLICY_INTERLEAVE_LEAVE (-1)
@@ -43,6 +48,14 @@ enum policy_several_be {
  * 20 us stalled the RM control path (docs/rm-facts.md); 500 us is the shortest
  * value measured that did neither. */
 #define POLICY_SEVERAL_BE_SAFE_MIN_US 500u
+/* Rotation: a period shorter than 20 ms cost the LC p99 (556 us at 20 ms
+ * against 461 at 100 ms, docs/PERF.md), and each switch costs two channel
+ * controls of 0.4-1.2 ms. The lease bounds how long a BE stays gated when
+ * the node agent stops renewing it; it must outlast a renewal. */
+#define POLICY_ROTATE_PERIOD_MIN_MS 20u
+#define POLICY_ROTATE_PERIOD_MAX_MS 10000u
+#define POLICY_GATE_LEASE_MIN_MS 100u
+#define POLICY_GATE_LEASE_MAX_MS 10000u
 
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
@@ -52,6 +65,8 @@ struct policy_config {
 	int32_t lc_interleave; /* RM_INTERLEAVE_* or POLICY_INTERLEAVE_LEAVE */
 	int32_t be_interleave;
 	int manage_copy; /* also apply to copy-engine runlists */
+	uint32_t rotate_period_ms; /* POLICY_SEVERAL_BE_ROTATE: each BE's turn */
+	uint32_t gate_lease_ms;    /* a gate lapses after this without renewal */
 };
 
 struct policy_tsg_in {
@@ -62,23 +77,28 @@ struct policy_tsg_in {
 	 * driver default for the engine (2048 us GR, 1024 us copy) is used, so
 	 * a missing read never turns into a 0 us timeslice. */
 	uint32_t baseline_timeslice_us;
+	/* Its preempt agent can gate it (docs/protocol.md, "Gating"). */
+	int gateable;
 };
 
 struct policy_tsg_out {
 	uint32_t timeslice_us; /* desired */
 	int32_t interleave;    /* desired level, or POLICY_INTERLEAVE_LEAVE */
 	const char *reason;    /* static string for operators */
+	int rotate;            /* takes turns with the other BEs of its runlist */
 };
 
 /* The TSGs one runlist (GPU, engine) holds, per class. */
 struct policy_runlist {
 	uint32_t gpu, engine_type;
 	uint32_t lc, be;
+	uint32_t be_gateable; /* BEs whose preempt agent can gate them */
 };
 
 void policy_config_defaults(struct policy_config *cfg);
 
-/* 0 if cfg respects the limits above; otherwise -1 and a sentence in err
+/* 0 if cfg respects the limits above (rotation period and lease
+ * included, the lease at least twice the period); otherwise -1 and a sentence in err
  * naming the field. A several_be_timeslice_us below
  * POLICY_SEVERAL_BE_SAFE_MIN_US passes only with allow_unsafe_several_be. */
 int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_several_be,

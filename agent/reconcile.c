@@ -4,7 +4,8 @@
  * policy over every known TSG, sends the commands that close the gap
  * (rate-limited, one in flight per TSG, none during backoff, each on the
  * path path.c chooses), reads back the claims nobody confirmed, and keeps
- * each peer's POLICY current. Safe to run at any time; a second run with
+ * each peer's POLICY current, and gates the BEs rotate.c says should be.
+ * Safe to run at any time; a second run with
  * nothing changed sends nothing. Does not own the policy itself
  * (policy.c), the paths (peer.c, direct.c: reached through struct
  * agent_hooks) or the timers (cron.c).
@@ -65,6 +66,7 @@ static int pass_inputs(struct agent *a, struct pass *ps)
 		ps->in[i].engine_type = t->engine;
 		ps->in[i].cls = counts ? t->proc->cls : CLASS_UNMANAGED;
 		ps->in[i].baseline_timeslice_us = tsg_baseline(t);
+		ps->in[i].gateable = counts && rotate_gateable(t);
 	}
 	ps->n = i;
 	return 0;
@@ -117,6 +119,7 @@ static int run_policy(struct agent *a, struct pass *ps)
 			t->sent.il_refused = IL_REFUSED_NONE; /* a new level deserves a new try */
 		t->want.desired_ts = ps->out[i].timeslice_us;
 		t->want.desired_il = ps->out[i].interleave;
+		t->gate.rotate = ps->out[i].rotate;
 		t->want.reason = ps->out[i].reason ? ps->out[i].reason : "";
 		if (t->gpu == GQ_UNKNOWN)
 			t->want.reason = "GPU (device instance) unknown: left alone";
@@ -218,12 +221,34 @@ static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch
 	return 1;
 }
 
+/* Gating before any setting: an UNGATE ends a stall, a GATE takes a BE
+ * off the LC's way at once. Returns 1 when t needs a gate command now
+ * (sent, or held back by the rate limit), 0 when it needs none. An
+ * UNGATE is sent even while holding: it only ever lets work run. */
+static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int holding, int *sent)
+{
+	struct path_choice ch = { .path = PATH_IN_PROCESS };
+
+	if (!t->gate.want && t->gate.gated) {
+		*sent = send_one(a, t, &ch, GQ_OP_UNGATE, 0);
+		return 1;
+	}
+	if (holding || !t->gate.want || !rotate_gateable(t))
+		return 0;
+	if (t->gate.gated && !rotate_renew_due(a, t, now))
+		return 0;
+	*sent = send_one(a, t, &ch, GQ_OP_GATE, a->cfg->policy.gate_lease_ms);
+	return 1;
+}
+
 /* Sends at most one command for t; returns 1 if one was sent. While
- * `holding`, only read-backs of claims (they change nothing). */
+ * `holding`, only read-backs of claims (they change nothing) and
+ * UNGATEs. */
 static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holding)
 {
 	struct proc *p = t->proc;
 	struct path_choice ch;
+	int gate_sent = 0;
 	uint32_t op;
 	uint64_t arg;
 
@@ -236,6 +261,8 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 		ch = readback_path(a, t);
 		return send_one(a, t, &ch, GQ_OP_GET_TIMESLICE, 0);
 	}
+	if (reconcile_gate(a, t, now, holding, &gate_sent))
+		return gate_sent;
 	if (holding)
 		return 0;
 	if (p->cls == CLASS_UNMANAGED && t->obs.applied_ts == GQ_UNKNOWN)
@@ -262,8 +289,11 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 static uint32_t hypothetical(struct agent *a, const struct pass *ps, const struct proc *p,
 			     uint32_t engine, uint32_t baseline)
 {
+	/* A new TSG of a process whose preempt agent gates counts as
+	 * gateable: it is, once its channels exist. */
 	struct policy_tsg_in hyp = { .engine_type = engine, .cls = p->cls,
-				     .baseline_timeslice_us = baseline };
+				     .baseline_timeslice_us = baseline,
+				     .gateable = p->peer && p->peer->can_gate };
 	uint32_t answer = GQ_UNKNOWN;
 
 	for (size_t i = 0; i < ps->m; i++) {
@@ -281,6 +311,7 @@ static uint32_t hypothetical(struct agent *a, const struct pass *ps, const struc
 		with = r ? *r : (struct policy_runlist){ .gpu = gpu, .engine_type = engine };
 		with.lc += p->cls == CLASS_LC;
 		with.be += p->cls == CLASS_BE;
+		with.be_gateable += p->cls == CLASS_BE && hyp.gateable;
 		hyp.gpu = gpu;
 		policy_decide_tsg(&a->cfg->policy, &hyp, &with, &out);
 		merge(&answer, out.timeslice_us);
@@ -346,6 +377,7 @@ void reconcile(struct agent *a)
 			a->hooks.after_reconcile(a);
 		return;
 	}
+	rotate_plan(a, now);
 	/* Outside the loop over TSGs: with none, the grace must still end. */
 	holding = holding_now(a, now);
 	for (struct tsg *t = a->tsgs; t; t = t->next)
@@ -370,7 +402,7 @@ void reconcile_new_tick(struct agent *a)
 
 uint64_t reconcile_next_deadline(const struct agent *a)
 {
-	uint64_t next = cmd_next_deadline(a), now = now_us();
+	uint64_t next = cmd_next_deadline(a), now = now_us(), turn = rotate_next_deadline(a);
 	/* The grace ends in reconcile (holding_now): be there when it does. */
 	uint64_t grace_end = a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
 
@@ -379,5 +411,7 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 			next = t->sent.backoff_until;
 	if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
 		next = grace_end;
+	if (turn && (next == 0 || turn < next))
+		next = turn;
 	return next;
 }

@@ -317,6 +317,9 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 	if (!kernel && m->interleave != GQ_UNKNOWN)
 		tsg_observe_il(t, m->interleave, now);
 	t->obs.app_ts = m->app_timeslice_us;
+	/* Only its preempt agent gates it, so only it knows. */
+	t->gate.gated = (m->flags & GQ_TSG_F_GATED) != 0;
+	t->gate.no_gate = (m->flags & GQ_TSG_F_NO_GATE) != 0;
 	t->gen = gen;
 	a->dirty = 1;
 	return t;
@@ -403,8 +406,19 @@ int tsg_il_differs(const struct tsg *t)
 	       tsg_effective_il(t) != (uint32_t)t->want.desired_il;
 }
 
+int tsg_gate_differs(const struct tsg *t)
+{
+	return t->gate.want != t->gate.gated;
+}
+
 enum tsg_state tsg_state_of(const struct tsg *t)
 {
+	/* A rotating BE changes gates every period: a gate on its way is its
+	 * steady state, not "pending" (and a pod's annotation must not flip
+	 * with every turn). A gate that failed is a failure. */
+	int gate_op = t->sent.inflight_op == GQ_OP_GATE || t->sent.inflight_op == GQ_OP_UNGATE;
+	int gate_failed = tsg_gate_differs(t) && t->sent.last_failed &&
+			  (t->sent.last_op == GQ_OP_GATE || t->sent.last_op == GQ_OP_UNGATE);
 	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
 
 	if (t->claim == TSG_CLAIM_REFUSED)
@@ -416,10 +430,12 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 		return TSG_UNVERIFIED;
 	if (t->sent.blocked && t->sent.blocked_stalled)
 		return TSG_STALLED;
-	if (t->sent.inflight)
+	if (t->sent.inflight && !gate_op)
 		return TSG_PENDING;
 	if (t->proc->cls == CLASS_UNMANAGED)
 		return TSG_UNMANAGED;
+	if (gate_failed)
+		return TSG_FAILED;
 	if (differs && (t->sent.last_failed || t->sent.last_timeout || t->sent.blocked))
 		return TSG_FAILED;
 	if (t->want.desired_il >= 0 && t->want.desired_il == t->sent.il_refused)

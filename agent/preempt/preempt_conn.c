@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "preempt.h"
+#include "preempt_gate.h"
 #include "preempt_msg.h"
 
 #define PA_BACKOFF_MIN_MS 50u
@@ -63,6 +64,24 @@ static void pa_sleep_ms(unsigned ms)
 
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
+}
+
+/* Sleep between connection attempts, still ending leases on time (a gate
+ * whose enable failed is retried even while no agent is there). */
+static void pa_sleep_gated(unsigned ms)
+{
+	rm_u64 end = pa_now_ns() + (rm_u64)ms * 1000000u;
+
+	for (;;) {
+		rm_u64 now = pa_now_ns();
+		int next = pa_gate_expire();
+		unsigned left;
+
+		if (now >= end)
+			return;
+		left = (unsigned)((end - now + 999999u) / 1000000u);
+		pa_sleep_ms(next >= 0 && (unsigned)next < left ? (unsigned)next + 1u : left);
+	}
 }
 
 /* Spreads reconnects of many processes after an agent restart. */
@@ -168,7 +187,7 @@ static int pa_greet(int s)
 	pa_unlock();
 	pa_read_comm(comm);
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
-		     pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0, n, comm);
+		     GQ_HELLO_F_GATE | (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0), n, comm);
 	if (pa_send(s, &hello, sizeof(hello)) != 0)
 		return -1;
 	pa_greetings++;
@@ -295,6 +314,17 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 	rm_u64 value = c->arg, elapsed = 0;
 	int fd = -1;
 
+	if (c->op == GQ_OP_GATE || c->op == GQ_OP_UNGATE) {
+		err = pa_gate_check(c);
+		if (err == 0 && pa_deadline_passed(received_ns, pa_now_ns(), c->deadline_us))
+			err = GQ_ERR_EXPIRED;
+		if (err == 0)
+			err = pa_gate_command(c, &status, &elapsed);
+		pa_debug("command %u op %u client 0x%x tsg 0x%x: err %u, %s", c->hdr.seq, c->op,
+			 c->h_client, c->h_tsg, err, rm_status_name(status));
+		pa_msg_result(&r, c, status, err, value, elapsed);
+		return pa_send(s, &r, sizeof(r));
+	}
 	err = pa_cmd_plan(c, &ctl);
 	if (err == 0) {
 		pa_lock();
@@ -431,7 +461,7 @@ static void pa_serve(int s)
 			return;
 		p[0] = (struct pollfd){ .fd = s, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = efd, .events = POLLIN };
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, 2, pa_gate_expire()) < 0) {
 			if (errno == EINTR)
 				continue;
 			pa_info("poll: %m");
@@ -463,9 +493,10 @@ static void *pa_main(void *unused)
 				backoff = PA_BACKOFF_MIN_MS;
 				pa_serve(s);
 			}
+			pa_gate_release_all();
 			pa_drop(s);
 		}
-		pa_sleep_ms(backoff + pa_jitter(backoff));
+		pa_sleep_gated(backoff + pa_jitter(backoff));
 		backoff = backoff * 2 > PA_BACKOFF_MAX_MS ? PA_BACKOFF_MAX_MS : backoff * 2;
 	}
 	return NULL;

@@ -36,6 +36,7 @@ void pa_msg_tsg(struct gq_tsg *m, rm_u32 seq, const struct pa_tsg *g)
 	m->timeslice_us = g->timeslice_us;
 	m->app_timeslice_us = g->app_timeslice_us;
 	m->interleave = g->interleave;
+	m->flags = pa_tsg_flags(g);
 }
 
 void pa_msg_tsg_gone(struct gq_tsg_gone *m, rm_u32 seq, const struct pa_tsg *g)
@@ -84,6 +85,15 @@ rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)
 	}
 	out->params_size = rm_tsg_ctrl_params_size(out->cmd);
 	return 0;
+}
+
+rm_u32 pa_gate_check(const struct gq_command *c)
+{
+	if (c->op == GQ_OP_GATE)
+		return c->arg >= 1 && c->arg <= GQ_GATE_LEASE_MAX_MS ? 0 : GQ_ERR_BAD_OP;
+	if (c->op == GQ_OP_UNGATE)
+		return c->arg == 0 ? 0 : GQ_ERR_BAD_OP;
+	return GQ_ERR_BAD_OP;
 }
 
 rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl)

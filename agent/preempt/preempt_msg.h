@@ -35,6 +35,11 @@ struct pa_ctrl {
  * GQ_ERR_BAD_OP (nothing to issue). */
 rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out);
 
+/* Validate a GATE (lease 1..GQ_GATE_LEASE_MAX_MS) or UNGATE (arg 0).
+ * Returns 0 or GQ_ERR_BAD_OP. pa_cmd_plan refuses both: they are not one
+ * TSG control (preempt_gate.c). */
+rm_u32 pa_gate_check(const struct gq_command *c);
+
 /* The value a RESULT carries once the control ran: the read-back for
  * GET_TIMESLICE, the command's arg otherwise. */
 rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl);

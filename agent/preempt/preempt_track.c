@@ -13,6 +13,8 @@
 
 #include "preempt_track.h"
 
+_Static_assert(PA_TSG_MAX_CHANS <= RM_DISABLE_CHANNELS_MAX, "one DISABLE_CHANNELS names them all");
+
 void pa_track_init(struct pa_track *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -81,7 +83,8 @@ int pa_track_wants(const struct pa_call *c)
 		if (rm_alloc_view_of(c->kind, c->block, &v) != 0)
 			return 0;
 		return rm_class_is_client(v.hClass) || v.hClass == RM_CLASS_DEVICE ||
-		       v.hClass == RM_CLASS_TSG;
+		       v.hClass == RM_CLASS_SUBDEVICE || v.hClass == RM_CLASS_TSG ||
+		       rm_class_is_channel(v.hClass);
 	case RM_CALL_CONTROL:
 		return pa_call_is_set_timeslice(c) || pa_call_is_set_interleave(c);
 	case RM_CALL_FREE:
@@ -189,10 +192,76 @@ static void pa_add_device(struct pa_track *t, const struct rm_alloc_view *v)
 		t->ctr.device_overflow++;
 		return;
 	}
+	if (!d->used)
+		d->h_subdevice = 0;
 	d->used = 1;
 	d->h_client = v->hRoot;
 	d->h = v->hObjectNew;
 	d->instance = instance;
+}
+
+/* Report a TSG again when what the node agent sees of it changed. */
+static void pa_emit_if_changed(const struct pa_tsg *g, rm_u32 old_flags, pa_emit_fn *emit,
+			       void *ctx)
+{
+	if (pa_tsg_flags(g) != old_flags)
+		pa_emit_tsg(g, PA_EV_TSG, emit, ctx);
+}
+
+/* DISABLE_CHANNELS is a subdevice control: the first subdevice of a device
+ * is the one gating uses for that device's TSGs. */
+static void pa_add_subdevice(struct pa_track *t, const struct rm_alloc_view *v, pa_emit_fn *emit,
+			     void *ctx)
+{
+	struct pa_device *d = pa_device_find(t, v->hRoot, v->hObjectParent);
+
+	if (d == NULL || d->h_subdevice != 0)
+		return;
+	d->h_subdevice = v->hObjectNew;
+	for (unsigned i = 0; i < t->tsg_hi; i++) {
+		struct pa_tsg *g = &t->tsgs[i];
+		rm_u32 old;
+
+		if (!g->used || g->h_client != d->h_client || g->h_device != d->h)
+			continue;
+		old = pa_tsg_flags(g);
+		g->h_subdevice = d->h_subdevice;
+		pa_emit_if_changed(g, old, emit, ctx);
+	}
+}
+
+static void pa_add_channel(struct pa_track *t, const struct rm_alloc_view *v, pa_emit_fn *emit,
+			   void *ctx)
+{
+	struct pa_tsg *g = pa_track_tsg_find(t, v->hRoot, v->hObjectParent);
+	rm_u32 old;
+
+	if (g == NULL)
+		return;
+	old = pa_tsg_flags(g);
+	if (g->nchans < PA_TSG_MAX_CHANS)
+		g->chans[g->nchans++] = v->hObjectNew;
+	else
+		g->chans_overflow = 1;
+	pa_emit_if_changed(g, old, emit, ctx);
+}
+
+/* A freed channel: forget it in its TSG. Returns 1 if it was one. */
+static int pa_drop_channel(struct pa_track *t, rm_handle h_client, rm_handle h)
+{
+	for (unsigned i = 0; i < t->tsg_hi; i++) {
+		struct pa_tsg *g = &t->tsgs[i];
+
+		if (!g->used || g->h_client != h_client)
+			continue;
+		for (unsigned k = 0; k < g->nchans; k++) {
+			if (g->chans[k] != h)
+				continue;
+			g->chans[k] = g->chans[--g->nchans];
+			return 1;
+		}
+	}
+	return 0;
 }
 
 static void pa_add_tsg(struct pa_track *t, int fd, const struct rm_alloc_view *v,
@@ -219,6 +288,11 @@ static void pa_add_tsg(struct pa_track *t, int fd, const struct rm_alloc_view *v
 	g->h = v->hObjectNew;
 	g->h_device = v->hObjectParent;
 	g->device_instance = d != NULL ? d->instance : GQ_UNKNOWN;
+	g->h_subdevice = d != NULL ? d->h_subdevice : 0;
+	g->nchans = 0;
+	g->chans_overflow = 0;
+	g->gated = 0;
+	g->lease_end_ns = 0;
 	g->engine_type = GQ_UNKNOWN;
 	if (rm_alloc_params_size(v) >= engine_end) {
 		memcpy(&a, pa_ptr(v->pAllocParms), engine_end);
@@ -241,8 +315,12 @@ static unsigned pa_apply_alloc(struct pa_track *t, int fd, const struct pa_call 
 		return pa_add_client(t, fd, rm_alloc_client_handle(&v));
 	if (v.hClass == RM_CLASS_DEVICE)
 		pa_add_device(t, &v);
+	else if (v.hClass == RM_CLASS_SUBDEVICE)
+		pa_add_subdevice(t, &v, emit, ctx);
 	else if (v.hClass == RM_CLASS_TSG)
 		pa_add_tsg(t, fd, &v, emit, ctx);
+	else if (rm_class_is_channel(v.hClass))
+		pa_add_channel(t, &v, emit, ctx);
 	return 0;
 }
 
@@ -280,6 +358,29 @@ static void pa_drop_client(struct pa_track *t, rm_handle h, pa_emit_fn *emit, vo
 		c->used = 0;
 }
 
+/* A freed subdevice: its device's TSGs can no longer be gated. */
+static void pa_drop_subdevice(struct pa_track *t, rm_handle h_client, rm_handle h,
+			      pa_emit_fn *emit, void *ctx)
+{
+	for (unsigned i = 0; i < t->device_hi; i++) {
+		struct pa_device *d = &t->devices[i];
+
+		if (!d->used || d->h_client != h_client || d->h_subdevice != h)
+			continue;
+		d->h_subdevice = 0;
+		for (unsigned k = 0; k < t->tsg_hi; k++) {
+			struct pa_tsg *g = &t->tsgs[k];
+			rm_u32 old;
+
+			if (!g->used || g->h_client != h_client || g->h_device != d->h)
+				continue;
+			old = pa_tsg_flags(g);
+			g->h_subdevice = 0;
+			pa_emit_if_changed(g, old, emit, ctx);
+		}
+	}
+}
+
 static void pa_apply_free(struct pa_track *t, const struct rm_free_params *p, pa_emit_fn *emit,
 			  void *ctx)
 {
@@ -298,8 +399,12 @@ static void pa_apply_free(struct pa_track *t, const struct rm_free_params *p, pa
 		return;
 	}
 	g = pa_track_tsg_find(t, p->hRoot, p->hObjectOld);
-	if (g != NULL)
+	if (g != NULL) {
 		pa_drop_tsg(t, g, emit, ctx);
+		return;
+	}
+	if (!pa_drop_channel(t, p->hRoot, p->hObjectOld))
+		pa_drop_subdevice(t, p->hRoot, p->hObjectOld, emit, ctx);
 }
 
 /* ---- controls ---- */
@@ -395,6 +500,33 @@ unsigned pa_track_snapshot(const struct pa_track *t, struct pa_tsg *out, unsigne
 		if (t->tsgs[i].used)
 			out[n++] = t->tsgs[i];
 	return n;
+}
+
+/* ---- gating ---- */
+
+rm_u32 pa_tsg_flags(const struct pa_tsg *g)
+{
+	rm_u32 f = 0;
+
+	if (g->gated)
+		f |= GQ_TSG_F_GATED;
+	if (g->h_subdevice == 0 || g->nchans == 0 || g->chans_overflow)
+		f |= GQ_TSG_F_NO_GATE;
+	return f;
+}
+
+rm_u32 pa_gate_params(const struct pa_tsg *g, int disable, struct rm_disable_channels *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (pa_tsg_flags(g) & GQ_TSG_F_NO_GATE)
+		return GQ_ERR_NOT_GATEABLE;
+	out->bDisable = (rm_u8)(disable != 0);
+	out->numChannels = g->nchans;
+	for (unsigned i = 0; i < g->nchans; i++) {
+		out->hClientList[i] = g->h_client;
+		out->hChannelList[i] = g->chans[i];
+	}
+	return 0;
 }
 
 /* ---- the rewrite decision ---- */

@@ -31,8 +31,14 @@ struct pa_device {
 	int used;
 	rm_handle h_client;
 	rm_handle h;
-	rm_u32 instance; /* NV0080_ALLOC_PARAMETERS.deviceId */
+	rm_u32 instance;       /* NV0080_ALLOC_PARAMETERS.deviceId */
+	rm_handle h_subdevice; /* the first subdevice under it, 0 if none seen */
 };
+
+/* Channels of one TSG the library can name in a DISABLE_CHANNELS. A CUDA
+ * context's GR TSG has 8 on an H100 and an H200; a TSG with more than
+ * this cannot be gated (every channel must be disabled, or none). */
+#define PA_TSG_MAX_CHANS 32
 
 struct pa_tsg {
 	int used;
@@ -45,6 +51,13 @@ struct pa_tsg {
 	rm_u32 timeslice_us;     /* last value RM accepted, or GQ_UNKNOWN */
 	rm_u32 app_timeslice_us; /* last value the application asked for */
 	rm_u32 interleave;       /* last level RM accepted, or GQ_UNKNOWN */
+	rm_handle h_subdevice;   /* of the TSG's device, 0 if not seen yet */
+	unsigned nchans;
+	int chans_overflow;      /* a channel was not recorded: never gate */
+	rm_handle chans[PA_TSG_MAX_CHANS];
+	/* Gating (preempt_gate.c): channels disabled until lease_end_ns. */
+	int gated;
+	rm_u64 lease_end_ns;
 };
 
 struct pa_track_counters {
@@ -129,6 +142,14 @@ int pa_track_fd_in_use(const struct pa_track *t, int fd);
 
 /* Copy every live TSG into out (at most max); returns how many. */
 unsigned pa_track_snapshot(const struct pa_track *t, struct pa_tsg *out, unsigned max);
+
+/* GQ_TSG_F_* of a TSG as the library reports it. */
+rm_u32 pa_tsg_flags(const struct pa_tsg *g);
+
+/* Fill the DISABLE_CHANNELS parameters that disable (or enable) every
+ * channel of g. Returns 0, or GQ_ERR_NOT_GATEABLE when g has no subdevice
+ * or channels the library knows all of. */
+rm_u32 pa_gate_params(const struct pa_tsg *g, int disable, struct rm_disable_channels *out);
 
 /* The timeslice policy asks for on a TSG of this engine type: gr_us for
  * graphics/compute engines, copy_us for copy engines, 0 (leave) otherwise. */

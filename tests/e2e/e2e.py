@@ -289,8 +289,9 @@ def t_restart(node):
     node.start_agent()
     be = node.workload("be", ["--hold", "40", "--contexts", "2"])
     lc = node.workload("lc", ["--hold", "40"])
-    # Two BE contexts are two BE TSGs on one runlist: the several-BE floor.
-    wait_for(lambda: gr_timeslice(node, be.pid) == [1000, 1000] and gr_timeslice(node, lc.pid) == [100000],
+    # Two BE contexts are two BE TSGs on one runlist: both gateable, so
+    # they take turns at the sole-BE value.
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50, 50] and gr_timeslice(node, lc.pid) == [100000],
              what="settings applied")
     # Every claim read back (applied known) before the table is taken.
     wait_for(lambda: all(t["timeslice"]["applied"] is not None for t in agent_tsgs(node)),
@@ -309,7 +310,7 @@ def t_restart(node):
     expect(not sets, "no SET_TIMESLICE needed after restart, saw %d" % len(sets))
     procs = {p["pid"]: p for p in node.ctl("list")["processes"]}
     expect(procs.get(be.pid, {}).get("classSource") == "override", "override survived restart: %r" % procs.get(be.pid))
-    expect(gr_timeslice(node, be.pid) == [1000, 1000], "simulator unchanged")
+    expect(gr_timeslice(node, be.pid) == [50, 50], "simulator unchanged")
 
 
 def run_plain(node, args, inject, extra_env=None):
@@ -411,9 +412,10 @@ def t_many(node):
     node.sim_control("clear")
     live = [lc] + bes[10:]
     wait_for(lambda: len(agent_tsgs(node)) == 4 * len(live), timeout=30, what="exited TSGs dropped")
-    # Several BEs beside an LC: the safe floor, not the single-BE value.
-    wait_for(lambda: all(gr_timeslice(node, p.pid) == [1000] for p in bes[10:]), timeout=40,
-             what="every live BE at the several-BE floor")
+    # Several BEs beside an LC, every one gateable: all at the sole-BE
+    # value, taking turns.
+    wait_for(lambda: all(gr_timeslice(node, p.pid) == [50] for p in bes[10:]), timeout=40,
+             what="every live BE at the sole-BE value")
     expect(gr_timeslice(node, lc.pid) == [100000], "LC at 100000")
     # fork(): the child is a process of its own with its own TSGs.
     fk = node.workload("be", ["--hold", "30", "--fork"])

@@ -266,13 +266,14 @@ def t_kube_classes(node):
     wait_for(lambda: converged(node, "lc", "be", "lc2"), what="converged before the flip")
     t0 = time.monotonic()
     node.set_annotation("lc", "gpu.qos", "best-effort")
-    wait_for(lambda: gr_timeslice(node, lc.pid) == [1000] and gr_timeslice(node, be.pid) == [1000],
-             timeout=5, step=0.01, what="the several-BE floor after the flip")
+    # Two BEs beside an LC, both gateable: they take turns at 50.
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [50] and gr_timeslice(node, be.pid) == [50],
+             timeout=5, step=0.01, what="the two BEs rotating after the flip")
     took = time.monotonic() - t0
     expect(took < 1.0, "settings followed the flip in %.3f s (must be within a second)" % took)
     expect(gr_timeslice(node, lc2.pid) == [100000], "the remaining LC keeps 100000")
     wait_for(lambda: node.ann("lc").get("gpuqos.io/class") == "best-effort"
-             and (node.gq_state("lc") or {}).get("timesliceUs", {}).get("gr") == [1000]
+             and (node.gq_state("lc") or {}).get("timesliceUs", {}).get("gr") == [50]
              and (node.gq_state("lc") or {}).get("state") == "converged", timeout=5,
              what="the flipped pod's annotations follow")
     expect(proc_row(node, lc.pid)["classSource"] == "annotation", "still from the annotation")
@@ -284,7 +285,7 @@ def t_kube_classes(node):
     expect(proc_row(node, lc.pid)["classSource"] == "override", "override shown")
     wait_for(lambda: (node.gq_state("lc") or {}).get("overrides") == 1, what="override in the state")
     node.ctl("set-class", str(lc.pid), "auto")
-    wait_for(lambda: gr_timeslice(node, lc.pid) == [1000] and proc_row(node, lc.pid)["classSource"] == "annotation",
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [50] and proc_row(node, lc.pid)["classSource"] == "annotation",
              what="back to the annotation")
 
     # An invalid value: the default class, one Warning Event.

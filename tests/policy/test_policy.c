@@ -38,7 +38,9 @@ static void test_defaults(void)
 	CHECK_EQ_U(c.be_timeslice_us, 50);
 	CHECK_EQ_U(c.several_be_timeslice_us, 1000);
 	CHECK(c.several_be_timeslice_us >= POLICY_SEVERAL_BE_SAFE_MIN_US);
-	CHECK_EQ_U(c.several_be, POLICY_SEVERAL_BE_FLOOR);
+	CHECK_EQ_U(c.several_be, POLICY_SEVERAL_BE_ROTATE);
+	CHECK_EQ_U(c.rotate_period_ms, 100);
+	CHECK_EQ_U(c.gate_lease_ms, 500);
 	CHECK(c.lc_interleave == POLICY_INTERLEAVE_LEAVE);
 	CHECK(c.be_interleave == POLICY_INTERLEAVE_LEAVE);
 	CHECK_EQ_U(c.manage_copy, 0);
@@ -79,6 +81,20 @@ static void test_validate(void)
 	c = d;
 	c.several_be = (enum policy_several_be)7;
 	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	c = d;
+	c.rotate_period_ms = POLICY_ROTATE_PERIOD_MIN_MS - 1;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "rotate_period_ms") != NULL);
+	c = d;
+	c.gate_lease_ms = POLICY_GATE_LEASE_MAX_MS + 1;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "gate_lease_ms") != NULL);
+	c = d;
+	c.rotate_period_ms = 300; /* the default lease, 500 ms, is not twice that */
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "twice") != NULL);
+	c.gate_lease_ms = 600;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == 0);
 }
 
 static void test_be_alone(const struct policy_config *cfg)
@@ -163,10 +179,44 @@ static void test_several_be(const struct policy_config *dflt)
 	struct policy_config cfg = *dflt;
 	struct policy_tsg_out out[4];
 
+	/* Rotation by default, but no BE here can be gated: the floor. */
 	decide(&cfg, in, 4, out);
 	CHECK_EQ_U(out[0].timeslice_us, 100000);
 	for (int i = 1; i < 4; i++) {
 		CHECK_EQ_U(out[i].timeslice_us, 1000);
+		CHECK_EQ_U(out[i].rotate, 0);
+		CHECK(strcmp(out[i].reason,
+			     "several BEs beside an LC, not all can be gated: safe floor") == 0);
+	}
+	/* Every BE gateable: all at the sole-BE value, taking turns. */
+	for (int i = 0; i < 4; i++)
+		in[i].gateable = 1;
+	decide(&cfg, in, 4, out);
+	CHECK_EQ_U(out[0].timeslice_us, 100000);
+	CHECK_EQ_U(out[0].rotate, 0);
+	for (int i = 1; i < 4; i++) {
+		CHECK_EQ_U(out[i].timeslice_us, 50);
+		CHECK_EQ_U(out[i].rotate, 1);
+		CHECK(strcmp(out[i].reason,
+			     "several BEs beside an LC: one schedulable at a time, rotated") == 0);
+	}
+	/* One of them cannot be gated: nobody rotates. */
+	in[2].gateable = 0;
+	decide(&cfg, in, 4, out);
+	for (int i = 1; i < 4; i++) {
+		CHECK_EQ_U(out[i].timeslice_us, 1000);
+		CHECK_EQ_U(out[i].rotate, 0);
+	}
+	in[2].gateable = 1;
+	/* A sole gateable BE is never rotated: nothing to take turns with. */
+	decide(&cfg, in, 2, out);
+	CHECK_EQ_U(out[1].timeslice_us, 50);
+	CHECK_EQ_U(out[1].rotate, 0);
+	cfg.several_be = POLICY_SEVERAL_BE_FLOOR;
+	decide(&cfg, in, 4, out);
+	for (int i = 1; i < 4; i++) {
+		CHECK_EQ_U(out[i].timeslice_us, 1000);
+		CHECK_EQ_U(out[i].rotate, 0);
 		CHECK(strcmp(out[i].reason, "several BEs beside an LC: safe floor") == 0);
 	}
 	cfg.several_be = POLICY_SEVERAL_BE_LEAVE;

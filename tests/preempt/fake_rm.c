@@ -11,7 +11,9 @@
  * 0xc1d00000, status 0x23 for an unknown client or a control on another
  * fd than the client's, per-TSG timeslice (default 1024, at most 1 s) read back by GET,
  * SET_INTERLEAVE refused with 0x1b unless FAKE_RM_ALLOW_NICE=1,
- * GET_INTERLEAVE 0x56. Does not own: anything a real GPU does.
+ * GET_INTERLEAVE 0x56, DISABLE_CHANNELS on a subdevice for the caller's
+ * own channels (fake_rm_channel_disabled() tells a test a channel's
+ * state). Does not own: anything a real GPU does.
  * Never sanitized: it is preloaded into test programs.
  */
 #include <dlfcn.h>
@@ -38,6 +40,8 @@ struct fake_object {
 	rm_handle h_parent;
 	rm_u32 cls;
 	rm_u64 timeslice_us;
+	int disabled; /* channels: DISABLE_CHANNELS */
+	unsigned disables, enables;
 };
 
 typedef int (*ioctl_fn)(int, unsigned long, ...);
@@ -199,6 +203,50 @@ static rm_u32 fake_tsg_control(struct fake_object *tsg, rm_u32 cmd, void *params
 	}
 }
 
+/* NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS: every named channel must be one
+ * of the caller's; a refused call changes nothing. */
+static rm_u32 fake_disable_channels(int fd, const struct rm_disable_channels *d)
+{
+	if (d->pRunlistPreemptEvent != 0)
+		return RM_ERR_INSUFFICIENT_PERMISSIONS;
+	if (d->numChannels > RM_DISABLE_CHANNELS_MAX)
+		return RM_ERR_INVALID_ARGUMENT;
+	for (rm_u32 i = 0; i < d->numChannels; i++) {
+		struct fake_object *ch = fake_find(d->hClientList[i], d->hChannelList[i]);
+
+		if (fake_client(fd, d->hClientList[i]) == NULL)
+			return RM_ERR_INVALID_CLIENT;
+		if (ch == NULL || !rm_class_is_channel(ch->cls))
+			return RM_ERR_INVALID_OBJECT_HANDLE;
+	}
+	for (rm_u32 i = 0; i < d->numChannels; i++) {
+		struct fake_object *ch = fake_find(d->hClientList[i], d->hChannelList[i]);
+
+		ch->disabled = d->bDisable != 0;
+		if (d->bDisable)
+			ch->disables++;
+		else
+			ch->enables++;
+	}
+	return RM_OK;
+}
+
+/* For tests: -1 unknown channel, else disabled (0/1) + 2 * disables +
+ * 2000 * enables (counts below 1000). */
+__attribute__((visibility("default"))) int fake_rm_channel_state(rm_handle h_client, rm_handle h);
+int fake_rm_channel_state(rm_handle h_client, rm_handle h)
+{
+	struct fake_object *ch;
+	int v = -1;
+
+	pthread_mutex_lock(&fake_lock);
+	ch = fake_find(h_client, h);
+	if (ch != NULL && rm_class_is_channel(ch->cls))
+		v = ch->disabled + 2 * (int)ch->disables + 2000 * (int)ch->enables;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
 static void fake_control(int fd, struct rm_control_params *p)
 {
 	struct fake_object *o;
@@ -211,6 +259,15 @@ static void fake_control(int fd, struct rm_control_params *p)
 	o = fake_find(p->hClient, p->hObject);
 	if (o == NULL) {
 		p->status = RM_ERR_INVALID_OBJECT_HANDLE;
+		return;
+	}
+	if (p->cmd == RM_CTRL_FIFO_DISABLE_CHANNELS) {
+		if (o->cls != RM_CLASS_SUBDEVICE)
+			p->status = RM_ERR_NOT_SUPPORTED;
+		else if (p->paramsSize != sizeof(struct rm_disable_channels) || p->params == 0)
+			p->status = RM_ERR_INVALID_PARAM_STRUCT;
+		else
+			p->status = fake_disable_channels(fd, (void *)(uintptr_t)p->params);
 		return;
 	}
 	if (o->cls != RM_CLASS_TSG || want == 0) {

@@ -23,8 +23,10 @@ import time
 from gpuqos_test import Failure, check
 from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_TSG,  # noqa: F401
-                                  F_RECONNECT, HDR, HELLO, MAGIC, OP_PREEMPT, POLICY, RESULT,
-                                  SYNCED, TSG, TSG_GONE, UNKNOWN, VERSION, command, hdr, policy)
+                                  ERR_NOT_GATEABLE, F_GATE, F_RECONNECT, GATE_LEASE_MAX_MS, HDR,
+                                  HELLO, MAGIC, OP_GATE, OP_PREEMPT, OP_UNGATE, POLICY, RESULT,
+                                  SYNCED, TSG, TSG_F_GATED, TSG_F_NO_GATE, TSG_GONE, UNKNOWN,
+                                  VERSION, command, hdr, policy)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
 CLIENT = 0xC1D00000
@@ -187,7 +189,7 @@ def setup(args, tmp, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == 0 and hello["ntsg"] == 0, "first HELLO: %r" % hello)
+    check(hello["flags"] == F_GATE and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
     check(conn.take(SYNCED)["ntsg"] == 0, "SYNCED")
@@ -370,7 +372,8 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == 0 and hello["pid"] not in (0, w.p.pid), "child HELLO: %r" % hello)
+    check(hello["flags"] == F_GATE and hello["pid"] not in (0, w.p.pid),
+          "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
     child.take(SYNCED)
     t = child.take(TSG)
@@ -491,10 +494,82 @@ def sc_symbols(args, tmp):
     check(exported == {"ioctl", "close"}, "exported symbols: %r" % sorted(exported))
 
 
+SUBDEVICE, CHANNEL = 0x5E000005, 0x5E000006
+
+
+def chanstate(w, disabled, disables, enables):
+    w.expect("chanstate 0", "chanstate disabled=%d disables=%d enables=%d"
+             % (disabled, disables, enables))
+
+
+def take_flags(conn, flags, timeout=5.0):
+    """The next report of the GR TSG carrying these flags."""
+    return conn.take(TSG, lambda d: d["h_tsg"] == TSGS[0] and d["flags"] == flags,
+                     timeout=timeout)
+
+
+def sc_gate(args, tmp):
+    agent, w, conn = setup(args, tmp)
+    # Not gateable before its channels and a subdevice exist.
+    r = conn.command(1, OP_GATE, TSGS[0], arg=300)
+    check(r["err"] == ERR_NOT_GATEABLE, "GATE without channels: %r" % r)
+    w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
+    w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
+    take_flags(conn, 0)
+    chanstate(w, 0, 0, 0)
+    # Bad leases and unknown TSGs change nothing.
+    for seq, op, arg in [(2, OP_GATE, 0), (3, OP_GATE, GATE_LEASE_MAX_MS + 1), (4, OP_UNGATE, 1)]:
+        r = conn.command(seq, op, TSGS[0], arg=arg)
+        check(r["err"] == ERR_BAD_OP, "op %d arg %d: %r" % (op, arg, r))
+    check(conn.command(5, OP_GATE, NO_TSG, arg=300)["err"] == ERR_UNKNOWN_TSG, "unknown TSG")
+    r = conn.command(6, OP_GATE, TSGS[1], arg=300)
+    check(r["err"] == ERR_NOT_GATEABLE, "copy TSG without channels: %r" % r)
+    chanstate(w, 0, 0, 0)
+    # GATE disables the channels and reports it; a second GATE only renews.
+    r = conn.command(7, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
+    check(r["err"] == 0 and r["rm_status"] == 0, "GATE: %r" % r)
+    take_flags(conn, TSG_F_GATED)
+    chanstate(w, 1, 1, 0)
+    r = conn.command(8, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
+    check(r["err"] == 0 and r["elapsed_ns"] == 0, "renewal issued a control: %r" % r)
+    chanstate(w, 1, 1, 0)
+    r = conn.command(9, OP_UNGATE, TSGS[0])
+    check(r["err"] == 0 and r["rm_status"] == 0, "UNGATE: %r" % r)
+    take_flags(conn, 0)
+    chanstate(w, 0, 1, 1)
+    check(conn.command(10, OP_UNGATE, TSGS[0])["elapsed_ns"] == 0, "UNGATE of an open TSG")
+    # A lease nobody renews lapses on its own, the connection still open.
+    t0 = time.monotonic()
+    check(conn.command(11, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
+    take_flags(conn, TSG_F_GATED)
+    take_flags(conn, 0, timeout=3.0)
+    held = time.monotonic() - t0
+    check(0.25 <= held <= 1.5, "a 300 ms lease held %.3f s" % held)
+    chanstate(w, 0, 2, 2)
+    # The node agent going away ends every gate at once.
+    check(conn.command(12, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)["err"] == 0, "GATE")
+    take_flags(conn, TSG_F_GATED)
+    chanstate(w, 1, 3, 2)
+    conn.close()
+    deadline = time.monotonic() + 2.0
+    while w.step("chanstate 0") != "chanstate disabled=0 disables=3 enables=3":
+        check(time.monotonic() < deadline, "still gated 2 s after the agent went away")
+        time.sleep(0.02)
+    # Reconnected, it reports the TSG open and gateable.
+    conn = agent.accept(timeout=8)
+    conn.take(HELLO)
+    take_flags(conn, 0)
+    conn.take(SYNCED)
+    # Freeing the channel makes the TSG ungateable again.
+    w.expect("free tsg 0 00", "free tsg 0 ret=0 status=0x0")
+    conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[0])
+    w.finish()
+
+
 SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
-    "trace": sc_trace, "symbols": sc_symbols,
+    "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate,
 }
 
 

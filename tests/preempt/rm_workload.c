@@ -18,6 +18,9 @@
  *   settime TSG US FORM        SET_TIMESLICE as libcuda does (FORM: 54 x54)
  *   gettime TSG                GET_TIMESLICE
  *   interleave TSG LEVEL       SET_INTERLEAVE_LEVEL
+ *   subdevice DEVICE           NV20_SUBDEVICE_0 under device DEVICE
+ *   channel TSG                a GPFIFO channel (0xc86f) in channel group TSG
+ *   chanstate CHANNEL          fake_rm's state of channel CHANNEL (the Nth made)
  *   free tsg|device|client N FORM   (FORM: 00 x00)
  *   other | nonrm | close | exit
  *   closefds                   close every fd from 3 to 1023 but CTL_PATH's,
@@ -26,6 +29,7 @@
  *                              for FLAGFILE to exist and exits 0
  *   wait                       wait for the child
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -49,7 +53,8 @@ static const char *ctl_path;
 static int ctl = -1;
 static rm_handle clients[W_MAX], devices[W_MAX], dev_client[W_MAX];
 static rm_handle tsgs[W_MAX], tsg_client[W_MAX];
-static int nclient, ndevice, ntsg;
+static rm_handle chans[W_MAX], chan_client[W_MAX];
+static int nclient, ndevice, ntsg, nchan;
 static rm_handle next_handle = 0x5e000000u;
 static pid_t child = -1;
 
@@ -150,6 +155,42 @@ static void do_tsg(int d, rm_u32 engine, const char *form)
 		tsgs[ntsg++] = h;
 	}
 	printf("tsg h=0x%x engine=%u ret=%d status=0x%x\n", h, engine, ret, st);
+}
+
+static void do_subdevice(int d)
+{
+	rm_handle h = next_handle++;
+	int ret;
+	rm_u32 st = rm_alloc("64", dev_client[d], devices[d], &h, RM_CLASS_SUBDEVICE, NULL, 0, &ret);
+
+	printf("subdevice h=0x%x ret=%d status=0x%x\n", h, ret, st);
+}
+
+static void do_channel(int t)
+{
+	rm_handle h = next_handle++;
+	int ret;
+	rm_u32 st = rm_alloc("64", tsg_client[t], tsgs[t], &h, RM_CLASS_HOPPER_GPFIFO, NULL, 0, &ret);
+
+	if (ret == 0 && st == 0 && nchan < W_MAX) {
+		chan_client[nchan] = tsg_client[t];
+		chans[nchan++] = h;
+	}
+	printf("channel h=0x%x ret=%d status=0x%x\n", h, ret, st);
+}
+
+/* Asks libfake_rm.so (preloaded) how it holds a channel. */
+static void do_chanstate(int c)
+{
+	int (*state)(rm_handle, rm_handle) =
+		(int (*)(rm_handle, rm_handle))dlsym(RTLD_DEFAULT, "fake_rm_channel_state");
+	int v = state ? state(chan_client[c], chans[c]) : -2;
+
+	if (v < 0)
+		printf("chanstate unknown %d\n", v);
+	else
+		printf("chanstate disabled=%d disables=%d enables=%d\n", v % 2, (v % 2000) / 2,
+		       v / 2000);
 }
 
 static void do_settime(int t, rm_u64 us, const char *form)
@@ -289,6 +330,12 @@ static void step(int argc, char **a)
 		do_tsg(idx(a[1], ndevice), (rm_u32)atoi(a[2]), a[3]);
 	} else if (strcmp(cmd, "settime") == 0 && argc == 4) {
 		do_settime(idx(a[1], ntsg), strtoull(a[2], NULL, 0), a[3]);
+	} else if (strcmp(cmd, "subdevice") == 0 && argc == 2) {
+		do_subdevice(idx(a[1], ndevice));
+	} else if (strcmp(cmd, "channel") == 0 && argc == 2) {
+		do_channel(idx(a[1], ntsg));
+	} else if (strcmp(cmd, "chanstate") == 0 && argc == 2) {
+		do_chanstate(idx(a[1], nchan));
 	} else if (strcmp(cmd, "gettime") == 0 && argc == 2) {
 		do_gettime(idx(a[1], ntsg));
 	} else if (strcmp(cmd, "interleave") == 0 && argc == 3) {

@@ -13,10 +13,13 @@ VERSION = 1
 HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
-OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
-ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP = 10001, 10002, 10003
+OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
+ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
+GATE_LEASE_MAX_MS = 10000
 UNKNOWN = 0xFFFFFFFF
 F_RECONNECT = 1
+F_GATE = 2
+TSG_F_GATED, TSG_F_NO_GATE = 1, 2
 COMM_LEN = 16
 
 # Bodies after the header: struct format and field names, in order.
@@ -24,7 +27,7 @@ BODIES = {
     HELLO: ("=IIII16s", "pid flags lib_version ntsg comm"),
     POLICY: ("=IIII", "gr_timeslice_us copy_timeslice_us reserved0 reserved1"),
     TSG: ("=10I", "h_client h_tsg h_device device_instance engine_type fd "
-                  "timeslice_us app_timeslice_us interleave reserved"),
+                  "timeslice_us app_timeslice_us interleave flags"),
     TSG_GONE: ("=II", "h_client h_tsg"),
     COMMAND: ("=IIIIQ", "op h_client h_tsg deadline_us arg"),
     RESULT: ("=IIIIIIQQ", "op h_client h_tsg rm_status err reserved value elapsed_ns"),
@@ -46,10 +49,10 @@ def policy(gr, copy, seq=0):
 
 
 def tsg(seq, h_client, h_tsg, h_device, device_instance, engine_type, fd,
-        timeslice_us=UNKNOWN, app_timeslice_us=UNKNOWN, interleave=UNKNOWN):
+        timeslice_us=UNKNOWN, app_timeslice_us=UNKNOWN, interleave=UNKNOWN, flags=0):
     return hdr(TSG, seq) + struct.pack("=10I", h_client, h_tsg, h_device, device_instance,
                                        engine_type, fd, timeslice_us, app_timeslice_us,
-                                       interleave, 0)
+                                       interleave, flags)
 
 
 def tsg_gone(seq, h_client, h_tsg):
