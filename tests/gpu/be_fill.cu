@@ -184,6 +184,10 @@ int main(int argc, char **argv)
 	const uint64_t give_up = now_ns() + (uint64_t)(o.start_timeout_s * 1e9);
 	bool ready = false, timing = false;
 	uint64_t t_start = 0, t_last = 0, count = 0;
+	// The longest wait between two completions in the window (or from its
+	// start to the first, or from the last to its end): how long the BE
+	// was stalled at most, e.g. gated by gpuqos's rotation.
+	uint64_t max_gap = 0;
 	for (uint64_t i = 0;; i++) {
 		launch(w, iters);
 		CK(cudaEventRecord(ev[i & 1], w.stream));
@@ -208,6 +212,8 @@ int main(int argc, char **argv)
 				t_start = t_last = t;
 			}
 			if (timing && t - t_start >= dur) {
+				if (t - t_last > max_gap)
+					max_gap = t - t_last;
 				t_last = t;
 				over = true;
 				break;
@@ -224,6 +230,8 @@ int main(int argc, char **argv)
 		}
 		if (was_timing) { // a completion inside the window
 			count++;
+			if (t - t_last > max_gap)
+				max_gap = t - t_last;
 			t_last = t;
 		}
 		if (!timing && t > give_up) {
@@ -237,10 +245,10 @@ int main(int argc, char **argv)
 	printf("{\"workload\":\"be_fill\",\"kernels\":%llu,\"kernels_per_s\":%.2f,"
 	       "\"duration_s\":%.3f,\"iters\":%u,\"kernel_ms_alone\":%.3f,"
 	       "\"kernel_ms_mean\":%.3f,\"grid\":%d,\"block\":%d,\"blocks_per_sm\":%d,"
-	       "\"sms\":%d,\"inflight\":%d,\"device\":\"%s\"}\n",
+	       "\"sms\":%d,\"inflight\":%d,\"max_gap_ms\":%.3f,\"device\":\"%s\"}\n",
 	       (unsigned long long)count, kps, secs, iters, kernel_ms_alone,
 	       kps > 0 ? 1000.0 / kps : 0.0, w.grid, FILL_THREADS, per_sm,
-	       prop.multiProcessorCount, o.inflight, prop.name);
+	       prop.multiProcessorCount, o.inflight, max_gap / 1e6, prop.name);
 	fflush(stdout);
 	// No teardown: kernels may still be queued on channels that another
 	// tool keeps disabled, and waiting for them would never end. The

@@ -28,6 +28,10 @@ DIR/suite.jsonl (one line per run, as it happens). Scenario sets:
   fourbe   four all-SM BEs: defaults, policies default / leave / floor200,
            rotation every 100 ms (rm_probe.so)
   policies one BE: policies default, be20, interleave
+  proof    the rows the default policy is judged by: micro LC with 1 and 3
+           all-SM BEs (defaults, gpuqos, the several-BE floor), the node
+           agent killed and stopped mid-rotation, ResNet-50 graph beside 1
+           and 3 training BEs, micro beside 3 training BEs, eager ResNet-50
 
 --only REGEX keeps the matching scenarios and the baselines they are
 compared with (the same LC alone, the BEs alone).
@@ -69,6 +73,7 @@ POLICIES = {
     "leave": {"severalBe": "leave"},
     "floor200": {"timeslices": {"severalBeUs": 200}, "allowUnsafeSeveralBe": True},
     "interleave": {"interleave": {"lc": "high", "be": "low"}},
+    "floor": {"severalBe": "floor"},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -79,13 +84,15 @@ PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+)
 
 
 def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
-       be_args=(), tag=""):
-    """One scenario. be_env: a dict for every BE or a list, one per BE."""
+       be_args=(), tag="", event=None):
+    """One scenario. be_env: a dict for every BE or a list, one per BE.
+    event (gq modes): ("kill", AT_S) sends the node agent SIGKILL AT_S into
+    the window; ("stop", AT_S, FOR_S) stops it (SIGSTOP) for FOR_S seconds."""
     if isinstance(be_env, dict) or be_env is None:
         be_env = [dict(be_env or {}) for _ in range(nbe)]
     return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
             "lc_args": list(lc_args), "lc_env": dict(lc_env or {}), "be_env": be_env,
-            "be_args": list(be_args), "tag": tag}
+            "be_args": list(be_args), "tag": tag, "event": event}
 
 
 def set_quick():
@@ -280,7 +287,38 @@ def set_key():
                tag="pre")]
 
 
-SETS = {"key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
+def set_proof():
+    """The rows the policy is judged by: one and three BEs of both kinds under
+    the default policy (rotation) against the driver defaults and the
+    several-BE floor, an eager LC (a launch-bound LC must not cost the BE
+    more than at the defaults), and the node agent killed or stopped while
+    it rotates (each BE's longest stall: be_fill's max_gap_ms)."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone 3xfill", None, "fill", 3, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    for nbe in (1, 3):
+        for mode in ("defaults", "gq:default"):
+            s.append(sc(f"micro {mode} {nbe}xfill", "micro", "fill", nbe, mode))
+    s.append(sc("micro gq:floor 3xfill", "micro", "fill", 3, "gq:floor"))
+    s.append(sc("micro gq:default 3xfill, agent killed at 2 s", "micro", "fill", 3,
+                "gq:default", event=("kill", 2.0)))
+    s.append(sc("micro gq:default 3xfill, agent stopped 2 s at 1 s", "micro", "fill", 3,
+                "gq:default", event=("stop", 1.0, 2.0)))
+    s += [sc("be alone train", None, "train", 1, "be_alone"),
+          sc("be alone 3xtrain", None, "train", 3, "be_alone"),
+          sc("resnet50_graph alone", "resnet50_graph", nbe=0, mode="alone"),
+          sc("resnet50_eager alone", "resnet50_eager", nbe=0, mode="alone")]
+    for nbe in (1, 3):
+        for mode in ("gq:default", "defaults"):
+            s.append(sc(f"resnet50_graph {mode} {nbe}xtrain", "resnet50_graph", "train", nbe,
+                        mode))
+    s.append(sc("micro gq:default 3xtrain", "micro", "train", 3, "gq:default"))
+    for mode in ("gq:default", "defaults"):
+        s.append(sc(f"resnet50_eager {mode} 1xtrain", "resnet50_eager", "train", 1, mode))
+    return s
+
+
+SETS = {"proof": set_proof, "key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
         "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
@@ -381,6 +419,21 @@ class Runner:
                 self.agent.wait()
         self.agent = None
 
+    def agent_event(self, ev):
+        """Kill or stop the node agent mid-window; returns what was done."""
+        time.sleep(ev[1])
+        if not self.agent or self.agent.poll() is not None:
+            return {"event": ev[0], "done": False}
+        if ev[0] == "kill":
+            self.agent.kill()
+            self.agent.wait()
+            self.agent = None  # the next gq run starts a new one
+            return {"event": "kill", "at_s": ev[1], "done": True}
+        self.agent.send_signal(signal.SIGSTOP)
+        time.sleep(ev[2])
+        self.agent.send_signal(signal.SIGCONT)
+        return {"event": "stop", "at_s": ev[1], "for_s": ev[2], "done": True}
+
     def ctl_list(self):
         exe = os.path.join(self.build, "agent/cli/gpuqosctl")
         env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
@@ -457,6 +510,8 @@ class Runner:
             elif s["mode"] == "probe":
                 time.sleep(0.7)  # rm_probe applies after a 500 ms settle
             open(os.path.join(tmp, "go"), "w").close()
+            if s.get("event"):
+                rec["event"] = self.agent_event(s["event"])
             if a.clocks:
                 time.sleep(dur / 2)
                 rec["clocks_mid"] = gpu_clocks()
@@ -609,6 +664,11 @@ def table(recs, switch):
             fmt(d.get("be_kept"), 2), " ".join(fmt(x, 2) for x in each) if each else "–",
             fmt(d.get("be_limit"), 2), fmt(d.get("be_vs_limit"), 2)]) + " |")
     rows.append(f"\nswitch cost used for the limit: {fmt(switch, 1)} µs")
+    extra = [f"| {r['scenario']} | {r['rep']} | " + " ".join(
+        fmt(x.get("max_gap_ms") if x else None, 1) for x in r["be_results"]) + " |"
+        for r in recs if r["be"] == "fill" and r["nbe"] > 1 and r["mode"] != "be_alone"]
+    if extra:
+        rows += ["\n| scenario | rep | each BE's longest stall, ms |", "| --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:
