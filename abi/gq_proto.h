@@ -91,6 +91,10 @@ _Static_assert(__builtin_offsetof(struct gq_tsg, h_client) == 16, "gq_tsg.h_clie
 /* The library cannot gate this TSG: no subdevice or channels seen, or
  * more channels than one DISABLE_CHANNELS names. */
 #define GQ_TSG_F_NO_GATE 0x2u
+/* The TSG is in a rotation: a GATE, or an UNGATE with a lease, holds it
+ * until the lease lapses; then the library enables it and puts back the
+ * timeslice the application chose. */
+#define GQ_TSG_F_LEASED 0x4u
 
 struct gq_tsg_gone {
 	struct gq_hdr hdr;
@@ -105,10 +109,12 @@ enum gq_op {
 	GQ_OP_SET_INTERLEAVE = 3, /* arg: RM_INTERLEAVE_* */
 	GQ_OP_PREEMPT = 4,       /* arg: bit 0 = wait for completion */
 	GQ_OP_GATE = 5,   /* arg: lease in ms; disable the TSG's channels, then preempt it */
-	GQ_OP_UNGATE = 6, /* arg: unused; enable the TSG's channels again */
+	/* arg: a lease in ms (its turn in the rotation: enabled, and held
+	 * like a gate), or 0 (it leaves the rotation: enabled, no lease) */
+	GQ_OP_UNGATE = 6,
 };
 #define GQ_OP_MAX GQ_OP_UNGATE
-/* A gate lasts at most this long without renewal. */
+/* A lease (GATE or UNGATE) lasts at most this long without renewal. */
 #define GQ_GATE_LEASE_MAX_MS 10000u
 
 struct gq_command {

@@ -175,7 +175,8 @@ struct tsg_gate {
 	int rotate;             /* the last reconcile put it in a rotation */
 	int want;               /* it should be gated now */
 	int gated;              /* its preempt agent says its channels are disabled */
-	int no_gate;            /* its preempt agent cannot gate it */
+	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
+	int leased;             /* its preempt agent holds a rotation lease on it */
 	uint64_t turn_start;    /* now_us(): when its turn began (0: not its turn) */
 	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
 	uint64_t renewed;       /* when the last GATE (or renewal) was sent */

@@ -209,7 +209,8 @@ static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd
 	t->sent.backoff_ms = 0;
 	t->sent.backoff_until = 0;
 	t->gate.gated = c->op == GQ_OP_GATE;
-	if (c->op == GQ_OP_GATE)
+	t->gate.leased = c->op == GQ_OP_GATE || c->arg > 0;
+	if (t->gate.leased)
 		t->gate.renewed = c->sent;
 }
 

@@ -139,7 +139,7 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 	 * connection ends (docs/protocol.md, "Gating"). */
 	for (struct tsg *t = a->tsgs; t; t = t->next)
 		if (t->pid == p->pid)
-			t->gate = (struct tsg_gate){ .last_turn = t->gate.last_turn };
+			t->gate = (struct tsg_gate){ .no_gate = 1, .last_turn = t->gate.last_turn };
 	a->npeers--;
 	if (p->proc->uid)
 		p->proc->uid->peers--;

@@ -222,22 +222,32 @@ static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch
 }
 
 /* Gating before any setting: an UNGATE ends a stall, a GATE takes a BE
- * off the LC's way at once. Returns 1 when t needs a gate command now
- * (sent, or held back by the rate limit), 0 when it needs none. An
- * UNGATE is sent even while holding: it only ever lets work run. */
+ * off the LC's way at once. Every TSG in a rotation holds a lease its
+ * preempt agent enforces (docs/protocol.md, "Gating"), renewed here.
+ * Returns 1 when t needs a gate command now (sent, or held back by the
+ * rate limit), 0 when it needs none. An UNGATE is sent even while
+ * holding: it only ever lets work run. */
 static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int holding, int *sent)
 {
 	struct path_choice ch = { .path = PATH_IN_PROCESS };
+	uint64_t lease = a->cfg->policy.gate_lease_ms;
 
-	if (!t->gate.want && t->gate.gated) {
+	if (!t->gate.rotate || !rotate_gateable(t)) {
+		/* Out of the rotation: enabled, and no lease that would put
+		 * libcuda's timeslice back behind the policy's back. */
+		if (!t->gate.gated && !t->gate.leased)
+			return 0;
 		*sent = send_one(a, t, &ch, GQ_OP_UNGATE, 0);
 		return 1;
 	}
-	if (holding || !t->gate.want || !rotate_gateable(t))
+	if (t->gate.want != t->gate.gated || !t->gate.leased) {
+		if (t->gate.want && holding)
+			return 0;
+	} else if (!rotate_renew_due(a, t, now)) {
 		return 0;
-	if (t->gate.gated && !rotate_renew_due(a, t, now))
-		return 0;
-	*sent = send_one(a, t, &ch, GQ_OP_GATE, a->cfg->policy.gate_lease_ms);
+	}
+	/* A gate, its turn, or the renewal of either. */
+	*sent = send_one(a, t, &ch, t->gate.want ? GQ_OP_GATE : GQ_OP_UNGATE, lease);
 	return 1;
 }
 

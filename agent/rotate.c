@@ -40,7 +40,7 @@ static uint64_t renew_after_us(const struct agent *a)
 
 int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now)
 {
-	return t->gate.want && t->gate.gated && now >= t->gate.renewed + renew_after_us(a);
+	return t->gate.leased && now >= t->gate.renewed + renew_after_us(a);
 }
 
 static int by_runlist(const void *x, const void *y)
@@ -137,8 +137,12 @@ uint64_t rotate_next_deadline(const struct agent *a)
 
 		if (t->gate.rotate && t->gate.turn_start)
 			due = t->gate.turn_start + period_us;
-		else if (t->gate.want && t->gate.gated)
-			due = t->gate.renewed + renew_after_us(a);
+		if (t->gate.leased) {
+			uint64_t renew = t->gate.renewed + renew_after_us(a);
+
+			if (due == 0 || renew < due)
+				due = renew;
+		}
 		if (due && (next == 0 || due < next))
 			next = due;
 	}

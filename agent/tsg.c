@@ -209,6 +209,9 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	t->want.desired_ts = GQ_UNKNOWN;
 	t->want.desired_il = POLICY_INTERLEAVE_LEAVE;
 	t->sent.il_refused = IL_REFUSED_NONE;
+	/* Only its preempt agent's report can say it can be gated: a TSG the
+	 * eBPF tracker saw first may have no channels yet. */
+	t->gate.no_gate = 1;
 	t->want.reason = "not reconciled yet";
 	t->next = a->tsgs;
 	a->tsgs = t;
@@ -320,6 +323,7 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 	/* Only its preempt agent gates it, so only it knows. */
 	t->gate.gated = (m->flags & GQ_TSG_F_GATED) != 0;
 	t->gate.no_gate = (m->flags & GQ_TSG_F_NO_GATE) != 0;
+	t->gate.leased = (m->flags & GQ_TSG_F_LEASED) != 0;
 	t->gen = gen;
 	a->dirty = 1;
 	return t;

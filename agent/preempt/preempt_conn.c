@@ -490,10 +490,11 @@ static void *pa_main(void *unused)
 		if (s >= 0) {
 			pa_policy_phase_set(PA_POLICY_PENDING);
 			if (pa_greet(s) == 0) {
+				pa_gate_conn_up();
 				backoff = PA_BACKOFF_MIN_MS;
 				pa_serve(s);
 			}
-			pa_gate_release_all();
+			pa_gate_conn_down();
 			pa_drop(s);
 		}
 		pa_sleep_gated(backoff + pa_jitter(backoff));
@@ -587,6 +588,7 @@ void pa_conn_child_reset(void)
 		pa_real_close(t);
 	pa_seq = 0;
 	pa_greetings = 0;
+	pa_gate_conn_up();
 	pa_bad_msgs = 0;
 	atomic_store(&pa.thread_started, 0);
 }

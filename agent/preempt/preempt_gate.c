@@ -1,22 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * preempt_gate.c - gating: making one TSG of this process unschedulable
- * for a lease, on the node agent's GATE, and making sure it ends.
+ * preempt_gate.c - gating and rotation leases: making one TSG of this
+ * process unschedulable on the node agent's GATE, letting it run again on
+ * UNGATE, and making sure both end when the node agent stops renewing
+ * them.
  *
  * Owns: issuing DISABLE_CHANNELS (disable or enable) and the PREEMPT that
- * follows a disable, the lease of every gated TSG, enabling a TSG again
- * when its lease lapses, when the node agent asks, or when the connection
- * to it ends. Does not own: the tables (preempt_track.c), the connection
- * and the RESULT message (preempt_conn.c).
+ * follows a disable; the rotation lease of every TSG; when a lease lapses
+ * or the connection ends, enabling the TSG and putting back the timeslice
+ * the application chose; after a longer outage of the node agent, putting
+ * back every TSG's timeslice. Does not own: the tables (preempt_track.c),
+ * the connection and the RESULT message (preempt_conn.c).
  *
- * A disabled channel is not scheduled at all: the application stalls on
- * its next wait until the channel is enabled again. So the library never
- * relies on the node agent to end a gate: every gate has a lease of at
- * most GQ_GATE_LEASE_MAX_MS, and only this thread issues the controls.
- * Runs on the library's own thread only.
+ * Why the library ends leases itself: a disabled channel is not scheduled
+ * at all, so the application stalls on its next wait until it is enabled
+ * again; and a BE left at a rotation's short timeslice beside other BEs
+ * that are no longer gated loses nearly all its time (three BEs at 50 us,
+ * all schedulable: 4 kernels/s each against 184 alone, docs/PERF.md). So
+ * a rotation never outlives the node agent's renewals by more than one
+ * lease. Runs on the library's own thread only.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "preempt.h"
@@ -28,10 +34,17 @@
 /* How long the PREEMPT after a disable may wait for the TSG to leave the
  * engine (the measured preempt takes 0.26-0.4 ms). */
 #define PA_GATE_PREEMPT_TIMEOUT_US 100000u
+/* Without the node agent for this long, every TSG gets the timeslice the
+ * application chose back (GPUQOS_RESTORE_GRACE_MS). Long enough for the
+ * agent to restart (its preempt agents reconnect within about 2 s). */
+#define PA_RESTORE_GRACE_MS_DEFAULT 10000u
+#define PA_RESTORE_GRACE_MS_MAX 3600000u
 
 static unsigned long pa_gate_lapses; /* leases that ended without renewal */
+static rm_u64 pa_down_since_ns;       /* the connection ended then; 0: up */
+static int pa_restored;               /* this outage's restore is done */
 
-/* One control on the subdevice, with the real ioctl. */
+/* One control with the real ioctl. */
 static rm_u32 pa_gate_issue(int fd, rm_handle h_client, rm_handle h_object, rm_u32 cmd,
 			    void *params, rm_u32 size, rm_u32 *status, rm_u64 *elapsed_ns)
 {
@@ -54,10 +67,12 @@ static rm_u32 pa_gate_issue(int fd, rm_handle h_client, rm_handle h_object, rm_u
 	return 0;
 }
 
-/* What one gate or ungate needs, copied out under the lock. */
+/* What acting on one TSG needs, copied out under the lock. */
 struct pa_gate_job {
 	int fd;
 	rm_handle h_client, h_tsg, h_subdevice;
+	int gated, leased, gateable;
+	rm_u32 timeslice_us, app_timeslice_us;
 	struct rm_disable_channels params;
 };
 
@@ -69,8 +84,34 @@ static int pa_gate_gone(rm_u32 status)
 	       status == RM_ERR_INVALID_OBJECT_PARENT || status == RM_ERR_OBJECT_NOT_FOUND;
 }
 
-/* Record the new state of a TSG and report it; under no lock on entry. */
-static void pa_gate_note(rm_handle h_client, rm_handle h_tsg, int gated, rm_u64 lease_end_ns)
+/* Copy what acting on (h_client, h_tsg) needs. Returns 0 or
+ * GQ_ERR_UNKNOWN_TSG. */
+static rm_u32 pa_gate_prepare(rm_handle h_client, rm_handle h_tsg, struct pa_gate_job *j)
+{
+	struct pa_tsg *g;
+
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
+	if (g == NULL) {
+		pa_unlock();
+		return GQ_ERR_UNKNOWN_TSG;
+	}
+	j->gateable = pa_gate_params(g, 1, &j->params) == 0;
+	j->fd = g->fd;
+	j->h_client = h_client;
+	j->h_tsg = h_tsg;
+	j->h_subdevice = g->h_subdevice;
+	j->gated = g->gated;
+	j->leased = g->leased;
+	j->timeslice_us = g->timeslice_us;
+	j->app_timeslice_us = g->app_timeslice_us;
+	pa_unlock();
+	return 0;
+}
+
+/* Record a TSG's new gate state and report it when it changed. */
+static void pa_gate_note(rm_handle h_client, rm_handle h_tsg, int gated, int leased,
+			 rm_u64 lease_end_ns)
 {
 	struct pa_tsg *g;
 	int wake = 0;
@@ -78,9 +119,10 @@ static void pa_gate_note(rm_handle h_client, rm_handle h_tsg, int gated, rm_u64 
 	pa_lock();
 	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
 	if (g != NULL) {
-		int changed = g->gated != gated;
+		int changed = g->gated != gated || g->leased != leased;
 
 		g->gated = gated;
+		g->leased = leased;
 		g->lease_end_ns = lease_end_ns;
 		if (changed)
 			pa_emit(&wake, &(struct pa_event){ .type = PA_EV_TSG, .tsg = *g });
@@ -89,9 +131,10 @@ static void pa_gate_note(rm_handle h_client, rm_handle h_tsg, int gated, rm_u64 
 	pa_wake(wake);
 }
 
-/* Enable the channels of the job's TSG. On failure the TSG stays gated
- * with a short lease, so the lapse path tries again. */
-static rm_u32 pa_gate_enable(struct pa_gate_job *j, rm_u32 *status, rm_u64 *elapsed_ns)
+/* Enable the job's TSG. On failure it stays gated with a short lease, so
+ * the lapse path tries again. Returns 0 once enabled (or gone). */
+static rm_u32 pa_gate_enable(struct pa_gate_job *j, int leased, rm_u64 lease_end_ns,
+			     rm_u32 *status, rm_u64 *elapsed_ns)
 {
 	rm_u32 err;
 
@@ -99,61 +142,64 @@ static rm_u32 pa_gate_enable(struct pa_gate_job *j, rm_u32 *status, rm_u64 *elap
 	err = pa_gate_issue(j->fd, j->h_client, j->h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
 			    &j->params, sizeof(j->params), status, elapsed_ns);
 	if (err == 0 && (*status == RM_OK || pa_gate_gone(*status))) {
-		pa_gate_note(j->h_client, j->h_tsg, 0, 0);
+		pa_gate_note(j->h_client, j->h_tsg, 0, leased, lease_end_ns);
 		return 0;
 	}
 	pa_info("enabling TSG 0x%x of client 0x%x failed (err %u, %s); retrying", j->h_tsg,
 		j->h_client, err, rm_status_name(*status));
-	pa_gate_note(j->h_client, j->h_tsg, 1, pa_now_ns() + PA_GATE_RETRY_NS);
-	return err;
+	pa_gate_note(j->h_client, j->h_tsg, 1, 1, pa_now_ns() + PA_GATE_RETRY_NS);
+	return err != 0 ? err : EIO;
 }
 
-/* Copy what a gate or ungate of (h_client, h_tsg) needs. Returns 0, or
- * GQ_ERR_UNKNOWN_TSG / GQ_ERR_NOT_GATEABLE. Sets *gated to its state. */
-static rm_u32 pa_gate_prepare(rm_handle h_client, rm_handle h_tsg, struct pa_gate_job *j,
-			      int *gated)
+/* Put back the timeslice the application chose (RM's creation value, 1024,
+ * when it never chose one), and report it. */
+static void pa_restore_timeslice(const struct pa_gate_job *j)
 {
-	struct pa_tsg *g;
-	rm_u32 err;
+	rm_u32 want = j->app_timeslice_us != GQ_UNKNOWN ? j->app_timeslice_us
+							: RM_DEFAULT_TIMESLICE_COPY_US;
+	struct rm_tsg_timeslice ts = { .timesliceUs = want };
+	rm_u32 err, status = 0;
+	rm_u64 elapsed = 0;
+	int wake = 0;
 
+	if (j->timeslice_us == GQ_UNKNOWN || j->timeslice_us == want)
+		return;
+	err = pa_gate_issue(j->fd, j->h_client, j->h_tsg, RM_CTRL_TSG_SET_TIMESLICE, &ts,
+			    sizeof(ts), &status, &elapsed);
+	pa_info("TSG 0x%x of client 0x%x back to %u us (was %u): err %u, %s", j->h_tsg, j->h_client,
+		want, j->timeslice_us, err, rm_status_name(status));
+	if (err != 0 || status != RM_OK)
+		return;
 	pa_lock();
-	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
-	if (g == NULL) {
-		pa_unlock();
-		return GQ_ERR_UNKNOWN_TSG;
-	}
-	err = pa_gate_params(g, 1, &j->params);
-	j->fd = g->fd;
-	j->h_client = h_client;
-	j->h_tsg = h_tsg;
-	j->h_subdevice = g->h_subdevice;
-	*gated = g->gated;
+	pa_track_note_timeslice(&pa.track, j->h_client, j->h_tsg, j->app_timeslice_us, 1, want,
+				pa_emit, &wake);
 	pa_unlock();
-	return err;
+	pa_wake(wake);
 }
 
 static rm_u32 pa_gate_on(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns)
 {
-	rm_u64 lease_ns = c->arg * 1000000ull;
+	rm_u64 lease_end = pa_now_ns() + c->arg * 1000000ull;
 	struct rm_tsg_preempt pr = { .bWait = 1, .bManualTimeout = 1,
 				     .timeoutUs = PA_GATE_PREEMPT_TIMEOUT_US };
 	struct pa_gate_job j;
 	rm_u32 err, pst = 0;
-	int gated = 0;
 
-	err = pa_gate_prepare(c->h_client, c->h_tsg, &j, &gated);
+	err = pa_gate_prepare(c->h_client, c->h_tsg, &j);
 	if (err != 0)
 		return err;
-	if (gated) {
+	if (!j.gateable)
+		return GQ_ERR_NOT_GATEABLE;
+	if (j.gated) {
 		/* A renewal: the channels are already disabled. */
-		pa_gate_note(c->h_client, c->h_tsg, 1, pa_now_ns() + lease_ns);
+		pa_gate_note(c->h_client, c->h_tsg, 1, 1, lease_end);
 		return 0;
 	}
 	err = pa_gate_issue(j.fd, j.h_client, j.h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
 			    &j.params, sizeof(j.params), status, elapsed_ns);
 	if (err != 0 || *status != RM_OK)
 		return err;
-	pa_gate_note(c->h_client, c->h_tsg, 1, pa_now_ns() + lease_ns);
+	pa_gate_note(c->h_client, c->h_tsg, 1, 1, lease_end);
 	/* Disabling does not take a TSG that is running off the engine. */
 	if (pa_gate_issue(j.fd, j.h_client, j.h_tsg, RM_CTRL_TSG_PREEMPT, &pr, sizeof(pr), &pst,
 			  elapsed_ns) != 0 ||
@@ -162,15 +208,20 @@ static rm_u32 pa_gate_on(const struct gq_command *c, rm_u32 *status, rm_u64 *ela
 	return 0;
 }
 
+/* Its turn (a lease) or out of the rotation (arg 0). */
 static rm_u32 pa_gate_off(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns)
 {
+	int leased = c->arg > 0;
+	rm_u64 lease_end = leased ? pa_now_ns() + c->arg * 1000000ull : 0;
 	struct pa_gate_job j;
-	int gated = 0;
-	rm_u32 err = pa_gate_prepare(c->h_client, c->h_tsg, &j, &gated);
+	rm_u32 err = pa_gate_prepare(c->h_client, c->h_tsg, &j);
 
-	if (err != 0 || !gated)
-		return err == GQ_ERR_NOT_GATEABLE ? 0 : err;
-	return pa_gate_enable(&j, status, elapsed_ns);
+	if (err != 0)
+		return err;
+	if (j.gated)
+		return pa_gate_enable(&j, leased, lease_end, status, elapsed_ns);
+	pa_gate_note(c->h_client, c->h_tsg, 0, leased, lease_end);
+	return 0;
 }
 
 rm_u32 pa_gate_command(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns)
@@ -182,7 +233,7 @@ rm_u32 pa_gate_command(const struct gq_command *c, rm_u32 *status, rm_u64 *elaps
 	return pa_gate_off(c, status, elapsed_ns);
 }
 
-/* The earliest lease end among gated TSGs, 0 if none is gated. */
+/* The earliest lease end among leased TSGs, 0 if none is leased. */
 static rm_u64 pa_gate_next(void)
 {
 	rm_u64 next = 0;
@@ -191,16 +242,16 @@ static rm_u64 pa_gate_next(void)
 	for (unsigned i = 0; i < pa.track.tsg_hi; i++) {
 		const struct pa_tsg *g = &pa.track.tsgs[i];
 
-		if (g->used && g->gated && (next == 0 || g->lease_end_ns < next))
+		if (g->used && g->leased && (next == 0 || g->lease_end_ns < next))
 			next = g->lease_end_ns;
 	}
 	pa_unlock();
 	return next;
 }
 
-/* Whether slot i holds a gated TSG whose lease ends by `until`; copies
- * its handles. Returns -1 past the end of the table. */
-static int pa_gate_due(unsigned i, rm_u64 until, rm_handle *h_client, rm_handle *h_tsg)
+/* Slot i's handles, and whether it is due: leased (or, with all, any TSG)
+ * with a lease ending by `until`. Returns -1 past the end of the table. */
+static int pa_gate_due(unsigned i, rm_u64 until, int all, rm_handle *h_client, rm_handle *h_tsg)
 {
 	const struct pa_tsg *g;
 	int due;
@@ -211,47 +262,80 @@ static int pa_gate_due(unsigned i, rm_u64 until, rm_handle *h_client, rm_handle 
 		return -1;
 	}
 	g = &pa.track.tsgs[i];
-	due = g->used && g->gated && g->lease_end_ns <= until;
+	due = g->used && (all || (g->leased && g->lease_end_ns <= until));
 	*h_client = g->h_client;
 	*h_tsg = g->h;
 	pa_unlock();
 	return due;
 }
 
-/* Enable every gated TSG whose lease ends by `until` (every gated TSG when
- * until is UINT64_MAX), once each. Returns the earliest lease end left
- * (an enable that failed is retried PA_GATE_RETRY_NS later), or 0. */
-static rm_u64 pa_gate_sweep(rm_u64 until, const char *why)
+/* End the rotation of every TSG whose lease ends by `until` (with all,
+ * every TSG's): enable it, put its timeslice back. An enable that fails is
+ * retried PA_GATE_RETRY_NS later. */
+static void pa_gate_sweep(rm_u64 until, int all, const char *why)
 {
 	rm_handle h_client, h_tsg;
 	int due;
 
-	for (unsigned i = 0; (due = pa_gate_due(i, until, &h_client, &h_tsg)) >= 0; i++) {
+	for (unsigned i = 0; (due = pa_gate_due(i, until, all, &h_client, &h_tsg)) >= 0; i++) {
 		struct pa_gate_job j;
 		rm_u64 elapsed = 0;
 		rm_u32 status = 0;
-		int gated = 0;
 
-		if (!due)
+		if (!due || pa_gate_prepare(h_client, h_tsg, &j) != 0)
 			continue;
-		if (pa_gate_prepare(h_client, h_tsg, &j, &gated) != 0 || !gated) {
-			pa_gate_note(h_client, h_tsg, 0, 0);
-			continue;
+		if (j.leased) {
+			pa_gate_lapses++;
+			pa_info("TSG 0x%x of client 0x%x: %s; ending its rotation (%lu so far)", h_tsg,
+				h_client, why, pa_gate_lapses);
 		}
-		pa_gate_lapses++;
-		pa_info("TSG 0x%x of client 0x%x: %s; enabling it (%lu so far)", h_tsg, h_client,
-			why, pa_gate_lapses);
-		pa_gate_enable(&j, &status, &elapsed);
+		if (j.gated && pa_gate_enable(&j, 0, 0, &status, &elapsed) != 0)
+			continue;
+		if (!j.gated)
+			pa_gate_note(h_client, h_tsg, 0, 0, 0);
+		if (j.leased || all)
+			pa_restore_timeslice(&j);
 	}
-	return pa_gate_next();
+}
+
+static unsigned pa_restore_grace_ms(void)
+{
+	static unsigned grace = UINT32_MAX;
+	const char *s;
+	char *end;
+	unsigned long v;
+
+	if (grace != UINT32_MAX)
+		return grace;
+	grace = PA_RESTORE_GRACE_MS_DEFAULT;
+	s = getenv("GPUQOS_RESTORE_GRACE_MS");
+	if (s == NULL || *s == '\0')
+		return grace;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v > PA_RESTORE_GRACE_MS_MAX)
+		pa_info("GPUQOS_RESTORE_GRACE_MS=%s is not 0..%u; using %u", s, PA_RESTORE_GRACE_MS_MAX,
+			grace);
+	else
+		grace = (unsigned)v;
+	return grace;
 }
 
 int pa_gate_expire(void)
 {
-	rm_u64 now = pa_now_ns();
-	rm_u64 next = pa_gate_sweep(now, "lease lapsed");
-	rm_u64 ms;
+	rm_u64 now = pa_now_ns(), next, ms;
+	rm_u64 restore_at = pa_down_since_ns + (rm_u64)pa_restore_grace_ms() * 1000000u;
 
+	pa_gate_sweep(now, 0, "lease lapsed");
+	if (pa_down_since_ns && !pa_restored && now >= restore_at) {
+		pa_restored = 1;
+		pa_info("no node agent for %u ms: putting back the timeslices the application chose",
+			pa_restore_grace_ms());
+		pa_gate_sweep(UINT64_MAX, 1, "node agent gone");
+	}
+	next = pa_gate_next();
+	if (pa_down_since_ns && !pa_restored && (next == 0 || restore_at < next))
+		next = restore_at;
 	if (next == 0)
 		return -1;
 	now = pa_now_ns();
@@ -259,7 +343,17 @@ int pa_gate_expire(void)
 	return ms > GQ_GATE_LEASE_MAX_MS ? (int)GQ_GATE_LEASE_MAX_MS : (int)ms;
 }
 
-void pa_gate_release_all(void)
+void pa_gate_conn_down(void)
 {
-	pa_gate_sweep(UINT64_MAX, "node agent gone");
+	/* The outage began at the first connection that ended, not at the
+	 * last failed attempt. */
+	if (pa_down_since_ns == 0)
+		pa_down_since_ns = pa_now_ns();
+	pa_gate_sweep(UINT64_MAX, 0, "node agent gone");
+}
+
+void pa_gate_conn_up(void)
+{
+	pa_down_since_ns = 0;
+	pa_restored = 0;
 }

@@ -11,15 +11,20 @@
 /* Execute a validated GATE or UNGATE. Returns the RESULT's err (0, an
  * errno, GQ_ERR_UNKNOWN_TSG or GQ_ERR_NOT_GATEABLE) and fills the RM
  * status of the channel control and the time spent in ioctl(). A GATE of
- * a gated TSG only renews its lease; an UNGATE of an ungated one does
- * nothing. */
+ * a gated TSG only renews its lease; an UNGATE of an enabled one only
+ * sets or ends its lease. */
 rm_u32 pa_gate_command(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns);
 
-/* Enable the TSGs whose lease lapsed. Returns how many ms until the next
- * lease ends (the poll timeout), or -1 when nothing is gated. */
+/* End the rotations whose lease lapsed, and after the restore grace
+ * without a node agent put every timeslice back. Returns how many ms
+ * until the next of these is due (a poll timeout), or -1 for none. */
 int pa_gate_expire(void);
 
-/* The node agent is gone: enable every gated TSG now. */
-void pa_gate_release_all(void);
+/* The connection to the node agent ended: every rotation ends now (its
+ * TSGs enabled, their timeslices put back); the restore grace starts. */
+void pa_gate_conn_down(void);
+
+/* Connected (again): no restore is due. Also in a forked child. */
+void pa_gate_conn_up(void);
 
 #endif /* GPUQOS_PREEMPT_GATE_H */

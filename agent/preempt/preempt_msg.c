@@ -92,7 +92,7 @@ rm_u32 pa_gate_check(const struct gq_command *c)
 	if (c->op == GQ_OP_GATE)
 		return c->arg >= 1 && c->arg <= GQ_GATE_LEASE_MAX_MS ? 0 : GQ_ERR_BAD_OP;
 	if (c->op == GQ_OP_UNGATE)
-		return c->arg == 0 ? 0 : GQ_ERR_BAD_OP;
+		return c->arg <= GQ_GATE_LEASE_MAX_MS ? 0 : GQ_ERR_BAD_OP;
 	return GQ_ERR_BAD_OP;
 }
 

@@ -35,7 +35,8 @@ struct pa_ctrl {
  * GQ_ERR_BAD_OP (nothing to issue). */
 rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out);
 
-/* Validate a GATE (lease 1..GQ_GATE_LEASE_MAX_MS) or UNGATE (arg 0).
+/* Validate a GATE (lease 1..GQ_GATE_LEASE_MAX_MS) or UNGATE (lease
+ * 0..GQ_GATE_LEASE_MAX_MS).
  * Returns 0 or GQ_ERR_BAD_OP. pa_cmd_plan refuses both: they are not one
  * TSG control (preempt_gate.c). */
 rm_u32 pa_gate_check(const struct gq_command *c);

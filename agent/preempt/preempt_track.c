@@ -292,6 +292,7 @@ static void pa_add_tsg(struct pa_track *t, int fd, const struct rm_alloc_view *v
 	g->nchans = 0;
 	g->chans_overflow = 0;
 	g->gated = 0;
+	g->leased = 0;
 	g->lease_end_ns = 0;
 	g->engine_type = GQ_UNKNOWN;
 	if (rm_alloc_params_size(v) >= engine_end) {
@@ -510,6 +511,8 @@ rm_u32 pa_tsg_flags(const struct pa_tsg *g)
 
 	if (g->gated)
 		f |= GQ_TSG_F_GATED;
+	if (g->leased)
+		f |= GQ_TSG_F_LEASED;
 	if (g->h_subdevice == 0 || g->nchans == 0 || g->chans_overflow)
 		f |= GQ_TSG_F_NO_GATE;
 	return f;

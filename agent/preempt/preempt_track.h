@@ -55,8 +55,10 @@ struct pa_tsg {
 	unsigned nchans;
 	int chans_overflow;      /* a channel was not recorded: never gate */
 	rm_handle chans[PA_TSG_MAX_CHANS];
-	/* Gating (preempt_gate.c): channels disabled until lease_end_ns. */
+	/* Gating (preempt_gate.c): channels disabled (gated), and in a
+	 * rotation until lease_end_ns (leased). */
 	int gated;
+	int leased;
 	rm_u64 lease_end_ns;
 };
 

@@ -306,8 +306,12 @@ def t_restart(node):
     wait_for(lambda: all(t["state"] in ("converged", "unmanaged") for t in agent_tsgs(node)), what="converged")
     after = sorted((t["pid"], t["tsg"], t["timeslice"]["applied"]) for t in agent_tsgs(node))
     expect(before == after, "table differs after restart:\n%r\n%r" % (before, after))
+    # The BE's two TSGs took turns: their preempt agent ended the rotation
+    # when the agent died (libcuda's 2048 back), so they are set again.
+    # Nothing else needed a SET.
     sets = [r for r in node.sim_log() if r.get("cmd") == "0xa06c0103"]
-    expect(not sets, "no SET_TIMESLICE needed after restart, saw %d" % len(sets))
+    expect(all(r["pid"] == be.pid for r in sets),
+           "only the rotating BE's TSGs set after restart, saw %r" % sets)
     procs = {p["pid"]: p for p in node.ctl("list")["processes"]}
     expect(procs.get(be.pid, {}).get("classSource") == "override", "override survived restart: %r" % procs.get(be.pid))
     expect(gr_timeslice(node, be.pid) == [50, 50], "simulator unchanged")

@@ -25,7 +25,8 @@ from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_TSG,  # noqa: F401
                                   ERR_NOT_GATEABLE, F_GATE, F_RECONNECT, GATE_LEASE_MAX_MS, HDR,
                                   HELLO, MAGIC, OP_GATE, OP_PREEMPT, OP_UNGATE, POLICY, RESULT,
-                                  SYNCED, TSG, TSG_F_GATED, TSG_F_NO_GATE, TSG_GONE, UNKNOWN,
+                                  SYNCED, TSG, TSG_F_GATED, TSG_F_LEASED, TSG_F_NO_GATE,
+                                  TSG_GONE, UNKNOWN,
                                   VERSION, command, hdr, policy)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
@@ -509,7 +510,10 @@ def take_flags(conn, flags, timeout=5.0):
 
 
 def sc_gate(args, tmp):
-    agent, w, conn = setup(args, tmp)
+    agent, w, conn = setup(args, tmp, GPUQOS_RESTORE_GRACE_MS="400")
+    GL = TSG_F_GATED | TSG_F_LEASED
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 2048, 2048)
     # Not gateable before its channels and a subdevice exist.
     r = conn.command(1, OP_GATE, TSGS[0], arg=300)
     check(r["err"] == ERR_NOT_GATEABLE, "GATE without channels: %r" % r)
@@ -518,44 +522,72 @@ def sc_gate(args, tmp):
     take_flags(conn, 0)
     chanstate(w, 0, 0, 0)
     # Bad leases and unknown TSGs change nothing.
-    for seq, op, arg in [(2, OP_GATE, 0), (3, OP_GATE, GATE_LEASE_MAX_MS + 1), (4, OP_UNGATE, 1)]:
+    for seq, op, arg in [(2, OP_GATE, 0), (3, OP_GATE, GATE_LEASE_MAX_MS + 1),
+                         (4, OP_UNGATE, GATE_LEASE_MAX_MS + 1)]:
         r = conn.command(seq, op, TSGS[0], arg=arg)
         check(r["err"] == ERR_BAD_OP, "op %d arg %d: %r" % (op, arg, r))
     check(conn.command(5, OP_GATE, NO_TSG, arg=300)["err"] == ERR_UNKNOWN_TSG, "unknown TSG")
     r = conn.command(6, OP_GATE, TSGS[1], arg=300)
     check(r["err"] == ERR_NOT_GATEABLE, "copy TSG without channels: %r" % r)
     chanstate(w, 0, 0, 0)
+    # The rotation's timeslice, as the node agent would set it.
+    check(conn.command(7, OP_SET, TSGS[0], arg=50)["err"] == 0, "SET 50")
     # GATE disables the channels and reports it; a second GATE only renews.
-    r = conn.command(7, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
-    check(r["err"] == 0 and r["rm_status"] == 0, "GATE: %r" % r)
-    take_flags(conn, TSG_F_GATED)
-    chanstate(w, 1, 1, 0)
     r = conn.command(8, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
+    check(r["err"] == 0 and r["rm_status"] == 0, "GATE: %r" % r)
+    take_flags(conn, GL)
+    chanstate(w, 1, 1, 0)
+    r = conn.command(9, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
     check(r["err"] == 0 and r["elapsed_ns"] == 0, "renewal issued a control: %r" % r)
     chanstate(w, 1, 1, 0)
-    r = conn.command(9, OP_UNGATE, TSGS[0])
-    check(r["err"] == 0 and r["rm_status"] == 0, "UNGATE: %r" % r)
-    take_flags(conn, 0)
+    # Its turn: enabled, still leased; then out of the rotation.
+    r = conn.command(10, OP_UNGATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
+    check(r["err"] == 0 and r["rm_status"] == 0, "UNGATE with a lease: %r" % r)
+    take_flags(conn, TSG_F_LEASED)
     chanstate(w, 0, 1, 1)
-    check(conn.command(10, OP_UNGATE, TSGS[0])["elapsed_ns"] == 0, "UNGATE of an open TSG")
-    # A lease nobody renews lapses on its own, the connection still open.
+    check(conn.command(11, OP_UNGATE, TSGS[0])["elapsed_ns"] == 0, "UNGATE of an open TSG")
+    take_flags(conn, 0)
+    w.expect("gettime 0", ok("gettime t0") + " us=50")
+    # A lease nobody renews lapses on its own, the connection still open:
+    # enabled, and libcuda's timeslice back.
     t0 = time.monotonic()
-    check(conn.command(11, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
-    take_flags(conn, TSG_F_GATED)
-    take_flags(conn, 0, timeout=3.0)
+    check(conn.command(12, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
+    take_flags(conn, GL)
+    t = take_flags(conn, 0, timeout=3.0)
     held = time.monotonic() - t0
     check(0.25 <= held <= 1.5, "a 300 ms lease held %.3f s" % held)
     chanstate(w, 0, 2, 2)
-    # The node agent going away ends every gate at once.
-    check(conn.command(12, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)["err"] == 0, "GATE")
-    take_flags(conn, TSG_F_GATED)
+    t = conn.take(TSG, lambda d: d["h_tsg"] == TSGS[0] and d["timeslice_us"] == 2048)
+    check(t["app_timeslice_us"] == 2048, "restored report: %r" % t)
+    w.expect("gettime 0", ok("gettime t0") + " us=2048")
+    # A turn's lease lapses the same way.
+    check(conn.command(13, OP_SET, TSGS[0], arg=50)["err"] == 0, "SET 50")
+    check(conn.command(14, OP_UNGATE, TSGS[0], arg=200)["err"] == 0, "turn of 200 ms")
+    take_flags(conn, TSG_F_LEASED)
+    take_flags(conn, 0, timeout=3.0)
+    w.expect("gettime 0", ok("gettime t0") + " us=2048")
+    # The node agent going away ends every rotation at once; the TSGs
+    # outside it keep their values for the restore grace (400 ms here).
+    check(conn.command(15, OP_SET, TSGS[0], arg=50)["err"] == 0, "SET 50")
+    check(conn.command(16, OP_SET, TSGS[1], arg=100)["err"] == 0, "copy TSG at 100")
+    check(conn.command(17, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)["err"] == 0, "GATE")
+    take_flags(conn, GL)
     chanstate(w, 1, 3, 2)
     conn.close()
-    deadline = time.monotonic() + 2.0
+    agent.close()
+    t_close = time.monotonic()
+    deadline = t_close + 2.0
     while w.step("chanstate 0") != "chanstate disabled=0 disables=3 enables=3":
         check(time.monotonic() < deadline, "still gated 2 s after the agent went away")
         time.sleep(0.02)
-    # Reconnected, it reports the TSG open and gateable.
+    w.expect("gettime 0", ok("gettime t0") + " us=2048")
+    w.expect("gettime 1", ok("gettime t1") + " us=100")
+    while w.step("gettime 1") != ok("gettime t1") + " us=1024":
+        check(time.monotonic() < t_close + 3.0, "copy TSG not restored after the grace")
+        time.sleep(0.05)
+    check(time.monotonic() - t_close >= 0.35, "restored before the grace ended")
+    # Reconnected, it reports the TSG open, gateable and out of any rotation.
+    agent = Agent(agent.path)
     conn = agent.accept(timeout=8)
     conn.take(HELLO)
     take_flags(conn, 0)
@@ -564,7 +596,6 @@ def sc_gate(args, tmp):
     w.expect("free tsg 0 00", "free tsg 0 ret=0 status=0x0")
     conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[0])
     w.finish()
-
 
 SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,

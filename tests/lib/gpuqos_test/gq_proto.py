@@ -19,7 +19,7 @@ GATE_LEASE_MAX_MS = 10000
 UNKNOWN = 0xFFFFFFFF
 F_RECONNECT = 1
 F_GATE = 2
-TSG_F_GATED, TSG_F_NO_GATE = 1, 2
+TSG_F_GATED, TSG_F_NO_GATE, TSG_F_LEASED = 1, 2, 4
 COMM_LEN = 16
 
 # Bodies after the header: struct format and field names, in order.
