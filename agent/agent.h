@@ -113,6 +113,12 @@ struct proc {
 	 * per engine kind (GQ_UNKNOWN: none; 0: they disagree), and the GPU
 	 * of its confirmed TSGs (GQ_UNKNOWN: none; RECONCILE_GPUS_SEVERAL). */
 	uint32_t own_gr, own_copy, own_gpu;
+	/* lcbusy.c: its CPU use (all threads), an LC's only. */
+	struct {
+		uint64_t cpu_ns, at_us; /* the last reading, now_us() clock */
+		double percent;         /* smoothed; < 0 before two readings */
+		int always;             /* at or above busyLcPercent */
+	} busy;
 };
 
 struct peer {
@@ -425,6 +431,11 @@ void rotate_plan(struct agent *a, uint64_t now);
 int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);
+
+/* lcbusy.c */
+/* Read every LC process's CPU time and update how busy it is; marks the
+ * agent dirty when one starts or stops being always busy. */
+void lcbusy_tick(struct agent *a);
 
 /* cron.c: the wiring's timers (the periodic tick, the wake-up for the next
  * deadline), the pass after every batch of events, and the hooks the core

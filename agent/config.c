@@ -422,6 +422,12 @@ static int parse_rotation(const struct ctx *x, const cJSON *j, struct state *st)
 	return 0;
 }
 
+static int parse_busy_lc(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_uint(x, "busyLcPercent", j, 0, POLICY_BUSY_LC_PERCENT_MAX,
+			&st->cfg.policy.busy_lc_percent);
+}
+
 static int parse_allow_unsafe(const struct ctx *x, const cJSON *j, struct state *st)
 {
 	return get_bool(x, "allowUnsafeSeveralBe", j, &st->allow_unsafe);
@@ -524,6 +530,7 @@ static const struct {
 	{ "timeslices", parse_timeslices },
 	{ "severalBe", parse_several_be },
 	{ "rotation", parse_rotation },
+	{ "busyLcPercent", parse_busy_lc },
 	{ "allowUnsafeSeveralBe", parse_allow_unsafe },
 	{ "interleave", parse_interleave },
 	{ "manageCopyEngines", parse_manage_copy },

@@ -150,6 +150,7 @@ static void on_tick(struct loop_watch *w, uint32_t events)
 	proc_gc(a);
 	state_gc(a);
 	kmode_tick(a);
+	lcbusy_tick(a);
 	reconcile(a);
 }
 

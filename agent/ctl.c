@@ -352,6 +352,12 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddStringToObject(o, "class", class_name(p->cls));
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p->cls_source));
 	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
+	/* An LC's CPU use (lcbusy.c), null before two readings. */
+	if (p->cls == CLASS_LC && p->busy.percent >= 0)
+		cJSON_AddNumberToObject(o, "cpuBusyPercent", (double)(int)(p->busy.percent + 0.5));
+	else
+		cJSON_AddNullToObject(o, "cpuBusyPercent");
+	cJSON_AddBoolToObject(o, "alwaysBusy", p->busy.always);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;

@@ -39,6 +39,10 @@ void policy_config_defaults(struct policy_config *cfg)
 	cfg->rotate_period_ms = 100;
 	/* How long a BE stalls at most if the node agent hangs. */
 	cfg->gate_lease_ms = 500;
+	/* An eager (launch-bound) ResNet-50 beside a training BE on an H200:
+	 * BE 81 % at driver defaults, 11 % with the BE at 50 us, and the LC's
+	 * p99 worse too (docs/PERF.md). Such an LC keeps its CPU busy. */
+	cfg->busy_lc_percent = 90;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
 	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
 	cfg->be_interleave = POLICY_INTERLEAVE_LEAVE;
@@ -86,6 +90,8 @@ int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_sev
 	if (cfg->gate_lease_ms < POLICY_GATE_LEASE_MIN_MS ||
 	    cfg->gate_lease_ms > POLICY_GATE_LEASE_MAX_MS)
 		return bad(err, errlen, "gate_lease_ms", "must be from 100 to 10000 ms");
+	if (cfg->busy_lc_percent > POLICY_BUSY_LC_PERCENT_MAX)
+		return bad(err, errlen, "busy_lc_percent", "must be from 0 to 100");
 	if (cfg->gate_lease_ms < 2u * cfg->rotate_period_ms)
 		return bad(err, errlen, "gate_lease_ms",
 			   "must be at least twice rotate_period_ms (a lease outlasts a renewal)");
@@ -138,7 +144,8 @@ size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_r
 		rl[i] = (struct policy_runlist){ .gpu = in[i].gpu, .engine_type = in[i].engine_type,
 						 .lc = in[i].cls == CLASS_LC,
 						 .be = in[i].cls == CLASS_BE,
-						 .be_gateable = in[i].cls == CLASS_BE && in[i].gateable };
+						 .be_gateable = in[i].cls == CLASS_BE && in[i].gateable,
+						 .lc_busy = in[i].cls == CLASS_LC && in[i].lc_busy };
 	if (n > 1)
 		qsort(rl, n, sizeof(*rl), runlist_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -146,6 +153,7 @@ size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_r
 			rl[m - 1].lc += rl[i].lc;
 			rl[m - 1].be += rl[i].be;
 			rl[m - 1].be_gateable += rl[i].be_gateable;
+			rl[m - 1].lc_busy += rl[i].lc_busy;
 		} else {
 			rl[m++] = rl[i];
 		}
@@ -187,6 +195,10 @@ static void decide_be(const struct policy_config *cfg, const struct policy_tsg_i
 	if (c->lc == 0)
 		set(o, baseline_of(t), restore_level(cfg->be_interleave),
 		    "no LC on this runlist: baseline");
+	else if (c->lc_busy > 0)
+		set(o, baseline_of(t), restore_level(cfg->be_interleave),
+		    "an always-busy LC on this runlist: baseline (a short BE slice would cost the BE "
+		    "more than the LC gains)");
 	else if (c->be <= 1)
 		set(o, cfg->be_timeslice_us, cfg->be_interleave, "sole BE beside an LC");
 	else if (cfg->several_be == POLICY_SEVERAL_BE_LEAVE)

@@ -56,6 +56,7 @@ enum policy_several_be {
 #define POLICY_ROTATE_PERIOD_MAX_MS 10000u
 #define POLICY_GATE_LEASE_MIN_MS 100u
 #define POLICY_GATE_LEASE_MAX_MS 10000u
+#define POLICY_BUSY_LC_PERCENT_MAX 100u
 
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
@@ -67,6 +68,9 @@ struct policy_config {
 	int manage_copy; /* also apply to copy-engine runlists */
 	uint32_t rotate_period_ms; /* POLICY_SEVERAL_BE_ROTATE: each BE's turn */
 	uint32_t gate_lease_ms;    /* a gate lapses after this without renewal */
+	/* An LC process busy on its CPUs at least this share of the time
+	 * (percent, 0: never) is "always busy": its BEs keep their baseline. */
+	uint32_t busy_lc_percent;
 };
 
 struct policy_tsg_in {
@@ -79,6 +83,8 @@ struct policy_tsg_in {
 	uint32_t baseline_timeslice_us;
 	/* Its preempt agent can gate it (docs/protocol.md, "Gating"). */
 	int gateable;
+	/* An LC TSG whose process is always busy (lcbusy.c). */
+	int lc_busy;
 };
 
 struct policy_tsg_out {
@@ -93,6 +99,7 @@ struct policy_runlist {
 	uint32_t gpu, engine_type;
 	uint32_t lc, be;
 	uint32_t be_gateable; /* BEs whose preempt agent can gate them */
+	uint32_t lc_busy;     /* LCs whose process is always busy */
 };
 
 void policy_config_defaults(struct policy_config *cfg);

@@ -67,6 +67,7 @@ static int pass_inputs(struct agent *a, struct pass *ps)
 		ps->in[i].cls = counts ? t->proc->cls : CLASS_UNMANAGED;
 		ps->in[i].baseline_timeslice_us = tsg_baseline(t);
 		ps->in[i].gateable = counts && rotate_gateable(t);
+		ps->in[i].lc_busy = counts && t->proc->busy.always;
 	}
 	ps->n = i;
 	return 0;
@@ -303,7 +304,8 @@ static uint32_t hypothetical(struct agent *a, const struct pass *ps, const struc
 	 * gateable: it is, once its channels exist. */
 	struct policy_tsg_in hyp = { .engine_type = engine, .cls = p->cls,
 				     .baseline_timeslice_us = baseline,
-				     .gateable = p->peer && p->peer->can_gate };
+				     .gateable = p->peer && p->peer->can_gate,
+				     .lc_busy = p->busy.always };
 	uint32_t answer = GQ_UNKNOWN;
 
 	for (size_t i = 0; i < ps->m; i++) {

@@ -143,6 +143,7 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 		if (!p)
 			return NULL;
 		p->pid = pid;
+		p->busy.percent = -1.0; /* not read yet (lcbusy.c) */
 		p->next = a->procs;
 		a->procs = p;
 	}

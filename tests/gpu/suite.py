@@ -439,7 +439,16 @@ class Runner:
         env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
         try:
             r = subprocess.run([exe, "list"], env=env, capture_output=True, text=True, timeout=10)
-            return r.stdout + r.stderr
+            j = subprocess.run([exe, "--json", "list"], env=env, capture_output=True, text=True,
+                               timeout=10)
+            try:
+                procs = json.loads(j.stdout).get("processes", [])
+                busy = "\n".join(f"pid {p.get('pid')} {p.get('class')}: CPU busy "
+                                 f"{p.get('cpuBusyPercent')} %, always busy {p.get('alwaysBusy')}"
+                                 for p in procs if p.get("class") == "latency-critical")
+            except ValueError:
+                busy = "gpuqosctl --json list: " + j.stdout[:200]
+            return r.stdout + r.stderr + busy + "\n"
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"gpuqosctl list failed: {e}"
 

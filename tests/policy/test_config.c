@@ -106,6 +106,13 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.control_deadline_ms, 250);
 	CHECK_EQ_U(d.reconcile_interval_ms, 1000);
 	CHECK_EQ_U(d.nrules, 0);
+	CHECK(config_parse("{\"version\":1,\"severalBe\":\"floor\",\"busyLcPercent\":0,"
+			      "\"rotation\":{\"periodMs\":250,\"leaseMs\":1000}}",
+			      &d, err, sizeof(err)) == 0);
+	CHECK_EQ_U(d.policy.several_be, POLICY_SEVERAL_BE_FLOOR);
+	CHECK_EQ_U(d.policy.busy_lc_percent, 0);
+	CHECK_EQ_U(d.policy.rotate_period_ms, 250);
+	CHECK_EQ_U(d.policy.gate_lease_ms, 1000);
 	CHECK(config_parse("{\"version\":1,\"interleave\":{\"lc\":\"medium\"}}", &d, err,
 			      sizeof(err)) == 0);
 	CHECK(d.policy.lc_interleave == RM_INTERLEAVE_MEDIUM);
@@ -145,6 +152,13 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1, \"allowUnsafeSeveralBe\": true, \"timeslices\": {\"severalBeUs\": 0}}",
 	  { "timeslices.severalBeUs", "from 1" } },
 	{ "{\"version\": 1, \"severalBe\": \"shorten\"}", { "severalBe", "\"floor\" or \"leave\"" } },
+	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 10}}", { "rotation.periodMs", "from 20" } },
+	{ "{\"version\": 1, \"rotation\": {\"leaseMs\": 20000}}", { "rotation.leaseMs", "10000" } },
+	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 400}}", { "rotation.leaseMs", "twice" } },
+	{ "{\"version\": 1, \"rotation\": {\"period\": 100}}", { "\"rotation\"", "\"period\"" } },
+	{ "{\"version\": 1, \"rotation\": 100}", { "rotation", "an object" } },
+	{ "{\"version\": 1, \"busyLcPercent\": 101}", { "busyLcPercent", "from 0 to 100" } },
+	{ "{\"version\": 1, \"busyLcPercent\": \"90\"}", { "busyLcPercent", "a string" } },
 	{ "{\"version\": 1, \"interleave\": {\"lc\": \"max\"}}", { "interleave.lc", "\"max\"" } },
 	{ "{\"version\": 1, \"interleave\": {\"be\": 0}}", { "interleave.be", "a number" } },
 	{ "{\"version\": 1, \"interleave\": {\"bee\": \"low\"}}", { "\"interleave\"", "\"bee\"" } },

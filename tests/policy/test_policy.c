@@ -95,6 +95,11 @@ static void test_validate(void)
 	CHECK(strstr(err, "twice") != NULL);
 	c.gate_lease_ms = 600;
 	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == 0);
+	c = d;
+	c.busy_lc_percent = 101;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "busy_lc_percent") != NULL);
+	CHECK_EQ_U(d.busy_lc_percent, 90);
 }
 
 static void test_be_alone(const struct policy_config *cfg)
@@ -229,6 +234,33 @@ static void test_several_be(const struct policy_config *dflt)
 	cfg.several_be_timeslice_us = 700;
 	decide(&cfg, in, 4, out);
 	CHECK_EQ_U(out[3].timeslice_us, 700);
+}
+
+/* An always-busy LC leaves every BE on its runlist at baseline: shorter
+ * BE slices cost the BE more than that LC gains. */
+static void test_busy_lc(const struct policy_config *cfg)
+{
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
+				      tsg(0, GR, CLASS_BE, 3000), tsg(1, GR, CLASS_LC, 2048),
+				      tsg(1, GR, CLASS_BE, 2048) };
+	struct policy_tsg_out out[5];
+
+	for (int i = 0; i < 5; i++)
+		in[i].gateable = 1;
+	in[0].lc_busy = 1; /* GPU 0's LC only */
+	decide(cfg, in, 5, out);
+	CHECK_EQ_U(out[0].timeslice_us, 100000);
+	CHECK_EQ_U(out[1].timeslice_us, 2048);
+	CHECK_EQ_U(out[2].timeslice_us, 3000);
+	CHECK_EQ_U(out[1].rotate, 0);
+	CHECK(strstr(out[1].reason, "always-busy LC") != NULL);
+	CHECK_EQ_U(out[4].timeslice_us, 50); /* GPU 1 is not affected */
+	/* The flag on a BE means nothing. */
+	in[0].lc_busy = 0;
+	in[1].lc_busy = 1;
+	decide(cfg, in, 5, out);
+	CHECK_EQ_U(out[1].timeslice_us, 50);
+	CHECK_EQ_U(out[1].rotate, 1);
 }
 
 static void test_copy(const struct policy_config *dflt)
@@ -391,6 +423,7 @@ int main(void)
 	test_lc_leaves(&cfg);
 	test_several_lc(&cfg);
 	test_several_be(&cfg);
+	test_busy_lc(&cfg);
 	test_copy(&cfg);
 	test_not_gr_or_copy(&cfg);
 	test_unmanaged(&cfg);
