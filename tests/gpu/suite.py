@@ -315,6 +315,11 @@ def set_proof():
     s.append(sc("micro gq:default 3xtrain", "micro", "train", 3, "gq:default"))
     for mode in ("gq:default", "defaults"):
         s.append(sc(f"resnet50_eager {mode} 1xtrain", "resnet50_eager", "train", 1, mode))
+    # Last, so --max-s cuts these first: the other CUDA-graph models.
+    for lc in ("vit_b16_graph", "bert_base_graph"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for nbe in (1, 3):
+            s.append(sc(f"{lc} gq:default {nbe}xtrain", lc, "train", nbe, "gq:default"))
     return s
 
 
