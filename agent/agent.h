@@ -118,6 +118,7 @@ struct proc {
 		uint64_t cpu_ns, at_us; /* the last reading, now_us() clock */
 		double percent;         /* smoothed; < 0 before two readings */
 		int always;             /* at or above busyLcPercent */
+		uint64_t until_us;      /* always busy until then, not read */
 	} busy;
 };
 

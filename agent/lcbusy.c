@@ -17,9 +17,16 @@
  * Owns: the reading and the smoothing (struct proc.busy). Does not own
  * what it changes (policy.c: an always-busy LC leaves its BEs at their
  * baseline). The clock read is one system call that takes no lock of the
- * target's memory, so it runs on the loop. Limits: an LC whose other
- * threads are CPU-bound (preprocessing, a busy server) reads as always
- * busy; one that synchronises by blocking reads as idle while it waits.
+ * target's memory, so it runs on the loop.
+ *
+ * An LC delayed behind BEs at their baseline also keeps its CPU busy (it
+ * spins waiting for its late kernels: the micro LC read 98 % beside three
+ * BEs at 1000 us, 15 % beside them rotated), so the reading means
+ * something only while the BEs are shortened. Once an LC is found always
+ * busy it stays so for LCBUSY_HOLD_MS without being read, then is read
+ * afresh with its BEs shortened again. Limits: an LC whose other threads
+ * are CPU-bound (preprocessing, a busy server) reads as always busy; one
+ * that synchronises by blocking reads as idle while it waits.
  */
 #include "agent/agent.h"
 #include "common/log.h"
@@ -29,17 +36,18 @@
 /* Weight of the newest reading: with the 200 ms reconcile tick, about a
  * second of history. */
 #define LCBUSY_ALPHA 0.3
-/* Leaving "always busy" needs this many points below the threshold, so a
- * process near it does not flip the BEs' settings every tick. */
-#define LCBUSY_HYSTERESIS 10.0
+/* How long an always-busy LC keeps its BEs at baseline before it is
+ * measured again beside shortened BEs: a wrong verdict costs at most one
+ * measurement (about 1.5 s) in this long. */
+#define LCBUSY_HOLD_MS 30000u
 
 static void lcbusy_reset(struct proc *p)
 {
 	p->busy.cpu_ns = 0;
 	p->busy.at_us = 0;
 	p->busy.percent = -1.0;
-	if (p->busy.always)
-		p->busy.always = 0;
+	p->busy.always = 0;
+	p->busy.until_us = 0;
 }
 
 static int lcbusy_read(pid_t pid, uint64_t *cpu_ns)
@@ -59,6 +67,15 @@ static void lcbusy_update(struct agent *a, struct proc *p, uint64_t now)
 	uint64_t cpu;
 	int was = p->busy.always;
 
+	if (was && now < p->busy.until_us)
+		return; /* its BEs are at baseline: a reading now means nothing */
+	if (was) {
+		proc_log(a, p, LOG_LEVEL_INFO, "pid %d (%s): measuring the LC's CPU use again",
+			 (int)p->pid, p->comm);
+		lcbusy_reset(p);
+		a->dirty = 1;
+		return;
+	}
 	if (lcbusy_read(p->pid, &cpu) != 0) {
 		lcbusy_reset(p);
 		a->dirty |= was;
@@ -76,15 +93,12 @@ static void lcbusy_update(struct agent *a, struct proc *p, uint64_t now)
 	}
 	p->busy.cpu_ns = cpu;
 	p->busy.at_us = now;
-	if (threshold <= 0 || p->busy.percent < 0)
-		p->busy.always = 0;
-	else if (!was && p->busy.percent >= threshold)
+	if (threshold > 0 && p->busy.percent >= threshold) {
 		p->busy.always = 1;
-	else if (was && p->busy.percent < threshold - LCBUSY_HYSTERESIS)
-		p->busy.always = 0;
-	if (p->busy.always != was) {
-		proc_log(a, p, LOG_LEVEL_INFO, "pid %d (%s): LC %s always busy (CPU %.0f %%)",
-			 (int)p->pid, p->comm, p->busy.always ? "is" : "is no longer", p->busy.percent);
+		p->busy.until_us = now + LCBUSY_HOLD_MS * 1000ull;
+		proc_log(a, p, LOG_LEVEL_INFO,
+			 "pid %d (%s): LC always busy (CPU %.0f %%): its BEs keep their baseline for "
+			 "%u s", (int)p->pid, p->comm, p->busy.percent, LCBUSY_HOLD_MS / 1000u);
 		a->dirty = 1;
 	}
 }

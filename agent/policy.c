@@ -189,16 +189,33 @@ static void decide_lc(const struct policy_config *cfg, const struct policy_tsg_i
 		set(o, cfg->lc_timeslice_us, cfg->lc_interleave, "LC beside a BE");
 }
 
+/* Where the BE would get the sole-BE value (alone or rotated) and an LC
+ * on its runlist is always busy, the BE keeps its baseline: the LC's
+ * switches would cost it more than the LC gains. The floor is left as it
+ * is: an LC behind floored BEs looks busy because it waits, not because it
+ * launches (lcbusy.c). */
+static int busy_lc_wins(const struct policy_tsg_in *t, const struct policy_runlist *c,
+			struct policy_tsg_out *o, int32_t level)
+{
+	if (c->lc_busy == 0)
+		return 0;
+	set(o, baseline_of(t), level,
+	    "an always-busy LC on this runlist: baseline (a short BE slice would cost the BE "
+	    "more than the LC gains)");
+	return 1;
+}
+
 static void decide_be(const struct policy_config *cfg, const struct policy_tsg_in *t,
 		      const struct policy_runlist *c, struct policy_tsg_out *o)
 {
+	int32_t restore = restore_level(cfg->be_interleave);
+
 	if (c->lc == 0)
-		set(o, baseline_of(t), restore_level(cfg->be_interleave),
-		    "no LC on this runlist: baseline");
-	else if (c->lc_busy > 0)
-		set(o, baseline_of(t), restore_level(cfg->be_interleave),
-		    "an always-busy LC on this runlist: baseline (a short BE slice would cost the BE "
-		    "more than the LC gains)");
+		set(o, baseline_of(t), restore, "no LC on this runlist: baseline");
+	else if ((c->be <= 1 || (cfg->several_be == POLICY_SEVERAL_BE_ROTATE &&
+				 c->be_gateable == c->be)) &&
+		 busy_lc_wins(t, c, o, restore))
+		return;
 	else if (c->be <= 1)
 		set(o, cfg->be_timeslice_us, cfg->be_interleave, "sole BE beside an LC");
 	else if (cfg->several_be == POLICY_SEVERAL_BE_LEAVE)

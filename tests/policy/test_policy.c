@@ -255,6 +255,13 @@ static void test_busy_lc(const struct policy_config *cfg)
 	CHECK_EQ_U(out[1].rotate, 0);
 	CHECK(strstr(out[1].reason, "always-busy LC") != NULL);
 	CHECK_EQ_U(out[4].timeslice_us, 50); /* GPU 1 is not affected */
+	/* Where not every BE can be gated the floor applies, busy or not: an
+	 * LC behind floored BEs is busy because it waits. */
+	in[2].gateable = 0;
+	decide(cfg, in, 5, out);
+	CHECK_EQ_U(out[1].timeslice_us, 1000);
+	CHECK_EQ_U(out[2].timeslice_us, 1000);
+	in[2].gateable = 1;
 	/* The flag on a BE means nothing. */
 	in[0].lc_busy = 0;
 	in[1].lc_busy = 1;
