@@ -39,10 +39,13 @@ void policy_config_defaults(struct policy_config *cfg)
 	cfg->rotate_period_ms = 100;
 	/* How long a BE stalls at most if the node agent hangs. */
 	cfg->gate_lease_ms = 500;
-	/* An eager (launch-bound) ResNet-50 beside a training BE on an H200:
-	 * BE 81 % at driver defaults, 11 % with the BE at 50 us, and the LC's
-	 * p99 worse too (docs/PERF.md). Such an LC keeps its CPU busy. */
-	cfg->busy_lc_percent = 90;
+	/* Off by default. An eager (launch-bound) ResNet-50 beside a training
+	 * BE on an H200 left the BE 11 % at 50 us against 81 % at driver
+	 * defaults; at 90 % this rule gave it 92 %, the LC's p99 better too.
+	 * But the CPU reading misfires: an LC starting up, polling, or waiting
+	 * behind BEs reads as always busy (every model LC of an H100 run read
+	 * 91-100 %), and then loses its priority (docs/PERF.md). */
+	cfg->busy_lc_percent = 0;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
 	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
 	cfg->be_interleave = POLICY_INTERLEAVE_LEAVE;

@@ -74,6 +74,7 @@ POLICIES = {
     "floor200": {"timeslices": {"severalBeUs": 200}, "allowUnsafeSeveralBe": True},
     "interleave": {"interleave": {"lc": "high", "be": "low"}},
     "floor": {"severalBe": "floor"},
+    "busy": {"busyLcPercent": 90},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -313,7 +314,7 @@ def set_proof():
             s.append(sc(f"resnet50_graph {mode} {nbe}xtrain", "resnet50_graph", "train", nbe,
                         mode))
     s.append(sc("micro gq:default 3xtrain", "micro", "train", 3, "gq:default"))
-    for mode in ("gq:default", "defaults"):
+    for mode in ("gq:default", "gq:busy", "defaults"):
         s.append(sc(f"resnet50_eager {mode} 1xtrain", "resnet50_eager", "train", 1, mode))
     # Last, so --max-s cuts these first: the other CUDA-graph models.
     for lc in ("vit_b16_graph", "bert_base_graph"):

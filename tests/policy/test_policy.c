@@ -99,7 +99,7 @@ static void test_validate(void)
 	c.busy_lc_percent = 101;
 	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "busy_lc_percent") != NULL);
-	CHECK_EQ_U(d.busy_lc_percent, 90);
+	CHECK_EQ_U(d.busy_lc_percent, 0);
 }
 
 static void test_be_alone(const struct policy_config *cfg)
@@ -238,13 +238,15 @@ static void test_several_be(const struct policy_config *dflt)
 
 /* An always-busy LC leaves every BE on its runlist at baseline: shorter
  * BE slices cost the BE more than that LC gains. */
-static void test_busy_lc(const struct policy_config *cfg)
+static void test_busy_lc(const struct policy_config *dflt)
 {
+	struct policy_config c = *dflt, *cfg = &c;
 	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
 				      tsg(0, GR, CLASS_BE, 3000), tsg(1, GR, CLASS_LC, 2048),
 				      tsg(1, GR, CLASS_BE, 2048) };
 	struct policy_tsg_out out[5];
 
+	c.busy_lc_percent = 90;
 	for (int i = 0; i < 5; i++)
 		in[i].gateable = 1;
 	in[0].lc_busy = 1; /* GPU 0's LC only */
