@@ -309,6 +309,148 @@ static void test_several_be_floor(void)
 	agent_free(a);
 }
 
+/* Answers every command sent from index *from on with NV_OK. */
+static void answer_all(struct agent *a, size_t from)
+{
+	for (size_t i = from; i < nsent; i++)
+		answer(a, i, RM_OK, sent[i].op == GQ_OP_GET_TIMESLICE ? 2048 : sent[i].arg);
+}
+
+/* The BEs (pids 1, 4, 5) whose gate the core wants closed now. */
+static unsigned gated_mask(struct tsg *const be[3])
+{
+	return (unsigned)be[0]->gate.want | (unsigned)be[1]->gate.want << 1 |
+	       (unsigned)be[2]->gate.want << 2;
+}
+
+/* Several gateable BEs beside an LC take turns: one schedulable at a time,
+ * the oldest turn next, every period; gates and turns hold leases the
+ * core renews; the LC leaving ends the rotation with UNGATE 0. */
+static void test_rotation(void)
+{
+	static const pid_t pids[3] = { 1, 4, 5 };
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct tsg *be[3], *tl;
+	unsigned turns[3] = { 0, 0, 0 };
+	size_t n;
+
+	tl = report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	for (int i = 0; i < 3; i++) {
+		struct proc *p = proc_with_peer(a, pids[i], "best-effort");
+
+		p->peer->can_gate = 1;
+		be[i] = report(a, p, 0x10, RM_ENGINE_GR0, 2048);
+	}
+	lc->peer->can_gate = 1;
+	reconcile(a);
+	confirm_all(a, 0);
+	for (int round = 0; round < 4; round++) { /* sets, then gates, then turns */
+		n = nsent;
+		reconcile(a);
+		answer_all(a, n);
+	}
+	for (int i = 0; i < 3; i++) {
+		CHECK(be[i]->gate.rotate);
+		CHECK_EQ_U(be[i]->want.desired_ts, 50);
+		CHECK_EQ_U(be[i]->obs.applied_ts, 50);
+		CHECK(be[i]->gate.leased);
+		CHECK(be[i]->gate.gated == be[i]->gate.want);
+	}
+	CHECK(!tl->gate.rotate);
+	/* Exactly one BE is schedulable. */
+	CHECK(gated_mask(be) == 6 || gated_mask(be) == 5 || gated_mask(be) == 3);
+	CHECK(tsg_state_of(be[0]) == TSG_CONVERGED);
+	/* Thirty periods: the turn moves every period, each BE gets ten. */
+	for (int k = 0; k < 30; k++) {
+		unsigned before = gated_mask(be);
+
+		fake_now += 100000;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		CHECK(gated_mask(be) != before);
+		for (int i = 0; i < 3; i++)
+			turns[i] += !be[i]->gate.want;
+		for (size_t i = n; i < nsent; i++) {
+			CHECK(sent[i].op == GQ_OP_GATE || sent[i].op == GQ_OP_UNGATE);
+			CHECK_EQ_U(sent[i].arg, 500); /* every member holds a lease */
+		}
+		answer_all(a, n);
+	}
+	CHECK(turns[0] == 10 && turns[1] == 10 && turns[2] == 10);
+	/* Leases are renewed a quarter lease after they were granted (here
+	 * 200 ms), turn or no turn: over 1.2 s in 50 ms steps, no member goes
+	 * longer than that plus one step without a lease-bearing command. */
+	{
+		uint64_t last[3] = { fake_now, fake_now, fake_now }, worst = 0;
+
+		a->cfg->policy.rotate_period_ms = 300;
+		a->cfg->policy.gate_lease_ms = 800;
+		for (int k = 0; k < 24; k++) {
+			fake_now += 50000;
+			n = nsent;
+			reconcile_new_tick(a);
+			reconcile(a);
+			for (size_t c = n; c < nsent; c++) {
+				int b = sent[c].pid == 1 ? 0 : sent[c].pid == 4 ? 1 : 2;
+
+				CHECK_EQ_U(sent[c].arg, 800);
+				if (fake_now - last[b] > worst)
+					worst = fake_now - last[b];
+				last[b] = fake_now;
+			}
+			answer_all(a, n);
+		}
+		CHECK(worst > 0 && worst <= 250000);
+	}
+	/* The LC goes: nobody rotates, every lease ends with UNGATE 0. */
+	tsg_drop(a, tl);
+	n = nsent;
+	reconcile_new_tick(a);
+	reconcile(a);
+	CHECK_EQ_U(nsent - n, 3);
+	for (size_t i = n; i < nsent; i++)
+		CHECK(sent[i].op == GQ_OP_UNGATE && sent[i].arg == 0);
+	answer_all(a, n);
+	for (int i = 0; i < 3; i++)
+		CHECK(!be[i]->gate.gated && !be[i]->gate.leased && !be[i]->gate.rotate);
+	agent_free(a);
+}
+
+/* A BE whose preempt agent cannot gate (an older library, or its report
+ * says so) keeps the whole runlist at the floor, and nobody is gated. */
+static void test_rotation_needs_every_be(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *b1 = proc_with_peer(a, 1, "best-effort");
+	struct proc *b2 = proc_with_peer(a, 4, "best-effort");
+	struct tsg *t1, *t2;
+
+	b1->peer->can_gate = 1; /* b2's library cannot */
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	t1 = report(a, b1, 0x10, RM_ENGINE_GR0, 2048);
+	t2 = report(a, b2, 0x10, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	reconcile(a);
+	CHECK_EQ_U(t1->want.desired_ts, 1000);
+	CHECK_EQ_U(t2->want.desired_ts, 1000);
+	CHECK(!t1->gate.rotate && !t1->gate.want);
+	CHECK_EQ_U(count(GQ_OP_GATE, 1, 500), 0);
+	/* Now it can, but its report says this TSG cannot be gated. */
+	b2->peer->can_gate = 1;
+	t2->gate.no_gate = 1;
+	reconcile(a);
+	CHECK_EQ_U(t1->want.desired_ts, 1000);
+	t2->gate.no_gate = 0;
+	reconcile(a);
+	CHECK_EQ_U(t1->want.desired_ts, 50);
+	CHECK(t1->gate.rotate && t2->gate.rotate);
+	agent_free(a);
+}
+
 /* After a restart nothing is set until the earlier peers are back or the
  * grace ends; with no TSG at all the grace still ends. */
 static void test_restart_grace(void)
@@ -380,6 +522,8 @@ int main(void)
 	test_inflight_and_backoff();
 	test_belief_latest();
 	test_several_be_floor();
+	test_rotation();
+	test_rotation_needs_every_be();
 	test_restart_grace();
 	test_claim_limits();
 	CHECK_DONE();
