@@ -79,6 +79,8 @@ capabilities:
   "kubernetes" (dict "defaultClass" $p.defaultClass)
   "timeslices" (dict "lcUs" (int $p.timeslices.lcUs) "beUs" (int $p.timeslices.beUs) "severalBeUs" (int $p.timeslices.severalBeUs))
   "severalBe" $p.severalBe
+  "rotation" (dict "periodMs" (int $p.rotation.periodMs) "leaseMs" (int $p.rotation.leaseMs))
+  "busyLcPercent" (int $p.busyLcPercent)
   "allowUnsafeSeveralBe" $p.allowUnsafeSeveralBe
   "interleave" (dict "lc" $p.interleave.lc "be" $p.interleave.be)
   "manageCopyEngines" $p.manageCopyEngines
