@@ -42,8 +42,8 @@ void policy_config_defaults(struct policy_config *cfg)
 	/* Off by default. An eager (launch-bound) ResNet-50 beside a training
 	 * BE on an H200 left the BE 11 % at 50 us against 81 % at driver
 	 * defaults; at 90 % this rule gave it 92 %, the LC's p99 better too.
-	 * But the CPU reading misfires: an LC starting up, polling, or waiting
-	 * behind BEs reads as always busy (every model LC of an H100 run read
+	 * But the CPU reading misfires: an LC starting up, or waiting behind
+	 * BEs, reads as always busy (every model LC of an H100 run read
 	 * 91-100 %), and then loses its priority (docs/PERF.md). */
 	cfg->busy_lc_percent = 0;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
