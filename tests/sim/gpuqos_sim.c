@@ -192,7 +192,7 @@ static struct sim_buf *sim_snapshot(fuse_ino_t ino)
 	pthread_mutex_unlock(&sim_snaps_lock);
 	b = &s->buf;
 	if (ino == SIM_INO_STATE)
-		sim_rm_state_json(sim.rm, b);
+		sim_rm_state_json(sim.rm, b, sim_mono_us() - sim.start_us);
 	else if (ino == SIM_INO_LOG)
 		sim_log_json(sim.log, b);
 	else {

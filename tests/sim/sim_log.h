@@ -14,7 +14,7 @@
 
 #include "sim_buf.h"
 
-#define SIM_LOG_MAX_PARAMS 3
+#define SIM_LOG_MAX_PARAMS 7
 
 struct sim_log_rec {
 	uint64_t seq;   /* set by sim_log_add */

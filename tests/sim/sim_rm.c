@@ -33,6 +33,11 @@ struct sim_obj {
 	rm_u64 preempt_waits;
 	int gpfifo_enabled;
 	rm_u64 gpfifo_schedules;
+	/* Channels: DISABLE_CHANNELS. */
+	int disabled;
+	int only_scheduling; /* bOnlyDisableScheduling of the last call */
+	rm_u64 disables, enables;
+	uint64_t disabled_since_us;
 };
 
 struct sim_client {
@@ -405,6 +410,43 @@ static rm_u32 sim_tsg_control(struct sim_obj *t, const struct sim_call *c, rm_u3
 	}
 }
 
+/* NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS on a subdevice. The event pointer
+ * is refused as open-gpu-kernel-modules refuses it from a user client.
+ * Each entry must name a channel of a client the caller owns (RM forwards
+ * the list to GSP unchecked; whether GSP refuses a foreign client was not
+ * measured: 0x23 and 0x33 are our choice). A refused call changes nothing
+ * (also our choice). */
+static rm_u32 sim_disable_channels(struct sim_rm *rm, const struct sim_call *c,
+				   const struct rm_disable_channels *d)
+{
+	struct sim_obj *ch[RM_DISABLE_CHANNELS_MAX];
+
+	if (d->pRunlistPreemptEvent != 0)
+		return RM_ERR_INSUFFICIENT_PERMISSIONS;
+	if (d->numChannels > RM_DISABLE_CHANNELS_MAX)
+		return RM_ERR_INVALID_ARGUMENT;
+	for (rm_u32 i = 0; i < d->numChannels; i++) {
+		struct sim_client *cl = sim_owned_client(rm, c, d->hClientList[i]);
+
+		if (!cl)
+			return RM_ERR_INVALID_CLIENT;
+		ch[i] = sim_find_obj(cl, d->hChannelList[i]);
+		if (!ch[i] || !rm_class_is_channel(ch[i]->cls))
+			return RM_ERR_INVALID_OBJECT_HANDLE;
+	}
+	for (rm_u32 i = 0; i < d->numChannels; i++) {
+		if (d->bDisable && !ch[i]->disabled)
+			ch[i]->disabled_since_us = c->t_us;
+		ch[i]->disabled = d->bDisable != 0;
+		ch[i]->only_scheduling = d->bOnlyDisableScheduling != 0;
+		if (d->bDisable)
+			ch[i]->disables++;
+		else
+			ch[i]->enables++;
+	}
+	return RM_OK;
+}
+
 /* Bit i set when some client holds a device of instance i: the IN_USE
  * flag of GET_ID_INFO_V2. */
 static uint64_t sim_devices_in_use(const struct sim_rm *rm)
@@ -438,7 +480,7 @@ static int sim_method_exists(rm_u32 cmd, const struct sim_obj *o)
 		return o && o->cls == RM_CLASS_TSG;
 	if (sim_gpu_is_client_ctrl(cmd))
 		return o == NULL;
-	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO)
+	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO || cmd == RM_CTRL_FIFO_DISABLE_CHANNELS)
 		return o && o->cls == RM_CLASS_SUBDEVICE;
 	return 1;
 }
@@ -458,8 +500,9 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 
 	if (inj->unsupported || !sim_method_exists(cmd, o))
 		return RM_ERR_NOT_SUPPORTED;
-	rm_u32 want = (cmd >> 16) == RM_CLASS_TSG ? rm_tsg_ctrl_params_size(cmd)
-						  : sim_gpu_ctrl_params_size(cmd);
+	rm_u32 want = (cmd >> 16) == RM_CLASS_TSG          ? rm_tsg_ctrl_params_size(cmd)
+		      : cmd == RM_CTRL_FIFO_DISABLE_CHANNELS ? sizeof(struct rm_disable_channels)
+							     : sim_gpu_ctrl_params_size(cmd);
 	if (want && (size != want || !params))
 		return RM_ERR_INVALID_PARAM_STRUCT;
 	if (inj->fail)
@@ -470,6 +513,8 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 		return sim_gpu_client_control(rm->gpus, sim_devices_in_use(rm), cmd, params);
 	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO)
 		return sim_gpu_gid_info(sim_subdevice_instance(cl, o), params);
+	if (cmd == RM_CTRL_FIFO_DISABLE_CHANNELS)
+		return sim_disable_channels(rm, c, params);
 	return RM_OK;
 }
 
@@ -505,19 +550,43 @@ static void sim_json_files(struct sim_rm *rm, struct sim_buf *b)
 	sim_buf_printf(b, "]");
 }
 
+/* How many channels under TSG t are disabled now. */
+static unsigned sim_tsg_disabled(const struct sim_client *cl, const struct sim_obj *t)
+{
+	unsigned n = 0;
+
+	for (size_t j = 0; j < cl->nobjs; j++)
+		n += rm_class_is_channel(cl->objs[j].cls) && cl->objs[j].parent == t->handle &&
+		     cl->objs[j].disabled;
+	return n;
+}
+
 static void sim_json_tsg(const struct sim_client *cl, const struct sim_obj *o, struct sim_buf *b)
 {
 	sim_buf_printf(b,
 		       "{\"handle\":\"0x%08x\",\"client\":\"0x%08x\",\"device\":\"0x%08x\","
 		       "\"engineType\":%u,\"timeslice_us\":%llu,\"timeslice_sets\":%llu,"
 		       "\"interleave\":%u,\"interleave_set\":%s,\"preempts\":%llu,"
-		       "\"preempt_waits\":%llu,\"gpfifo_enabled\":%s,\"gpfifo_schedules\":%llu}",
+		       "\"preempt_waits\":%llu,\"gpfifo_enabled\":%s,\"gpfifo_schedules\":%llu,"
+		       "\"channels_disabled\":%u}",
 		       o->handle, cl->handle, o->parent, o->engine_type,
 		       (unsigned long long)o->timeslice_us, (unsigned long long)o->timeslice_sets,
 		       o->interleave, o->interleave_set ? "true" : "false",
 		       (unsigned long long)o->preempts, (unsigned long long)o->preempt_waits,
 		       o->gpfifo_enabled ? "true" : "false",
-		       (unsigned long long)o->gpfifo_schedules);
+		       (unsigned long long)o->gpfifo_schedules, sim_tsg_disabled(cl, o));
+}
+
+static void sim_json_channel(const struct sim_obj *o, struct sim_buf *b)
+{
+	sim_buf_printf(b, ",\"enabled\":%s,\"disables\":%llu,\"enables\":%llu,"
+		       "\"onlyScheduling\":%s,\"disabled_since_us\":",
+		       o->disabled ? "false" : "true", (unsigned long long)o->disables,
+		       (unsigned long long)o->enables, o->only_scheduling ? "true" : "false");
+	if (o->disabled)
+		sim_buf_printf(b, "%llu", (unsigned long long)o->disabled_since_us);
+	else
+		sim_buf_printf(b, "null");
 }
 
 /* One JSON array of the objects of every client that pass keep(). */
@@ -542,6 +611,8 @@ static void sim_json_objects(struct sim_rm *rm, struct sim_buf *b, const char *n
 				       o->handle, cl->handle, o->parent, o->cls);
 			if (o->cls == RM_CLASS_DEVICE)
 				sim_buf_printf(b, ",\"deviceId\":%u", o->device_id);
+			if (rm_class_is_channel(o->cls))
+				sim_json_channel(o, b);
 			sim_buf_printf(b, "}");
 		}
 	}
@@ -558,10 +629,10 @@ static int sim_is_other(rm_u32 cls)
 	       !sim_is_channel(cls);
 }
 
-void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *b)
+void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *b, uint64_t t_us)
 {
 	pthread_mutex_lock(&rm->lock);
-	sim_buf_printf(b, "{\"gpus\":%u", rm->gpus);
+	sim_buf_printf(b, "{\"t_us\":%llu,\"gpus\":%u", (unsigned long long)t_us, rm->gpus);
 	sim_gpu_state_json(rm->gpus, b);
 	sim_buf_printf(b, ",");
 	sim_json_files(rm, b);

@@ -36,6 +36,7 @@ struct sim_rm;
 struct sim_call {
 	uint64_t fh;
 	int privileged;
+	uint64_t t_us; /* when the call arrived, on the log's clock */
 };
 
 /* What the control layer was told to do instead of the real thing. */
@@ -72,7 +73,8 @@ rm_u32 sim_rm_control(struct sim_rm *rm, const struct sim_call *c, rm_handle hCl
 		      rm_handle hObject, rm_u32 cmd, void *params, rm_u32 size,
 		      const struct sim_ctrl_inject *inj);
 
-/* Render the whole model as one JSON object. */
-void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *out);
+/* Render the whole model as one JSON object; t_us (the log's clock) is
+ * the snapshot's time. */
+void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *out, uint64_t t_us);
 
 #endif

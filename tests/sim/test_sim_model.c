@@ -7,11 +7,13 @@
  * identity controls.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/check.h"
 #include "sim_gpu.h"
 #include "sim_inject.h"
+#include "sim_buf.h"
 #include "sim_rm.h"
 
 static const struct sim_ctrl_inject no_inj;
@@ -157,9 +159,113 @@ static void test_gpu_identity(void)
 	sim_rm_destroy(rm);
 }
 
+/* The state view, for substring checks. The caller frees data. */
+static char *state_of(struct sim_rm *rm, uint64_t t_us)
+{
+	struct sim_buf b = { 0 };
+
+	sim_rm_state_json(rm, &b, t_us);
+	CHECK(!b.failed && b.data != NULL);
+	return b.data;
+}
+
+static int state_has(struct sim_rm *rm, const char *what)
+{
+	char *s = state_of(rm, 77);
+	int has = s && strstr(s, what) != NULL;
+
+	free(s);
+	return has;
+}
+
+/* DISABLE_CHANNELS: own channels only, all or nothing, on a subdevice,
+ * state and counts in the view; refusals change nothing. */
+static void test_disable_channels(void)
+{
+	struct sim_rm *rm = sim_rm_new(1);
+	struct sim_call a = { .fh = sim_rm_file_open(rm, 1), .t_us = 500 };
+	struct sim_call b = { .fh = sim_rm_file_open(rm, 2), .t_us = 600 };
+	struct rm_device_alloc dp = { .deviceId = 0 };
+	struct rm_tsg_alloc tp = { .engineType = 1 };
+	struct rm_disable_channels d;
+	rm_handle c = 0, c2 = 0, dev = 0x10, sub = 0x11, t = 0x20, ch0 = 0x30, ch1 = 0x31;
+	rm_handle dev2 = 0x10, sub2 = 0x11, t2 = 0x20, ch2 = 0x30;
+
+	CHECK_EQ_U(alloc(rm, &a, 0, 0, &c, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, c, &dev, RM_CLASS_DEVICE, &dp, sizeof(dp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, dev, &sub, RM_CLASS_SUBDEVICE, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, dev, &t, RM_CLASS_TSG, &tp, sizeof(tp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, t, &ch0, RM_CLASS_HOPPER_GPFIFO, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, t, &ch1, RM_CLASS_HOPPER_GPFIFO, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, 0, 0, &c2, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, c2, c2, &dev2, RM_CLASS_DEVICE, &dp, sizeof(dp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, c2, dev2, &sub2, RM_CLASS_SUBDEVICE, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, c2, dev2, &t2, RM_CLASS_TSG, &tp, sizeof(tp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, c2, t2, &ch2, RM_CLASS_HOPPER_GPFIFO, NULL, 0), RM_OK);
+	CHECK(state_has(rm, "\"t_us\":77,"));
+	CHECK(state_has(rm, "\"enabled\":true,\"disables\":0,\"enables\":0"));
+
+	memset(&d, 0, sizeof(d));
+	d.bDisable = 1;
+	d.numChannels = 2;
+	d.hClientList[0] = d.hClientList[1] = c;
+	d.hChannelList[0] = ch0;
+	d.hChannelList[1] = ch1;
+	/* Refusals: each one leaves every channel enabled. */
+	CHECK_EQ_U(ctrl(rm, &a, c, t, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_NOT_SUPPORTED); /* a TSG is not a subdevice */
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d) - 1),
+		   RM_ERR_INVALID_PARAM_STRUCT);
+	d.pRunlistPreemptEvent = 0x1000;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_INSUFFICIENT_PERMISSIONS);
+	d.pRunlistPreemptEvent = 0;
+	d.numChannels = 65;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_INVALID_ARGUMENT);
+	d.numChannels = 2;
+	d.hClientList[1] = c2; /* another file's client */
+	d.hChannelList[1] = ch2;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_INVALID_CLIENT);
+	d.hClientList[1] = c;
+	d.hChannelList[1] = t; /* a TSG, not a channel */
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_INVALID_OBJECT_HANDLE);
+	d.hChannelList[1] = 0x99;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_INVALID_OBJECT_HANDLE);
+	CHECK_EQ_U(ctrl(rm, &b, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)),
+		   RM_ERR_INVALID_CLIENT); /* through another open file */
+	CHECK(!state_has(rm, "\"enabled\":false"));
+	CHECK(state_has(rm, "\"channels_disabled\":0}"));
+	/* Disable both, then enable: counts, since, the TSG's count. */
+	d.hChannelList[1] = ch1;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)), RM_OK);
+	CHECK(state_has(rm, "\"enabled\":false,\"disables\":1,\"enables\":0,"
+			    "\"onlyScheduling\":false,\"disabled_since_us\":500"));
+	CHECK(state_has(rm, "\"channels_disabled\":2}"));
+	a.t_us = 900;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)), RM_OK);
+	CHECK(state_has(rm, "\"disables\":2,\"enables\":0,\"onlyScheduling\":false,"
+			    "\"disabled_since_us\":500")); /* still since the first */
+	d.bDisable = 0;
+	d.numChannels = 1;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)), RM_OK);
+	CHECK(state_has(rm, "\"enabled\":true,\"disables\":2,\"enables\":1,"
+			    "\"onlyScheduling\":false,\"disabled_since_us\":null"));
+	CHECK(state_has(rm, "\"channels_disabled\":1}"));
+	/* Freeing the TSG takes its disabled channel with it. */
+	struct rm_free_params fp = { .hRoot = c, .hObjectOld = t };
+	CHECK_EQ_U(sim_rm_free(rm, &a, &fp), RM_OK);
+	CHECK(!state_has(rm, "\"enabled\":false"));
+	sim_rm_destroy(rm);
+}
+
 int main(void)
 {
 	test_ownership_and_tree();
+	test_disable_channels();
 	test_inject_grammar();
 	test_gpu_identity();
 	CHECK_DONE();
