@@ -899,12 +899,98 @@ def t_bpf_exit(node):
     expect(agent_tsgs(node) == [], "table empty")
 
 
+def gr_channels(node, pids):
+    """pid -> the simulator's channels under that process's GR TSGs, and
+    the snapshot's time."""
+    st = node.sim_state()
+    owner = {h(c): f["opener_pid"] for f in st.get("files", []) for c in f.get("clients", [])}
+    gr = {(h(t["client"]), h(t["handle"])) for t in st.get("tsgs", []) if t["engineType"] == 1}
+    out = {pid: [] for pid in pids}
+    for ch in st.get("channels", []):
+        key = (h(ch["client"]), h(ch["parent"]))
+        if key in gr and owner.get(key[0]) in out:
+            out[owner[key[0]]].append(ch)
+    return out, st["t_us"]
+
+
+def schedulable(node, pids):
+    """The pids whose GR channels are all enabled now."""
+    chans, _ = gr_channels(node, pids)
+    return {pid for pid, cs in chans.items() if cs and all(c["enabled"] for c in cs)}
+
+
+def longest_disabled_ms(node, pids):
+    chans, now = gr_channels(node, pids)
+    since = [c["disabled_since_us"] for cs in chans.values() for c in cs if not c["enabled"]]
+    return max((now - s for s in since), default=0) / 1000.0
+
+
+def t_rotate(node):
+    """Three BEs beside an LC take turns: one schedulable at a time (the
+    simulator's channel state says so), each gets its turn. The agent
+    SIGKILLed: every BE enabled and back at libcuda's 2048 at once. The agent
+    stopped: no channel stays disabled much beyond one lease (500 ms).
+    Restarted or continued: the rotation resumes."""
+    node.start_agent()
+    bes = [node.workload("be", ["--hold", "60"]) for _ in range(3)]
+    lc = node.workload("lc", ["--hold", "60"])
+    pids = [p.pid for p in bes]
+    wait_for(lambda: all(gr_timeslice(node, pid) == [50] for pid in pids)
+             and len(schedulable(node, pids)) == 1, timeout=20, what="three BEs rotating at 50")
+    expect(gr_timeslice(node, lc.pid) == [100000], "LC at 100000")
+    seen, one, samples = set(), 0, 0
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        s = schedulable(node, pids)
+        samples += 1
+        one += len(s) == 1
+        seen |= s
+        time.sleep(0.01)
+    expect(seen == set(pids), "every BE had a turn in 1.5 s: %r of %r" % (seen, pids))
+    expect(one >= 0.8 * samples, "one BE schedulable in %d of %d samples" % (one, samples))
+    rows = [t for t in agent_tsgs(node) if t["pid"] in pids and t["engine"] == 1]
+    expect(all(t["gate"]["rotating"] and t["state"] == "converged" for t in rows),
+           "rotating and converged: %r" % rows)
+    # Killed: the preempt agents end the rotation themselves.
+    node.stop_agent(signal.SIGKILL)
+    wait_for(lambda: schedulable(node, pids) == set(pids)
+             and all(gr_timeslice(node, pid) == [2048] for pid in pids), timeout=2, step=0.02,
+             what="every BE enabled at libcuda's 2048 after the agent was killed")
+    node.start_agent()
+    wait_for(lambda: len(schedulable(node, pids)) == 1
+             and all(gr_timeslice(node, pid) == [50] for pid in pids), timeout=20,
+             what="rotating again after the restart")
+    # Stopped: leases lapse in the preempt agents.
+    node.agent.send_signal(signal.SIGSTOP)
+    try:
+        worst, end = 0.0, time.monotonic() + 2.0
+        while time.monotonic() < end:
+            worst = max(worst, longest_disabled_ms(node, pids))
+            time.sleep(0.02)
+        expect(schedulable(node, pids) == set(pids), "every BE enabled with the agent stopped")
+        # The lease runs from the last renewal (at most a quarter lease
+        # earlier), plus scheduling slack on a loaded CI machine.
+        expect(worst < 500 + 125 + 400, "a channel stayed disabled %.0f ms" % worst)
+    finally:
+        node.agent.send_signal(signal.SIGCONT)
+    wait_for(lambda: len(schedulable(node, pids)) == 1
+             and all(gr_timeslice(node, pid) == [50] for pid in pids), timeout=20,
+             what="rotating again after SIGCONT")
+    # The LC goes: every BE enabled, back at libcuda's 2048.
+    lc.kill()
+    lc.wait()
+    wait_for(lambda: schedulable(node, pids) == set(pids)
+             and all(gr_timeslice(node, pid) == [2048] for pid in pids), timeout=10,
+             what="BEs enabled and restored after the LC left")
+
+
 SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
-             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar}
+             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar,
+             "rotate": t_rotate}
 
 
 def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):
