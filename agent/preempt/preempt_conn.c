@@ -270,25 +270,9 @@ static int pa_flush(int s)
 static rm_u32 pa_issue(int fd, const struct gq_command *c, struct pa_ctrl *ctl, rm_u32 *status,
 		       rm_u64 *elapsed_ns)
 {
-	struct rm_control_params p;
-	rm_u64 t0;
-	int ret, err;
-
-	memset(&p, 0, sizeof(p));
-	p.hClient = c->h_client;
-	p.hObject = c->h_tsg;
-	p.cmd = ctl->cmd;
-	p.params = (rm_u64)(uintptr_t)&ctl->params;
-	p.paramsSize = ctl->params_size;
-	t0 = pa_now_ns();
-	/* The real ioctl, not ours: a command is not libcuda's call. */
-	ret = pa_real_ioctl()(fd, RM_IOCTL_CONTROL, &p);
-	err = errno;
-	*elapsed_ns = pa_now_ns() - t0;
-	*status = p.status;
-	if (ret != 0)
-		return err != 0 ? (rm_u32)err : EIO;
-	return 0;
+	*elapsed_ns = 0;
+	return pa_rm_control(fd, c->h_client, c->h_tsg, ctl->cmd, &ctl->params, ctl->params_size,
+			     status, elapsed_ns);
 }
 
 static void pa_record(const struct gq_command *c, const struct pa_ctrl *ctl)

@@ -44,9 +44,8 @@ static unsigned long pa_gate_lapses; /* leases that ended without renewal */
 static rm_u64 pa_down_since_ns;       /* the connection ended then; 0: up */
 static int pa_restored;               /* this outage's restore is done */
 
-/* One control with the real ioctl. */
-static rm_u32 pa_gate_issue(int fd, rm_handle h_client, rm_handle h_object, rm_u32 cmd,
-			    void *params, rm_u32 size, rm_u32 *status, rm_u64 *elapsed_ns)
+rm_u32 pa_rm_control(int fd, rm_handle h_client, rm_handle h_object, rm_u32 cmd, void *params,
+		     rm_u32 size, rm_u32 *status, rm_u64 *elapsed_ns)
 {
 	struct rm_control_params p;
 	rm_u64 t0 = pa_now_ns();
@@ -139,7 +138,7 @@ static rm_u32 pa_gate_enable(struct pa_gate_job *j, int leased, rm_u64 lease_end
 	rm_u32 err;
 
 	j->params.bDisable = 0;
-	err = pa_gate_issue(j->fd, j->h_client, j->h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
+	err = pa_rm_control(j->fd, j->h_client, j->h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
 			    &j->params, sizeof(j->params), status, elapsed_ns);
 	if (err == 0 && (*status == RM_OK || pa_gate_gone(*status))) {
 		pa_gate_note(j->h_client, j->h_tsg, 0, leased, lease_end_ns);
@@ -164,7 +163,7 @@ static void pa_restore_timeslice(const struct pa_gate_job *j)
 
 	if (j->timeslice_us == GQ_UNKNOWN || j->timeslice_us == want)
 		return;
-	err = pa_gate_issue(j->fd, j->h_client, j->h_tsg, RM_CTRL_TSG_SET_TIMESLICE, &ts,
+	err = pa_rm_control(j->fd, j->h_client, j->h_tsg, RM_CTRL_TSG_SET_TIMESLICE, &ts,
 			    sizeof(ts), &status, &elapsed);
 	pa_info("TSG 0x%x of client 0x%x back to %u us (was %u): err %u, %s", j->h_tsg, j->h_client,
 		want, j->timeslice_us, err, rm_status_name(status));
@@ -195,13 +194,13 @@ static rm_u32 pa_gate_on(const struct gq_command *c, rm_u32 *status, rm_u64 *ela
 		pa_gate_note(c->h_client, c->h_tsg, 1, 1, lease_end);
 		return 0;
 	}
-	err = pa_gate_issue(j.fd, j.h_client, j.h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
+	err = pa_rm_control(j.fd, j.h_client, j.h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
 			    &j.params, sizeof(j.params), status, elapsed_ns);
 	if (err != 0 || *status != RM_OK)
 		return err;
 	pa_gate_note(c->h_client, c->h_tsg, 1, 1, lease_end);
 	/* Disabling does not take a TSG that is running off the engine. */
-	if (pa_gate_issue(j.fd, j.h_client, j.h_tsg, RM_CTRL_TSG_PREEMPT, &pr, sizeof(pr), &pst,
+	if (pa_rm_control(j.fd, j.h_client, j.h_tsg, RM_CTRL_TSG_PREEMPT, &pr, sizeof(pr), &pst,
 			  elapsed_ns) != 0 ||
 	    pst != RM_OK)
 		pa_debug("preempt after gating TSG 0x%x: %s", j.h_tsg, rm_status_name(pst));
