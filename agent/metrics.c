@@ -328,7 +328,7 @@ struct mrow {
 	uint32_t ts_applied, ts_desired, il_applied;
 	int32_t il_desired;
 	enum qos_class cls;
-	int counted, converged;
+	int counted, converged, rotating, gated;
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
 	char id[640]; /* its identity labels, rendered */
@@ -443,6 +443,8 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->cls = p ? p->cls : CLASS_UNMANAGED;
 		r->counted = !tsg_unverified(t);
 		r->converged = strcmp(state, "converged") == 0;
+		r->rotating = t->gate.rotate;
+		r->gated = t->gate.gated;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
 		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;
@@ -523,6 +525,14 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 		"1 when the RM holds the TSG's desired settings, else 0.");
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_converged{%s} %d\n", rows[i].id, rows[i].converged);
+	bfamily(b, "gpuqos_tsg_rotating", "gauge",
+		"1 when the TSG takes turns with the other BEs of its runlist, else 0.");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_rotating{%s} %d\n", rows[i].id, rows[i].rotating);
+	bfamily(b, "gpuqos_tsg_gated", "gauge",
+		"1 when its preempt agent reports the TSG's channels disabled, else 0.");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_gated{%s} %d\n", rows[i].id, rows[i].gated);
 }
 
 static void render_tsgs(struct mbuf *b, const struct mrow *rows, size_t n)
