@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "agent/gpuinfo.h"
 #include "agent/kube_mode.h"
+#include "common/httpd.h"
 #include "common/log.h"
 #ifdef GPUQOS_HAVE_BPF
 #include "bpf/tsgtrace_api.h"
@@ -1028,80 +1029,7 @@ void metrics_set_address(const char *addr)
 
 static int metrics_off(void)
 {
-	return !M.address[0] || strcmp(M.address, "off") == 0;
-}
-
-/* "HOST:PORT", ":PORT", "[V6]:PORT" into host ("" any) and port. */
-static int split_address(const char *s, char *host, size_t hlen, unsigned *port)
-{
-	const char *colon = strrchr(s, ':');
-	char *end;
-	unsigned long p;
-	size_t n;
-
-	if (!colon)
-		return -1;
-	p = strtoul(colon + 1, &end, 10);
-	if (colon[1] == '\0' || *end || p > 65535)
-		return -1;
-	n = (size_t)(colon - s);
-	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-		s++;
-		n -= 2;
-	}
-	if (n >= hlen)
-		return -1;
-	memcpy(host, s, n);
-	host[n] = '\0';
-	*port = (unsigned)p;
-	return 0;
-}
-
-static void __attribute__((format(printf, 2, 0))) mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[512];
-	size_t n;
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	log_warn("metrics: %s", msg);
-}
-
-#define MT_MHD_FLAGS (MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG)
-#define MT_MHD_OPTIONS                                                                    \
-	MHD_OPTION_CONNECTION_LIMIT, MT_HTTP_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,  \
-		MT_HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END
-
-static struct MHD_Daemon *start_daemon(const char *host, unsigned port)
-{
-	struct addrinfo hints = { .ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM }, *ai = NULL;
-	struct MHD_Daemon *d;
-	int rc;
-
-	if (!*host) {
-		/* Every address: IPv6 and IPv4 where the host has both. */
-		d = MHD_start_daemon(MT_MHD_FLAGS | MHD_USE_DUAL_STACK, (uint16_t)port, NULL, NULL,
-				     on_request, NULL, MT_MHD_OPTIONS);
-		if (d)
-			return d;
-		host = "0.0.0.0";
-	}
-	if ((rc = getaddrinfo(host, NULL, &hints, &ai)) != 0) {
-		log_error("metrics: address %s: %s", host, gai_strerror(rc));
-		return NULL;
-	}
-	if (ai->ai_family == AF_INET)
-		((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)port);
-	else
-		((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons((uint16_t)port);
-	d = MHD_start_daemon(MT_MHD_FLAGS | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-			     (uint16_t)port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
-			     ai->ai_addr, MT_MHD_OPTIONS);
-	freeaddrinfo(ai);
-	return d;
+	return httpd_address_off(M.address);
 }
 
 int metrics_start(struct agent *a)
@@ -1114,16 +1042,15 @@ int metrics_start(struct agent *a)
 		log_info("metrics: off");
 		return 0;
 	}
-	if (split_address(M.address, host, sizeof(host), &port) != 0) {
-		log_error("metrics: address \"%s\": want HOST:PORT, :PORT, [IPV6]:PORT or off",
-			  M.address);
+	if (httpd_split_address(M.address, host, sizeof(host), &port) != 0) {
+		log_error("metrics: address \"%s\": " HTTPD_ADDRESS_WANT, M.address);
 		return -1;
 	}
 	M.start_wall = wall_now() - (double)(now_us() - a->started_us) / 1e6;
 	atomic_store(&M.loop_us, now_us());
 	atomic_store(&M.stall_us, MT_STALL_MIN_US);
 	atomic_store(&M.ready, NOT_SYNCED);
-	M.d = start_daemon(host, port);
+	M.d = httpd_start(host, port, on_request, MT_HTTP_CONNECTIONS, MT_HTTP_TIMEOUT_S);
 	if (!M.d) {
 		log_error("metrics: cannot serve on %s; running without metrics", M.address);
 		return 0;

@@ -9,6 +9,7 @@
  */
 #include "plugin/metrics.h"
 
+#include "common/httpd.h"
 #include "common/log.h"
 #include "plugin/config.h"
 #include "plugin/devices.h"
@@ -275,89 +276,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 /* ---- start and stop ---- */
 
-/* "HOST:PORT", ":PORT", "[V6]:PORT" into host ("" any) and port. */
-static int split_address(const char *s, char *host, size_t hlen, unsigned *port)
-{
-	const char *colon = strrchr(s, ':');
-	char *end;
-	unsigned long p;
-	size_t n;
-
-	if (!colon)
-		return -1;
-	p = strtoul(colon + 1, &end, 10);
-	if (colon[1] == '\0' || *end || p > 65535)
-		return -1;
-	n = (size_t)(colon - s);
-	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-		s++;
-		n -= 2;
-	}
-	if (n >= hlen)
-		return -1;
-	memcpy(host, s, n);
-	host[n] = '\0';
-	*port = (unsigned)p;
-	return 0;
-}
-
 int pmetrics_check_address(const char *addr, char *err, size_t errlen)
 {
 	char host[200];
 	unsigned port;
 
-	if (!addr[0] || strcmp(addr, "off") == 0 ||
-	    split_address(addr, host, sizeof(host), &port) == 0)
+	if (httpd_address_off(addr) || httpd_split_address(addr, host, sizeof(host), &port) == 0)
 		return 0;
-	snprintf(err, errlen, "metrics address \"%s\": want HOST:PORT, :PORT, [IPV6]:PORT or off",
-		 addr);
+	snprintf(err, errlen, "metrics address \"%s\": " HTTPD_ADDRESS_WANT, addr);
 	return -1;
-}
-
-static void __attribute__((format(printf, 2, 0))) mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[512];
-	size_t n;
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	log_warn("metrics: %s", msg);
-}
-
-#define PM_MHD_FLAGS (MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG)
-#define PM_MHD_OPTIONS                                                                   \
-	MHD_OPTION_CONNECTION_LIMIT, PM_HTTP_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, \
-		PM_HTTP_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END
-
-static struct MHD_Daemon *start_daemon(const char *host, unsigned port)
-{
-	struct addrinfo hints = { .ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM }, *ai = NULL;
-	struct MHD_Daemon *d;
-	int rc;
-
-	if (!*host) {
-		d = MHD_start_daemon(PM_MHD_FLAGS | MHD_USE_DUAL_STACK, (uint16_t)port, NULL, NULL,
-				     on_request, NULL, PM_MHD_OPTIONS);
-		if (d)
-			return d;
-		host = "0.0.0.0"; /* no IPv6 on this host */
-	}
-	if ((rc = getaddrinfo(host, NULL, &hints, &ai)) != 0) {
-		log_error("metrics: address %s: %s", host, gai_strerror(rc));
-		return NULL;
-	}
-	if (ai->ai_family == AF_INET)
-		((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)port);
-	else
-		((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons((uint16_t)port);
-	d = MHD_start_daemon(PM_MHD_FLAGS | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-			     (uint16_t)port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
-			     ai->ai_addr, PM_MHD_OPTIONS);
-	freeaddrinfo(ai);
-	return d;
 }
 
 static double wall_now(void)
@@ -375,12 +302,12 @@ int pmetrics_start(const struct plugin_config *cfg, const struct presource *res,
 	char host[200];
 	unsigned port;
 
-	if (!addr[0] || strcmp(addr, "off") == 0) {
+	if (httpd_address_off(addr)) {
 		log_info("metrics: off");
 		return 0;
 	}
 	if (pmetrics_check_address(addr, err, errlen) < 0 ||
-	    split_address(addr, host, sizeof(host), &port) != 0)
+	    httpd_split_address(addr, host, sizeof(host), &port) != 0)
 		return -1;
 	PM.n = n < PM_MAX_RES ? n : PM_MAX_RES;
 	for (size_t i = 0; i < PM.n; i++)
@@ -388,7 +315,7 @@ int pmetrics_start(const struct plugin_config *cfg, const struct presource *res,
 	PM.sh = sh;
 	PM.mode = pcfg_mode_name(cfg->mode);
 	PM.start_wall = wall_now();
-	PM.d = start_daemon(host, port);
+	PM.d = httpd_start(host, port, on_request, PM_HTTP_CONNECTIONS, PM_HTTP_TIMEOUT_S);
 	if (!PM.d) {
 		log_error("metrics: cannot serve on %s; running without metrics", addr);
 		return 0;

@@ -10,6 +10,9 @@
  */
 #include "tests/check.h"
 
+#ifdef GPUQOS_HAVE_MHD
+#include "common/httpd.h"
+#endif
 #include "common/preemptlib.h"
 #include "common/sha256.h"
 #include "plugin/config.h"
@@ -345,6 +348,33 @@ static void test_install(void)
 	CHECK(system(p) == 0);
 }
 
+#ifdef GPUQOS_HAVE_MHD
+/* The metrics address grammar both daemons share (common/httpd.c). */
+static void test_http_address(void)
+{
+	static const struct {
+		const char *in, *host;
+		unsigned port;
+	} good[] = { { ":9402", "", 9402 }, { "127.0.0.1:0", "127.0.0.1", 0 },
+		     { "[::1]:9403", "::1", 9403 }, { "node.local:65535", "node.local", 65535 } };
+	static const char *const bad[] = { "9402", "host:", ":65536", ":12x", "", "::1:-1",
+					   ":99999999999999999999" };
+	char host[16];
+	unsigned port;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		CHECK(httpd_split_address(good[i].in, host, sizeof(host), &port) == 0);
+		CHECK(strcmp(host, good[i].host) == 0);
+		CHECK_EQ_U(port, good[i].port);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(httpd_split_address(bad[i], host, sizeof(host), &port) == -1);
+	/* A host that does not fit is refused, not cut. */
+	CHECK(httpd_split_address("a-very-long-host-name:80", host, sizeof(host), &port) == -1);
+	CHECK(httpd_address_off("") && httpd_address_off("off") && !httpd_address_off(":0"));
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && strcmp(argv[1], "install") == 0) {
@@ -364,5 +394,8 @@ int main(int argc, char **argv)
 	test_host_parsing();
 	test_sha256();
 	test_install();
+#ifdef GPUQOS_HAVE_MHD
+	test_http_address();
+#endif
 	CHECK_DONE();
 }

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * httpd.c - see httpd.h. Owns the address grammar and the daemon's
+ * options; does not own any handler or what the daemons serve.
+ */
+#include "common/httpd.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+
+int httpd_address_off(const char *s)
+{
+	return !s[0] || strcmp(s, "off") == 0;
+}
+
+int httpd_split_address(const char *s, char *host, size_t hlen, unsigned *port)
+{
+	const char *colon = strrchr(s, ':');
+	char *end;
+	unsigned long p;
+	size_t n;
+
+	if (!colon)
+		return -1;
+	p = strtoul(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end || p > 65535)
+		return -1;
+	n = (size_t)(colon - s);
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		s++;
+		n -= 2;
+	}
+	if (n >= hlen)
+		return -1;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*port = (unsigned)p;
+	return 0;
+}
+
+static void __attribute__((format(printf, 2, 0))) httpd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_warn("metrics: %s", msg);
+}
+
+#define HTTPD_FLAGS (MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG)
+
+/* The logger comes first: libmicrohttpd reports problems with the options
+ * after it through it, and warns on stderr when it is not first. */
+static struct MHD_Daemon *httpd_daemon(unsigned flags, unsigned port,
+				       MHD_AccessHandlerCallback handler, unsigned connections,
+				       unsigned timeout_s, const struct sockaddr *sa)
+{
+	if (sa)
+		return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, NULL,
+					MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
+					MHD_OPTION_CONNECTION_LIMIT, connections,
+					MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+					MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_END);
+	return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, NULL,
+				MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
+				MHD_OPTION_CONNECTION_LIMIT, connections,
+				MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_END);
+}
+
+struct MHD_Daemon *httpd_start(const char *host, unsigned port, MHD_AccessHandlerCallback handler,
+			       unsigned connections, unsigned timeout_s)
+{
+	struct addrinfo hints = { .ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	struct MHD_Daemon *d;
+	int rc;
+
+	if (!*host) {
+		/* Every address: IPv6 and IPv4 where the host has both. */
+		d = httpd_daemon(HTTPD_FLAGS | MHD_USE_DUAL_STACK, port, handler, connections,
+				 timeout_s, NULL);
+		if (d)
+			return d;
+		host = "0.0.0.0"; /* no IPv6 on this host */
+	}
+	if ((rc = getaddrinfo(host, NULL, &hints, &ai)) != 0) {
+		log_error("metrics: address %s: %s", host, gai_strerror(rc));
+		return NULL;
+	}
+	if (ai->ai_family == AF_INET)
+		((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons((uint16_t)port);
+	d = httpd_daemon(HTTPD_FLAGS | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0), port, handler,
+			 connections, timeout_s, ai->ai_addr);
+	freeaddrinfo(ai);
+	return d;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * httpd.h - the HTTP server plumbing the node agent's and the device
+ * plugin's metrics share (libmicrohttpd): the listen address they accept
+ * and starting a daemon on it. What is served is each caller's own.
+ */
+#ifndef GPUQOS_COMMON_HTTPD_H
+#define GPUQOS_COMMON_HTTPD_H
+
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+/* The one sentence every caller gives for an address it refuses. */
+#define HTTPD_ADDRESS_WANT "want HOST:PORT, :PORT, [IPV6]:PORT or off"
+
+/* Serving is off: the address is empty or "off". */
+int httpd_address_off(const char *s);
+
+/* "HOST:PORT", ":PORT", "[V6]:PORT" into host ("" any) and port. 0, or -1
+ * for anything else (no port, a port over 65535, a host of hlen or more
+ * bytes). */
+int httpd_split_address(const char *s, char *host, size_t hlen, unsigned *port);
+
+/* A daemon with its own polling thread serving handler on host:port (host
+ * "" means every address, IPv6 and IPv4 where the host has both), at most
+ * connections at once, each closed after timeout_s idle. libmicrohttpd's
+ * own messages go to the log as warnings. NULL (logged) when it cannot. */
+struct MHD_Daemon *httpd_start(const char *host, unsigned port, MHD_AccessHandlerCallback handler,
+			       unsigned connections, unsigned timeout_s);
+
+#endif
