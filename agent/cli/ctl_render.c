@@ -29,6 +29,7 @@ struct tsg_view {
 	/* shown by `show` only */
 	const char *class_source, *client, *tsg, *reason, *last_op;
 	struct oint last_status, elapsed;
+	int has_gate, rotating, gate_desired, gate_applied;
 };
 
 struct proc_view {
@@ -76,7 +77,7 @@ static int is_object(struct jerr *e, const cJSON *o, const char *where)
 static void parse_tsg_nested(struct jerr *e, const cJSON *o, const char *w,
 			     struct tsg_view *v)
 {
-	const cJSON *ts, *il;
+	const cJSON *ts, *il, *gate;
 	char w2[80];
 
 	if (j_obj(e, o, w, "timeslice", J_REQ, &ts) > 0) {
@@ -89,6 +90,13 @@ static void parse_tsg_nested(struct jerr *e, const cJSON *o, const char *w,
 		snprintf(w2, sizeof(w2), "%s.interleave", w);
 		oint_get(e, il, w2, "desired", J_NULL, &v->il_desired);
 		oint_get(e, il, w2, "applied", J_NULL, &v->il_applied);
+	}
+	/* Agents before rotation have no "gate". */
+	if (j_obj(e, o, w, "gate", J_ANY, &gate) > 0) {
+		snprintf(w2, sizeof(w2), "%s.gate", w);
+		v->has_gate = j_bool(e, gate, w2, "rotating", J_REQ, &v->rotating) > 0;
+		j_bool(e, gate, w2, "desired", J_REQ, &v->gate_desired);
+		j_bool(e, gate, w2, "applied", J_REQ, &v->gate_applied);
 	}
 }
 
@@ -337,6 +345,13 @@ static void show_tsg_detail(FILE *out, const struct tsg_view *v)
 	detail(out, "class", buf);
 	detail(out, "state", v->state);
 	detail(out, "reason", v->reason);
+	if (v->has_gate && (v->rotating || v->gate_applied))
+		detail(out, "rotation",
+		       !v->rotating      ? "out of it, channels still disabled"
+		       : v->gate_applied ? (v->gate_desired ? "gated: another BE's turn"
+							: "gated, its turn next")
+		       : v->gate_desired ? "its turn is over, gate on its way"
+					 : "its turn: schedulable");
 	fmt_oint(a, sizeof(a), &v->ts_applied, "?");
 	fmt_oint(d, sizeof(d), &v->ts_desired, "-");
 	fmt_oint(b, sizeof(b), &v->ts_baseline, "?");

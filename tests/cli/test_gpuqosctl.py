@@ -224,6 +224,20 @@ def t_table(env):
               "SET_TIMESLICE: NV_OK, 212 µs", "/usr/bin/python3.11",
               "/kubepods/besteffort/pod1/abc", "connected"]:
         check(s in out, f"show: {s!r} missing from\n{out}")
+    check("rotation" not in out, f"show: a TSG outside any rotation says nothing of it\n{out}")
+    for desired, applied, says in [(True, True, "gated: another BE's turn"),
+                                   (False, False, "its turn: schedulable"),
+                                   (False, True, "gated, its turn next")]:
+        gated = tsg(gate={"rotating": True, "desired": desired, "applied": applied,
+                          "possible": True})
+        rc, out, err, _ = env.run("show", "1234", answer=line(
+            {"ok": True, "agent": AGENT, "tsgs": [gated], "processes": [PROCS[0]]}))
+        check(rc == 0 and says in out, f"show: rotation {says!r} missing from\n{out}{err}")
+    rc, out, err, _ = env.run("show", "1234", answer=line(
+        {"ok": True, "agent": AGENT, "processes": [PROCS[0]],
+         "tsgs": [tsg(gate={"rotating": "yes", "desired": False, "applied": False})]}))
+    check(rc != 0 and "tsgs[0].gate" in err and "rotating" in err,
+          f"show: a bad gate object is refused: {out}{err}")
 
     rc, out, err, _ = env.run("get-timeslice", "1234", answer=RESULTS)
     names, rows = parse_table(out, "TSG")
