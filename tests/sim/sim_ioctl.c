@@ -338,6 +338,9 @@ static int sim_control_run(struct sim_icall *ic, struct rm_control_params *p, vo
 	sim_inject_lookup(ic->ctx->inj, p->cmd, &latency_us, &inj);
 	if (latency_us && sim_sleep_us(ic, latency_us))
 		return -EINTR;
+	/* A channel is disabled from when the model applies the call, not
+	 * from before an injected latency. */
+	ic->call.t_us = sim_mono_us() - ic->ctx->start_us;
 	*st = sim_rm_control(ic->ctx->rm, &ic->call, p->hClient, p->hObject, p->cmd, params,
 			     p->paramsSize, &inj);
 	if (*st == RM_OK && p->cmd == RM_CTRL_TSG_PREEMPT &&

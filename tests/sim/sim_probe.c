@@ -2,14 +2,16 @@
 /*
  * sim_probe.c - RM calls the simulator tests need and fakecuda does not
  * make: ownership across open(), dup(), fork() and pidfd_getfd(), release
- * on last close, interleave permissions, malformed ioctls.
+ * on last close, interleave permissions, malformed ioctls, and
+ * DISABLE_CHANNELS with whatever parameters a test asks for.
  *
- *   sim_probe ownership|release|interleave|malformed MOUNTDIR [LEVEL]
+ *   sim_probe ownership|release|interleave|malformed|disable MOUNTDIR [LEVEL]
  *
  * Owns: issuing the calls and printing one JSON line per case
  * ({"case","errno","status"[,"value"|"present"]}). Does not own the
  * expectations: test_sim.py compares the lines with what docs/rm-facts.md says.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -25,6 +27,7 @@
 #include "abi/rm_abi.h"
 
 #define PR_DEVICE 0x5c000001u
+#define PR_SUBDEVICE 0x5c000002u
 #define PR_TSG 0x5c000010u
 #define PR_CHANNEL 0x5c000020u
 
@@ -496,11 +499,126 @@ static void pr_malformed(void)
 	close(fd);
 }
 
+/* ---------------- DISABLE_CHANNELS ---------------- */
+
+/* The parameter block with room past its end, so a test can send a
+ * paramsSize larger than the structure. */
+#define PR_DISABLE_BUF 1024u
+#define PR_DISABLE_CHANNEL2 0x5c000021u
+
+union pr_disable_buf {
+	struct rm_disable_channels d;
+	unsigned char raw[PR_DISABLE_BUF];
+};
+
+/* One number of a command line (any base strtoull takes), at most max;
+ * exits with a usage error otherwise. */
+static unsigned long long pr_number(char **cur, unsigned long long max)
+{
+	char *p = *cur, *end;
+
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p == '\0' || *p == '-')
+		goto bad;
+	errno = 0;
+	unsigned long long v = strtoull(p, &end, 0);
+	if (errno || end == p || (*end && !isspace((unsigned char)*end)) || v > max)
+		goto bad;
+	*cur = end;
+	return v;
+bad:
+	fprintf(stderr, "sim_probe: bad number at \"%s\"\n", p);
+	exit(2);
+}
+
+static int pr_line_done(char *p)
+{
+	while (isspace((unsigned char)*p))
+		p++;
+	return *p == '\0';
+}
+
+/* "disable FD OBJECT SIZE EVENT BDISABLE ONLY NUM [CLIENT CHANNEL]...":
+ * DISABLE_CHANNELS through open file FD (1 or 2) on OBJECT of the
+ * probe's own client. NUM is sent as it is; the pairs fill the lists
+ * from index 0 (at most 64), the rest stay zero. */
+static void pr_disable_cmd(const int fds[2], rm_handle c, char *args)
+{
+	union pr_disable_buf b;
+
+	memset(&b, 0, sizeof(b));
+	unsigned fdi = (unsigned)pr_number(&args, 2);
+	if (fdi == 0) {
+		fprintf(stderr, "sim_probe: FD must be 1 or 2\n");
+		exit(2);
+	}
+	rm_handle obj = (rm_handle)pr_number(&args, UINT32_MAX);
+	rm_u32 size = (rm_u32)pr_number(&args, PR_DISABLE_BUF);
+	b.d.pRunlistPreemptEvent = pr_number(&args, UINT64_MAX);
+	b.d.bDisable = (rm_u8)pr_number(&args, UINT8_MAX);
+	b.d.bOnlyDisableScheduling = (rm_u8)pr_number(&args, UINT8_MAX);
+	b.d.numChannels = (rm_u32)pr_number(&args, UINT32_MAX);
+	for (unsigned i = 0; !pr_line_done(args); i++) {
+		if (i == RM_DISABLE_CHANNELS_MAX) {
+			fprintf(stderr, "sim_probe: more than %u pairs\n", RM_DISABLE_CHANNELS_MAX);
+			exit(2);
+		}
+		b.d.hClientList[i] = (rm_handle)pr_number(&args, UINT32_MAX);
+		b.d.hChannelList[i] = (rm_handle)pr_number(&args, UINT32_MAX);
+	}
+	pr_report("disable", pr_control(fds[fdi - 1], c, obj, RM_CTRL_FIFO_DISABLE_CHANNELS,
+					(rm_u64)(uintptr_t)&b, size));
+}
+
+/* Two open files, each with a client (device, GR TSG, channel); the
+ * first also has a subdevice and a second channel. Prints the handles,
+ * then runs one command per line of stdin, printing one result line
+ * each: "disable ..." (above), "free HANDLE" (an object of the first
+ * client), "quit". The test reads the state between commands. */
+static void pr_disable(void)
+{
+	int fds[2] = { pr_open(), pr_open() };
+	rm_handle c = pr_setup(fds[0]), other = pr_setup(fds[1]);
+	rm_handle sub = PR_SUBDEVICE, ch2 = PR_DISABLE_CHANNEL2;
+	struct pr_res r = pr_alloc(fds[0], c, PR_DEVICE, &sub, RM_CLASS_SUBDEVICE, NULL, 0);
+	if (!r.err && !r.status)
+		r = pr_alloc(fds[0], c, PR_TSG, &ch2, RM_CLASS_HOPPER_GPFIFO, NULL, 0);
+	if (r.err || r.status) {
+		fprintf(stderr, "sim_probe: setup failed: errno %d, status 0x%02x\n", r.err,
+			r.status);
+		exit(1);
+	}
+	printf("{\"case\":\"setup\",\"client\":\"0x%08x\",\"device\":\"0x%08x\","
+	       "\"subdevice\":\"0x%08x\",\"tsg\":\"0x%08x\",\"channels\":[\"0x%08x\",\"0x%08x\"],"
+	       "\"other_client\":\"0x%08x\",\"other_channel\":\"0x%08x\"}\n",
+	       c, PR_DEVICE, sub, PR_TSG, PR_CHANNEL, ch2, other, PR_CHANNEL);
+	fflush(stdout);
+
+	char line[4096];
+	while (fgets(line, sizeof(line), stdin)) {
+		if (strncmp(line, "disable ", 8) == 0) {
+			pr_disable_cmd(fds, c, line + 8);
+		} else if (strncmp(line, "free ", 5) == 0) {
+			char *args = line + 5;
+			rm_handle h = (rm_handle)pr_number(&args, UINT32_MAX);
+			pr_report("free", pr_free(fds[0], c, h));
+		} else if (pr_line_done(line) || strncmp(line, "quit", 4) == 0) {
+			break;
+		} else {
+			fprintf(stderr, "sim_probe: unknown command: %s", line);
+			exit(2);
+		}
+	}
+	close(fds[1]);
+	close(fds[0]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: sim_probe ownership|release|interleave|malformed MOUNTDIR "
-				"[LEVEL]\n");
+		fprintf(stderr, "usage: sim_probe ownership|release|interleave|malformed|disable "
+				"MOUNTDIR [LEVEL]\n");
 		return 2;
 	}
 	pr_mount = argv[2];
@@ -513,6 +631,8 @@ int main(int argc, char **argv)
 		pr_interleave(argc > 3 ? (unsigned)atoi(argv[3]) : RM_INTERLEAVE_HIGH);
 	else if (strcmp(argv[1], "malformed") == 0)
 		pr_malformed();
+	else if (strcmp(argv[1], "disable") == 0)
+		pr_disable();
 	else {
 		fprintf(stderr, "sim_probe: unknown mode %s\n", argv[1]);
 		return 2;

@@ -36,7 +36,7 @@ struct sim_rm;
 struct sim_call {
 	uint64_t fh;
 	int privileged;
-	uint64_t t_us; /* when the call arrived, on the log's clock */
+	uint64_t t_us; /* when the model runs the call, on the log's clock */
 };
 
 /* What the control layer was told to do instead of the real thing. */

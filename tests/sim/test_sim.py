@@ -576,10 +576,189 @@ def case_teardown(b):
         check(sim.proc.returncode == 0, "gpuqos-sim exited with %d" % sim.proc.returncode)
 
 
+# --------------------------------------------------------------------------
+# DISABLE_CHANNELS (channel gating)
+# --------------------------------------------------------------------------
+
+DISABLE_CHANNELS = 0x2080110B
+DISABLE_SIZE = 536
+
+
+class DisableProbe:
+    """sim_probe disable: its own client on open file 1, another client on
+    open file 2; one DISABLE_CHANNELS (or free) per request."""
+
+    def __init__(self, sim):
+        cmd = [os.path.join(sim.bindir, "sim_probe"), "disable", sim.mnt]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
+        sim.background.append(self.p)
+        self.setup = self._reply()
+        check(self.setup["case"] == "setup", "sim_probe disable setup: %r" % self.setup)
+
+    def _reply(self):
+        line = self.p.stdout.readline()
+        if not line:
+            self.p.wait(timeout=10)
+            raise Failure("sim_probe disable exited %s: %s" % (self.p.returncode,
+                                                               self.p.stderr.read()))
+        return json.loads(line)
+
+    def ask(self, text):
+        self.p.stdin.write(text + "\n")
+        self.p.stdin.flush()
+        r = self._reply()
+        return r["errno"], hexint(r["status"])
+
+    def disable(self, pairs, disable=1, only=0, num=None, fd=1, obj=None, size=DISABLE_SIZE,
+                event=0):
+        """pairs: (client, channel) hex strings or ints."""
+        obj = self.setup["subdevice"] if obj is None else obj
+        num = len(pairs) if num is None else num
+        words = ["disable", fd, obj, size, event, disable, only, num]
+        for c, ch in pairs:
+            words += [c, ch]
+        return self.ask(" ".join(str(w) for w in words))
+
+    def end(self):
+        self.p.stdin.write("quit\n")
+        self.p.stdin.close()
+        self.p.wait(timeout=10)
+        err = self.p.stderr.read()
+        check(self.p.returncode == 0, "sim_probe disable exited %d: %s" % (self.p.returncode, err))
+
+
+def channel(state, client, handle):
+    found = [c for c in state["channels"] if c["client"] == client and c["handle"] == handle]
+    check(len(found) == 1, "channel %s of %s in the state" % (handle, client))
+    return found[0]
+
+
+def tsg_of(state, client, handle):
+    found = [t for t in state["tsgs"] if t["client"] == client and t["handle"] == handle]
+    check(len(found) == 1, "TSG %s of %s in the state" % (handle, client))
+    return found[0]
+
+
+def disable_refusals(sim, pr):
+    """Every refusal answers its status and changes nothing."""
+    su = pr.setup
+    own = [(su["client"], ch) for ch in su["channels"]]
+    foreign = (su["other_client"], su["other_channel"])
+    before = normalized_state(sim.state())
+    cases = {
+        "on the TSG": (pr.disable(own, obj=su["tsg"]), 0x56),
+        "on the device": (pr.disable(own, obj=su["device"]), 0x56),
+        "on the client": (pr.disable(own, obj=su["client"]), 0x56),
+        "on a channel": (pr.disable(own, obj=su["channels"][0]), 0x56),
+        "size 535": (pr.disable(own, size=535), 0x3a),
+        "size 537": (pr.disable(own, size=537), 0x3a),
+        "size 0": (pr.disable(own, size=0), 0x1f),  # a pointer without a size
+        "an event": (pr.disable(own, event=0x1000), 0x1b),
+        "65 channels": (pr.disable(own, num=65), 0x1f),
+        "0xffffffff channels": (pr.disable(own, num=0xFFFFFFFF), 0x1f),
+        "another file's client": (pr.disable(own + [foreign]), 0x23),
+        "another file's client first": (pr.disable([foreign] + own), 0x23),
+        "an unknown client": (pr.disable(own + [("0x12345678", su["channels"][0])]), 0x23),
+        "an unknown channel": (pr.disable(own + [(su["client"], "0x5c0000ee")]), 0x33),
+        "a TSG for a channel": (pr.disable(own + [(su["client"], su["tsg"])]), 0x33),
+        "the subdevice for a channel": (pr.disable([(su["client"], su["subdevice"])]), 0x33),
+        "a zero entry within numChannels": (pr.disable(own, num=3), 0x23),
+        "through another open file": (pr.disable(own, fd=2), 0x23),
+    }
+    sim.control("fail 2080110b 65 1")
+    cases["an injected failure"] = (pr.disable(own), 0x65)
+    for name, (got, want) in cases.items():
+        check(got == (0, want), "%s: errno/status %r, want (0, 0x%x)" % (name, got, want))
+    check(normalized_state(sim.state()) == before, "a refused call changed the state")
+    log = [e for e in controls(sim.log(), DISABLE_CHANNELS) if e["status"] == "0x3a"]
+    check(len(log) == 2 and all("bDisable" not in e["params"] for e in log),
+          "a wrong-sized block is not logged as parameters: %r" % log)
+
+
+def disable_own(sim, pr):
+    su = pr.setup
+    c, (ch0, ch1) = su["client"], su["channels"]
+    s = sim.state()
+    check(isinstance(s["t_us"], int) and s["t_us"] > 0, "the state's t_us: %r" % s.get("t_us"))
+    for ch in (ch0, ch1):
+        check({k: channel(s, c, ch)[k] for k in ("enabled", "disables", "enables",
+                                                  "disabled_since_us")} ==
+              {"enabled": True, "disables": 0, "enables": 0, "disabled_since_us": None},
+              "a new channel is enabled: %r" % channel(s, c, ch))
+    check(tsg_of(s, c, su["tsg"])["channels_disabled"] == 0, "no channel disabled yet")
+
+    check(pr.disable([(c, ch0), (c, ch1)]) == (0, 0), "disabling own channels")
+    rec = controls(sim.log(), DISABLE_CHANNELS)[-1]
+    check(rec["status"] == "0x00" and rec["object"] == su["subdevice"] and
+          rec["params"] == {"bDisable": 1, "numChannels": 2, "bOnlyDisableScheduling": 0,
+                            "hClient0": hexint(c), "hChannel0": hexint(ch0),
+                            "hClient1": hexint(c), "hChannel1": hexint(ch1)},
+          "the disable's log record: %r" % rec)
+    check(rec["dur_us"] >= 500, "a disable takes at least 500 us: %r" % rec)
+    s = sim.state()
+    for ch in (ch0, ch1):
+        x = channel(s, c, ch)
+        check(not x["enabled"] and x["disables"] == 1 and x["enables"] == 0 and
+              not x["onlyScheduling"], "disabled: %r" % x)
+        check(rec["t_us"] <= x["disabled_since_us"] <= s["t_us"],
+              "disabled since %r, call at %d, snapshot at %d" %
+              (x["disabled_since_us"], rec["t_us"], s["t_us"]))
+    since = channel(s, c, ch0)["disabled_since_us"]
+    check(tsg_of(s, c, su["tsg"])["channels_disabled"] == 2, "the TSG counts 2 disabled")
+    check(channel(s, su["other_client"], su["other_channel"])["enabled"],
+          "the other file's channel is untouched")
+
+    # Again, scheduling only: counted, still disabled since the first.
+    check(pr.disable([(c, ch0)], only=1) == (0, 0), "disabling a disabled channel")
+    x = channel(sim.state(), c, ch0)
+    check(x["disables"] == 2 and x["onlyScheduling"] and x["disabled_since_us"] == since,
+          "a second disable: %r" % x)
+    # Enabling one, with an injected latency on top of the modelled one.
+    sim.control("latency 2080110b 20000")
+    check(pr.disable([(c, ch1)], disable=0) == (0, 0), "enabling a channel")
+    sim.control("clear")
+    rec = controls(sim.log(), DISABLE_CHANNELS)[-1]
+    check(rec["params"]["bDisable"] == 0 and rec["dur_us"] >= 20400,
+          "the enable's record: %r" % rec)
+    s = sim.state()
+    x = channel(s, c, ch1)
+    check(x["enabled"] and x["enables"] == 1 and x["disables"] == 1 and
+          x["disabled_since_us"] is None, "enabled again: %r" % x)
+    check(tsg_of(s, c, su["tsg"])["channels_disabled"] == 1, "the TSG counts 1 disabled")
+    check(pr.disable([(c, ch1)], disable=0) == (0, 0), "enabling an enabled channel")
+    x = channel(sim.state(), c, ch1)
+    check(x["enabled"] and x["enables"] == 2, "a second enable is counted: %r" % x)
+
+
+def disable_free(sim, pr):
+    """Freeing the TSG of a disabled channel takes the channel's state along."""
+    su = pr.setup
+    c = su["client"]
+    check(not channel(sim.state(), c, su["channels"][0])["enabled"], "ch0 still disabled")
+    check(pr.ask("free %s" % su["tsg"]) == (0, 0), "freeing the TSG")
+    s = sim.state()
+    check(not [x for x in s["channels"] if x["client"] == c], "the channels went with their TSG")
+    check(not [t for t in s["tsgs"] if t["client"] == c], "the TSG is gone")
+    check(all(x["enabled"] for x in s["channels"]), "no disabled channel is left")
+    # Nothing of it is left to name.
+    check(pr.disable([(c, su["channels"][0])]) == (0, 0x33), "a freed channel is unknown")
+
+
+def case_disable(b):
+    with Sim(b) as sim:
+        pr = DisableProbe(sim)
+        disable_refusals(sim, pr)
+        disable_own(sim, pr)
+        disable_free(sim, pr)
+        pr.end()
+        sim.wait_empty()
+
+
 CASES = {
     "basic": case_basic, "forms": case_forms, "ownership": case_ownership,
     "release": case_release, "interleave": case_interleave, "inject": case_inject,
-    "malformed": case_malformed, "fork": case_fork,
+    "malformed": case_malformed, "fork": case_fork, "disable": case_disable,
     "replay_micro": case_replay_micro, "replay_resnet50": case_replay_resnet50,
     "replay_contexts": case_replay_contexts, "replay_fork": case_replay_fork,
     "replay_exit": case_replay_exit, "teardown": case_teardown,

@@ -4,9 +4,10 @@
  * grammar, without FUSE, root or a mount: ownership per open file, handle
  * generation, parent rules, cascading frees (and the free of an unknown
  * object, NV_OK as on the real RM), TSG control statuses, the GPU
- * identity controls.
+ * identity controls, channel gating (DISABLE_CHANNELS).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,6 +259,20 @@ static void test_disable_channels(void)
 	/* Freeing the TSG takes its disabled channel with it. */
 	struct rm_free_params fp = { .hRoot = c, .hObjectOld = t };
 	CHECK_EQ_U(sim_rm_free(rm, &a, &fp), RM_OK);
+	CHECK(!state_has(rm, "\"enabled\":false"));
+	CHECK(!state_has(rm, "\"disables\":2"));
+	/* The same handles again start enabled, with no counts. */
+	CHECK_EQ_U(alloc(rm, &a, c, dev, &t, RM_CLASS_TSG, &tp, sizeof(tp)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, c, t, &ch0, RM_CLASS_HOPPER_GPFIFO, NULL, 0), RM_OK);
+	CHECK(!state_has(rm, "\"disables\":2"));
+	char want[160];
+	snprintf(want, sizeof(want), "\"client\":\"0x%08x\",\"parent\":\"0x%08x\",\"class\":"
+		 "\"0xc86f\",\"enabled\":true,\"disables\":0,\"enables\":0", c, t);
+	CHECK(state_has(rm, want));
+	/* numChannels 0 is NV_OK and touches nothing. */
+	d.numChannels = 0;
+	d.bDisable = 1;
+	CHECK_EQ_U(ctrl(rm, &a, c, sub, RM_CTRL_FIFO_DISABLE_CHANNELS, &d, sizeof(d)), RM_OK);
 	CHECK(!state_has(rm, "\"enabled\":false"));
 	sim_rm_destroy(rm);
 }
