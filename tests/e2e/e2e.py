@@ -984,13 +984,53 @@ def t_rotate(node):
              what="BEs enabled and restored after the LC left")
 
 
+def t_busy_lc(node):
+    """busyLcPercent: an LC process that keeps a CPU busy leaves its BE at
+    baseline (and says why); one that sleeps does not; with the rule off
+    (the default) a busy LC shortens its BE like any other."""
+    node.start_agent(config={"version": 1, "busyLcPercent": 80})
+    be = node.workload("be", ["--hold", "30"])
+    lc = node.workload("lc", ["--hold", "30", "--busy"])
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="LC at 100000")
+    wait_for(lambda: any(p["pid"] == lc.pid and p["alwaysBusy"]
+                         for p in node.ctl("list")["processes"]),
+             timeout=10, what="the spinning LC counted as always busy")
+    row = next(p for p in node.ctl("list")["processes"] if p["pid"] == lc.pid)
+    expect(row["cpuBusyPercent"] >= 80, "its CPU use: %r" % row)
+    wait_for(lambda: gr_timeslice(node, be.pid) == [2048], timeout=5,
+             what="the BE at baseline beside an always-busy LC")
+    t = next(t for t in agent_tsgs(node, be.pid) if t["engine"] == 1)
+    expect("always-busy LC" in t["reason"], "reason: %r" % t)
+    lc.kill()
+    lc.wait()
+    # An LC that sleeps between requests shortens its BE.
+    lc2 = node.workload("lc", ["--hold", "30"])
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50], timeout=10, what="BE at 50")
+    time.sleep(1.5)  # the reading settles: still not busy
+    row = next(p for p in node.ctl("list")["processes"] if p["pid"] == lc2.pid)
+    expect(not row["alwaysBusy"] and row["cpuBusyPercent"] is not None
+           and row["cpuBusyPercent"] < 50, "a sleeping LC: %r" % row)
+    expect(gr_timeslice(node, be.pid) == [50], "BE still at 50")
+    lc2.kill()
+    lc2.wait()
+    # The rule off: a spinning LC is not read at all.
+    node.stop_agent()
+    node.start_agent()
+    lc3 = node.workload("lc", ["--hold", "30", "--busy"])
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50], timeout=10, what="BE at 50, rule off")
+    time.sleep(2.0)
+    row = next(p for p in node.ctl("list")["processes"] if p["pid"] == lc3.pid)
+    expect(not row["alwaysBusy"] and row["cpuBusyPercent"] is None, "rule off: %r" % row)
+    expect(gr_timeslice(node, be.pid) == [50], "BE still at 50 with the rule off")
+
+
 SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
              "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar,
-             "rotate": t_rotate}
+             "rotate": t_rotate, "busy_lc": t_busy_lc}
 
 
 def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):

@@ -45,6 +45,7 @@ struct fc_opts {
 	unsigned set_delay_ms;
 	double hold_s;
 	unsigned poll_ms;
+	int busy; /* spin while holding: stands for an always-busy (launch-bound) LC */
 	int fork;
 	int exit_without_free;
 	int print_state;
@@ -262,6 +263,8 @@ static void fc_hold(struct fc *f)
 			fc_read_back(f);
 			next_poll = fc_now_s() + f->o.poll_ms / 1000.0;
 		}
+		if (f->o.busy)
+			continue;
 		struct timespec d = { 0, 5 * 1000000 };
 		nanosleep(&d, NULL);
 	}
@@ -292,7 +295,7 @@ static void fc_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: fakecuda [--dev PATH] [--gpu N] [--contexts N] [--form 64|21|xfer]\n"
-		"                [--libcuda-set gr|end|none] [--set-delay-ms N] [--hold SECONDS]\n"
+		"                [--libcuda-set gr|end|none] [--set-delay-ms N] [--hold SECONDS] [--busy]\n"
 		"                [--poll-ms N] [--wait-file PATH] [--fork] [--exit-without-free]\n"
 		"                [--print-state]\n"
 		"The device defaults to $GPUQOS_NVIDIACTL, else /dev/nvidiactl.\n");
@@ -312,7 +315,9 @@ static unsigned fc_uint(const char *opt, const char *v, unsigned max)
 
 static int fc_flag(struct fc_opts *o, const char *a)
 {
-	if (strcmp(a, "--fork") == 0)
+	if (strcmp(a, "--busy") == 0)
+		o->busy = 1;
+	else if (strcmp(a, "--fork") == 0)
 		o->fork = 1;
 	else if (strcmp(a, "--exit-without-free") == 0)
 		o->exit_without_free = 1;
