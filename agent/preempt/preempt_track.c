@@ -208,16 +208,12 @@ static void pa_emit_if_changed(const struct pa_tsg *g, rm_u32 old_flags, pa_emit
 		pa_emit_tsg(g, PA_EV_TSG, emit, ctx);
 }
 
-/* DISABLE_CHANNELS is a subdevice control: the first subdevice of a device
- * is the one gating uses for that device's TSGs. */
-static void pa_add_subdevice(struct pa_track *t, const struct rm_alloc_view *v, pa_emit_fn *emit,
-			     void *ctx)
+/* The subdevice gating uses for d's TSGs (0: none); each TSG keeps a copy
+ * so its flags and a gate need no device lookup. */
+static void pa_device_subdevice(struct pa_track *t, struct pa_device *d, rm_handle h,
+				pa_emit_fn *emit, void *ctx)
 {
-	struct pa_device *d = pa_device_find(t, v->hRoot, v->hObjectParent);
-
-	if (d == NULL || d->h_subdevice != 0)
-		return;
-	d->h_subdevice = v->hObjectNew;
+	d->h_subdevice = h;
 	for (unsigned i = 0; i < t->tsg_hi; i++) {
 		struct pa_tsg *g = &t->tsgs[i];
 		rm_u32 old;
@@ -225,9 +221,20 @@ static void pa_add_subdevice(struct pa_track *t, const struct rm_alloc_view *v, 
 		if (!g->used || g->h_client != d->h_client || g->h_device != d->h)
 			continue;
 		old = pa_tsg_flags(g);
-		g->h_subdevice = d->h_subdevice;
+		g->h_subdevice = h;
 		pa_emit_if_changed(g, old, emit, ctx);
 	}
+}
+
+/* DISABLE_CHANNELS is a subdevice control: the first subdevice of a device
+ * is the one gating uses for that device's TSGs. */
+static void pa_add_subdevice(struct pa_track *t, const struct rm_alloc_view *v, pa_emit_fn *emit,
+			     void *ctx)
+{
+	struct pa_device *d = pa_device_find(t, v->hRoot, v->hObjectParent);
+
+	if (d != NULL && d->h_subdevice == 0)
+		pa_device_subdevice(t, d, v->hObjectNew, emit, ctx);
 }
 
 static void pa_add_channel(struct pa_track *t, const struct rm_alloc_view *v, pa_emit_fn *emit,
@@ -246,18 +253,23 @@ static void pa_add_channel(struct pa_track *t, const struct rm_alloc_view *v, pa
 	pa_emit_if_changed(g, old, emit, ctx);
 }
 
-/* A freed channel: forget it in its TSG. Returns 1 if it was one. */
-static int pa_drop_channel(struct pa_track *t, rm_handle h_client, rm_handle h)
+/* A freed channel: forget it in its TSG (reported when that leaves the
+ * TSG without channels). Returns 1 if it was one. */
+static int pa_drop_channel(struct pa_track *t, rm_handle h_client, rm_handle h, pa_emit_fn *emit,
+			   void *ctx)
 {
 	for (unsigned i = 0; i < t->tsg_hi; i++) {
 		struct pa_tsg *g = &t->tsgs[i];
+		rm_u32 old;
 
 		if (!g->used || g->h_client != h_client)
 			continue;
+		old = pa_tsg_flags(g);
 		for (unsigned k = 0; k < g->nchans; k++) {
 			if (g->chans[k] != h)
 				continue;
 			g->chans[k] = g->chans[--g->nchans];
+			pa_emit_if_changed(g, old, emit, ctx);
 			return 1;
 		}
 	}
@@ -366,19 +378,8 @@ static void pa_drop_subdevice(struct pa_track *t, rm_handle h_client, rm_handle 
 	for (unsigned i = 0; i < t->device_hi; i++) {
 		struct pa_device *d = &t->devices[i];
 
-		if (!d->used || d->h_client != h_client || d->h_subdevice != h)
-			continue;
-		d->h_subdevice = 0;
-		for (unsigned k = 0; k < t->tsg_hi; k++) {
-			struct pa_tsg *g = &t->tsgs[k];
-			rm_u32 old;
-
-			if (!g->used || g->h_client != h_client || g->h_device != d->h)
-				continue;
-			old = pa_tsg_flags(g);
-			g->h_subdevice = 0;
-			pa_emit_if_changed(g, old, emit, ctx);
-		}
+		if (d->used && d->h_client == h_client && d->h_subdevice == h)
+			pa_device_subdevice(t, d, 0, emit, ctx);
 	}
 }
 
@@ -404,7 +405,7 @@ static void pa_apply_free(struct pa_track *t, const struct rm_free_params *p, pa
 		pa_drop_tsg(t, g, emit, ctx);
 		return;
 	}
-	if (!pa_drop_channel(t, p->hRoot, p->hObjectOld))
+	if (!pa_drop_channel(t, p->hRoot, p->hObjectOld, emit, ctx))
 		pa_drop_subdevice(t, p->hRoot, p->hObjectOld, emit, ctx);
 }
 

@@ -592,7 +592,11 @@ def sc_gate(args, tmp):
     conn.take(HELLO)
     take_flags(conn, 0)
     conn.take(SYNCED)
-    # Freeing the channel makes the TSG ungateable again.
+    # Freeing its only channel makes the TSG ungateable again, and says so.
+    w.expect("free channel 0 00", "free channel 0 ret=0 status=0x0")
+    take_flags(conn, TSG_F_NO_GATE)
+    r = conn.command(30, OP_GATE, TSGS[0], arg=300)
+    check(r["err"] == ERR_NOT_GATEABLE, "GATE without channels again: %r" % r)
     w.expect("free tsg 0 00", "free tsg 0 ret=0 status=0x0")
     conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[0])
     w.finish()

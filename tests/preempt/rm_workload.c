@@ -21,7 +21,7 @@
  *   subdevice DEVICE           NV20_SUBDEVICE_0 under device DEVICE
  *   channel TSG                a GPFIFO channel (0xc86f) in channel group TSG
  *   chanstate CHANNEL          fake_rm's state of channel CHANNEL (the Nth made)
- *   free tsg|device|client N FORM   (FORM: 00 x00)
+ *   free tsg|device|client|channel N FORM   (FORM: 00 x00)
  *   other | nonrm | close | exit
  *   closefds                   close every fd from 3 to 1023 but CTL_PATH's,
  *                              as daemons do; prints how many were open
@@ -238,6 +238,10 @@ static void do_free(const char *what, const char *n, const char *form)
 		i = idx(n, ndevice);
 		p.hRoot = p.hObjectParent = dev_client[i];
 		p.hObjectOld = devices[i];
+	} else if (strcmp(what, "channel") == 0) {
+		i = idx(n, nchan);
+		p.hRoot = chan_client[i];
+		p.hObjectOld = chans[i];
 	} else {
 		i = idx(n, ntsg);
 		p.hRoot = tsg_client[i];
