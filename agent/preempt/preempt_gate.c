@@ -322,10 +322,13 @@ static unsigned pa_restore_grace_ms(void)
 
 int pa_gate_expire(void)
 {
-	rm_u64 now = pa_now_ns(), next, ms;
+	rm_u64 now = pa_now_ns(), next = pa_gate_next(), ms;
 	rm_u64 restore_at = pa_down_since_ns + (rm_u64)pa_restore_grace_ms() * 1000000u;
 
-	pa_gate_sweep(now, 0, "lease lapsed");
+	/* Runs before every poll of the library's thread: one pass over the
+	 * table under the lock unless a lease is due. */
+	if (next != 0 && next <= now)
+		pa_gate_sweep(now, 0, "lease lapsed");
 	if (pa_down_since_ns && !pa_restored && now >= restore_at) {
 		pa_restored = 1;
 		pa_info("no node agent for %u ms: putting back the timeslices the application chose",
