@@ -32,8 +32,9 @@ enum gq_type {
 	GQ_COMMAND = 5,  /* A->P: issue one RM control on libcuda's own fd */
 	GQ_RESULT = 6,   /* P->A: the outcome of one COMMAND */
 	GQ_SYNCED = 7,   /* P->A: every live TSG has been reported since HELLO */
+	GQ_ACTIVITY = 8, /* P->A: the process's GPU launches so far */
 };
-#define GQ_TYPE_MAX GQ_SYNCED
+#define GQ_TYPE_MAX GQ_ACTIVITY
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -59,15 +60,21 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 /* The library executes GATE and UNGATE and enforces their lease itself
  * (docs/protocol.md, "Gating"). A never gates a peer without it. */
 #define GQ_HELLO_F_GATE 0x2u
+/* The library counts the process's GPU launches and sends ACTIVITY when a
+ * POLICY asks for it (GQ_POLICY_F_ACTIVITY). */
+#define GQ_HELLO_F_ACTIVITY 0x4u
 
 struct gq_policy {
 	struct gq_hdr hdr;
 	rm_u32 gr_timeslice_us;   /* 0: leave libcuda's value alone */
 	rm_u32 copy_timeslice_us; /* 0: leave libcuda's value alone */
-	rm_u32 flags;             /* reserved, 0 */
+	rm_u32 flags;             /* GQ_POLICY_F_*; other bits reserved, 0 */
 	rm_u32 reserved;
 };
 _Static_assert(sizeof(struct gq_policy) == 32, "gq_policy");
+/* Send ACTIVITY every GQ_ACTIVITY_PERIOD_MS while this connection lasts
+ * (a library without GQ_HELLO_F_ACTIVITY ignores the bit). */
+#define GQ_POLICY_F_ACTIVITY 0x1u
 
 #define GQ_UNKNOWN 0xffffffffu
 
@@ -154,6 +161,26 @@ struct gq_synced {
 };
 _Static_assert(sizeof(struct gq_synced) == 24, "gq_synced");
 
+/* The process's GPU work submissions (kernel and graph launches through
+ * libcuda's entry points) since the library was loaded. A launch keeps the
+ * process "active" until GQ_ACTIVITY_TAIL_US after it (about one channel
+ * switch): active_ns is the length of the union of those intervals, so
+ * active_ns / elapsed is the share of the time in which the process's
+ * launches keep the GPU switching to it. Counters only grow; at_ns is the
+ * library's CLOCK_MONOTONIC when it read them. */
+struct gq_activity {
+	struct gq_hdr hdr;
+	rm_u32 flags; /* reserved, 0 */
+	rm_u32 reserved;
+	rm_u64 launches RM_ALIGN8;  /* launch calls seen */
+	rm_u64 bursts RM_ALIGN8;    /* launches more than the tail after the one before */
+	rm_u64 active_ns RM_ALIGN8; /* see above */
+	rm_u64 at_ns RM_ALIGN8;
+};
+_Static_assert(sizeof(struct gq_activity) == 56, "gq_activity");
+#define GQ_ACTIVITY_PERIOD_MS 250u
+#define GQ_ACTIVITY_TAIL_US 200u
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -172,6 +199,8 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_result);
 	case GQ_SYNCED:
 		return sizeof(struct gq_synced);
+	case GQ_ACTIVITY:
+		return sizeof(struct gq_activity);
 	default:
 		return 0;
 	}

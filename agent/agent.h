@@ -113,12 +113,14 @@ struct proc {
 	 * per engine kind (GQ_UNKNOWN: none; 0: they disagree), and the GPU
 	 * of its confirmed TSGs (GQ_UNKNOWN: none; RECONCILE_GPUS_SEVERAL). */
 	uint32_t own_gr, own_copy, own_gpu;
-	/* lcbusy.c: its CPU use (all threads), an LC's only. */
+	/* lcbusy.c: its launches, from its preempt agent's ACTIVITY. */
 	struct {
-		uint64_t cpu_ns, at_us; /* the last reading, now_us() clock */
-		double percent;         /* smoothed; < 0 before two readings */
-		int always;             /* at or above busyLcPercent */
-		uint64_t until_us;      /* always busy until then, not read */
+		int have_base; /* the counters below hold a report */
+		uint64_t base_launches, base_active_ns, base_at_ns; /* library's clock */
+		uint64_t heard_us;     /* last report, now_us() clock; 0: none */
+		double percent;        /* smoothed launch-active share; < 0: unknown */
+		double launches_per_s; /* smoothed; < 0: unknown */
+		int always;            /* an LC at or above busyLcPercent: launch-bound */
 	} busy;
 };
 
@@ -264,6 +266,7 @@ struct agent_hooks {
 
 struct counters {
 	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
+	uint64_t bad_activity; /* ACTIVITY reports ignored as inconsistent */
 	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
@@ -434,8 +437,10 @@ int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
 uint64_t rotate_next_deadline(const struct agent *a);
 
 /* lcbusy.c */
-/* Read every LC process's CPU time and update how busy it is; marks the
- * agent dirty when one starts or stops being always busy. */
+/* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent
+ * dirty when an LC starts or stops being launch-bound. */
+void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m);
+/* Forget readings that stopped coming; judge again (class, threshold). */
 void lcbusy_tick(struct agent *a);
 
 /* cron.c: the wiring's timers (the periodic tick, the wake-up for the next

@@ -352,12 +352,17 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddStringToObject(o, "class", class_name(p->cls));
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p->cls_source));
 	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
-	/* An LC's CPU use (lcbusy.c), null before two readings. */
-	if (p->cls == CLASS_LC && p->busy.percent >= 0)
-		cJSON_AddNumberToObject(o, "cpuBusyPercent", (double)(int)(p->busy.percent + 0.5));
-	else
-		cJSON_AddNullToObject(o, "cpuBusyPercent");
-	cJSON_AddBoolToObject(o, "alwaysBusy", p->busy.always);
+	/* Its launches (lcbusy.c), null until two reports. */
+	if (p->busy.percent >= 0) {
+		cJSON_AddNumberToObject(o, "launchActivePercent",
+					(double)(int)(p->busy.percent + 0.5));
+		cJSON_AddNumberToObject(o, "launchesPerSecond",
+					(double)(int64_t)(p->busy.launches_per_s + 0.5));
+	} else {
+		cJSON_AddNullToObject(o, "launchActivePercent");
+		cJSON_AddNullToObject(o, "launchesPerSecond");
+	}
+	cJSON_AddBoolToObject(o, "launchBound", p->busy.always);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;
@@ -374,6 +379,7 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "refusedTsgs", (double)n->refused_tsg);
 	cJSON_AddNumberToObject(o, "unknownResults", (double)n->unknown_result);
 	cJSON_AddNumberToObject(o, "unknownTsgGone", (double)n->unknown_tsg_gone);
+	cJSON_AddNumberToObject(o, "badActivity", (double)n->bad_activity);
 	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
 	cJSON_AddNumberToObject(o, "results", (double)n->results);
 	cJSON_AddNumberToObject(o, "failures", (double)n->failures);

@@ -1,106 +1,130 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * lcbusy.c - which LC processes are always busy: their CPU time (every
- * thread, read through the process's CPU-time clock) grows at least
- * busyLcPercent of the wall time, smoothed over about a second.
+ * lcbusy.c - how busy each process keeps the GPU with its launches, from
+ * the ACTIVITY its preempt agent reports, and which LCs are launch-bound:
+ * their launch-active share (docs/protocol.md, struct gq_activity) is at
+ * least busyLcPercent.
  *
- * Why: an LC that is always busy (an eager, launch-bound model; a queue
- * that never drains) makes the GPU switch to it for every small launch.
- * Behind a BE at a short timeslice those switches cost the BE far more
- * than the LC gains: an eager ResNet-50 beside a training BE on an H200
- * left the BE 11 % of what it did alone, against 81 % at driver defaults,
- * and the LC's p99 was worse too (docs/PERF.md). Such an LC spends its
- * time launching or waiting for its own kernels (CUDA spins in its
- * synchronise calls by default), so it keeps a CPU busy; an LC serving
- * requests with idle gaps does not.
+ * Why: an LC that launches without pause (an eager, CPU-bound model; a
+ * queue that never drains) makes the GPU switch to it for nearly every
+ * launch. Behind a BE at a short timeslice those switches cost the BE far
+ * more than the LC gains: an eager ResNet-50 beside a training BE on an
+ * H200 left the BE 11 % of what it did alone, against 81 % at driver
+ * defaults, and the LC's p99 was worse too (docs/PERF.md). Such an LC
+ * leaves its BEs at baseline (policy.c).
  *
- * Owns: the reading and the smoothing (struct proc.busy). Does not own
- * what it changes (policy.c: an always-busy LC leaves its BEs at their
- * baseline). The clock read is one system call that takes no lock of the
- * target's memory, so it runs on the loop.
+ * A launch keeps its process "active" for GQ_ACTIVITY_TAIL_US (about one
+ * channel switch): a micro LC launching every 2 ms reads 10 %, a CUDA
+ * graph every 5 ms 4 %, an LC launching more often than every 200 us
+ * 100 %. Unlike CPU time, this does not grow while an LC waits behind BEs
+ * (it launches no faster), so the verdict needs no hold: it follows the
+ * reading, with LCBUSY_HYST_PERCENT of hysteresis.
  *
- * An LC delayed behind BEs at their baseline also keeps its CPU busy (it
- * spins waiting for its late kernels: the micro LC read 98 % beside three
- * BEs at 1000 us, 15 % beside them rotated), so the reading means
- * something only while the BEs are shortened. Once an LC is found always
- * busy it stays so for LCBUSY_HOLD_MS without being read, then is read
- * afresh with its BEs shortened again. Limits: an LC whose other threads
- * are CPU-bound (preprocessing, a busy server) reads as always busy; one
- * that synchronises by blocking reads as idle while it waits.
+ * Owns: checking reports, the smoothed reading and the verdict (struct
+ * proc.busy). Does not own: what the verdict changes (policy.c).
+ * Trust: a process can only misreport its own launches; an LC that claims
+ * to be launch-bound gives up its own priority, one that hides it gets
+ * what every LC got before this rule.
  */
 #include "agent/agent.h"
 #include "common/log.h"
 
-#include <time.h>
-
-/* Weight of the newest reading: with the 200 ms reconcile tick, about a
+/* Weight of the newest interval: with reports every 250 ms, about a
  * second of history. */
 #define LCBUSY_ALPHA 0.3
-/* How long an always-busy LC keeps its BEs at baseline before it is
- * measured again beside shortened BEs: a wrong verdict costs at most one
- * measurement (about 1.5 s) in this long. */
-#define LCBUSY_HOLD_MS 30000u
+/* An interval shorter than this is folded into the next one. */
+#define LCBUSY_MIN_INTERVAL_NS 100000000ull
+/* No report for this long: the reading is unknown (no verdict). */
+#define LCBUSY_STALE_US (4ull * GQ_ACTIVITY_PERIOD_MS * 1000ull)
+/* A launch-bound LC stops being one below busyLcPercent minus this. */
+#define LCBUSY_HYST_PERCENT 10.0
 
-static void lcbusy_reset(struct proc *p)
+static void lcbusy_forget(struct agent *a, struct proc *p)
 {
-	p->busy.cpu_ns = 0;
-	p->busy.at_us = 0;
+	a->dirty |= p->busy.always;
+	p->busy.have_base = 0;
+	p->busy.heard_us = 0;
 	p->busy.percent = -1.0;
+	p->busy.launches_per_s = -1.0;
 	p->busy.always = 0;
-	p->busy.until_us = 0;
 }
 
-static int lcbusy_read(pid_t pid, uint64_t *cpu_ns)
+static void lcbusy_judge(struct agent *a, struct proc *p)
 {
-	struct timespec ts;
-	clockid_t cid;
+	double threshold = a->cfg->policy.busy_lc_percent;
+	int was = p->busy.always, now;
 
-	if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) != 0)
-		return -1;
-	*cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	return 0;
+	if (p->cls != CLASS_LC || threshold <= 0 || p->busy.percent < 0)
+		now = 0;
+	else if (was)
+		now = p->busy.percent >= threshold - LCBUSY_HYST_PERCENT;
+	else
+		now = p->busy.percent >= threshold;
+	if (now == was)
+		return;
+	p->busy.always = now;
+	a->dirty = 1;
+	proc_log(a, p, LOG_LEVEL_INFO,
+		 now ? "pid %d (%s): LC launch-bound (launches keep it active %.0f %% of the time, "
+		       "%.0f/s): its BEs keep their baseline"
+		     : "pid %d (%s): LC no longer launch-bound (active %.0f %%, %.0f launches/s)",
+		 (int)p->pid, p->comm, p->busy.percent, p->busy.launches_per_s);
 }
 
-static void lcbusy_update(struct agent *a, struct proc *p, uint64_t now)
+void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 {
-	double threshold = a->cfg->policy.busy_lc_percent, sample;
-	uint64_t cpu;
-	int was = p->busy.always;
+	uint64_t dt, dl, da;
+	double share;
 
-	if (was && now < p->busy.until_us)
-		return; /* its BEs are at baseline: a reading now means nothing */
-	if (was) {
-		proc_log(a, p, LOG_LEVEL_INFO, "pid %d (%s): measuring the LC's CPU use again",
-			 (int)p->pid, p->comm);
-		lcbusy_reset(p);
-		a->dirty = 1;
+	if (m->flags != 0 || m->reserved != 0) {
+		a->n.bad_activity++;
+		proc_log(a, p, LOG_LEVEL_WARN, "pid %d: ACTIVITY with reserved bits set: ignored",
+			 (int)p->pid);
 		return;
 	}
-	if (lcbusy_read(p->pid, &cpu) != 0) {
-		lcbusy_reset(p);
-		a->dirty |= was;
+	if (!p->busy.have_base) {
+		p->busy.have_base = 1;
+		p->busy.base_launches = m->launches;
+		p->busy.base_active_ns = m->active_ns;
+		p->busy.base_at_ns = m->at_ns;
+		p->busy.heard_us = now_us();
 		return;
 	}
-	if (!p->busy.at_us)
-		p->busy.percent = -1.0; /* a first reading: no rate yet */
-	else if (now > p->busy.at_us && cpu >= p->busy.cpu_ns) {
-		sample = (double)(cpu - p->busy.cpu_ns) / 10.0 / (double)(now - p->busy.at_us);
-		if (sample > 100.0)
-			sample = 100.0; /* several busy threads are one busy LC */
-		p->busy.percent = p->busy.percent < 0
-					  ? sample
-					  : LCBUSY_ALPHA * sample + (1 - LCBUSY_ALPHA) * p->busy.percent;
+	if (m->at_ns < p->busy.base_at_ns || m->launches < p->busy.base_launches ||
+	    m->active_ns < p->busy.base_active_ns ||
+	    m->active_ns - p->busy.base_active_ns > m->at_ns - p->busy.base_at_ns) {
+		/* Counters that go back or more active time than time passed:
+		 * not counters of one process. Start again from this one. */
+		a->n.bad_activity++;
+		proc_log(a, p, LOG_LEVEL_WARN,
+			 "pid %d: ACTIVITY inconsistent with the one before (launches %llu -> %llu, "
+			 "active %llu -> %llu ns over %lld ns): reading restarted",
+			 (int)p->pid, (unsigned long long)p->busy.base_launches,
+			 (unsigned long long)m->launches, (unsigned long long)p->busy.base_active_ns,
+			 (unsigned long long)m->active_ns,
+			 (long long)(m->at_ns - p->busy.base_at_ns));
+		lcbusy_forget(a, p);
+		return;
 	}
-	p->busy.cpu_ns = cpu;
-	p->busy.at_us = now;
-	if (threshold > 0 && p->busy.percent >= threshold) {
-		p->busy.always = 1;
-		p->busy.until_us = now + LCBUSY_HOLD_MS * 1000ull;
-		proc_log(a, p, LOG_LEVEL_INFO,
-			 "pid %d (%s): LC always busy (CPU %.0f %%): its BEs keep their baseline for "
-			 "%u s", (int)p->pid, p->comm, p->busy.percent, LCBUSY_HOLD_MS / 1000u);
-		a->dirty = 1;
-	}
+	p->busy.heard_us = now_us();
+	dt = m->at_ns - p->busy.base_at_ns;
+	if (dt < LCBUSY_MIN_INTERVAL_NS)
+		return;
+	dl = m->launches - p->busy.base_launches;
+	da = m->active_ns - p->busy.base_active_ns;
+	share = 100.0 * (double)da / (double)dt;
+	p->busy.percent = p->busy.percent < 0
+				  ? share
+				  : LCBUSY_ALPHA * share + (1 - LCBUSY_ALPHA) * p->busy.percent;
+	share = (double)dl * 1e9 / (double)dt;
+	p->busy.launches_per_s = p->busy.launches_per_s < 0
+					 ? share
+					 : LCBUSY_ALPHA * share +
+						   (1 - LCBUSY_ALPHA) * p->busy.launches_per_s;
+	p->busy.base_launches = m->launches;
+	p->busy.base_active_ns = m->active_ns;
+	p->busy.base_at_ns = m->at_ns;
+	lcbusy_judge(a, p);
 }
 
 void lcbusy_tick(struct agent *a)
@@ -108,11 +132,15 @@ void lcbusy_tick(struct agent *a)
 	uint64_t now = now_us();
 
 	for (struct proc *p = a->procs; p; p = p->next) {
-		if (p->cls == CLASS_LC && a->cfg->policy.busy_lc_percent > 0) {
-			lcbusy_update(a, p, now);
-		} else if (p->busy.at_us || p->busy.always) {
-			a->dirty |= p->busy.always;
-			lcbusy_reset(p);
+		if (p->busy.heard_us && now - p->busy.heard_us > LCBUSY_STALE_US) {
+			if (p->busy.always)
+				proc_log(a, p, LOG_LEVEL_INFO,
+					 "pid %d (%s): no launch report for %llu ms: not launch-bound",
+					 (int)p->pid, p->comm,
+					 (unsigned long long)(LCBUSY_STALE_US / 1000u));
+			lcbusy_forget(a, p);
+		} else {
+			lcbusy_judge(a, p); /* its class or the threshold may have changed */
 		}
 	}
 }

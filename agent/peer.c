@@ -106,6 +106,9 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	gq_hdr_init(&m.hdr, GQ_POLICY, ++p->send_seq);
 	m.gr_timeslice_us = gr;
 	m.copy_timeslice_us = copy;
+	/* Every process's launches are read (ctl, metrics); only an LC's
+	 * change anything (lcbusy.c). */
+	m.flags = GQ_POLICY_F_ACTIVITY;
 	if (peer_send(a, p, &m, "POLICY") != 0)
 		return -1;
 	p->policy_valid = 1;
@@ -210,10 +213,11 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->gen = ++a->next_gen;
 	p->stalled = 0;
 	p->can_gate = (m->flags & GQ_HELLO_F_GATE) != 0;
-	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s", (int)p->pid,
+	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,
 		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "",
-		 p->can_gate ? ", gating" : "");
+		 p->can_gate ? ", gating" : "",
+		 (m->flags & GQ_HELLO_F_ACTIVITY) ? ", counting launches" : "");
 	/* Answered right after this batch (reconcile), before the loop waits
 	 * again, so TSGs created from here on get the right value at once. */
 	p->policy_valid = 0;
@@ -297,6 +301,9 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		return 0;
 	case GQ_SYNCED:
 		on_synced(a, p, buf);
+		return 0;
+	case GQ_ACTIVITY:
+		lcbusy_report(a, p->proc, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
 		proc_log(a, p->proc, LOG_LEVEL_WARN,

@@ -39,13 +39,12 @@ void policy_config_defaults(struct policy_config *cfg)
 	cfg->rotate_period_ms = 100;
 	/* How long a BE stalls at most if the node agent hangs. */
 	cfg->gate_lease_ms = 500;
-	/* Off by default. An eager (launch-bound) ResNet-50 beside a training
-	 * BE on an H200 left the BE 11 % at 50 us against 81 % at driver
-	 * defaults; at 90 % this rule gave it 92 %, the LC's p99 better too.
-	 * But the CPU reading misfires: an LC starting up, or waiting behind
-	 * BEs, reads as always busy (every model LC of an H100 run read
-	 * 91-100 %), and then loses its priority (docs/PERF.md). */
-	cfg->busy_lc_percent = 0;
+	/* An eager (launch-bound) ResNet-50 beside a training BE on an H200
+	 * left the BE 11 % at 50 us against 81 % at driver defaults, the LC's
+	 * p99 no better (docs/PERF.md). A launch keeps an LC active for
+	 * 200 us: a micro LC every 2 ms reads 10 %, one launching without
+	 * pause 100 %. */
+	cfg->busy_lc_percent = 50;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
 	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
 	cfg->be_interleave = POLICY_INTERLEAVE_LEAVE;
@@ -192,18 +191,17 @@ static void decide_lc(const struct policy_config *cfg, const struct policy_tsg_i
 		set(o, cfg->lc_timeslice_us, cfg->lc_interleave, "LC beside a BE");
 }
 
-/* Where the BE would get the sole-BE value (alone or rotated) and an LC
- * on its runlist is always busy, the BE keeps its baseline: the LC's
- * switches would cost it more than the LC gains. The floor is left as it
- * is: an LC behind floored BEs looks busy because it waits, not because it
- * launches (lcbusy.c). */
+/* An LC on its runlist is launch-bound (lcbusy.c): the BE keeps its
+ * baseline, rotated or not, floored or not. Every launch of such an LC makes
+ * the GPU switch to it; behind a short BE slice those switches cost the BE
+ * more than the LC gains (docs/policy.md, "Launch-bound LCs"). */
 static int busy_lc_wins(const struct policy_tsg_in *t, const struct policy_runlist *c,
 			struct policy_tsg_out *o, int32_t level)
 {
 	if (c->lc_busy == 0)
 		return 0;
 	set(o, baseline_of(t), level,
-	    "an always-busy LC on this runlist: baseline (a short BE slice would cost the BE "
+	    "a launch-bound LC on this runlist: baseline (a short BE slice would cost the BE "
 	    "more than the LC gains)");
 	return 1;
 }
@@ -215,9 +213,7 @@ static void decide_be(const struct policy_config *cfg, const struct policy_tsg_i
 
 	if (c->lc == 0)
 		set(o, baseline_of(t), restore, "no LC on this runlist: baseline");
-	else if ((c->be <= 1 || (cfg->several_be == POLICY_SEVERAL_BE_ROTATE &&
-				 c->be_gateable == c->be)) &&
-		 busy_lc_wins(t, c, o, restore))
+	else if (busy_lc_wins(t, c, o, restore))
 		return;
 	else if (c->be <= 1)
 		set(o, cfg->be_timeslice_us, cfg->be_interleave, "sole BE beside an LC");

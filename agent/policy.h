@@ -68,8 +68,9 @@ struct policy_config {
 	int manage_copy; /* also apply to copy-engine runlists */
 	uint32_t rotate_period_ms; /* POLICY_SEVERAL_BE_ROTATE: each BE's turn */
 	uint32_t gate_lease_ms;    /* a gate lapses after this without renewal */
-	/* An LC process busy on its CPUs at least this share of the time
-	 * (percent, 0: never) is "always busy": its BEs keep their baseline. */
+	/* An LC process whose launches keep it active at least this share of
+	 * the time (percent, 0: never; lcbusy.c) is launch-bound: its BEs keep
+	 * their baseline. */
 	uint32_t busy_lc_percent;
 };
 
@@ -83,7 +84,7 @@ struct policy_tsg_in {
 	uint32_t baseline_timeslice_us;
 	/* Its preempt agent can gate it (docs/protocol.md, "Gating"). */
 	int gateable;
-	/* An LC TSG whose process is always busy (lcbusy.c). */
+	/* An LC TSG whose process is launch-bound (lcbusy.c). */
 	int lc_busy;
 };
 
@@ -99,7 +100,7 @@ struct policy_runlist {
 	uint32_t gpu, engine_type;
 	uint32_t lc, be;
 	uint32_t be_gateable; /* BEs whose preempt agent can gate them */
-	uint32_t lc_busy;     /* LCs whose process is always busy */
+	uint32_t lc_busy;     /* LCs whose process is launch-bound */
 };
 
 void policy_config_defaults(struct policy_config *cfg);

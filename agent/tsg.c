@@ -143,7 +143,8 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 		if (!p)
 			return NULL;
 		p->pid = pid;
-		p->busy.percent = -1.0; /* not read yet (lcbusy.c) */
+		p->busy.percent = -1.0; /* no launch report yet (lcbusy.c) */
+		p->busy.launches_per_s = -1.0;
 		p->next = a->procs;
 		a->procs = p;
 	}

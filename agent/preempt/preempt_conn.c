@@ -26,6 +26,7 @@
 
 #include "preempt.h"
 #include "preempt_gate.h"
+#include "preempt_launch.h"
 #include "preempt_msg.h"
 
 #define PA_BACKOFF_MIN_MS 50u
@@ -42,6 +43,9 @@ static rm_u64 pa_rand;
 static char pa_comm_fallback[GQ_COMM_LEN];
 static struct pa_tsg pa_snap[PA_MAX_TSGS];
 static struct pa_event pa_batch[PA_QUEUE_LEN];
+/* ACTIVITY: asked for by this connection's POLICY; when the next is due. */
+static int pa_act_on;
+static rm_u64 pa_act_next_ns;
 
 /* ---- small helpers ---- */
 
@@ -186,8 +190,11 @@ static int pa_greet(int s)
 	pa.wake_pending = 0;
 	pa_unlock();
 	pa_read_comm(comm);
+	pa_act_on = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
-		     GQ_HELLO_F_GATE | (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0), n, comm);
+		     GQ_HELLO_F_GATE | (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY : 0) |
+			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
+		     n, comm);
 	if (pa_send(s, &hello, sizeof(hello)) != 0)
 		return -1;
 	pa_greetings++;
@@ -388,7 +395,11 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		atomic_store(&pa.policy_copy_us, p->copy_timeslice_us);
 		if (atomic_load(&pa.policy_phase) != PA_POLICY_READY)
 			pa_policy_phase_set(PA_POLICY_READY);
-		pa_debug("policy: gr %u us, copy %u us", p->gr_timeslice_us, p->copy_timeslice_us);
+		if (!pa_act_on && (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting())
+			pa_act_next_ns = received_ns; /* the first one at once */
+		pa_act_on = (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting();
+		pa_debug("policy: gr %u us, copy %u us, flags 0x%x", p->gr_timeslice_us,
+			 p->copy_timeslice_us, p->flags);
 		return 0;
 	case GQ_COMMAND:
 		return pa_command(s, buf, received_ns);
@@ -434,18 +445,47 @@ static int pa_receive(int s)
 	return 0;
 }
 
+/* Sends ACTIVITY if one is due; returns how long until the next (ms,
+ * -1: none asked for), or -2 if the send failed. */
+static int pa_activity(int s)
+{
+	struct pa_launch_counts c;
+	struct gq_activity m;
+	rm_u64 now;
+
+	if (!pa_act_on)
+		return -1;
+	now = pa_now_ns();
+	if (now >= pa_act_next_ns) {
+		pa_launch_read(&c);
+		pa_msg_activity(&m, pa_seq++, c.launches, c.bursts, c.active_ns, c.at_ns);
+		if (pa_send(s, &m, sizeof(m)) != 0)
+			return -2;
+		pa_act_next_ns = now + (rm_u64)GQ_ACTIVITY_PERIOD_MS * 1000000u;
+		return (int)GQ_ACTIVITY_PERIOD_MS;
+	}
+	return (int)((pa_act_next_ns - now + 999999u) / 1000000u);
+}
+
 static void pa_serve(int s)
 {
 	int efd = atomic_load(&pa.evfd);
 	struct pollfd p[2];
+	int wait, act;
 	rm_u64 v;
 
 	for (;;) {
 		if (pa_flush(s) != 0)
 			return;
+		act = pa_activity(s);
+		if (act == -2)
+			return;
+		wait = pa_gate_expire();
+		if (act >= 0 && (wait < 0 || act < wait))
+			wait = act;
 		p[0] = (struct pollfd){ .fd = s, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = efd, .events = POLLIN };
-		if (poll(p, 2, pa_gate_expire()) < 0) {
+		if (poll(p, 2, wait) < 0) {
 			if (errno == EINTR)
 				continue;
 			pa_info("poll: %m");
@@ -572,6 +612,7 @@ void pa_conn_child_reset(void)
 		pa_real_close(t);
 	pa_seq = 0;
 	pa_greetings = 0;
+	pa_act_on = 0;
 	pa_gate_conn_up();
 	pa_bad_msgs = 0;
 	atomic_store(&pa.thread_started, 0);

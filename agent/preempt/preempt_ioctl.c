@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "preempt.h"
+#include "preempt_launch.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
 
@@ -553,4 +554,5 @@ static void pa_fork_child(void)
 	atomic_store(&pa.fd_big, 0);
 	pa_conn_child_reset();
 	pa_trace_child_reset();
+	pa_launch_child_reset();
 }

@@ -54,6 +54,17 @@ void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg)
 	m->ntsg = ntsg;
 }
 
+void pa_msg_activity(struct gq_activity *m, rm_u32 seq, rm_u64 launches, rm_u64 bursts,
+		     rm_u64 active_ns, rm_u64 at_ns)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_ACTIVITY, seq);
+	m->launches = launches;
+	m->bursts = bursts;
+	m->active_ns = active_ns;
+	m->at_ns = at_ns;
+}
+
 rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)
 {
 	memset(out, 0, sizeof(*out));

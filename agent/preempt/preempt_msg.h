@@ -19,6 +19,8 @@ void pa_msg_hello(struct gq_hello *m, rm_u32 seq, rm_u32 pid, rm_u32 flags, rm_u
 void pa_msg_tsg(struct gq_tsg *m, rm_u32 seq, const struct pa_tsg *g);
 void pa_msg_tsg_gone(struct gq_tsg_gone *m, rm_u32 seq, const struct pa_tsg *g);
 void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg);
+void pa_msg_activity(struct gq_activity *m, rm_u32 seq, rm_u64 launches, rm_u64 bursts,
+		     rm_u64 active_ns, rm_u64 at_ns);
 
 /* The one RM control a COMMAND turns into. */
 struct pa_ctrl {

@@ -985,42 +985,54 @@ def t_rotate(node):
 
 
 def t_busy_lc(node):
-    """busyLcPercent: an LC process that keeps a CPU busy leaves its BE at
-    baseline (and says why); one that sleeps does not; with the rule off
-    (the default) a busy LC shortens its BE like any other."""
-    node.start_agent(config={"version": 1, "busyLcPercent": 80})
-    be = node.workload("be", ["--hold", "30"])
-    lc = node.workload("lc", ["--hold", "30", "--busy"])
+    """busyLcPercent: an LC whose preempt agent reports launches without
+    pause (through cuGetProcAddress, as the CUDA runtime reaches them) is
+    launch-bound and leaves its BE at baseline (and says why); one that
+    launches every 2 ms is not; with the rule off a launch-bound LC
+    shortens its BE like any other, and its launches are still read."""
+    lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
+
+    def row(pid):
+        return next(p for p in node.ctl("list")["processes"] if p["pid"] == pid)
+
+    node.start_agent(config={"version": 1, "busyLcPercent": 50})
+    be = node.workload("be", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "2000"])
+    lc = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "0"])
     wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="LC at 100000")
-    wait_for(lambda: any(p["pid"] == lc.pid and p["alwaysBusy"]
-                         for p in node.ctl("list")["processes"]),
-             timeout=10, what="the spinning LC counted as always busy")
-    row = next(p for p in node.ctl("list")["processes"] if p["pid"] == lc.pid)
-    expect(row["cpuBusyPercent"] >= 80, "its CPU use: %r" % row)
+    wait_for(lambda: row(lc.pid)["launchBound"], timeout=10,
+             what="the LC launching without pause counted as launch-bound")
+    r = row(lc.pid)
+    expect(r["launchActivePercent"] >= 90 and r["launchesPerSecond"] > 10000, "its launches: %r" % r)
     wait_for(lambda: gr_timeslice(node, be.pid) == [2048], timeout=5,
-             what="the BE at baseline beside an always-busy LC")
+             what="the BE at baseline beside a launch-bound LC")
     t = next(t for t in agent_tsgs(node, be.pid) if t["engine"] == 1)
-    expect("always-busy LC" in t["reason"], "reason: %r" % t)
+    expect("launch-bound LC" in t["reason"], "reason: %r" % t)
+    # The BE's own launches are read too, and change nothing.
+    r = row(be.pid)
+    expect(r["launchActivePercent"] is not None and 5 <= r["launchActivePercent"] <= 15
+           and not r["launchBound"], "the BE launching every 2 ms: %r" % r)
     lc.kill()
     lc.wait()
-    # An LC that sleeps between requests shortens its BE.
-    lc2 = node.workload("lc", ["--hold", "30"])
+    # An LC launching every 2 ms (about 10 % active) shortens its BE.
+    lc2 = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "2000"])
     wait_for(lambda: gr_timeslice(node, be.pid) == [50], timeout=10, what="BE at 50")
-    time.sleep(1.5)  # the reading settles: still not busy
-    row = next(p for p in node.ctl("list")["processes"] if p["pid"] == lc2.pid)
-    expect(not row["alwaysBusy"] and row["cpuBusyPercent"] is not None
-           and row["cpuBusyPercent"] < 50, "a sleeping LC: %r" % row)
+    wait_for(lambda: row(lc2.pid)["launchActivePercent"] is not None, timeout=5,
+             what="the LC's launches read")
+    time.sleep(1.5)
+    r = row(lc2.pid)
+    expect(not r["launchBound"] and r["launchActivePercent"] < 30, "an LC every 2 ms: %r" % r)
     expect(gr_timeslice(node, be.pid) == [50], "BE still at 50")
     lc2.kill()
     lc2.wait()
-    # The rule off: a spinning LC is not read at all.
+    # The rule off: read, never judged.
     node.stop_agent()
-    node.start_agent()
-    lc3 = node.workload("lc", ["--hold", "30", "--busy"])
+    node.start_agent(config={"version": 1, "busyLcPercent": 0})
+    lc3 = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "0"])
     wait_for(lambda: gr_timeslice(node, be.pid) == [50], timeout=10, what="BE at 50, rule off")
-    time.sleep(2.0)
-    row = next(p for p in node.ctl("list")["processes"] if p["pid"] == lc3.pid)
-    expect(not row["alwaysBusy"] and row["cpuBusyPercent"] is None, "rule off: %r" % row)
+    wait_for(lambda: (row(lc3.pid)["launchActivePercent"] or 0) >= 90, timeout=5,
+             what="the launches read with the rule off")
+    time.sleep(1.0)
+    expect(not row(lc3.pid)["launchBound"], "rule off: %r" % row(lc3.pid))
     expect(gr_timeslice(node, be.pid) == [50], "BE still at 50 with the rule off")
 
 

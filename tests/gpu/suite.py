@@ -74,7 +74,8 @@ POLICIES = {
     "floor200": {"timeslices": {"severalBeUs": 200}, "allowUnsafeSeveralBe": True},
     "interleave": {"interleave": {"lc": "high", "be": "low"}},
     "floor": {"severalBe": "floor"},
-    "busy": {"busyLcPercent": 90},
+    "busy": {"busyLcPercent": 50},
+    "norule": {"busyLcPercent": 0},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -314,8 +315,10 @@ def set_proof():
             s.append(sc(f"resnet50_graph {mode} {nbe}xtrain", "resnet50_graph", "train", nbe,
                         mode))
     s.append(sc("micro gq:default 3xtrain", "micro", "train", 3, "gq:default"))
-    for mode in ("gq:default", "gq:busy", "defaults"):
+    for mode in ("gq:default", "gq:norule", "defaults"):
         s.append(sc(f"resnet50_eager {mode} 1xtrain", "resnet50_eager", "train", 1, mode))
+    s.append(sc("resnet50_eager gq:default 3xtrain", "resnet50_eager", "train", 3, "gq:default"))
+    s.append(sc("resnet50_eager defaults 3xtrain", "resnet50_eager", "train", 3, "defaults"))
     # Last, so --max-s cuts these first: the other CUDA-graph models.
     for lc in ("vit_b16_graph", "bert_base_graph"):
         s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
@@ -440,6 +443,18 @@ class Runner:
         self.agent.send_signal(signal.SIGCONT)
         return {"event": "stop", "at_s": ev[1], "for_s": ev[2], "done": True}
 
+    def activity(self):
+        """Every process's launch reading now (gpuqosctl --json list)."""
+        exe = os.path.join(self.build, "agent/cli/gpuqosctl")
+        env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
+        keys = ("pid", "class", "launchActivePercent", "launchesPerSecond", "launchBound")
+        try:
+            j = subprocess.run([exe, "--json", "list"], env=env, capture_output=True, text=True,
+                               timeout=10)
+            return [{k: p.get(k) for k in keys} for p in json.loads(j.stdout).get("processes", [])]
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return []
+
     def ctl_list(self):
         exe = os.path.join(self.build, "agent/cli/gpuqosctl")
         env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
@@ -449,9 +464,10 @@ class Runner:
                                timeout=10)
             try:
                 procs = json.loads(j.stdout).get("processes", [])
-                busy = "\n".join(f"pid {p.get('pid')} {p.get('class')}: CPU busy "
-                                 f"{p.get('cpuBusyPercent')} %, always busy {p.get('alwaysBusy')}"
-                                 for p in procs if p.get("class") == "latency-critical")
+                busy = "\n".join(f"pid {p.get('pid')} {p.get('class')}: launches keep it active "
+                                 f"{p.get('launchActivePercent')} %, "
+                                 f"{p.get('launchesPerSecond')}/s, launch-bound "
+                                 f"{p.get('launchBound')}" for p in procs)
             except ValueError:
                 busy = "gpuqosctl --json list: " + j.stdout[:200]
             return r.stdout + r.stderr + busy + "\n"
@@ -527,9 +543,15 @@ class Runner:
             open(os.path.join(tmp, "go"), "w").close()
             if s.get("event"):
                 rec["event"] = self.agent_event(s["event"])
-            if a.clocks:
+            if a.clocks or s["mode"].startswith("gq:"):
                 time.sleep(dur / 2)
+            if a.clocks:
                 rec["clocks_mid"] = gpu_clocks()
+            if s["mode"].startswith("gq:"):
+                rec["activity_mid"] = self.activity()
+                self.say(f"{s['name']}: launches mid-window: " + ", ".join(
+                    f"{x['class']} {x['launchActivePercent']} % {x['launchesPerSecond']}/s"
+                    f"{' BOUND' if x['launchBound'] else ''}" for x in rec["activity_mid"]))
         deadline = time.monotonic() + dur + 60
         for _, p in procs:
             try:

@@ -99,7 +99,7 @@ static void test_validate(void)
 	c.busy_lc_percent = 101;
 	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "busy_lc_percent") != NULL);
-	CHECK_EQ_U(d.busy_lc_percent, 0);
+	CHECK_EQ_U(d.busy_lc_percent, 50);
 }
 
 static void test_be_alone(const struct policy_config *cfg)
@@ -236,7 +236,7 @@ static void test_several_be(const struct policy_config *dflt)
 	CHECK_EQ_U(out[3].timeslice_us, 700);
 }
 
-/* An always-busy LC leaves every BE on its runlist at baseline: shorter
+/* A launch-bound LC leaves every BE on its runlist at baseline: shorter
  * BE slices cost the BE more than that LC gains. */
 static void test_busy_lc(const struct policy_config *dflt)
 {
@@ -255,15 +255,20 @@ static void test_busy_lc(const struct policy_config *dflt)
 	CHECK_EQ_U(out[1].timeslice_us, 2048);
 	CHECK_EQ_U(out[2].timeslice_us, 3000);
 	CHECK_EQ_U(out[1].rotate, 0);
-	CHECK(strstr(out[1].reason, "always-busy LC") != NULL);
+	CHECK(strstr(out[1].reason, "launch-bound LC") != NULL);
 	CHECK_EQ_U(out[4].timeslice_us, 50); /* GPU 1 is not affected */
-	/* Where not every BE can be gated the floor applies, busy or not: an
-	 * LC behind floored BEs is busy because it waits. */
+	/* Where not every BE can be gated: baseline too, not the floor. */
 	in[2].gateable = 0;
 	decide(cfg, in, 5, out);
-	CHECK_EQ_U(out[1].timeslice_us, 1000);
-	CHECK_EQ_U(out[2].timeslice_us, 1000);
+	CHECK_EQ_U(out[1].timeslice_us, 2048);
+	CHECK_EQ_U(out[2].timeslice_us, 3000);
+	CHECK_EQ_U(out[4].timeslice_us, 50);
 	in[2].gateable = 1;
+	/* A sole BE beside it: baseline. */
+	in[2].cls = CLASS_LC;
+	decide(cfg, in, 5, out);
+	CHECK_EQ_U(out[1].timeslice_us, 2048);
+	in[2].cls = CLASS_BE;
 	/* The flag on a BE means nothing. */
 	in[0].lc_busy = 0;
 	in[1].lc_busy = 1;

@@ -23,10 +23,11 @@ import time
 from gpuqos_test import Failure, check
 from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_TSG,  # noqa: F401
-                                  ERR_NOT_GATEABLE, F_GATE, F_RECONNECT, GATE_LEASE_MAX_MS, HDR,
+                                  ERR_NOT_GATEABLE, F_ACTIVITY, F_GATE, F_RECONNECT, GATE_LEASE_MAX_MS, HDR,
                                   HELLO, MAGIC, OP_GATE, OP_PREEMPT, OP_UNGATE, POLICY, RESULT,
                                   SYNCED, TSG, TSG_F_GATED, TSG_F_LEASED, TSG_F_NO_GATE,
-                                  TSG_GONE, UNKNOWN,
+                                  TSG_GONE, UNKNOWN, ACTIVITY, ACTIVITY_PERIOD_MS,
+                                  ACTIVITY_TAIL_US, POLICY_F_ACTIVITY,
                                   VERSION, command, hdr, policy)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
@@ -190,7 +191,7 @@ def setup(args, tmp, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == F_GATE and hello["ntsg"] == 0, "first HELLO: %r" % hello)
+    check(hello["flags"] == F_GATE | F_ACTIVITY and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
     check(conn.take(SYNCED)["ntsg"] == 0, "SYNCED")
@@ -373,7 +374,7 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == F_GATE and hello["pid"] not in (0, w.p.pid),
+    check(hello["flags"] == F_GATE | F_ACTIVITY and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
     child.take(SYNCED)
@@ -492,7 +493,9 @@ def sc_symbols(args, tmp):
         f = line.split()
         if len(f) >= 8 and f[4] in ("GLOBAL", "WEAK") and f[6] != "UND":
             exported.add(f[7].split("@")[0])
-    check(exported == {"ioctl", "close"}, "exported symbols: %r" % sorted(exported))
+    launch = {"cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
+    want = {"ioctl", "close", "dlsym"} | launch | {n + "_ptsz" for n in launch}
+    check(exported == want, "exported symbols: %r" % sorted(exported))
 
 
 SUBDEVICE, CHANNEL = 0x5E000005, 0x5E000006
@@ -601,16 +604,95 @@ def sc_gate(args, tmp):
     conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[0])
     w.finish()
 
+def quiet_for(conn, mtype, seconds):
+    """No message of mtype arrives for this long (others are kept)."""
+    end = time.monotonic() + seconds
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        r, _, _ = select.select([conn.s], [], [], left)
+        if r:
+            d = parse(conn.s.recv(1024))
+            check(d["type"] != mtype, "unexpected %r" % d)
+            conn.pending.append(d)
+
+
+def take_activity(conn, pred, what, timeout=5.0):
+    """ACTIVITY reports until pred(latest); checks every interval on the
+    way: counters only grow, active time never exceeds elapsed time."""
+    seen = []
+    end = time.monotonic() + timeout
+    while True:
+        d = conn.take(ACTIVITY, timeout=max(end - time.monotonic(), 0.01))
+        if seen:
+            p = seen[-1]
+            dt = d["at_ns"] - p["at_ns"]
+            check(dt > 0 and d["launches"] >= p["launches"] and d["bursts"] >= p["bursts"]
+                  and d["active_ns"] >= p["active_ns"], "counters went back: %r -> %r" % (p, d))
+            check(d["active_ns"] - p["active_ns"] <= dt, "active beyond elapsed: %r -> %r"
+                  % (p, d))
+            check(dt >= (ACTIVITY_PERIOD_MS - 20) * 1e6, "reports %d ns apart" % dt)
+        seen.append(d)
+        if pred(d):
+            return d, seen
+        check(time.monotonic() < end, "timed out waiting for %s: %r" % (what, seen[-3:]))
+
+
+def sc_activity(args, tmp):
+    """Launches through the paths the CUDA runtime and -lcuda programs use
+    reach the real functions with every argument and are counted; ACTIVITY
+    comes only while a POLICY asks for it."""
+    agent, w, conn = setup(args, tmp)
+    quiet_for(conn, ACTIVITY, 0.6)
+    conn.send(policy(0, 0, flags=POLICY_F_ACTIVITY))
+    first = conn.take(ACTIVITY, timeout=2.0)
+    check(first["launches"] == 0 and first["bursts"] == 0 and first["active_ns"] == 0
+          and first["flags"] == 0, "before any launch: %r" % first)
+    tail = ACTIVITY_TAIL_US * 1000
+    # Before libcuda is loaded, the library's own launch functions are not
+    # handed out: a program probing for the driver finds none.
+    w.expect("probe", "probe cuLaunchKernel=none cuLaunchKernel_ptsz=none")
+    # 20 launches 2 ms apart: a burst each; then 6 more at once (one burst,
+    # unless this machine stalls the workload for more than the tail).
+    w.expect("launch %s 20 2000" % args.libcuda,
+             "launch ok=26 bad=0 other=1 status=ok rtld_next=ok")
+    d, _ = take_activity(conn, lambda d: d["launches"] == 26 and d["at_ns"] > 0, "26 launches")
+    d, _ = take_activity(conn, lambda d: True, "the tail to pass")
+    check(20 <= d["bursts"] <= 26, "bursts: %r" % d)
+    check(20 * tail <= d["active_ns"] <= 26 * tail, "active: %r" % d)
+    # Back to back: 300 launches are one burst of a few hundred us at most.
+    before = d
+    w.expect("launch %s 300 0" % args.libcuda,
+             "launch ok=332 bad=0 other=2 status=ok rtld_next=ok")
+    w.expect("probe", "probe cuLaunchKernel=found cuLaunchKernel_ptsz=found")
+    d, _ = take_activity(conn, lambda d: d["launches"] == 332, "332 launches")
+    d, _ = take_activity(conn, lambda d: True, "the tail to pass")
+    check(1 <= d["bursts"] - before["bursts"] <= 5, "back-to-back bursts: %r -> %r" % (before, d))
+    check(tail <= d["active_ns"] - before["active_ns"] <= 5 * tail + 50 * 1000 * 1000,
+          "back-to-back active: %r -> %r" % (before, d))
+    # Idle: the reports go on, unchanged.
+    d2, seen = take_activity(conn, lambda x: x["at_ns"] - d["at_ns"] > 600e6, "idle reports")
+    check(all(x["launches"] == 332 and x["active_ns"] == d["active_ns"] for x in seen),
+          "idle: %r" % seen)
+    # A POLICY without the flag stops them.
+    conn.send(policy(0, 0))
+    conn.barrier(900)
+    conn.pending = [x for x in conn.pending if x["type"] != ACTIVITY]
+    quiet_for(conn, ACTIVITY, 0.7)
+    w.finish()
+
+
 SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
-    "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate,
+    "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
 }
 
 
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--lib", "--fake", "--workload", "--readelf"):
+    for opt in ("--lib", "--fake", "--workload", "--readelf", "--libcuda"):
         ap.add_argument(opt, required=True)
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     args = ap.parse_args()

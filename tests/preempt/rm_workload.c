@@ -28,6 +28,19 @@
  *   fork FLAGFILE              child: client, device 1, tsg 1, then waits
  *                              for FLAGFILE to exist and exits 0
  *   wait                       wait for the child
+ *   probe                      whether dlsym(RTLD_DEFAULT) finds launch functions
+ *   launch LIB N GAP_US        load LIB (tests/preempt/fake_libcuda.c) as the
+ *                              CUDA runtime loads libcuda: dlopen, then
+ *                              dlsym(handle, "cuGetProcAddress_v2"); through
+ *                              it cuLaunchKernel N times GAP_US apart, then
+ *                              once each: its per-thread-stream variant,
+ *                              cuLaunchCooperativeKernel, cuLaunchKernelEx,
+ *                              cuGraphLaunch through cuGetProcAddress itself,
+ *                              cuLaunchKernel found by dlsym on the handle and
+ *                              on RTLD_DEFAULT, cuMemAlloc (not
+ *                              a launch); prints LIB's counts of launches with
+ *                              intact arguments and whether dlsym(RTLD_NEXT)
+ *                              called in LIB still looked after LIB
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -319,6 +332,94 @@ static void do_wait(void)
 	printf("child exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
 }
 
+typedef int (*w_gpa_fn)(const char *, void **, int, unsigned long long, int *);
+typedef int (*w_gpa1_fn)(const char *, void **, int, unsigned long long);
+typedef int (*w_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			   unsigned, void *, void **, void **);
+typedef int (*w_coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			 unsigned, void *, void **);
+typedef int (*w_ex_fn)(const void *, void *, void **, void **);
+typedef int (*w_graph_fn)(void *, void *);
+typedef int (*w_alloc_fn)(void **, unsigned long);
+typedef unsigned long (*w_count_fn)(int);
+typedef int (*w_check_fn)(void);
+
+#define W_F ((void *)0xf00d)
+#define W_ST ((void *)0x5eed)
+#define W_PARAMS ((void **)0xa11)
+#define W_EXTRA ((void **)0xe47)
+
+static void *w_gpa(w_gpa_fn gpa, const char *sym, int ver, unsigned long long flags)
+{
+	void *f = NULL;
+	int st = -1;
+
+	if (gpa(sym, &f, ver, flags, &st) != 0 || st != 0)
+		return NULL;
+	return f;
+}
+
+static void do_launch(const char *lib, unsigned long n, unsigned long gap_us)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+	struct timespec gap = { .tv_sec = (time_t)(gap_us / 1000000u),
+				.tv_nsec = (long)(gap_us % 1000000u) * 1000 };
+	w_gpa_fn gpa, gpa_self;
+	w_launch_fn lk, lk_ptsz, lk_dlsym, lk_default;
+	w_coop_fn coop;
+	w_ex_fn ex;
+	w_graph_fn graph;
+	w_alloc_fn alloc;
+	w_count_fn count;
+	w_check_fn next_check;
+	void *mem;
+	int bad = 0;
+
+	if (!h) {
+		printf("launch failed: dlopen\n");
+		return;
+	}
+	gpa = (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2");
+	count = (w_count_fn)dlsym(h, "fake_cuda_calls");
+	next_check = (w_check_fn)dlsym(h, "fake_next_check");
+	lk_dlsym = (w_launch_fn)dlsym(h, "cuLaunchKernel");
+	/* What a program linked with -lcuda calls: the first definition. */
+	lk_default = (w_launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchKernel");
+	if (!gpa || !count || !next_check || !lk_dlsym || !lk_default) {
+		printf("launch failed: dlsym\n");
+		return;
+	}
+	lk = (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0);
+	lk_ptsz = (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 2);
+	coop = (w_coop_fn)w_gpa(gpa, "cuLaunchCooperativeKernel", 12000, 0);
+	ex = (w_ex_fn)w_gpa(gpa, "cuLaunchKernelEx", 12000, 0);
+	gpa_self = (w_gpa_fn)w_gpa(gpa, "cuGetProcAddress", 12000, 0);
+	alloc = (w_alloc_fn)w_gpa(gpa, "cuMemAlloc", 12000, 0);
+	if (!lk || !lk_ptsz || !coop || !ex || !gpa_self || !alloc) {
+		printf("launch failed: cuGetProcAddress\n");
+		return;
+	}
+	graph = (w_graph_fn)w_gpa(gpa_self, "cuGraphLaunch", 12000, 0);
+	if (!graph) {
+		printf("launch failed: cuGetProcAddress(cuGraphLaunch)\n");
+		return;
+	}
+	for (unsigned long i = 0; i < n; i++) {
+		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+		if (gap_us && i + 1 < n)
+			nanosleep(&gap, NULL);
+	}
+	bad |= lk_ptsz(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+	bad |= coop(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS);
+	bad |= ex((const void *)0xc0f, W_F, W_PARAMS, W_EXTRA);
+	bad |= graph((void *)0x6a, W_ST);
+	bad |= lk_dlsym(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+	bad |= lk_default(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+	bad |= alloc(&mem, 64);
+	printf("launch ok=%lu bad=%lu other=%lu status=%s rtld_next=%s\n", count(0), count(1),
+	       count(2), bad ? "error" : "ok", next_check() ? "ok" : "wrong");
+}
+
 static void step(int argc, char **a)
 {
 	const char *cmd = a[0];
@@ -358,6 +459,13 @@ static void step(int argc, char **a)
 		do_fork(a[1]);
 	} else if (strcmp(cmd, "wait") == 0) {
 		do_wait();
+	} else if (strcmp(cmd, "probe") == 0) {
+		/* What a program that looks for the CUDA driver finds. */
+		printf("probe cuLaunchKernel=%s cuLaunchKernel_ptsz=%s\n",
+		       dlsym(RTLD_DEFAULT, "cuLaunchKernel") ? "found" : "none",
+		       dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz") ? "found" : "none");
+	} else if (strcmp(cmd, "launch") == 0 && argc == 4) {
+		do_launch(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0));
 	} else if (strcmp(cmd, "exit") == 0) {
 		exit(0);
 	} else {

@@ -9,6 +9,7 @@
  * so the preempt agent's LD_PRELOAD interposer sees every call. Does not
  * own: any notion of gpuqos; the --dev override exists for tests only.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -45,7 +46,11 @@ struct fc_opts {
 	unsigned set_delay_ms;
 	double hold_s;
 	unsigned poll_ms;
-	int busy; /* spin while holding: stands for an always-busy (launch-bound) LC */
+	/* While holding, launch through LIBCUDA (tests/preempt/fake_libcuda.c,
+	 * reached as the CUDA runtime does) every this many us (0: without
+	 * pause, standing for a launch-bound LC); -1: never. */
+	const char *libcuda;
+	long launch_every_us;
 	int fork;
 	int exit_without_free;
 	int print_state;
@@ -245,11 +250,40 @@ static double fc_now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+typedef int (*fc_gpa_fn)(const char *, void **, int, unsigned long long, int *);
+typedef int (*fc_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			    unsigned, void *, void **, void **);
+
+/* cuLaunchKernel as cudart finds it: dlopen, dlsym(cuGetProcAddress_v2). */
+static fc_launch_fn fc_launcher(const char *lib)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	fc_gpa_fn gpa;
+	void *f = NULL;
+	int st = -1;
+
+	if (!h)
+		fc_die("dlopen %s: %s", lib, dlerror());
+	gpa = (fc_gpa_fn)dlsym(h, "cuGetProcAddress_v2");
+	if (!gpa || gpa("cuLaunchKernel", &f, 12000, 0, &st) != 0 || !f)
+		fc_die("%s: no cuLaunchKernel through cuGetProcAddress_v2", lib);
+	return (fc_launch_fn)f;
+}
+
+static void fc_launch(fc_launch_fn launch)
+{
+	/* The arguments fake_libcuda.c checks. */
+	if (launch((void *)0xf00d, 1, 2, 3, 4, 5, 6, 7, (void *)0x5eed, (void **)0xa11,
+		   (void **)0xe47) != 0)
+		fc_die("cuLaunchKernel failed");
+}
+
 /* Stay alive for --hold seconds and/or until --wait-file exists. */
 static void fc_hold(struct fc *f)
 {
 	double end = fc_now_s() + f->o.hold_s;
 	double next_poll = fc_now_s();
+	fc_launch_fn launch = f->o.launch_every_us >= 0 ? fc_launcher(f->o.libcuda) : NULL;
 	struct stat st;
 
 	while (!fc_stop) {
@@ -263,8 +297,15 @@ static void fc_hold(struct fc *f)
 			fc_read_back(f);
 			next_poll = fc_now_s() + f->o.poll_ms / 1000.0;
 		}
-		if (f->o.busy)
+		if (launch) {
+			fc_launch(launch);
+			if (f->o.launch_every_us == 0)
+				continue;
+			struct timespec g = { f->o.launch_every_us / 1000000,
+					      f->o.launch_every_us % 1000000 * 1000 };
+			nanosleep(&g, NULL);
 			continue;
+		}
 		struct timespec d = { 0, 5 * 1000000 };
 		nanosleep(&d, NULL);
 	}
@@ -295,7 +336,8 @@ static void fc_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: fakecuda [--dev PATH] [--gpu N] [--contexts N] [--form 64|21|xfer]\n"
-		"                [--libcuda-set gr|end|none] [--set-delay-ms N] [--hold SECONDS] [--busy]\n"
+		"                [--libcuda-set gr|end|none] [--set-delay-ms N] [--hold SECONDS]\n"
+		"                [--libcuda PATH --launch-every-us N]\n"
 		"                [--poll-ms N] [--wait-file PATH] [--fork] [--exit-without-free]\n"
 		"                [--print-state]\n"
 		"The device defaults to $GPUQOS_NVIDIACTL, else /dev/nvidiactl.\n");
@@ -315,9 +357,7 @@ static unsigned fc_uint(const char *opt, const char *v, unsigned max)
 
 static int fc_flag(struct fc_opts *o, const char *a)
 {
-	if (strcmp(a, "--busy") == 0)
-		o->busy = 1;
-	else if (strcmp(a, "--fork") == 0)
+	if (strcmp(a, "--fork") == 0)
 		o->fork = 1;
 	else if (strcmp(a, "--exit-without-free") == 0)
 		o->exit_without_free = 1;
@@ -344,6 +384,10 @@ static void fc_value(struct fc_opts *o, const char *a, const char *v)
 		o->poll_ms = fc_uint(a, v, 3600000);
 	else if (strcmp(a, "--wait-file") == 0)
 		o->wait_file = v;
+	else if (strcmp(a, "--libcuda") == 0)
+		o->libcuda = v;
+	else if (strcmp(a, "--launch-every-us") == 0)
+		o->launch_every_us = fc_uint(a, v, 10000000);
 	else if (strcmp(a, "--hold") == 0) {
 		char *end;
 		o->hold_s = strtod(v, &end);
@@ -377,7 +421,8 @@ static void fc_parse(int argc, char **argv, struct fc_opts *o)
 {
 	const char *env = getenv("GPUQOS_NVIDIACTL");
 
-	*o = (struct fc_opts){ .dev = env && *env ? env : "/dev/nvidiactl", .contexts = 1 };
+	*o = (struct fc_opts){ .dev = env && *env ? env : "/dev/nvidiactl", .contexts = 1,
+			       .launch_every_us = -1 };
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0) {
 			fc_usage(stdout);
@@ -388,6 +433,8 @@ static void fc_parse(int argc, char **argv, struct fc_opts *o)
 		fc_value(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
 		i++;
 	}
+	if ((o->launch_every_us >= 0) != (o->libcuda != NULL))
+		fc_die("--libcuda and --launch-every-us go together");
 }
 
 /* ---------------- main ---------------- */

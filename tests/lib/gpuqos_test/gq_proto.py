@@ -10,8 +10,9 @@ from gpuqos_test import Failure
 
 MAGIC = 0x534F5147
 VERSION = 1
-HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED = range(1, 8)
-SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24}
+HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY = range(1, 9)
+SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
+         ACTIVITY: 56}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -19,19 +20,23 @@ GATE_LEASE_MAX_MS = 10000
 UNKNOWN = 0xFFFFFFFF
 F_RECONNECT = 1
 F_GATE = 2
+F_ACTIVITY = 4
+POLICY_F_ACTIVITY = 1
+ACTIVITY_PERIOD_MS, ACTIVITY_TAIL_US = 250, 200
 TSG_F_GATED, TSG_F_NO_GATE, TSG_F_LEASED = 1, 2, 4
 COMM_LEN = 16
 
 # Bodies after the header: struct format and field names, in order.
 BODIES = {
     HELLO: ("=IIII16s", "pid flags lib_version ntsg comm"),
-    POLICY: ("=IIII", "gr_timeslice_us copy_timeslice_us reserved0 reserved1"),
+    POLICY: ("=IIII", "gr_timeslice_us copy_timeslice_us flags reserved1"),
     TSG: ("=10I", "h_client h_tsg h_device device_instance engine_type fd "
                   "timeslice_us app_timeslice_us interleave flags"),
     TSG_GONE: ("=II", "h_client h_tsg"),
     COMMAND: ("=IIIIQ", "op h_client h_tsg deadline_us arg"),
     RESULT: ("=IIIIIIQQ", "op h_client h_tsg rm_status err reserved value elapsed_ns"),
     SYNCED: ("=II", "ntsg reserved"),
+    ACTIVITY: ("=IIQQQQ", "flags reserved launches bursts active_ns at_ns"),
 }
 
 
@@ -44,8 +49,8 @@ def hello(seq, pid, flags=0, lib_version=1, ntsg=0, comm=b"fake_peer"):
     return hdr(HELLO, seq) + struct.pack("=IIII16s", pid, flags, lib_version, ntsg, comm)
 
 
-def policy(gr, copy, seq=0):
-    return hdr(POLICY, seq) + struct.pack("=IIII", gr, copy, 0, 0)
+def policy(gr, copy, seq=0, flags=0):
+    return hdr(POLICY, seq) + struct.pack("=IIII", gr, copy, flags, 0)
 
 
 def tsg(seq, h_client, h_tsg, h_device, device_instance, engine_type, fd,
@@ -70,6 +75,11 @@ def result(seq, op, h_client, h_tsg, rm_status, err, value, elapsed_ns=150000):
 
 def synced(seq, ntsg):
     return hdr(SYNCED, seq) + struct.pack("=II", ntsg, 0)
+
+
+def activity(seq, launches, bursts, active_ns, at_ns, flags=0):
+    return hdr(ACTIVITY, seq) + struct.pack("=IIQQQQ", flags, 0, launches, bursts, active_ns,
+                                            at_ns)
 
 
 class BadMessage(Failure):
