@@ -385,7 +385,9 @@ class Runner:
                 "GPUQOS_CTL_SOCKET": os.path.join(d, "ctl.sock"),
                 "GPUQOS_PREEMPT_LIB": os.path.join(self.build, "agent/preempt/libgpuqos-preempt.so")}
 
-    def ensure_agent(self, policy):
+    def ensure_agent(self, policy, keep_state=False):
+        """A node agent with this policy; keep_state: a restart that keeps
+        its state directory (and socket folder) as a node would."""
         if self.agent and self.agent_policy == policy and self.agent.poll() is None:
             return True
         self.stop_agent()
@@ -394,8 +396,9 @@ class Runner:
             self.say(f"no agent at {exe} (run tests/gpu/bundle.sh): gq modes skipped")
             return False
         d = os.path.join(self.tmp, "gq")
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
+        if not keep_state:
+            shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d, exist_ok=True)
         os.chmod(d, 0o755)
         pol = {"version": 1, "defaultClass": "unmanaged", "trustRunClass": True}
         pol.update(POLICIES[policy])

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""soak.py - gpuqos under mixed load for a while, then whether anything
+went wrong: a micro LC and three BEs (two all-SM kernels, one training
+step) run the whole time under the default policy (the BEs rotate); an
+eager ResNet-50 LC (launch-bound: its BEs go back to baseline) comes and
+goes; the node agent is restarted now and then (SIGTERM, or SIGKILL
+mid-rotation). At the end: XID lines the kernel logged meanwhile, the
+agent's control failures and timeouts (every incarnation, read before it
+stops), each BE's longest stall, the LC's latency, and a short table.
+
+Usage: soak.py --bin DIR --build DIR --out DIR [--minutes M]
+(run from the repository root on a GPU machine; tests/gpu/README.md).
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import suite  # noqa: E402  (the suite's runner: commands, agent, environment)
+
+XID = re.compile(r"NVRM: Xid", re.I)
+
+
+def kernel_xids():
+    try:
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [ln for ln in out.splitlines() if XID.search(ln)]
+
+
+def ctl_json(r, *args):
+    exe = os.path.join(r.build, "agent/cli/gpuqosctl")
+    env = dict(os.environ, **r.gq_env(), LD_LIBRARY_PATH=os.path.join(r.build, "lib"))
+    try:
+        p = subprocess.run([exe, "--json"] + list(args), env=env, capture_output=True, text=True,
+                           timeout=10)
+        return json.loads(p.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def counters(st):
+    """The agent's control counters that must stay 0, from status."""
+    if not st:
+        return {"status": "unreadable"}
+    c = st.get("counters", {})
+    d = st.get("direct", {}) or {}
+    return {"failures": c.get("failures"), "timeouts": c.get("timeouts"),
+            "direct_lost": d.get("lost"), "direct_late": d.get("late"),
+            "direct_stalled": d.get("stalled")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--eager-every-s", type=float, default=45.0)
+    ap.add_argument("--eager-for-s", type=float, default=15.0)
+    ap.add_argument("--restart-every-s", type=float, default=100.0)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    ra = argparse.Namespace(bin=a.bin, build=a.build, out=a.out, duration_s=0, clocks=False)
+    r = suite.Runner(ra)
+    total = a.minutes * 60.0
+    xids_before = kernel_xids()
+    if not r.ensure_agent("default"):
+        return 1
+    tmp = r.tmp
+    procs = []
+    for i, be in enumerate(("fill", "fill", "train")):
+        procs.append((f"be{i}", r.spawn(r.be_cmd(be, total, ()), {}, "gq:default", "be", tmp,
+                                        f"be{i}")))
+    procs.append(("lc", r.spawn(r.lc_cmd("micro", total), {}, "gq:default", "lc", tmp, "lc")))
+    if not r.wait_ready(procs, tmp, 240):
+        r.say("soak: not every process got ready")
+        r.close()
+        return 1
+    open(os.path.join(tmp, "go"), "w").close()
+    start = time.monotonic()
+    r.say(f"soak: {a.minutes:g} min from now")
+    incarnations, eagers, restarts = [], 0, 0
+    next_eager = start + 10
+    next_restart = start + a.restart_every_s
+    eager = None
+    while time.monotonic() - start < total - 5:
+        now = time.monotonic()
+        if eager is None and now >= next_eager and now - start < total - a.eager_for_s - 30:
+            etmp = os.path.join(tmp, f"eager{eagers}")
+            os.makedirs(etmp)
+            cmd = r.lc_cmd("resnet50_eager", a.eager_for_s)
+            eager = r.spawn(cmd, {}, "gq:default", "lc", etmp, "lc")
+            # It starts its window at once: its own go file.
+            open(os.path.join(etmp, "go"), "w").close()
+            eagers += 1
+            next_eager = now + a.eager_every_s
+        if eager is not None and eager.poll() is not None:
+            eager = None
+        if now >= next_restart:
+            st = ctl_json(r, "status")
+            incarnations.append(counters(st))
+            how = "kill" if restarts % 2 else "term"
+            if how == "kill":
+                r.agent.kill()
+                r.agent.wait()
+                r.agent = None
+            else:
+                r.stop_agent()
+            r.ensure_agent("default", keep_state=True)
+            restarts += 1
+            r.say(f"soak: agent restarted ({how}) at {now - start:.0f} s: {incarnations[-1]}")
+            next_restart = now + a.restart_every_s
+        time.sleep(1.0)
+    incarnations.append(counters(ctl_json(r, "status")))
+    listing = ctl_json(r, "list")
+    for _, p in procs:
+        try:
+            p.wait(max(1, total - (time.monotonic() - start) + 120))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    xids_after = kernel_xids()
+    new_xids = (None if xids_before is None or xids_after is None
+                else xids_after[len(xids_before):])
+    res = {"minutes": a.minutes, "eager_runs": eagers, "agent_restarts": restarts,
+           "environment": suite.environment(),
+           "lc": r.result(tmp, "lc"),
+           "bes": [r.result(tmp, f"be{i}") for i in range(3)],
+           "agent_counters": incarnations,
+           "new_xid_lines": new_xids,
+           "failed_tsgs": [t for t in (listing or {}).get("tsgs", [])
+                           if t.get("state") == "failed"]}
+    with open(os.path.join(a.out, "soak.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    r.close()
+    lc = res["lc"] or {}
+    bad = sum(v for c in incarnations for k, v in c.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and v)
+    print("\n| what | value |\n| --- | --- |")
+    print(f"| minutes | {a.minutes:g} |")
+    print(f"| eager LC runs / agent restarts | {eagers} / {restarts} |")
+    print(f"| micro LC p50 / p99 / p99.9 us | {lc.get('p50_us')} / {lc.get('p99_us')} / "
+          f"{lc.get('p999_us')} |")
+    print("| BE iterations/s, longest stall ms | " + "; ".join(
+        f"{(b or {}).get('kernels_per_s', (b or {}).get('steps_per_s'))}, "
+        f"{(b or {}).get('max_gap_ms')}" for b in res["bes"]) + " |")
+    print(f"| control failures+timeouts+lost+late (all agents) | {bad} |")
+    print(f"| TSGs failed at the end | {len(res['failed_tsgs'])} |")
+    print(f"| new XID lines | {'dmesg unreadable' if new_xids is None else len(new_xids)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    sys.exit(main())
