@@ -998,13 +998,12 @@ def t_busy_lc(node):
     node.start_agent(config={"version": 1, "busyLcPercent": 50})
     be = node.workload("be", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "2000"])
     lc = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "0"])
-    wait_for(lambda: gr_timeslice(node, lc.pid) == [100000], what="LC at 100000")
     wait_for(lambda: row(lc.pid)["launchBound"], timeout=10,
              what="the LC launching without pause counted as launch-bound")
     r = row(lc.pid)
     expect(r["launchActivePercent"] >= 90 and r["launchesPerSecond"] > 10000, "its launches: %r" % r)
-    wait_for(lambda: gr_timeslice(node, be.pid) == [2048], timeout=5,
-             what="the BE at baseline beside a launch-bound LC")
+    wait_for(lambda: gr_timeslice(node, be.pid) == [2048] and gr_timeslice(node, lc.pid) == [2048],
+             timeout=5, what="the BE and the launch-bound LC at baseline (driver defaults)")
     t = next(t for t in agent_tsgs(node, be.pid) if t["engine"] == 1)
     expect("launch-bound LC" in t["reason"], "reason: %r" % t)
     # The BE's own launches are read too, and change nothing.
@@ -1015,7 +1014,8 @@ def t_busy_lc(node):
     lc.wait()
     # An LC launching every 2 ms (about 10 % active) shortens its BE.
     lc2 = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "2000"])
-    wait_for(lambda: gr_timeslice(node, be.pid) == [50], timeout=10, what="BE at 50")
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50] and gr_timeslice(node, lc2.pid) == [100000],
+             timeout=10, what="BE at 50, LC at 100000")
     wait_for(lambda: row(lc2.pid)["launchActivePercent"] is not None, timeout=5,
              what="the LC's launches read")
     time.sleep(1.5)

@@ -48,8 +48,9 @@ def ctl_json(r, *args):
 
 def counters(st):
     """The agent's control counters that must stay 0, from status."""
-    if not st:
+    if not st or not isinstance(st.get("agent"), dict):
         return {"status": "unreadable"}
+    st = st["agent"]
     c = st.get("counters", {})
     d = st.get("direct", {}) or {}
     return {"failures": c.get("failures"), "timeouts": c.get("timeouts"),

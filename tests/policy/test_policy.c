@@ -251,7 +251,9 @@ static void test_busy_lc(const struct policy_config *dflt)
 		in[i].gateable = 1;
 	in[0].lc_busy = 1; /* GPU 0's LC only */
 	decide(cfg, in, 5, out);
-	CHECK_EQ_U(out[0].timeslice_us, 100000);
+	CHECK_EQ_U(out[0].timeslice_us, 2048); /* the launch-bound LC too */
+	CHECK(strstr(out[0].reason, "launch-bound LC") != NULL);
+	CHECK_EQ_U(out[3].timeslice_us, 100000); /* GPU 1's LC is not */
 	CHECK_EQ_U(out[1].timeslice_us, 2048);
 	CHECK_EQ_U(out[2].timeslice_us, 3000);
 	CHECK_EQ_U(out[1].rotate, 0);
@@ -264,10 +266,12 @@ static void test_busy_lc(const struct policy_config *dflt)
 	CHECK_EQ_U(out[2].timeslice_us, 3000);
 	CHECK_EQ_U(out[4].timeslice_us, 50);
 	in[2].gateable = 1;
-	/* A sole BE beside it: baseline. */
+	/* A sole BE beside it: baseline, and so is a second LC that is not
+	 * launch-bound. */
 	in[2].cls = CLASS_LC;
 	decide(cfg, in, 5, out);
 	CHECK_EQ_U(out[1].timeslice_us, 2048);
+	CHECK_EQ_U(out[2].timeslice_us, 3000);
 	in[2].cls = CLASS_BE;
 	/* The flag on a BE means nothing. */
 	in[0].lc_busy = 0;
