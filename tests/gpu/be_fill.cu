@@ -23,6 +23,11 @@
 //
 // Output: one JSON line on stdout:
 //   {"workload":"be_fill","kernels":..,"kernels_per_s":..,"duration_s":..,...}
+// with the longest wait between two completions in the window (max_gap_ms,
+// and when it ended, max_gap_at_s from the window's start) and every wait
+// of at least --long-gap-ms (long_gaps: [end s, length ms], the first 32;
+// long_gaps_total counts them all), so a stall can be matched with what
+// happened at that moment.
 
 #include "bench_common.h"
 
@@ -54,13 +59,15 @@ struct options {
 	const char *ready_file = nullptr;
 	const char *start_file = nullptr;
 	double start_timeout_s = 300;
+	double long_gap_ms = 300;
 };
 
 static void usage(const char *prog)
 {
 	fprintf(stderr,
 		"usage: %s [--duration-s 10] [--kernel-ms 10] [--iters N] [--inflight 1|2]\n"
-		"          [--ready-file PATH] [--start-file PATH] [--start-timeout-s 300]\n",
+		"          [--ready-file PATH] [--start-file PATH] [--start-timeout-s 300]\n"
+		"          [--long-gap-ms 300]\n",
 		prog);
 	exit(2);
 }
@@ -84,13 +91,41 @@ static options parse(int argc, char **argv)
 			o.start_file = arg_value(argc, argv, &i);
 		else if (arg_is(a, "--start-timeout-s"))
 			o.start_timeout_s = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--long-gap-ms"))
+			o.long_gap_ms = arg_double(argc, argv, &i);
 		else
 			usage(argv[0]);
 	}
 	if (o.duration_s <= 0 || o.kernel_ms <= 0 || o.iters > 0xffffffffull ||
-	    o.inflight < 1 || o.inflight > 2)
+	    o.inflight < 1 || o.inflight > 2 || o.long_gap_ms <= 0)
 		usage(argv[0]);
 	return o;
+}
+
+// Waits between completions in the timed window.
+#define GAPS_KEPT 32
+struct gaps {
+	uint64_t long_ns;	// a wait this long is listed
+	uint64_t max, max_end; // the longest, and when it ended (ns since start)
+	uint64_t end[GAPS_KEPT], len[GAPS_KEPT];
+	unsigned kept, total;
+};
+
+static void gap_note(gaps *g, uint64_t t_start, uint64_t from, uint64_t to)
+{
+	uint64_t len = to - from;
+	if (len > g->max) {
+		g->max = len;
+		g->max_end = to - t_start;
+	}
+	if (len < g->long_ns)
+		return;
+	g->total++;
+	if (g->kept < GAPS_KEPT) {
+		g->end[g->kept] = to - t_start;
+		g->len[g->kept] = len;
+		g->kept++;
+	}
 }
 
 struct be {
@@ -184,10 +219,11 @@ int main(int argc, char **argv)
 	const uint64_t give_up = now_ns() + (uint64_t)(o.start_timeout_s * 1e9);
 	bool ready = false, timing = false;
 	uint64_t t_start = 0, t_last = 0, count = 0;
-	// The longest wait between two completions in the window (or from its
-	// start to the first, or from the last to its end): how long the BE
-	// was stalled at most, e.g. gated by gpuqos's rotation.
-	uint64_t max_gap = 0;
+	// Waits between two completions in the window (or from its start to
+	// the first, or from the last to its end): how long the BE was stalled,
+	// e.g. gated by gpuqos's rotation.
+	gaps g = {};
+	g.long_ns = (uint64_t)(o.long_gap_ms * 1e6);
 	for (uint64_t i = 0;; i++) {
 		launch(w, iters);
 		CK(cudaEventRecord(ev[i & 1], w.stream));
@@ -212,8 +248,7 @@ int main(int argc, char **argv)
 				t_start = t_last = t;
 			}
 			if (timing && t - t_start >= dur) {
-				if (t - t_last > max_gap)
-					max_gap = t - t_last;
+				gap_note(&g, t_start, t_last, t);
 				t_last = t;
 				over = true;
 				break;
@@ -230,8 +265,7 @@ int main(int argc, char **argv)
 		}
 		if (was_timing) { // a completion inside the window
 			count++;
-			if (t - t_last > max_gap)
-				max_gap = t - t_last;
+			gap_note(&g, t_start, t_last, t);
 			t_last = t;
 		}
 		if (!timing && t > give_up) {
@@ -245,10 +279,14 @@ int main(int argc, char **argv)
 	printf("{\"workload\":\"be_fill\",\"kernels\":%llu,\"kernels_per_s\":%.2f,"
 	       "\"duration_s\":%.3f,\"iters\":%u,\"kernel_ms_alone\":%.3f,"
 	       "\"kernel_ms_mean\":%.3f,\"grid\":%d,\"block\":%d,\"blocks_per_sm\":%d,"
-	       "\"sms\":%d,\"inflight\":%d,\"max_gap_ms\":%.3f,\"device\":\"%s\"}\n",
+	       "\"sms\":%d,\"inflight\":%d,\"max_gap_ms\":%.3f,\"max_gap_at_s\":%.3f,"
+	       "\"long_gaps_total\":%u,\"long_gaps\":[",
 	       (unsigned long long)count, kps, secs, iters, kernel_ms_alone,
 	       kps > 0 ? 1000.0 / kps : 0.0, w.grid, FILL_THREADS, per_sm,
-	       prop.multiProcessorCount, o.inflight, max_gap / 1e6, prop.name);
+	       prop.multiProcessorCount, o.inflight, g.max / 1e6, g.max_end / 1e9, g.total);
+	for (unsigned k = 0; k < g.kept; k++)
+		printf("%s[%.3f,%.3f]", k ? "," : "", g.end[k] / 1e9, g.len[k] / 1e6);
+	printf("],\"device\":\"%s\"}\n", prop.name);
 	fflush(stdout);
 	// No teardown: kernels may still be queued on channels that another
 	// tool keeps disabled, and waiting for them would never end. The

@@ -58,6 +58,22 @@ def counters(st):
             "direct_stalled": d.get("stalled")}
 
 
+def long_stalls(bes, events):
+    """Every BE stall be_fill listed (at least --long-gap-ms), with the
+    last soak event that began before or during it."""
+    out = []
+    for i, b in enumerate(bes):
+        for end_s, ms in (b or {}).get("long_gaps") or []:
+            began = end_s - ms / 1000.0
+            before = [e for e in events if e[0] <= end_s]
+            last = before[-1] if before else None
+            out.append({"be": f"be{i}", "at_s": end_s, "ms": ms,
+                        "after": (f"{last[1]} at {last[0]} s"
+                                  + (" (during the stall)" if last[0] >= began else "")
+                                  if last else "nothing")})
+    return sorted(out, key=lambda x: x["at_s"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True)
@@ -87,8 +103,13 @@ def main():
         return 1
     open(os.path.join(tmp, "go"), "w").close()
     start = time.monotonic()
+    # The agent's log stamps in UTC: the window's start, to line the two up.
+    start_utc = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"
     r.say(f"soak: {a.minutes:g} min from now")
     incarnations, eagers, restarts = [], 0, 0
+    # What happened when (seconds since the window's start), to match
+    # with the BEs' long stalls (be_fill's long_gaps).
+    events = []
     next_eager = start + 10
     next_restart = start + a.restart_every_s
     eager = None
@@ -99,11 +120,13 @@ def main():
             os.makedirs(etmp)
             cmd = r.lc_cmd("resnet50_eager", a.eager_for_s)
             eager = r.spawn(cmd, {}, "gq:default", "lc", etmp, "lc")
+            events.append((round(now - start, 3), "eager LC started"))
             # It starts its window at once: its own go file.
             open(os.path.join(etmp, "go"), "w").close()
             eagers += 1
             next_eager = now + a.eager_every_s
         if eager is not None and eager.poll() is not None:
+            events.append((round(now - start, 3), "eager LC gone"))
             eager = None
         if now >= next_restart:
             st = ctl_json(r, "status")
@@ -115,7 +138,9 @@ def main():
                 r.agent = None
             else:
                 r.stop_agent()
+            events.append((round(time.monotonic() - start, 3), f"agent stopped ({how})"))
             r.ensure_agent("default", keep_state=True)
+            events.append((round(time.monotonic() - start, 3), "agent up"))
             restarts += 1
             r.say(f"soak: agent restarted ({how}) at {now - start:.0f} s: {incarnations[-1]}")
             next_restart = now + a.restart_every_s
@@ -131,11 +156,15 @@ def main():
     xids_after = kernel_xids()
     new_xids = (None if xids_before is None or xids_after is None
                 else xids_after[len(xids_before):])
+    bes = [r.result(tmp, f"be{i}") for i in range(3)]
     res = {"minutes": a.minutes, "eager_runs": eagers, "agent_restarts": restarts,
            "environment": suite.environment(),
            "lc": r.result(tmp, "lc"),
-           "bes": [r.result(tmp, f"be{i}") for i in range(3)],
+           "bes": bes,
            "agent_counters": incarnations,
+           "start_utc": start_utc,
+           "events": events,
+           "long_stalls": long_stalls(bes, events),
            "new_xid_lines": new_xids,
            "failed_tsgs": [t for t in (listing or {}).get("tsgs", [])
                            if t.get("state") == "failed"]}
@@ -156,6 +185,10 @@ def main():
     print(f"| control failures+timeouts+lost+late (all agents) | {bad} |")
     print(f"| TSGs failed at the end | {len(res['failed_tsgs'])} |")
     print(f"| new XID lines | {'dmesg unreadable' if new_xids is None else len(new_xids)} |")
+    if res["long_stalls"]:
+        print("\n| BE | stall ended at s | ms | last event before it |\n| --- | --- | --- | --- |")
+        for x in res["long_stalls"]:
+            print(f"| {x['be']} | {x['at_s']} | {x['ms']} | {x['after']} |")
     return 0
 
 
