@@ -180,7 +180,7 @@ static cJSON *uset_json(const struct uset *s)
 }
 
 struct pod_sum {
-	size_t procs, tsgs, overrides;
+	size_t procs, tsgs, overrides, launch_bound;
 	struct uset gpus, gr, copy, il;
 	unsigned paths; /* bit per enum path */
 	int pending, failed;
@@ -223,6 +223,7 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 			continue;
 		s->procs++;
 		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
+		s->launch_bound += p->busy.always != 0;
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
 			if (t->pid == p->pid)
 				sum_tsg(a, s, t);
@@ -276,6 +277,8 @@ static char *state_json(const struct pod_sum *s, enum class_source source)
 	add_paths(o, s->paths);
 	if (s->overrides)
 		cJSON_AddNumberToObject(o, "overrides", (double)s->overrides);
+	if (s->launch_bound) /* its runlists are at the driver's values */
+		cJSON_AddNumberToObject(o, "launchBound", (double)s->launch_bound);
 	cJSON_AddStringToObject(o, "state", s->failed ? "failed" : s->pending ? "pending" : "converged");
 	out = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

@@ -330,6 +330,9 @@ struct mrow {
 	int32_t il_desired;
 	enum qos_class cls;
 	int counted, converged, rotating, gated;
+	/* Its process's launches (lcbusy.c): share 0..1, -1 unknown; 0/1. */
+	double launch_active;
+	int launch_bound;
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
 	char id[640]; /* its identity labels, rendered */
@@ -446,6 +449,8 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->converged = strcmp(state, "converged") == 0;
 		r->rotating = t->gate.rotate;
 		r->gated = t->gate.gated;
+		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
+		r->launch_bound = p ? p->busy.always : 0;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
 		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;
@@ -536,6 +541,22 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 		bput(b, "gpuqos_tsg_gated{%s} %d\n", rows[i].id, rows[i].gated);
 }
 
+static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t n)
+{
+	bfamily(b, "gpuqos_tsg_launch_active_ratio", "gauge",
+		"Share of the time its process's own GPU launches keep it active (smoothed), "
+		"from its preempt agent; absent when unknown.");
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].launch_active >= 0)
+			bput(b, "gpuqos_tsg_launch_active_ratio{%s} %.3f\n", rows[i].id,
+			     rows[i].launch_active);
+	bfamily(b, "gpuqos_tsg_launch_bound", "gauge",
+		"1 when its process is a launch-bound LC (its runlist is left at the driver's "
+		"values), else 0.");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_launch_bound{%s} %d\n", rows[i].id, rows[i].launch_bound);
+}
+
 static void render_tsgs(struct mbuf *b, const struct mrow *rows, size_t n)
 {
 	render_tsg_info(b, rows, n);
@@ -555,6 +576,7 @@ static void render_tsgs(struct mbuf *b, const struct mrow *rows, size_t n)
 			bput(b, "gpuqos_tsg_interleave_level_desired{%s} %d\n", rows[i].id,
 			     (int)rows[i].il_desired);
 	render_tsg_controls(b, rows, n);
+	render_tsg_launches(b, rows, n);
 }
 
 /* ---- per GPU ---- */
@@ -825,6 +847,10 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 	     (unsigned long long)g->n.claims_refused_readback);
 	counter(b, "gpuqos_malformed_messages_total", "Malformed preempt-agent messages.",
 		g->n.malformed);
+	counter(b, "gpuqos_activity_reports_dropped_total",
+		"Launch reports (ACTIVITY) dropped as impossible: reserved bits, counters going "
+		"back, more active time than time passed.",
+		g->n.bad_activity);
 	counter(b, "gpuqos_log_lines_suppressed_total", "Log lines dropped by the per-process limit.",
 		g->n.log_suppressed);
 	counter(b, "gpuqos_config_reloads_total", "Configuration reloads (SIGHUP) that took effect.",

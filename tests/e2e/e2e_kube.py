@@ -288,6 +288,23 @@ def t_kube_classes(node):
     wait_for(lambda: gr_timeslice(node, lc.pid) == [50] and proc_row(node, lc.pid)["classSource"] == "annotation",
              what="back to the annotation")
 
+    # A launch-bound LC: its pod's state says so, and its runlist (the other
+    # LC and both BEs) runs at the driver's values until it goes.
+    node.add_pod("eager", "latency-critical")
+    lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
+    eager = node.in_pod("eager", "lc", args=("--hold", "60", "--libcuda", lib, "--launch-every-us", "0"))
+    wait_for(lambda: (node.gq_state("eager") or {}).get("launchBound") == 1
+             and (node.gq_state("eager") or {}).get("timesliceUs", {}).get("gr") == [2048]
+             and (node.gq_state("eager") or {}).get("state") == "converged", timeout=10,
+             what="the launch-bound pod's state")
+    expect(gr_timeslice(node, lc2.pid) == [2048] and gr_timeslice(node, be.pid) == [2048]
+           and gr_timeslice(node, lc.pid) == [2048], "its runlist at baseline")
+    expect("launchBound" not in (node.gq_state("lc2") or {}), "the other LC: %r" % node.gq_state("lc2"))
+    eager.kill()
+    eager.wait()
+    wait_for(lambda: gr_timeslice(node, lc2.pid) == [100000] and gr_timeslice(node, be.pid) == [50]
+             and gr_timeslice(node, lc.pid) == [50], timeout=10, what="back once it left")
+
     # An invalid value: the default class, one Warning Event.
     node.add_pod("odd", "ultra-fast")
     odd = node.in_pod("odd", "lc")

@@ -6,7 +6,8 @@
                       promtool, exports docs/metrics.md's families but the
                       Kubernetes ones, and a real Prometheus answers the
                       documented by-process query with the simulator's LC
-                      and BE GR timeslices, by class and pid.
+                      and BE GR timeslices, by class and pid, then a
+                      launch-bound LC's readings.
   kube_dashboard      every query of deploy/grafana/gpuqos-dashboard.json
                       (the `expr` of every panel target, Grafana's variables
                       filled in as Grafana would) returns data from a real
@@ -83,6 +84,23 @@ def t_standalone_metrics(node):
         # Copy TSGs keep 1024 us; every TSG of the BE is there.
         be_all = sorted(v for _, v in prom.query('gpuqos_tsg_timeslice_applied_seconds{pid="%d"}' % be.pid))
         expect(be_all == [0.00005, 0.001024, 0.001024, 0.001024], "the BE's four TSGs: %r" % be_all)
+        # A launch-bound LC: its readings, and the LC before it, in Prometheus.
+        lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
+        eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"])
+        wait_for(lambda: gr_timeslice(node, be.pid) == [2048] and gr_timeslice(node, lc.pid) == [2048],
+                 timeout=10, what="the runlist at baseline beside a launch-bound LC")
+
+        def values(expr):
+            return sorted(v for _, v in prom.query(expr))
+        wait_for(lambda: values('gpuqos_tsg_launch_bound{pid="%d"}' % eager.pid) == [1, 1, 1, 1],
+                 timeout=30, what="PromQL: the launch-bound LC's four TSGs")
+        ratio = values('gpuqos_tsg_launch_active_ratio{pid="%d"}' % eager.pid)
+        expect(len(ratio) == 4 and min(ratio) >= 0.7 and max(ratio) <= 1.0,
+               "its launch-active ratio: %r" % ratio)
+        # The first LC launches nothing: read as 0, not launch-bound.
+        expect(values('gpuqos_tsg_launch_bound{pid="%d"}' % lc.pid) == [0, 0, 0, 0]
+               and values('gpuqos_tsg_launch_active_ratio{pid="%d"}' % lc.pid) == [0, 0, 0, 0],
+               "the idle LC: %r" % prom.query('{__name__=~"gpuqos_tsg_launch_.*",pid="%d"}' % lc.pid))
     finally:
         prom.stop()
 
