@@ -73,7 +73,11 @@ static void lcbusy_judge(struct agent *a, struct proc *p)
 
 void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 {
-	uint64_t dt, dl, da;
+	/* A launch racing the preempt agent's read can make active_ns lag by
+	 * up to one tail (docs/protocol.md, "Activity"): within that, a step
+	 * back reads as no activity and a step past the elapsed time as all. */
+	const uint64_t tail = (uint64_t)GQ_ACTIVITY_TAIL_US * 1000u;
+	uint64_t dt, dl, da, active;
 	double share;
 
 	if (m->flags != 0 || m->reserved != 0) {
@@ -91,8 +95,9 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 		return;
 	}
 	if (m->at_ns < p->busy.base_at_ns || m->launches < p->busy.base_launches ||
-	    m->active_ns < p->busy.base_active_ns ||
-	    m->active_ns - p->busy.base_active_ns > m->at_ns - p->busy.base_at_ns) {
+	    m->active_ns + tail < p->busy.base_active_ns ||
+	    (m->active_ns > p->busy.base_active_ns &&
+	     m->active_ns - p->busy.base_active_ns > m->at_ns - p->busy.base_at_ns + tail)) {
 		/* Counters that go back or more active time than time passed:
 		 * not counters of one process. Start again from this one. */
 		a->n.bad_activity++;
@@ -111,7 +116,10 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 	if (dt < LCBUSY_MIN_INTERVAL_NS)
 		return;
 	dl = m->launches - p->busy.base_launches;
-	da = m->active_ns - p->busy.base_active_ns;
+	active = m->active_ns > p->busy.base_active_ns ? m->active_ns : p->busy.base_active_ns;
+	da = active - p->busy.base_active_ns;
+	if (da > dt)
+		da = dt;
 	share = 100.0 * (double)da / (double)dt;
 	p->busy.percent = p->busy.percent < 0
 				  ? share
@@ -122,7 +130,7 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 					 : LCBUSY_ALPHA * share +
 						   (1 - LCBUSY_ALPHA) * p->busy.launches_per_s;
 	p->busy.base_launches = m->launches;
-	p->busy.base_active_ns = m->active_ns;
+	p->busy.base_active_ns = active;
 	p->busy.base_at_ns = m->at_ns;
 	lcbusy_judge(a, p);
 }

@@ -67,18 +67,24 @@ static void pa_launch_note(void)
 
 void pa_launch_read(struct pa_launch_counts *c)
 {
+	const rm_u64 tail = (rm_u64)GQ_ACTIVITY_TAIL_US * 1000u;
 	rm_u64 last;
 
-	c->at_ns = pa_now_ns();
 	c->launches = atomic_load_explicit(&pa_launches, memory_order_relaxed);
 	c->bursts = atomic_load_explicit(&pa_bursts, memory_order_relaxed);
 	c->active_ns = atomic_load_explicit(&pa_active_ns, memory_order_relaxed);
 	last = atomic_load_explicit(&pa_last_ns, memory_order_relaxed);
+	/* The clock after the counters: every launch they count happened
+	 * before at_ns (read first, a launch racing the read was counted past
+	 * it, and a report claimed more active time than time passed). */
+	c->at_ns = pa_now_ns();
 	/* active_ns already holds the whole tail of the latest launch, which
-	 * may still be running: count only what has passed, so the share of
-	 * one report never exceeds its interval. */
-	if (last && last <= c->at_ns && c->at_ns - last < (rm_u64)GQ_ACTIVITY_TAIL_US * 1000u) {
-		rm_u64 ahead = (rm_u64)GQ_ACTIVITY_TAIL_US * 1000u - (c->at_ns - last);
+	 * may still be running: count only what has passed by at_ns. A launch
+	 * that swapped pa_last_ns but has not added its part yet makes this
+	 * take off up to one tail too much: the node agent allows for it
+	 * (docs/protocol.md, "Activity"). */
+	if (last && last <= c->at_ns && c->at_ns - last < tail) {
+		rm_u64 ahead = tail - (c->at_ns - last);
 
 		c->active_ns = c->active_ns > ahead ? c->active_ns - ahead : 0;
 	}

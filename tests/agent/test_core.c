@@ -515,6 +515,115 @@ static void test_claim_limits(void)
 	agent_free(a);
 }
 
+/* One ACTIVITY from pid's preempt agent (times in ms on its clock). */
+static void activity(struct agent *a, struct proc *p, uint64_t launches, double active_ms,
+		     double at_ms, uint32_t reserved)
+{
+	struct gq_activity m;
+
+	memset(&m, 0, sizeof(m));
+	m.reserved = reserved;
+	m.launches = launches;
+	m.active_ns = (uint64_t)(active_ms * 1e6);
+	m.at_ns = (uint64_t)(at_ms * 1e6);
+	lcbusy_report(a, p, &m);
+}
+
+/* Launch readings: the share of the time launches keep a process active,
+ * smoothed; an LC at busyLcPercent (50) is launch-bound until it falls 10
+ * points under; impossible reports are dropped and counted, a launch
+ * racing the library's read (up to one 200 us tail) is not impossible;
+ * a second without reports forgets the reading. */
+static void test_launch_readings(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 1, "lc"), *be = proc_with_peer(a, 2, "be");
+
+	CHECK(lc->busy.percent < 0 && !lc->busy.always);
+	activity(a, lc, 1000, 10, 1000, 0); /* the base */
+	CHECK(lc->busy.percent < 0);
+	activity(a, lc, 11000, 250, 1250, 0); /* 240 of 250 ms: 96 % */
+	CHECK(lc->busy.percent > 95.9 && lc->busy.percent < 96.1 && lc->busy.always);
+	CHECK(lc->busy.launches_per_s > 39999 && lc->busy.launches_per_s < 40001);
+	CHECK_EQ_U(a->n.bad_activity, 0);
+	/* A BE reads the same and is never launch-bound. */
+	activity(a, be, 0, 0, 1000, 0);
+	activity(a, be, 10000, 240, 1250, 0);
+	CHECK(be->busy.percent > 95 && !be->busy.always);
+
+	/* Reserved bits: dropped, counted, the reading kept. */
+	activity(a, lc, 12000, 490, 1500, 1);
+	CHECK_EQ_U(a->n.bad_activity, 1);
+	CHECK(lc->busy.always && lc->busy.percent > 95.9);
+	/* 0.1 ms more active than elapsed (a racing launch): all of it. */
+	activity(a, lc, 12000, 500.1, 1500, 0);
+	CHECK_EQ_U(a->n.bad_activity, 1);
+	CHECK(lc->busy.percent > 97.1 && lc->busy.percent < 97.3); /* 0.3 * 100 + 0.7 * 96 */
+	/* 0.1 ms back (the racing launch's part not added yet): none of it. */
+	activity(a, lc, 13000, 500.0, 1750, 0);
+	CHECK_EQ_U(a->n.bad_activity, 1);
+	CHECK(lc->busy.percent > 68.0 && lc->busy.percent < 68.1); /* 0.7 * 97.2 */
+	CHECK(lc->busy.always); /* hysteresis: bound down to 40 % */
+	/* The next report counts from the higher value, so nothing is lost
+	 * twice: 125 of 250 ms. */
+	activity(a, lc, 14000, 625.1, 2000, 0);
+	CHECK(lc->busy.percent > 62.6 && lc->busy.percent < 62.7);
+	/* 0.3 ms more than elapsed: not one process's counters. Forgotten,
+	 * and the runlist is reconsidered. */
+	a->dirty = 0;
+	activity(a, lc, 15000, 875.4, 2250, 0);
+	CHECK_EQ_U(a->n.bad_activity, 2);
+	CHECK(lc->busy.percent < 0 && !lc->busy.always && a->dirty);
+	/* That report was not a base: the next one is. */
+	activity(a, lc, 16000, 1000, 2500, 0);
+	activity(a, lc, 26000, 1240, 2750, 0);
+	CHECK(lc->busy.always);
+	/* Launches or active time going back more than a tail: forgotten. */
+	activity(a, lc, 25000, 1300, 3000, 0);
+	CHECK_EQ_U(a->n.bad_activity, 3);
+	CHECK(!lc->busy.always);
+	activity(a, lc, 30000, 1300, 3000, 0);
+	activity(a, lc, 31000, 1540, 3250, 0);
+	activity(a, lc, 32000, 1539.7, 3500, 0);
+	CHECK_EQ_U(a->n.bad_activity, 4);
+	/* Falling readings: bound while at or above 40 %, not below. */
+	activity(a, lc, 40000, 1600, 3750, 0);
+	activity(a, lc, 50000, 1840, 4000, 0); /* 96 % */
+	CHECK(lc->busy.always);
+	double t = 4000, act = 1840;
+	while (lc->busy.percent >= 40.0) {
+		CHECK(lc->busy.always);
+		t += 250;
+		act += 25; /* 10 % */
+		activity(a, lc, 50000, act, t, 0);
+	}
+	CHECK(!lc->busy.always && lc->busy.percent > 30.0);
+	/* A report closer than 100 ms to the last changes nothing and folds
+	 * into the next: 50 ms all active, then 200 ms idle, is 20 %. */
+	{
+		double before = lc->busy.percent;
+
+		activity(a, lc, 50100, act + 50, t + 50, 0);
+		CHECK(lc->busy.percent == before);
+		activity(a, lc, 50100, act + 50, t + 250, 0);
+		CHECK(lc->busy.percent > 0.3 * 20 + 0.7 * before - 0.01 &&
+		      lc->busy.percent < 0.3 * 20 + 0.7 * before + 0.01);
+	}
+	/* A second without a report: unknown. */
+	fake_now += 1100000;
+	lcbusy_tick(a);
+	CHECK(lc->busy.percent < 0 && be->busy.percent < 0);
+	/* busyLcPercent 0: read, never judged. */
+	a->cfg->policy.busy_lc_percent = 0;
+	activity(a, lc, 0, 0, 10000, 0);
+	activity(a, lc, 10000, 250, 10250, 0);
+	CHECK(lc->busy.percent > 99 && !lc->busy.always);
+	a->cfg->policy.busy_lc_percent = 50;
+	lcbusy_tick(a);
+	CHECK(lc->busy.always);
+	agent_free(a);
+}
+
 int main(void)
 {
 	log_set_level(LOG_LEVEL_ERROR);
@@ -526,5 +635,6 @@ int main(void)
 	test_rotation_needs_every_be();
 	test_restart_grace();
 	test_claim_limits();
+	test_launch_readings();
 	CHECK_DONE();
 }

@@ -1037,13 +1037,71 @@ def t_busy_lc(node):
     expect(gr_timeslice(node, be.pid) == [50], "BE still at 50 with the rule off")
 
 
+def t_busy_lc_rotate(node):
+    """Three BEs rotating beside a micro LC while a launch-bound LC comes and
+    goes and the node agent restarts under it: the rotation stops at once
+    (every BE enabled, the runlist at libcuda's values) while the
+    launch-bound LC is there and resumes when it leaves, and through every
+    change no BE stays disabled longer than its normal wait (two turns of
+    100 ms), plus slack for a loaded machine; never a lease (500 ms) more."""
+    lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
+    node.start_agent()
+    bes = [node.workload("be", ["--hold", "60"]) for _ in range(3)]
+    lc = node.workload("lc", ["--hold", "60"])
+    pids = [p.pid for p in bes]
+    worst = [0.0, "nothing"]
+
+    def watch(pred, what, timeout):
+        """wait_for(pred), sampling the longest disabled channel meanwhile."""
+        def step():
+            w = longest_disabled_ms(node, pids)
+            if w > worst[0]:
+                worst[0], worst[1] = w, what
+            return pred()
+        return wait_for(step, timeout=timeout, step=0.01, what=what)
+
+    def rotating():
+        return (len(schedulable(node, pids)) == 1
+                and all(gr_timeslice(node, pid) == [50] for pid in pids))
+
+    def at_baseline():
+        return (schedulable(node, pids) == set(pids)
+                and all(gr_timeslice(node, pid) == [2048] for pid in pids + [lc.pid]))
+
+    watch(rotating, "three BEs rotating", 20)
+    end = time.monotonic() + 1.0
+    watch(lambda: time.monotonic() > end, "one second of rotation", 5)
+    for i, how in enumerate((None, signal.SIGTERM, signal.SIGKILL)):
+        eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"])
+        t0 = time.monotonic()
+        watch(at_baseline, "a launch-bound LC arrived (%d)" % i, 10)
+        took = time.monotonic() - t0
+        # Two reports to read it, a third to cross 50 %, a pass to apply.
+        expect(took < 2.5, "the runlist went to baseline %.2f s after the LC started" % took)
+        if how is not None:
+            node.stop_agent(how)
+            watch(at_baseline, "agent stopped (%s) beside a launch-bound LC" % how.name, 5)
+            node.start_agent()
+            end = time.monotonic() + 4.0  # the restart grace, then its reading again
+            watch(lambda: time.monotonic() > end, "agent back beside a launch-bound LC", 10)
+            expect(at_baseline(), "still at baseline after the restart")
+        eager.kill()
+        eager.wait()
+        watch(rotating, "the launch-bound LC left (%d)" % i, 10)
+        end = time.monotonic() + 1.0
+        watch(lambda: time.monotonic() > end, "rotating again (%d)" % i, 5)
+    expect(worst[0] < 200 + 350, "a BE stayed disabled %.0f ms (during: %s)" % tuple(worst))
+    print("longest disabled: %.0f ms (during: %s)" % tuple(worst))
+
+
 SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "many": t_many, "nonroot": t_nonroot, "deadline": t_deadline,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
              "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar,
-             "rotate": t_rotate, "busy_lc": t_busy_lc}
+             "rotate": t_rotate, "busy_lc": t_busy_lc,
+             "busy_lc_rotate": t_busy_lc_rotate}
 
 
 def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):
