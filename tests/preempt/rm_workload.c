@@ -41,6 +41,10 @@
  *                              a launch); prints LIB's counts of launches with
  *                              intact arguments and whether dlsym(RTLD_NEXT)
  *                              called in LIB still looked after LIB
+ *   launchtime LIB N           the same cuLaunchKernel N times back to back;
+ *                              prints the mean time of one call (the cost of
+ *                              the library's launch wrapper, run with and
+ *                              without it: tests/preempt/launch_bench.sh)
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -420,6 +424,28 @@ static void do_launch(const char *lib, unsigned long n, unsigned long gap_us)
 	       count(2), bad ? "error" : "ok", next_check() ? "ok" : "wrong");
 }
 
+static void do_launchtime(const char *lib, unsigned long n)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+	w_gpa_fn gpa = h ? (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+	w_launch_fn lk = gpa ? (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0) : NULL;
+	struct timespec t0, t1;
+	double ns;
+	int bad = 0;
+
+	if (!lk || n == 0) {
+		printf("launchtime failed\n");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned long i = 0; i < n; i++)
+		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+	printf("launchtime n=%lu ns_per_launch=%.2f status=%s\n", n, ns / (double)n,
+	       bad ? "error" : "ok");
+}
+
 static void step(int argc, char **a)
 {
 	const char *cmd = a[0];
@@ -466,6 +492,8 @@ static void step(int argc, char **a)
 		       dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz") ? "found" : "none");
 	} else if (strcmp(cmd, "launch") == 0 && argc == 4) {
 		do_launch(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0));
+	} else if (strcmp(cmd, "launchtime") == 0 && argc == 3) {
+		do_launchtime(a[1], strtoul(a[2], NULL, 0));
 	} else if (strcmp(cmd, "exit") == 0) {
 		exit(0);
 	} else {
