@@ -36,6 +36,10 @@
 #define LCBUSY_MIN_INTERVAL_NS 100000000ull
 /* No report for this long: the reading is unknown (no verdict). */
 #define LCBUSY_STALE_US (4ull * GQ_ACTIVITY_PERIOD_MS * 1000ull)
+/* More launches per second than any process makes (a call costs tens of
+ * nanoseconds even into a libcuda that does nothing): a higher rate is
+ * read as this one, so what the agent shows stays a plain integer. */
+#define LCBUSY_MAX_RATE 1e9
 /* A launch-bound LC stops being one below busyLcPercent minus this. */
 #define LCBUSY_HYST_PERCENT 10.0
 
@@ -125,6 +129,8 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 				  ? share
 				  : LCBUSY_ALPHA * share + (1 - LCBUSY_ALPHA) * p->busy.percent;
 	share = (double)dl * 1e9 / (double)dt;
+	if (share > LCBUSY_MAX_RATE)
+		share = LCBUSY_MAX_RATE;
 	p->busy.launches_per_s = p->busy.launches_per_s < 0
 					 ? share
 					 : LCBUSY_ALPHA * share +

@@ -36,6 +36,8 @@ struct proc_view {
 	long long pid, ntsg;
 	const char *comm, *exe, *cgroup, *cls, *class_source;
 	int connected, has_connected;
+	struct oint launch_pct, launch_rate; /* its launch reading, when known */
+	int launch_bound;
 };
 
 #define CELL 64
@@ -140,6 +142,9 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 	j_str(e, o, w, "class", J_ANY, &v->cls);
 	j_str(e, o, w, "classSource", J_ANY, &v->class_source);
 	v->has_connected = j_bool(e, o, w, "connected", J_ANY, &v->connected) > 0;
+	oint_get(e, o, w, "launchActivePercent", J_ANY, &v->launch_pct);
+	oint_get(e, o, w, "launchesPerSecond", J_ANY, &v->launch_rate);
+	j_bool(e, o, w, "launchBound", J_ANY, &v->launch_bound);
 	return e->msg[0] ? -1 : 0;
 }
 
@@ -384,6 +389,12 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 	       v->connected ? "connected" : "not connected");
 	snprintf(buf, sizeof(buf), "%lld", v->ntsg);
 	detail(out, "TSGs", buf);
+	if (v->launch_pct.has && v->launch_rate.has)
+		snprintf(buf, sizeof(buf), "active %lld %% of the time, %lld/s%s", v->launch_pct.v,
+			 v->launch_rate.v, v->launch_bound ? ": launch-bound" : "");
+	else
+		snprintf(buf, sizeof(buf), "not known");
+	detail(out, "launches", buf);
 }
 
 int render_show(const cJSON *ans, long long pid, FILE *out, struct jerr *e)

@@ -609,6 +609,11 @@ static void test_launch_readings(void)
 		CHECK(lc->busy.percent > 0.3 * 20 + 0.7 * before - 0.01 &&
 		      lc->busy.percent < 0.3 * 20 + 0.7 * before + 0.01);
 	}
+	/* An impossible rate is shown as the cap, not as a number no tool
+	 * reads as an integer. */
+	activity(a, be, 20000, 480, 1500, 0);
+	activity(a, be, UINT64_MAX / 2, 480, 1600, 0);
+	CHECK(be->busy.launches_per_s > 0.3e9 - 1 && be->busy.launches_per_s <= 0.3e9 + 0.7 * 40000 + 1);
 	/* A second without a report: unknown. */
 	fake_now += 1100000;
 	lcbusy_tick(a);

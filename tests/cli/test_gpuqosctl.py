@@ -61,7 +61,8 @@ TSGS = [
 PROCS = [
     {"pid": 1234, "comm": "python3", "exe": "/usr/bin/python3.11",
      "cgroup": "/kubepods/besteffort/pod1/abc", "class": "best-effort",
-     "classSource": "gpuqos-run", "connected": True, "tsgs": 4},
+     "classSource": "gpuqos-run", "connected": True, "tsgs": 4,
+     "launchActivePercent": 87, "launchesPerSecond": 41580, "launchBound": False},
     {"pid": 999, "comm": "idle-job", "exe": "/opt/idle", "cgroup": "/",
      "class": "latency-critical", "classSource": "override", "connected": False, "tsgs": 0},
 ]
@@ -222,8 +223,21 @@ def t_table(env):
     for s in ["1234", "python3", "TSG 0x5c000013", "client 0xc1d00004",
               "best-effort (from gpuqos-run)", "sole BE beside an LC", "baseline 2048",
               "SET_TIMESLICE: NV_OK, 212 µs", "/usr/bin/python3.11",
-              "/kubepods/besteffort/pod1/abc", "connected"]:
+              "/kubepods/besteffort/pod1/abc", "connected",
+              "launches       active 87 % of the time, 41580/s\n"]:
         check(s in out, f"show: {s!r} missing from\n{out}")
+    # A launch-bound LC says so; a process without a reading (older agents
+    # send no such keys, newer ones null) says it is not known.
+    for extra, says in [({"class": "latency-critical", "launchBound": True},
+                         "active 87 % of the time, 41580/s: launch-bound"),
+                        ({"launchActivePercent": None, "launchesPerSecond": None}, "not known"),
+                        ({"launchActivePercent": 0, "launchesPerSecond": 0}, "active 0 %")]:
+        rc, out, err, _ = env.run("show", "1234", answer=line(
+            {"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [dict(PROCS[0], **extra)]}))
+        check(rc == 0 and says in out, f"show: {says!r} missing from\n{out}{err}")
+    rc, out, err, _ = env.run("show", "999", answer=line(
+        {"ok": True, "agent": AGENT, "tsgs": [], "processes": [PROCS[1]]}))
+    check(rc == 0 and "launches       not known" in out, f"show: no launch keys\n{out}{err}")
     check("rotation" not in out, f"show: a TSG outside any rotation says nothing of it\n{out}")
     for desired, applied, says in [(True, True, "gated: another BE's turn"),
                                    (False, False, "its turn: schedulable"),
@@ -358,6 +372,11 @@ def t_malformed(env):
          'processes[0]: missing "pid"'),
         ("connected string", ["list"], listing(processes=[dict(PROCS[1], connected="no")]),
          '"connected" is not true or false'),
+        ("launch share string", ["show", "1"],
+         listing(processes=[dict(PROCS[0], launchActivePercent="87")]),
+         '"launchActivePercent" is not an integer'),
+        ("launch-bound number", ["show", "1"], listing(processes=[dict(PROCS[0], launchBound=1)]),
+         '"launchBound" is not true or false'),
         ("no results", ["get-timeslice", "1"], b'{"ok":true}\n', 'missing "results"'),
         ("result no op", ["preempt", "1"],
          line({"ok": True, "results": [{"tsg": "0x1", "errno": 0}]}), 'missing "op"'),
