@@ -317,7 +317,8 @@ static void on_peer(struct loop_watch *w, uint32_t events)
 {
 	struct peer *p = (struct peer *)((char *)w - offsetof(struct peer, w));
 	struct agent *a = w->ctx;
-	unsigned char buf[GQ_MSG_MAX];
+	/* Messages hold 8-byte fields (RM_ALIGN8): read them in place. */
+	_Alignas(8) unsigned char buf[GQ_MSG_MAX];
 
 	/* Drain what is queued; stop at EAGAIN. A peer that keeps sending is
 	 * bounded by the batch of 64 datagrams per wake-up. */
