@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--minutes", type=float, default=30.0)
+    # 0 turns the eager LC, or the restarts, off: to tell their effects apart.
     ap.add_argument("--eager-every-s", type=float, default=45.0)
     ap.add_argument("--eager-for-s", type=float, default=15.0)
     ap.add_argument("--restart-every-s", type=float, default=100.0)
@@ -115,7 +116,8 @@ def main():
     eager = None
     while time.monotonic() - start < total - 5:
         now = time.monotonic()
-        if eager is None and now >= next_eager and now - start < total - a.eager_for_s - 30:
+        if (a.eager_every_s > 0 and eager is None and now >= next_eager
+                and now - start < total - a.eager_for_s - 30):
             etmp = os.path.join(tmp, f"eager{eagers}")
             os.makedirs(etmp)
             cmd = r.lc_cmd("resnet50_eager", a.eager_for_s)
@@ -128,7 +130,7 @@ def main():
         if eager is not None and eager.poll() is not None:
             events.append((round(now - start, 3), "eager LC gone"))
             eager = None
-        if now >= next_restart:
+        if a.restart_every_s > 0 and now >= next_restart:
             st = ctl_json(r, "status")
             incarnations.append(counters(st))
             how = "kill" if restarts % 2 else "term"
