@@ -76,6 +76,7 @@ POLICIES = {
     "floor": {"severalBe": "floor"},
     "busy": {"busyLcPercent": 50},
     "norule": {"busyLcPercent": 0},
+    "lc10ms": {"timeslices": {"lcUs": 10000}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -86,15 +87,18 @@ PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+)
 
 
 def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
-       be_args=(), tag="", event=None):
+       be_args=(), tag="", event=None, duration_s=None):
     """One scenario. be_env: a dict for every BE or a list, one per BE.
     event (gq modes): ("kill", AT_S) sends the node agent SIGKILL AT_S into
-    the window; ("stop", AT_S, FOR_S) stops it (SIGSTOP) for FOR_S seconds."""
+    the window; ("stop", AT_S, FOR_S) stops it (SIGSTOP) for FOR_S seconds;
+    ("eager", AT_S, FOR_S) starts an eager ResNet-50 LC AT_S into the window
+    that measures FOR_S seconds once built and warm (any mode).
+    duration_s: this scenario's window instead of --duration-s."""
     if isinstance(be_env, dict) or be_env is None:
         be_env = [dict(be_env or {}) for _ in range(nbe)]
     return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
             "lc_args": list(lc_args), "lc_env": dict(lc_env or {}), "be_env": be_env,
-            "be_args": list(be_args), "tag": tag, "event": event}
+            "be_args": list(be_args), "tag": tag, "event": event, "duration_s": duration_s}
 
 
 def set_quick():
@@ -327,7 +331,24 @@ def set_proof():
     return s
 
 
-SETS = {"proof": set_proof, "key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
+def set_stall():
+    """What stalls a rotating BE when an eager LC arrives: a micro LC and
+    three be_fill rotating (30 s windows), an eager ResNet-50 LC started 1 s
+    in (it builds its model, warms up, then runs 10 s), under the default
+    policy, with the LC timeslice at 10 ms instead of 100, with the
+    launch-bound rule off, and at driver defaults. be_fill lists every wait
+    of 300 ms or more with its time (long_gaps); the eager LC's start, its
+    verdict (agent log) and its window place them."""
+    ev = ("eager", 1.0, 10.0)
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    for mode in ("gq:default", "gq:lc10ms", "gq:norule", "defaults"):
+        s.append(sc(f"micro {mode} 3xfill, eager LC from 1 s", "micro", "fill", 3, mode,
+                    event=ev, duration_s=30))
+    return s
+
+
+SETS = {"proof": set_proof, "stall": set_stall, "key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
         "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
@@ -431,6 +452,16 @@ class Runner:
                 self.agent.wait()
         self.agent = None
 
+    def eager_event(self, ev, mode, tmp, go):
+        """("eager", AT_S, FOR_S): an eager ResNet-50 LC started AT_S after
+        the window began (under gpuqos run in gq modes), in a folder of its
+        own whose start file exists: it measures as soon as it is warm."""
+        time.sleep(max(0.0, ev[1] - (time.monotonic() - go)))
+        etmp = os.path.join(tmp, "eager")
+        os.makedirs(etmp, exist_ok=True)
+        open(os.path.join(etmp, "go"), "w").close()
+        return self.spawn(self.lc_cmd("resnet50_eager", ev[2]), {}, mode, "lc", etmp, "eager")
+
     def agent_event(self, ev):
         """Kill or stop the node agent mid-window; returns what was done."""
         time.sleep(ev[1])
@@ -517,11 +548,11 @@ class Runner:
 
     def run(self, s, rep):
         a = self.a
-        dur = a.duration_s
+        dur = s.get("duration_s") or a.duration_s
         if s["mode"].startswith("gq:") and not self.ensure_agent(s["mode"][3:]):
             return None
         tmp = tempfile.mkdtemp(dir=self.tmp)
-        procs = []
+        procs, eager = [], None
         for i in range(s["nbe"]):
             procs.append((f"be{i}", self.spawn(self.be_cmd(s["be"], dur, s["be_args"]),
                                                s["be_env"][i], s["mode"], "be", tmp, f"be{i}")))
@@ -544,7 +575,12 @@ class Runner:
             elif s["mode"] == "probe":
                 time.sleep(0.7)  # rm_probe applies after a 500 ms settle
             open(os.path.join(tmp, "go"), "w").close()
-            if s.get("event"):
+            go = time.monotonic()
+            if s.get("event") and s["event"][0] == "eager":
+                eager = self.eager_event(s["event"], s["mode"], tmp, go)
+                rec["event"] = {"event": "eager", "at_s": s["event"][1], "for_s": s["event"][2],
+                                "started_s": round(time.monotonic() - go, 3)}
+            elif s.get("event"):
                 rec["event"] = self.agent_event(s["event"])
             if a.clocks or s["mode"].startswith("gq:"):
                 time.sleep(dur / 2)
@@ -556,12 +592,16 @@ class Runner:
                     f"{x['class']} {x['launchActivePercent']} % {x['launchesPerSecond']}/s"
                     f"{' BOUND' if x['launchBound'] else ''}" for x in rec["activity_mid"]))
         deadline = time.monotonic() + dur + 60
-        for _, p in procs:
+        for _, p in procs + ([("eager", eager)] if eager else []):
             try:
                 p.wait(max(1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if eager:
+            r = self.result(os.path.join(tmp, "eager"), "eager")
+            rec["event"]["eager_result"] = {k: r.get(k) for k in ("n", "p50_us", "p99_us", "late")} \
+                if r else None
         rec["lc_result"] = self.result(tmp, "lc") if s["lc"] else None
         rec["be_results"] = [self.result(tmp, f"be{i}") for i in range(s["nbe"])]
         probe, timings = [], {}
@@ -705,10 +745,18 @@ def table(recs, switch):
             fmt(d.get("be_limit"), 2), fmt(d.get("be_vs_limit"), 2)]) + " |")
     rows.append(f"\nswitch cost used for the limit: {fmt(switch, 1)} µs")
     extra = [f"| {r['scenario']} | {r['rep']} | " + " ".join(
-        fmt(x.get("max_gap_ms") if x else None, 1) for x in r["be_results"]) + " |"
+        fmt(x.get("max_gap_ms") if x else None, 1) for x in r["be_results"]) + " | " + "; ".join(
+        f"be{i} " + " ".join(f"{ms:.0f}@{at:.1f}" for at, ms in (x or {}).get("long_gaps") or [])
+        for i, x in enumerate(r["be_results"]) if (x or {}).get("long_gaps")) + " |"
         for r in recs if r["be"] == "fill" and r["nbe"] > 1 and r["mode"] != "be_alone"]
     if extra:
-        rows += ["\n| scenario | rep | each BE's longest stall, ms |", "| --- | --- | --- |"] + extra
+        rows += ["\n| scenario | rep | each BE's longest stall, ms | stalls ≥ 300 ms: ms@s into the window |",
+                 "| --- | --- | --- | --- |"] + extra
+    extra = [f"| {r['scenario']} | {r['rep']} | started {r['event'].get('started_s')} s | "
+             f"{r['event'].get('eager_result')} |" for r in recs
+             if (r.get("event") or {}).get("event") == "eager"]
+    if extra:
+        rows += ["\n| scenario | rep | eager LC | its latency |", "| --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:
