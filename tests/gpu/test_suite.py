@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""test_suite.py - the GPU suite's own plumbing, without a GPU, so that a
+broken script is found here and not on a GPU machine's clock: every set
+builds its scenarios; a driver-defaults row and a gpuqos row (the real node
+agent and preempt agent, fake workloads that run no kernel) run, carry the
+workloads' numbers into suite.jsonl and the table; the eager-LC event
+starts its process (which fails at once without PyTorch, as it must be
+allowed to); soak.py parses its arguments.
+
+Usage: test_suite.py --build BUILD
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from gpuqos_test import check, Failure
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUITE = os.path.join(HERE, "suite.py")
+
+
+def suite(*args, timeout=240):
+    p = subprocess.run([sys.executable, SUITE] + list(args), capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    a = ap.parse_args()
+    sys.path.insert(0, HERE)
+    import suite as s  # noqa: E402  (the module under test)
+    for name in s.SETS:
+        rc, out, err = suite("--sets", name, "--list")
+        check(rc == 0 and out.strip(), f"--sets {name} --list: rc {rc}\n{out}{err}")
+    with tempfile.TemporaryDirectory() as d:
+        bin_dir = os.path.join(d, "bin")
+        os.makedirs(bin_dir)
+        for prog in ("lc_micro", "be_fill"):
+            os.symlink(os.path.join(HERE, "fake_workload.py"), os.path.join(bin_dir, prog))
+        out_dir = os.path.join(d, "out")
+        rc, out, err = suite("--sets", "proof", "--only", r"^micro (defaults|gq:default) 3xfill$",
+                             "--bin", bin_dir, "--build", a.build, "--out", out_dir,
+                             "--duration-s", "1")
+        check(rc == 0, f"suite: rc {rc}\n{out}\n{err}")
+        recs = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))]
+        names = [r["scenario"] for r in recs]
+        check(names == ["be alone fill", "be alone 3xfill", "micro alone", "micro defaults 3xfill",
+                        "micro gq:default 3xfill"], f"scenarios run: {names}")
+        for r in recs[3:]:
+            check((r["lc_result"] or {}).get("p99_us") == 77.0
+                  and [b.get("long_gaps") for b in r["be_results"]] == [[[0.5, 321.5]]] * 3,
+                  f"{r['scenario']}: the workloads' lines: {r}")
+        # The fakes make no RM call, so their preempt agents never connect:
+        # the agent answers with no processes, and the suite records that.
+        gq = recs[4]
+        check(gq.get("activity_mid") == [], f"the agent's launch readings: {gq.get('activity_mid')}")
+        check("| micro gq:default 3xfill | 0 | 55 | 77 |" in out, f"the table:\n{out}")
+        check("322@0.5" in out, f"the long stalls in the table:\n{out}")
+        # The eager-LC event, at driver defaults (30 s windows).
+        out_dir = os.path.join(d, "stall")
+        rc, out, err = suite("--sets", "stall", "--only", "defaults", "--bin", bin_dir,
+                             "--build", a.build, "--out", out_dir, "--duration-s", "1")
+        check(rc == 0, f"stall: rc {rc}\n{out}\n{err}")
+        recs = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))]
+        ev = recs[-1].get("event") or {}
+        check(ev.get("event") == "eager" and 0.9 <= ev.get("started_s", 0) <= 3.0
+              and "eager_result" in ev, f"the eager event: {recs[-1]}")
+        check((recs[-1]["lc_result"] or {}).get("duration_s") == 30,
+              f"the scenario's own window: {recs[-1]['lc_result']}")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "soak.py"), "--help"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "--restart-every-s" in p.stdout, f"soak.py --help: {p.stdout}{p.stderr}")
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Failure as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
