@@ -10,6 +10,7 @@ import sys
 import time
 
 from gpuqos_test import check, wait_for
+from gpuqos_test import gq_proto
 from gpuqos_test.agent import UNKNOWN, run, standard_process
 
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
@@ -766,6 +767,71 @@ def t_restart_idle(make_agent):
         sleeper.wait()
 
 
+def activity_msg(launches, active_ns, at_ns, reserved=0, length=56):
+    body = struct.pack("=IIQQQQ", 0, reserved, launches, 0, active_ns, at_ns)
+    return hexmsg(8, length, body[:length - 16])
+
+
+def t_activity_liar(make_agent):
+    """ACTIVITY reports a process cannot have made (reserved bits, counters
+    going back, more active time than time passed, an absurd launch rate)
+    are dropped and counted and keep the connection; a truncated one is
+    malformed and closes it; a flood changes nothing but the reading; what
+    the agent shows stays readable (gpuqosctl parses integers)."""
+    a = make_agent(config(busyLcPercent=50))
+    a.start()
+    lc = a.peer(LC_ENV)
+    standard_process(lc)
+    wait_for(lambda: len(a.tsgs(lc.pid)) == 4 and lc.evs("policy"), "the LC connected")
+
+    def row():
+        return next((p for p in a.list()["processes"] if p["pid"] == lc.pid), {})
+
+    ms = 1000000
+    lc.send(op="raw", hex=activity_msg(0, 0, 1000 * ms))
+    lc.send(op="raw", hex=activity_msg(10000, 240 * ms, 1250 * ms))
+    wait_for(lambda: row().get("launchBound") is True, "96 % active: launch-bound")
+    check(row()["launchActivePercent"] == 96 and row()["launchesPerSecond"] == 40000, repr(row()))
+    # Each bad report after the first forgets the reading: the next is a base.
+    bad = [(None, activity_msg(20000, 480 * ms, 1500 * ms, reserved=1)),   # reserved bits
+           (None, activity_msg(5000, 490 * ms, 1750 * ms)),                # launches back
+           (activity_msg(6000, 490 * ms, 1800 * ms),
+            activity_msg(7000, 800 * ms, 2050 * ms))]                      # 310 ms active in 250
+    for i, (base, h) in enumerate(bad):
+        if base:
+            lc.send(op="raw", hex=base)
+        lc.send(op="raw", hex=h)
+        wait_for(lambda: a.counters()["badActivity"] == i + 1, "bad report %d counted" % i)
+    check(row().get("launchBound") is False and row().get("launchActivePercent") is None,
+          "the reading forgotten: %r" % row())
+    check(not lc.evs("disconnected") and a.counters()["malformed"] == 0,
+          "impossible reports keep the connection")
+    # An absurd rate: capped, still an integer.
+    lc.send(op="raw", hex=activity_msg(7000, 800 * ms, 2100 * ms))
+    lc.send(op="raw", hex=activity_msg(2 ** 63, 850 * ms, 2200 * ms))
+    wait_for(lambda: row().get("launchesPerSecond") is not None, "a reading again")
+    check(isinstance(row()["launchesPerSecond"], int) and row()["launchesPerSecond"] <= 10 ** 9
+          and 0 <= row()["launchActivePercent"] <= 100, "the absurd rate shown capped: %r" % row())
+    # A flood from a peer of its own: 5000 reports as fast as the socket
+    # takes them, all folded (under 100 ms apart); the agent keeps answering.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(a.sock)
+    s.send(gq_proto.hello(1, os.getpid()))
+    for i in range(5000):
+        s.send(bytes.fromhex(activity_msg(i, i, 3000 * ms + i)))
+    # One more, 100 ms after the base: its reading shows the flood was read.
+    s.send(bytes.fromhex(activity_msg(5000, 5000, 3100 * ms)))
+    wait_for(lambda: next((p for p in a.list()["processes"] if p["pid"] == os.getpid()), {})
+             .get("launchesPerSecond") == 50000, "the flood read to its end, the peer connected")
+    check(a.counters()["badActivity"] == 3 and a.alive(), "the flood: %r" % a.counters())
+    s.close()
+    # Truncated: malformed, the connection closed.
+    lc.send(op="raw", hex=activity_msg(2 ** 63, 900 * ms, 2300 * ms, length=48))
+    wait_for(lambda: lc.evs("disconnected"), "a truncated ACTIVITY closes the peer")
+    wait_for(lambda: a.counters()["malformed"] == 1, "counted as malformed")
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -775,6 +841,7 @@ TESTS = {
     "interleave": t_interleave, "options": t_options, "valgrind": t_valgrind,
     "belief_latest": t_belief_latest, "claims": t_claims, "claim_flood": t_claim_flood,
     "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
+    "activity_liar": t_activity_liar,
 }
 
 if __name__ == "__main__":
