@@ -27,7 +27,8 @@
 // and when it ended, max_gap_at_s from the window's start) and every wait
 // of at least --long-gap-ms (long_gaps: [end s, length ms], the first 32;
 // long_gaps_total counts them all), so a stall can be matched with what
-// happened at that moment.
+// happened at that moment; start_unix is the window's start in wall-clock
+// seconds, to line it up with the node agent's log.
 
 #include "bench_common.h"
 
@@ -219,6 +220,7 @@ int main(int argc, char **argv)
 	const uint64_t give_up = now_ns() + (uint64_t)(o.start_timeout_s * 1e9);
 	bool ready = false, timing = false;
 	uint64_t t_start = 0, t_last = 0, count = 0;
+	double start_unix = 0;
 	// Waits between two completions in the window (or from its start to
 	// the first, or from the last to its end): how long the BE was stalled,
 	// e.g. gated by gpuqos's rotation.
@@ -246,6 +248,7 @@ int main(int argc, char **argv)
 			if (!timing && ready && (!o.start_file || file_exists(o.start_file))) {
 				timing = true;
 				t_start = t_last = t;
+				start_unix = unix_s();
 			}
 			if (timing && t - t_start >= dur) {
 				gap_note(&g, t_start, t_last, t);
@@ -279,11 +282,12 @@ int main(int argc, char **argv)
 	printf("{\"workload\":\"be_fill\",\"kernels\":%llu,\"kernels_per_s\":%.2f,"
 	       "\"duration_s\":%.3f,\"iters\":%u,\"kernel_ms_alone\":%.3f,"
 	       "\"kernel_ms_mean\":%.3f,\"grid\":%d,\"block\":%d,\"blocks_per_sm\":%d,"
-	       "\"sms\":%d,\"inflight\":%d,\"max_gap_ms\":%.3f,\"max_gap_at_s\":%.3f,"
+	       "\"sms\":%d,\"inflight\":%d,\"start_unix\":%.3f,\"max_gap_ms\":%.3f,"
+	       "\"max_gap_at_s\":%.3f,"
 	       "\"long_gaps_total\":%u,\"long_gaps\":[",
 	       (unsigned long long)count, kps, secs, iters, kernel_ms_alone,
 	       kps > 0 ? 1000.0 / kps : 0.0, w.grid, FILL_THREADS, per_sm,
-	       prop.multiProcessorCount, o.inflight, g.max / 1e6, g.max_end / 1e9, g.total);
+	       prop.multiProcessorCount, o.inflight, start_unix, g.max / 1e6, g.max_end / 1e9, g.total);
 	for (unsigned k = 0; k < g.kept; k++)
 		printf("%s[%.3f,%.3f]", k ? "," : "", g.end[k] / 1e9, g.len[k] / 1e6);
 	printf("],\"device\":\"%s\"}\n", prop.name);

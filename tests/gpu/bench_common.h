@@ -41,6 +41,15 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+// Wall-clock seconds (CLOCK_REALTIME), to line a window up with the node
+// agent's log and the suite's samples.
+static inline double unix_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 // Sleep until the absolute CLOCK_MONOTONIC time t (ns); returns at once if
 // t has passed.
 static inline void sleep_until_ns(uint64_t t)

@@ -26,7 +26,10 @@ at once and counts as late. The same pattern runs for --warmup-s first, then
 until that file exists.
 
 Output: one JSON line on stdout (workload "<model>_<mode>", n, p50_us,
-p90_us, p99_us, p999_us, max_us, mean_us, late, gpu_p50_us, ...).
+p90_us, p99_us, p999_us, max_us, mean_us, late, gpu_p50_us, ...), with
+phases_unix: the wall-clock seconds when the model was built, the warmup
+began, the window began and ended (to line them up with the node agent's
+log and the BEs' stalls).
 """
 
 import argparse
@@ -146,7 +149,9 @@ def main():
         return 2
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda", 0)
+    phases = {"start": time.time()}
     model, x = build(torch, a.model, a.batch, a.seq, dev)
+    phases["built"] = time.time()
     rng = random.Random(a.seed)
 
     with torch.no_grad():
@@ -187,6 +192,7 @@ def main():
             return int(a.period_ms * 1e6)
 
         nxt = time.monotonic_ns()
+        phases["warmup"] = time.time()
         warm_end = nxt + int(a.warmup_s * 1e9)
         give_up = warm_end + int(a.start_timeout_s * 1e9)
         ready = False
@@ -207,6 +213,7 @@ def main():
         lat, gpu, outside = [], [], []
         late = 0
         t_start = time.monotonic_ns()
+        phases["window"] = time.time()
         t_end = t_start + int(a.duration_s * 1e9)
         prev_done = 0
         nxt = t_start
@@ -224,6 +231,7 @@ def main():
             if t >= t_end:
                 break
         t_stop = time.monotonic_ns()
+        phases["end"] = time.time()
 
     lat.sort()
     gpu.sort()
@@ -253,6 +261,7 @@ def main():
         "duration_s": round((t_stop - t_start) / 1e9, 3),
         "device": torch.cuda.get_device_name(dev),
         "torch": torch.__version__,
+        "phases_unix": {k: round(v, 3) for k, v in phases.items()},
     }
     print(json.dumps(res, separators=(",", ":")), flush=True)
     return 0

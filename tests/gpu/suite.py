@@ -61,6 +61,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -489,6 +490,35 @@ class Runner:
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return []
 
+    def ctl_trace(self, path, stop):
+        """Until stop is set, every 100 ms: each GR TSG's class, applied
+        timeslice and gate, and each process's launch reading, one JSON line
+        with the wall-clock time (a timeline of what the agent held while
+        an event row ran)."""
+        exe = os.path.join(self.build, "agent/cli/gpuqosctl")
+        env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
+        with open(path, "a") as f:
+            while not stop.wait(0.1):
+                t = time.time()
+                try:
+                    j = json.loads(subprocess.run([exe, "--json", "list"], env=env,
+                                                  capture_output=True, text=True,
+                                                  timeout=5).stdout)
+                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    continue
+                tsgs = []
+                for x in j.get("tsgs", []):
+                    if x.get("engineName") != "GR0":
+                        continue
+                    g = x.get("gate") or {}
+                    tsgs.append([x.get("pid"), (x.get("class") or "?")[:2],
+                                 (x.get("timeslice") or {}).get("applied"),
+                                 int(bool(g.get("desired"))), int(bool(g.get("applied")))])
+                procs = [[p.get("pid"), p.get("launchActivePercent"), int(bool(p.get("launchBound")))]
+                         for p in j.get("processes", [])]
+                f.write(json.dumps({"t": round(t, 3), "tsg": tsgs, "proc": procs},
+                                   separators=(",", ":")) + "\n")
+
     def ctl_list(self):
         exe = os.path.join(self.build, "agent/cli/gpuqosctl")
         env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
@@ -552,7 +582,7 @@ class Runner:
         if s["mode"].startswith("gq:") and not self.ensure_agent(s["mode"][3:]):
             return None
         tmp = tempfile.mkdtemp(dir=self.tmp)
-        procs, eager = [], None
+        procs, eager, trace = [], None, None
         for i in range(s["nbe"]):
             procs.append((f"be{i}", self.spawn(self.be_cmd(s["be"], dur, s["be_args"]),
                                                s["be_env"][i], s["mode"], "be", tmp, f"be{i}")))
@@ -574,8 +604,17 @@ class Runner:
                     f.write(f"== {s['name']} rep {rep}\n{self.ctl_list()}\n")
             elif s["mode"] == "probe":
                 time.sleep(0.7)  # rm_probe applies after a 500 ms settle
+            if s.get("event") and s["mode"].startswith("gq:"):
+                stop = threading.Event()
+                slug = re.sub(r"[^a-z0-9]+", "-", s["name"].lower()).strip("-")
+                tpath = os.path.join(self.out, f"ctltrace-{slug}-{rep}.jsonl")
+                th = threading.Thread(target=self.ctl_trace, args=(tpath, stop), daemon=True)
+                th.start()
+                trace = (stop, th)
+                rec["ctl_trace"] = os.path.basename(tpath)
             open(os.path.join(tmp, "go"), "w").close()
             go = time.monotonic()
+            rec["go_unix"] = round(time.time(), 3)
             if s.get("event") and s["event"][0] == "eager":
                 eager = self.eager_event(s["event"], s["mode"], tmp, go)
                 rec["event"] = {"event": "eager", "at_s": s["event"][1], "for_s": s["event"][2],
@@ -598,9 +637,13 @@ class Runner:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if trace:
+            trace[0].set()
+            trace[1].join(10)
         if eager:
             r = self.result(os.path.join(tmp, "eager"), "eager")
-            rec["event"]["eager_result"] = {k: r.get(k) for k in ("n", "p50_us", "p99_us", "late")} \
+            rec["event"]["eager_result"] = {k: r.get(k) for k in ("n", "p50_us", "p99_us", "late",
+                                                                  "phases_unix")} \
                 if r else None
         rec["lc_result"] = self.result(tmp, "lc") if s["lc"] else None
         rec["be_results"] = [self.result(tmp, f"be{i}") for i in range(s["nbe"])]

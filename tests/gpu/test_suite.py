@@ -73,6 +73,17 @@ def main():
               and "eager_result" in ev, f"the eager event: {recs[-1]}")
         check((recs[-1]["lc_result"] or {}).get("duration_s") == 30,
               f"the scenario's own window: {recs[-1]['lc_result']}")
+        # An event row under gpuqos samples the agent every 100 ms (ctltrace).
+        out_dir = os.path.join(d, "killed")
+        rc, out, err = suite("--sets", "proof", "--only", "agent killed", "--bin", bin_dir,
+                             "--build", a.build, "--out", out_dir, "--duration-s", "3")
+        check(rc == 0, f"killed: rc {rc}\n{out}\n{err}")
+        rec = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))][-1]
+        tpath = os.path.join(out_dir, rec.get("ctl_trace") or "-")
+        lines = [json.loads(ln) for ln in open(tpath)] if os.path.exists(tpath) else []
+        check(len(lines) >= 5 and all(rec["go_unix"] - 1 <= x["t"] <= rec["go_unix"] + 4
+                                      and x["tsg"] == [] for x in lines),
+              f"the agent's timeline ({tpath}): {lines} (go {rec.get('go_unix')})")
     p = subprocess.run([sys.executable, os.path.join(HERE, "soak.py"), "--help"],
                        capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and "--restart-every-s" in p.stdout, f"soak.py --help: {p.stdout}{p.stderr}")
