@@ -23,10 +23,12 @@ def main():
         open(ready, "w").close()
     while start and not os.path.exists(start):
         time.sleep(0.01)
+    start_unix = time.time()
     time.sleep(dur)
     if os.path.basename(sys.argv[0]) == "be_fill":
         print(json.dumps({"workload": "be_fill", "kernels": 40, "kernels_per_s": 20.0,
-                          "duration_s": dur, "iters": 7, "max_gap_ms": 321.5,
+                          "duration_s": dur, "iters": 7, "start_unix": round(start_unix, 3),
+                          "max_gap_ms": 321.5,
                           "max_gap_at_s": 0.5, "long_gaps_total": 1, "long_gaps": [[0.5, 321.5]]}))
     else:
         print(json.dumps({"workload": "lc_micro", "n": 20, "p50_us": 55.0, "p99_us": 77.0,

@@ -58,6 +58,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,9 @@ POLICIES = {
     "busy": {"busyLcPercent": 50},
     "norule": {"busyLcPercent": 0},
     "lc10ms": {"timeslices": {"lcUs": 10000}},
+    # Every LC launch-bound (the micro LC reads 10 %): the whole runlist at
+    # the driver's values all the time, with every preempt agent present.
+    "allbound": {"busyLcPercent": 1},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -337,13 +341,14 @@ def set_stall():
     three be_fill rotating (30 s windows), an eager ResNet-50 LC started 1 s
     in (it builds its model, warms up, then runs 10 s), under the default
     policy, with the LC timeslice at 10 ms instead of 100, with the
-    launch-bound rule off, and at driver defaults. be_fill lists every wait
+    launch-bound rule off, with every LC launch-bound (the driver's values
+    with the preempt agents present), and at driver defaults. be_fill lists every wait
     of 300 ms or more with its time (long_gaps); the eager LC's start, its
     verdict (agent log) and its window place them."""
     ev = ("eager", 1.0, 10.0)
     s = [sc("be alone fill", None, "fill", 1, "be_alone"),
          sc("micro alone", "micro", nbe=0, mode="alone")]
-    for mode in ("gq:default", "gq:lc10ms", "gq:norule", "defaults"):
+    for mode in ("gq:default", "gq:lc10ms", "gq:norule", "gq:allbound", "defaults"):
         s.append(sc(f"micro {mode} 3xfill, eager LC from 1 s", "micro", "fill", 3, mode,
                     event=ev, duration_s=30))
     return s
@@ -491,20 +496,27 @@ class Runner:
             return []
 
     def ctl_trace(self, path, stop):
-        """Until stop is set, every 100 ms: each GR TSG's class, applied
+        """Until stop is set, every 20 ms: each GR TSG's class, applied
         timeslice and gate, and each process's launch reading, one JSON line
         with the wall-clock time (a timeline of what the agent held while
-        an event row ran)."""
-        exe = os.path.join(self.build, "agent/cli/gpuqosctl")
-        env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
+        an event row ran), read from the control socket directly."""
+        sock_path = self.gq_env()["GPUQOS_CTL_SOCKET"]
         with open(path, "a") as f:
-            while not stop.wait(0.1):
+            while not stop.wait(0.02):
                 t = time.time()
                 try:
-                    j = json.loads(subprocess.run([exe, "--json", "list"], env=env,
-                                                  capture_output=True, text=True,
-                                                  timeout=5).stdout)
-                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                        c.settimeout(2)
+                        c.connect(sock_path)
+                        c.sendall(b'{"cmd":"list"}\n')
+                        buf = b""
+                        while True:
+                            chunk = c.recv(65536)
+                            if not chunk:
+                                break
+                            buf += chunk
+                    j = json.loads(buf)
+                except (OSError, ValueError):
                     continue
                 tsgs = []
                 for x in j.get("tsgs", []):
@@ -590,6 +602,7 @@ class Runner:
             procs.append(("lc", self.spawn(self.lc_cmd(s["lc"], dur) + s["lc_args"], s["lc_env"],
                                            s["mode"], "lc", tmp, "lc")))
         rec = {"scenario": s["name"], "rep": rep, "lc": s["lc"], "be": s["be"], "nbe": s["nbe"],
+               "pids": {t: p.pid for t, p in procs},
                "mode": s["mode"], "lc_args": s["lc_args"], "be_args": s["be_args"],
                "lc_env": s["lc_env"], "be_env": s["be_env"], "tag": s["tag"],
                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -647,6 +660,8 @@ class Runner:
                 if r else None
         rec["lc_result"] = self.result(tmp, "lc") if s["lc"] else None
         rec["be_results"] = [self.result(tmp, f"be{i}") for i in range(s["nbe"])]
+        if trace:
+            rec["gating"] = gating(os.path.join(self.out, rec["ctl_trace"]), rec)
         probe, timings = [], {}
         for t, _ in procs:
             try:
@@ -761,6 +776,50 @@ def derive(recs, switch_override):
     return switch
 
 
+def gating(path, rec):
+    """What the agent held while each BE waited, from an event row's
+    ctltrace samples (every 20 ms): each BE's longest gated run (its gate
+    desired or applied in consecutive samples; the lease bounds it), and for
+    every stall of 300 ms or more the share of the samples inside it where
+    that BE was gated and the highest launch reading of any LC. A stall
+    with the BE schedulable (gated 0 %) beside a busy LC is the LC keeping
+    the GPU, not a gate left closed."""
+    try:
+        with open(path) as f:
+            samples = [json.loads(ln) for ln in f if ln.strip()]
+    except (OSError, ValueError):
+        return None
+    out = {"samples": len(samples), "longest_gated_ms": [], "stalls": []}
+    for i, be in enumerate(rec["be_results"]):
+        pid = rec["pids"].get(f"be{i}")
+        longest, since = 0.0, None
+        for x in samples:
+            gated = any(y[0] == pid and (y[3] or y[4]) for y in x["tsg"])
+            if gated and since is None:
+                since = x["t"]
+            elif not gated and since is not None:
+                longest, since = max(longest, x["t"] - since), None
+        out["longest_gated_ms"].append(round(longest * 1e3))
+        stalls = []
+        for end, ms in (be or {}).get("long_gaps") or []:
+            if be.get("start_unix") is None:
+                break
+            t1 = be["start_unix"] + end
+            t0 = t1 - ms / 1e3
+            inside = [x for x in samples if t0 <= x["t"] <= t1]
+            lcs = {y[0] for x in inside for y in x["tsg"] if y[1] == "la"}
+            busy = [p[1] for x in inside for p in x["proc"] if p[0] in lcs and p[1] is not None]
+            stalls.append({"end_s": end, "ms": ms, "samples": len(inside),
+                           "gated_pct": round(100 * sum(any(y[0] == pid and (y[3] or y[4])
+                                                            for y in x["tsg"])
+                                                        for x in inside) / len(inside))
+                           if inside else None,
+                           "lc_busy_max": max(busy) if busy else None,
+                           "lc_bound": any(p[2] for x in inside for p in x["proc"] if p[0] in lcs)})
+        out["stalls"].append(stalls)
+    return out
+
+
 def fmt(v, nd=0):
     if v is None:
         return "–"
@@ -787,14 +846,26 @@ def table(recs, switch):
             fmt(d.get("be_kept"), 2), " ".join(fmt(x, 2) for x in each) if each else "–",
             fmt(d.get("be_limit"), 2), fmt(d.get("be_vs_limit"), 2)]) + " |")
     rows.append(f"\nswitch cost used for the limit: {fmt(switch, 1)} µs")
+    def stall(r, i, at, ms):
+        g = ((r.get("gating") or {}).get("stalls") or [[]] * (i + 1))[i]
+        g = next((x for x in g if x["end_s"] == at), None)
+        if not g or g["gated_pct"] is None:
+            return f"{ms:.0f}@{at:.1f}"
+        return f"{ms:.0f}@{at:.1f} (gated {g['gated_pct']} %, LC {fmt(g['lc_busy_max'])} %" + \
+            (" bound" if g["lc_bound"] else "") + ")"
+
     extra = [f"| {r['scenario']} | {r['rep']} | " + " ".join(
-        fmt(x.get("max_gap_ms") if x else None, 1) for x in r["be_results"]) + " | " + "; ".join(
-        f"be{i} " + " ".join(f"{ms:.0f}@{at:.1f}" for at, ms in (x or {}).get("long_gaps") or [])
+        fmt(x.get("max_gap_ms") if x else None, 1) for x in r["be_results"]) + " | " + (
+        " ".join(str(v) for v in r["gating"]["longest_gated_ms"]) if r.get("gating") else "–")
+        + " | " + "; ".join(
+        f"be{i} " + " ".join(stall(r, i, at, ms) for at, ms in (x or {}).get("long_gaps") or [])
         for i, x in enumerate(r["be_results"]) if (x or {}).get("long_gaps")) + " |"
         for r in recs if r["be"] == "fill" and r["nbe"] > 1 and r["mode"] != "be_alone"]
     if extra:
-        rows += ["\n| scenario | rep | each BE's longest stall, ms | stalls ≥ 300 ms: ms@s into the window |",
-                 "| --- | --- | --- | --- |"] + extra
+        rows += ["\n| scenario | rep | each BE's longest stall, ms | longest gated, ms (agent, "
+                 "20 ms samples) | stalls ≥ 300 ms: ms@s into the window (share of it gated, "
+                 "highest LC launch reading) |",
+                 "| --- | --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | started {r['event'].get('started_s')} s | "
              f"{r['event'].get('eager_result')} |" for r in recs
              if (r.get("event") or {}).get("event") == "eager"]

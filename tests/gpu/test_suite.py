@@ -73,7 +73,9 @@ def main():
               and "eager_result" in ev, f"the eager event: {recs[-1]}")
         check((recs[-1]["lc_result"] or {}).get("duration_s") == 30,
               f"the scenario's own window: {recs[-1]['lc_result']}")
-        # An event row under gpuqos samples the agent every 100 ms (ctltrace).
+        # An event row under gpuqos samples the agent every 20 ms (ctltrace),
+        # and each BE's stall (the fake's 321.5 ms ending 0.5 s in, before
+        # the kill at 2 s) is matched with the samples inside it.
         out_dir = os.path.join(d, "killed")
         rc, out, err = suite("--sets", "proof", "--only", "agent killed", "--bin", bin_dir,
                              "--build", a.build, "--out", out_dir, "--duration-s", "3")
@@ -84,6 +86,13 @@ def main():
         check(len(lines) >= 5 and all(rec["go_unix"] - 1 <= x["t"] <= rec["go_unix"] + 4
                                       and x["tsg"] == [] for x in lines),
               f"the agent's timeline ({tpath}): {lines} (go {rec.get('go_unix')})")
+        g = rec.get("gating") or {}
+        check(g.get("longest_gated_ms") == [0, 0, 0] and len(g.get("stalls", [])) == 3
+              and all(len(x) == 1 and x[0]["ms"] == 321.5 and x[0]["samples"] >= 5
+                      and x[0]["gated_pct"] == 0 for x in g["stalls"]),
+              f"the stalls against the agent's samples: {g}")
+        check("321.5 321.5 321.5 | 0 0 0 | be0 322@0.5 (gated 0 %, LC – %)" in out,
+              f"the stall table with the agent's samples:\n{out}")
     p = subprocess.run([sys.executable, os.path.join(HERE, "soak.py"), "--help"],
                        capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and "--restart-every-s" in p.stdout, f"soak.py --help: {p.stdout}{p.stderr}")
