@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -102,6 +103,12 @@ def main():
         r.say("soak: not every process got ready")
         r.close()
         return 1
+    # What the agent holds, every 20 ms, for the whole soak: which BE was
+    # gated when, and each LC's launch reading (suite.Runner.ctl_trace).
+    trace_path = os.path.join(a.out, "ctltrace.jsonl")
+    trace_stop = threading.Event()
+    tracer = threading.Thread(target=r.ctl_trace, args=(trace_path, trace_stop), daemon=True)
+    tracer.start()
     open(os.path.join(tmp, "go"), "w").close()
     start = time.monotonic()
     # The agent's log stamps in UTC: the window's start, to line the two up.
@@ -155,10 +162,21 @@ def main():
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    trace_stop.set()
+    tracer.join(10)
     xids_after = kernel_xids()
     new_xids = (None if xids_before is None or xids_after is None
                 else xids_after[len(xids_before):])
     bes = [r.result(tmp, f"be{i}") for i in range(3)]
+    gating = suite.gating(trace_path, {"be_results": bes,
+                                       "pids": {t: p.pid for t, p in procs}})
+    stalls = long_stalls(bes, events)
+    for x in stalls:
+        i = int(x["be"][2:])
+        g = next((y for y in (gating or {"stalls": [[]] * 3})["stalls"][i]
+                  if y["end_s"] == x["at_s"]), None)
+        if g:
+            x.update({k: g[k] for k in ("gated_pct", "lc_busy_max", "lc_bound")})
     res = {"minutes": a.minutes, "eager_runs": eagers, "agent_restarts": restarts,
            "environment": suite.environment(),
            "lc": r.result(tmp, "lc"),
@@ -166,7 +184,8 @@ def main():
            "agent_counters": incarnations,
            "start_utc": start_utc,
            "events": events,
-           "long_stalls": long_stalls(bes, events),
+           "long_stalls": stalls,
+           "longest_gated_ms": (gating or {}).get("longest_gated_ms"),
            "new_xid_lines": new_xids,
            "failed_tsgs": [t for t in (listing or {}).get("tsgs", [])
                            if t.get("state") == "failed"]}
@@ -186,11 +205,16 @@ def main():
         f"{(b or {}).get('max_gap_ms')}" for b in res["bes"]) + " |")
     print(f"| control failures+timeouts+lost+late (all agents) | {bad} |")
     print(f"| TSGs failed at the end | {len(res['failed_tsgs'])} |")
+    print("| each BE's longest gated run, ms (agent, 20 ms samples) | "
+          f"{res['longest_gated_ms']} |")
     print(f"| new XID lines | {'dmesg unreadable' if new_xids is None else len(new_xids)} |")
     if res["long_stalls"]:
-        print("\n| BE | stall ended at s | ms | last event before it |\n| --- | --- | --- | --- |")
+        print("\n| BE | stall ended at s | ms | last event before it | share of it gated "
+              "| highest LC launch reading |\n| --- | --- | --- | --- | --- | --- |")
         for x in res["long_stalls"]:
-            print(f"| {x['be']} | {x['at_s']} | {x['ms']} | {x['after']} |")
+            print(f"| {x['be']} | {x['at_s']} | {x['ms']} | {x['after']} | "
+                  f"{suite.fmt(x.get('gated_pct'))} % | {suite.fmt(x.get('lc_busy_max'))} %"
+                  f"{' bound' if x.get('lc_bound') else ''} |")
     return 0
 
 
