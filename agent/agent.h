@@ -189,6 +189,12 @@ struct tsg_gate {
 	uint64_t turn_start;    /* now_us(): when its turn began (0: not its turn) */
 	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
 	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
+	/* How long it has been held off, from its preempt agent's word
+	 * (tsg_gate_note): what operators check the lease against. */
+	uint64_t since;         /* now_us() when it was last said gated; 0: not gated */
+	uint64_t count;         /* times it became gated */
+	uint64_t total_us;      /* time gated, closed periods */
+	uint64_t longest_us;    /* the longest closed period */
 };
 
 struct tsg {
@@ -376,6 +382,12 @@ uint32_t tsg_effective_il(const struct tsg *t);
 int tsg_il_differs(const struct tsg *t);
 /* It is gated and should not be, or the other way round. */
 int tsg_gate_differs(const struct tsg *t);
+/* Its preempt agent says it is (or is not) gated now: keeps gate.gated and
+ * the time it was held off. */
+void tsg_gate_note(struct tsg *t, int gated, uint64_t now);
+/* Time gated in all, and its longest period, the current one included. */
+uint64_t tsg_gated_total_us(const struct tsg *t, uint64_t now);
+uint64_t tsg_gated_longest_us(const struct tsg *t, uint64_t now);
 /* Where a TSG's settings stand, as ctl, annotations and metrics show it. */
 enum tsg_state {
 	TSG_CONVERGED = 0, /* what the policy wants is what the RM was last told */

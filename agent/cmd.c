@@ -208,7 +208,7 @@ static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd
 	t->sent.error[0] = '\0';
 	t->sent.backoff_ms = 0;
 	t->sent.backoff_until = 0;
-	t->gate.gated = c->op == GQ_OP_GATE;
+	tsg_gate_note(t, c->op == GQ_OP_GATE, now_us());
 	t->gate.leased = c->op == GQ_OP_GATE || c->arg > 0;
 	if (t->gate.leased)
 		t->gate.renewed = c->sent;

@@ -330,6 +330,7 @@ struct mrow {
 	int32_t il_desired;
 	enum qos_class cls;
 	int counted, converged, rotating, gated;
+	uint64_t gates, gated_us, gated_longest_us;
 	/* Its process's launches (lcbusy.c): share 0..1, -1 unknown; 0/1. */
 	double launch_active;
 	int launch_bound;
@@ -449,6 +450,9 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->converged = strcmp(state, "converged") == 0;
 		r->rotating = t->gate.rotate;
 		r->gated = t->gate.gated;
+		r->gates = t->gate.count;
+		r->gated_us = tsg_gated_total_us(t, now_us());
+		r->gated_longest_us = tsg_gated_longest_us(t, now_us());
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
 		r->launch_bound = p ? p->busy.always : 0;
 		r->pod_uid = p ? p->pod_uid : "";
@@ -539,6 +543,22 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 		"1 when its preempt agent reports the TSG's channels disabled, else 0.");
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_gated{%s} %d\n", rows[i].id, rows[i].gated);
+	bfamily(b, "gpuqos_tsg_gates_total", "counter",
+		"Times its preempt agent reported the TSG's channels disabled (rotation turns away).");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_gates_total{%s} %llu\n", rows[i].id,
+		     (unsigned long long)rows[i].gates);
+	bfamily(b, "gpuqos_tsg_gated_seconds_total", "counter",
+		"Time the TSG's channels were disabled, as its preempt agent reported.");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_gated_seconds_total{%s} %.6f\n", rows[i].id,
+		     (double)rows[i].gated_us / 1e6);
+	bfamily(b, "gpuqos_tsg_gated_longest_seconds", "gauge",
+		"The longest time the TSG's channels stayed disabled at once (the rotation lease "
+		"bounds it), the current period included.");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_gated_longest_seconds{%s} %.6f\n", rows[i].id,
+		     (double)rows[i].gated_longest_us / 1e6);
 }
 
 static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t n)

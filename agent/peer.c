@@ -141,8 +141,13 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 	/* Its preempt agent enables every channel it gated when the
 	 * connection ends (docs/protocol.md, "Gating"). */
 	for (struct tsg *t = a->tsgs; t; t = t->next)
-		if (t->pid == p->pid)
-			t->gate = (struct tsg_gate){ .no_gate = 1, .last_turn = t->gate.last_turn };
+		if (t->pid == p->pid) {
+			tsg_gate_note(t, 0, now_us());
+			t->gate = (struct tsg_gate){ .no_gate = 1, .last_turn = t->gate.last_turn,
+						     .count = t->gate.count,
+						     .total_us = t->gate.total_us,
+						     .longest_us = t->gate.longest_us };
+		}
 	a->npeers--;
 	if (p->proc->uid)
 		p->proc->uid->peers--;

@@ -323,7 +323,7 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 		tsg_observe_il(t, m->interleave, now);
 	t->obs.app_ts = m->app_timeslice_us;
 	/* Only its preempt agent gates it, so only it knows. */
-	t->gate.gated = (m->flags & GQ_TSG_F_GATED) != 0;
+	tsg_gate_note(t, (m->flags & GQ_TSG_F_GATED) != 0, now);
 	t->gate.no_gate = (m->flags & GQ_TSG_F_NO_GATE) != 0;
 	t->gate.leased = (m->flags & GQ_TSG_F_LEASED) != 0;
 	t->gen = gen;
@@ -415,6 +415,40 @@ int tsg_il_differs(const struct tsg *t)
 int tsg_gate_differs(const struct tsg *t)
 {
 	return t->gate.want != t->gate.gated;
+}
+
+void tsg_gate_note(struct tsg *t, int gated, uint64_t now)
+{
+	gated = gated != 0;
+	if (gated && !t->gate.gated) {
+		t->gate.since = now;
+		t->gate.count++;
+	} else if (!gated && t->gate.gated && t->gate.since) {
+		uint64_t d = now > t->gate.since ? now - t->gate.since : 0;
+
+		t->gate.total_us += d;
+		if (d > t->gate.longest_us)
+			t->gate.longest_us = d;
+		t->gate.since = 0;
+	}
+	t->gate.gated = gated;
+}
+
+static uint64_t gated_now_us(const struct tsg *t, uint64_t now)
+{
+	return t->gate.gated && t->gate.since && now > t->gate.since ? now - t->gate.since : 0;
+}
+
+uint64_t tsg_gated_total_us(const struct tsg *t, uint64_t now)
+{
+	return t->gate.total_us + gated_now_us(t, now);
+}
+
+uint64_t tsg_gated_longest_us(const struct tsg *t, uint64_t now)
+{
+	uint64_t cur = gated_now_us(t, now);
+
+	return cur > t->gate.longest_us ? cur : t->gate.longest_us;
 }
 
 enum tsg_state tsg_state_of(const struct tsg *t)

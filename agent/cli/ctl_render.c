@@ -30,6 +30,7 @@ struct tsg_view {
 	const char *class_source, *client, *tsg, *reason, *last_op;
 	struct oint last_status, elapsed;
 	int has_gate, rotating, gate_desired, gate_applied;
+	struct oint gates, gated_ms, gated_longest_ms; /* agents since 2026-11-25 */
 };
 
 struct proc_view {
@@ -99,6 +100,9 @@ static void parse_tsg_nested(struct jerr *e, const cJSON *o, const char *w,
 		v->has_gate = j_bool(e, gate, w2, "rotating", J_REQ, &v->rotating) > 0;
 		j_bool(e, gate, w2, "desired", J_REQ, &v->gate_desired);
 		j_bool(e, gate, w2, "applied", J_REQ, &v->gate_applied);
+		oint_get(e, gate, w2, "count", J_ANY, &v->gates);
+		oint_get(e, gate, w2, "gatedMs", J_ANY, &v->gated_ms);
+		oint_get(e, gate, w2, "longestMs", J_ANY, &v->gated_longest_ms);
 	}
 }
 
@@ -366,6 +370,14 @@ static void show_tsg_detail(FILE *out, const struct tsg_view *v)
 		 level_name(&v->il_applied, "?", la, sizeof(la)),
 		 level_name(&v->il_desired, "-", ld, sizeof(ld)));
 	detail(out, "interleave", buf);
+	/* How long rotation held it off (agents since 2026-11-25 say). */
+	if (v->gates.has && v->gates.v > 0) {
+		fmt_oint(a, sizeof(a), &v->gates, "?");
+		fmt_oint(d, sizeof(d), &v->gated_ms, "?");
+		fmt_oint(b, sizeof(b), &v->gated_longest_ms, "?");
+		snprintf(buf, sizeof(buf), "%s times, %s ms in all, longest %s ms", a, d, b);
+		detail(out, "gated", buf);
+	}
 	detail(out, "control path", v->path);
 	fmt_oint(a, sizeof(a), &v->elapsed, "?");
 	snprintf(buf, sizeof(buf), "%s: %s, %s µs", v->last_op ? v->last_op : "-",

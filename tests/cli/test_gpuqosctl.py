@@ -247,6 +247,21 @@ def t_table(env):
         rc, out, err, _ = env.run("show", "1234", answer=line(
             {"ok": True, "agent": AGENT, "tsgs": [gated], "processes": [PROCS[0]]}))
         check(rc == 0 and says in out, f"show: rotation {says!r} missing from\n{out}{err}")
+    # How long it was held off: shown once it was gated at all.
+    for extra, says in [({"count": 12, "gatedMs": 2410, "longestMs": 214},
+                         "gated          12 times, 2410 ms in all, longest 214 ms\n"),
+                        ({"count": 0, "gatedMs": 0, "longestMs": 0}, None), ({}, None)]:
+        g = dict({"rotating": True, "desired": False, "applied": False, "possible": True}, **extra)
+        rc, out, err, _ = env.run("show", "1234", answer=line(
+            {"ok": True, "agent": AGENT, "tsgs": [tsg(gate=g)], "processes": [PROCS[0]]}))
+        check(rc == 0 and (says in out if says else "times," not in out),
+              f"show: gate counts {extra}: {says!r}\n{out}{err}")
+    rc, out, err, _ = env.run("show", "1234", answer=line(
+        {"ok": True, "agent": AGENT, "processes": [PROCS[0]],
+         "tsgs": [tsg(gate={"rotating": True, "desired": False, "applied": False,
+                            "count": "many"})]}))
+    check(rc != 0 and "tsgs[0].gate" in err and "count" in err,
+          f"show: a bad gate count is refused: {out}{err}")
     rc, out, err, _ = env.run("show", "1234", answer=line(
         {"ok": True, "agent": AGENT, "processes": [PROCS[0]],
          "tsgs": [tsg(gate={"rotating": "yes", "desired": False, "applied": False})]}))

@@ -938,19 +938,32 @@ def t_rotate(node):
     wait_for(lambda: all(gr_timeslice(node, pid) == [50] for pid in pids)
              and len(schedulable(node, pids)) == 1, timeout=20, what="three BEs rotating at 50")
     expect(gr_timeslice(node, lc.pid) == [100000], "LC at 100000")
-    seen, one, samples = set(), 0, 0
+    seen, one, samples, sim_worst = set(), 0, 0, 0.0
     end = time.monotonic() + 1.5
     while time.monotonic() < end:
         s = schedulable(node, pids)
         samples += 1
         one += len(s) == 1
         seen |= s
+        sim_worst = max(sim_worst, longest_disabled_ms(node, pids))
         time.sleep(0.01)
     expect(seen == set(pids), "every BE had a turn in 1.5 s: %r of %r" % (seen, pids))
     expect(one >= 0.8 * samples, "one BE schedulable in %d of %d samples" % (one, samples))
     rows = [t for t in agent_tsgs(node) if t["pid"] in pids and t["engine"] == 1]
     expect(all(t["gate"]["rotating"] and t["state"] == "converged" for t in rows),
            "rotating and converged: %r" % rows)
+    # How long each was held off, as the agent counts it from its preempt
+    # agent's word: gated two turns of three, each period two turns (200 ms;
+    # up to a lease, 500 ms, plus slack for a loaded machine), and no
+    # shorter than what the simulator's channels showed (sampled every
+    # 10 ms, and the agent hears of each change a message later).
+    gates = [t["gate"] for t in rows]
+    expect(len(gates) == 3 and all(g["count"] >= 3 and 150 <= g["longestMs"] <= 600
+                                   and g["gatedMs"] >= g["longestMs"] for g in gates),
+           "the agent's gate counts: %r" % gates)
+    expect(max(g["longestMs"] for g in gates) >= sim_worst - 50,
+           "the agent's longest gated %r ms against the simulator's %.0f ms"
+           % ([g["longestMs"] for g in gates], sim_worst))
     # Killed: the preempt agents end the rotation themselves.
     node.stop_agent(signal.SIGKILL)
     wait_for(lambda: schedulable(node, pids) == set(pids)
