@@ -18,7 +18,8 @@
  * graph every 5 ms 4 %, an LC launching more often than every 200 us
  * 100 %. Unlike CPU time, this does not grow while an LC waits behind BEs
  * (it launches no faster), so the verdict needs no hold: it follows the
- * reading, with LCBUSY_HYST_PERCENT of hysteresis.
+ * reading, with LCBUSY_HYST_PERCENT of hysteresis, and a reading far over
+ * the threshold is believed sooner (LCBUSY_ATTACK_*).
  *
  * Owns: checking reports, the smoothed reading and the verdict (struct
  * proc.busy). Does not own: what the verdict changes (policy.c).
@@ -42,6 +43,16 @@
 #define LCBUSY_MAX_RATE 1e9
 /* A launch-bound LC stops being one below busyLcPercent minus this. */
 #define LCBUSY_HYST_PERCENT 10.0
+/* An interval at least this far over busyLcPercent, above the reading,
+ * weighs LCBUSY_ATTACK_ALPHA: an LC that starts launching without pause
+ * (an eager model reads 75-97 %) is judged one report after it starts
+ * instead of two or three. Until the verdict it is an ordinary LC at lcUs
+ * that always has work, and the BE whose turn it is gets next to nothing
+ * (300-730 ms stalls on an H100, docs/PERF.md). Readings nearer the
+ * threshold (an LC catching up a backlog reads 30-50 %) move as slowly as
+ * before, so a short burst does not flip the runlist. */
+#define LCBUSY_ATTACK_OVER_PERCENT 25.0
+#define LCBUSY_ATTACK_ALPHA 0.6
 
 static void lcbusy_forget(struct agent *a, struct proc *p)
 {
@@ -125,9 +136,16 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 	if (da > dt)
 		da = dt;
 	share = 100.0 * (double)da / (double)dt;
-	p->busy.percent = p->busy.percent < 0
-				  ? share
-				  : LCBUSY_ALPHA * share + (1 - LCBUSY_ALPHA) * p->busy.percent;
+	if (p->busy.percent < 0) {
+		p->busy.percent = share;
+	} else {
+		double threshold = a->cfg->policy.busy_lc_percent, w = LCBUSY_ALPHA;
+
+		if (threshold > 0 && share >= threshold + LCBUSY_ATTACK_OVER_PERCENT &&
+		    share > p->busy.percent)
+			w = LCBUSY_ATTACK_ALPHA;
+		p->busy.percent = w * share + (1 - w) * p->busy.percent;
+	}
 	share = (double)dl * 1e9 / (double)dt;
 	if (share > LCBUSY_MAX_RATE)
 		share = LCBUSY_MAX_RATE;

@@ -555,19 +555,21 @@ static void test_launch_readings(void)
 	activity(a, lc, 12000, 490, 1500, 1);
 	CHECK_EQ_U(a->n.bad_activity, 1);
 	CHECK(lc->busy.always && lc->busy.percent > 95.9);
-	/* 0.1 ms more active than elapsed (a racing launch): all of it. */
+	/* 0.1 ms more active than elapsed (a racing launch): all of it (an
+	 * interval 25 points over the threshold and above the reading weighs
+	 * 0.6). */
 	activity(a, lc, 12000, 500.1, 1500, 0);
 	CHECK_EQ_U(a->n.bad_activity, 1);
-	CHECK(lc->busy.percent > 97.1 && lc->busy.percent < 97.3); /* 0.3 * 100 + 0.7 * 96 */
+	CHECK(lc->busy.percent > 98.3 && lc->busy.percent < 98.5); /* 0.6 * 100 + 0.4 * 96 */
 	/* 0.1 ms back (the racing launch's part not added yet): none of it. */
 	activity(a, lc, 13000, 500.0, 1750, 0);
 	CHECK_EQ_U(a->n.bad_activity, 1);
-	CHECK(lc->busy.percent > 68.0 && lc->busy.percent < 68.1); /* 0.7 * 97.2 */
+	CHECK(lc->busy.percent > 68.8 && lc->busy.percent < 68.9); /* 0.7 * 98.4 */
 	CHECK(lc->busy.always); /* hysteresis: bound down to 40 % */
 	/* The next report counts from the higher value, so nothing is lost
 	 * twice: 125 of 250 ms. */
 	activity(a, lc, 14000, 625.1, 2000, 0);
-	CHECK(lc->busy.percent > 62.6 && lc->busy.percent < 62.7);
+	CHECK(lc->busy.percent > 63.2 && lc->busy.percent < 63.3); /* 0.3 * 50 + 0.7 * 68.88 */
 	/* 0.3 ms more than elapsed: not one process's counters. Forgotten,
 	 * and the runlist is reconsidered. */
 	a->dirty = 0;
@@ -598,6 +600,46 @@ static void test_launch_readings(void)
 		activity(a, lc, 50000, act, t, 0);
 	}
 	CHECK(!lc->busy.always && lc->busy.percent > 30.0);
+	/* From 10 %: an interval at 90 % (25 points over, above the reading)
+	 * is believed at once (0.6 * 90 + 0.4 * 10 = 58); one at 70 % (a
+	 * backlog, a burst) moves the reading as slowly as ever. */
+	while (lc->busy.percent > 10.5) {
+		t += 250;
+		act += 25;
+		activity(a, lc, 50000, act, t, 0);
+	}
+	{
+		double before = lc->busy.percent;
+
+		t += 250;
+		act += 175; /* 70 % */
+		activity(a, lc, 50000, act, t, 0);
+		CHECK(!lc->busy.always && lc->busy.percent > 0.3 * 70 + 0.7 * before - 0.01 &&
+		      lc->busy.percent < 0.3 * 70 + 0.7 * before + 0.01);
+		while (lc->busy.percent > 10.5) {
+			t += 250;
+			act += 25;
+			activity(a, lc, 50000, act, t, 0);
+		}
+		before = lc->busy.percent;
+		t += 250;
+		act += 225; /* 90 % */
+		activity(a, lc, 50000, act, t, 0);
+		CHECK(lc->busy.always && lc->busy.percent > 0.6 * 90 + 0.4 * before - 0.01 &&
+		      lc->busy.percent < 0.6 * 90 + 0.4 * before + 0.01);
+		/* Falling back, as slowly as ever (0.3): 40 % reached after three
+		 * idle-ish reports, not one. */
+		t += 250;
+		act += 25;
+		activity(a, lc, 50000, act, t, 0);
+		CHECK(lc->busy.always);
+		while (lc->busy.percent >= 40.0) {
+			t += 250;
+			act += 25;
+			activity(a, lc, 50000, act, t, 0);
+		}
+		CHECK(!lc->busy.always);
+	}
 	/* A report closer than 100 ms to the last changes nothing and folds
 	 * into the next: 50 ms all active, then 200 ms idle, is 20 %. */
 	{
