@@ -525,7 +525,8 @@ class Runner:
                     g = x.get("gate") or {}
                     tsgs.append([x.get("pid"), (x.get("class") or "?")[:2],
                                  (x.get("timeslice") or {}).get("applied"),
-                                 int(bool(g.get("desired"))), int(bool(g.get("applied")))])
+                                 int(bool(g.get("desired"))), int(bool(g.get("applied"))),
+                                 g.get("longestMs")])
                 procs = [[p.get("pid"), p.get("launchActivePercent"), int(bool(p.get("launchBound")))]
                          for p in j.get("processes", [])]
                 f.write(json.dumps({"t": round(t, 3), "tsg": tsgs, "proc": procs},
@@ -789,7 +790,7 @@ def gating(path, rec):
             samples = [json.loads(ln) for ln in f if ln.strip()]
     except (OSError, ValueError):
         return None
-    out = {"samples": len(samples), "longest_gated_ms": [], "stalls": []}
+    out = {"samples": len(samples), "longest_gated_ms": [], "agent_longest_ms": [], "stalls": []}
     for i, be in enumerate(rec["be_results"]):
         pid = rec["pids"].get(f"be{i}")
         longest, since = 0.0, None
@@ -800,6 +801,12 @@ def gating(path, rec):
             elif not gated and since is not None:
                 longest, since = max(longest, x["t"] - since), None
         out["longest_gated_ms"].append(round(longest * 1e3))
+        # The agent's own count (agents since 2026-11-25), in the last
+        # sample that still has the TSG.
+        own = next(([y[5] for y in x["tsg"] if y[0] == pid and len(y) > 5]
+                    for x in reversed(samples)
+                    if any(y[0] == pid and len(y) > 5 for y in x["tsg"])), [])
+        out["agent_longest_ms"].append(own[0] if own else None)
         stalls = []
         for end, ms in (be or {}).get("long_gaps") or []:
             if be.get("start_unix") is None:
@@ -856,7 +863,10 @@ def table(recs, switch):
 
     extra = [f"| {r['scenario']} | {r['rep']} | " + " ".join(
         fmt(x.get("max_gap_ms") if x else None, 1) for x in r["be_results"]) + " | " + (
-        " ".join(str(v) for v in r["gating"]["longest_gated_ms"]) if r.get("gating") else "–")
+        " ".join(str(v) for v in r["gating"]["longest_gated_ms"]) + (
+            " (agent: " + " ".join(fmt(v) for v in r["gating"]["agent_longest_ms"]) + ")"
+            if any(v is not None for v in r["gating"].get("agent_longest_ms", [])) else "")
+        if r.get("gating") else "–")
         + " | " + "; ".join(
         f"be{i} " + " ".join(stall(r, i, at, ms) for at, ms in (x or {}).get("long_gaps") or [])
         for i, x in enumerate(r["be_results"]) if (x or {}).get("long_gaps")) + " |"
