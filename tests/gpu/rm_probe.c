@@ -34,6 +34,15 @@
  *   GQP_NO_PREEMPT=1     no PREEMPT after a disable
  *   GQP_SETTLE_MS=N      wait N ms after the last channel allocation before
  *                        acting (default 500)
+ *   GQP_COMPUTE_PREEMPT=wfi|cta|cilp
+ *                        the compute preemption mode libcuda asks for its
+ *                        channels when it creates the context
+ *                        (NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE) is
+ *                        replaced by this one; every such request is
+ *                        logged with its status either way
+ *   GQP_CTXSW_STATS_MS=N every N ms once settled, the GR TSG's context-switch
+ *                        counts (NV2080_CTRL_CMD_GR_GET_CTXSW_STATS: saves,
+ *                        restores, and saves by kind: WFI, CTA, CILP)
  * Writes one line per setting, a failed control, the cumulative timings
  * after every enable while rotating and at exit to stderr, prefixed
  * "rm_probe:". Channels are enabled again at exit.
@@ -75,6 +84,37 @@ struct probe_disable_channels {
 _Static_assert(sizeof(struct probe_disable_channels) == 536, "DISABLE_CHANNELS is 536 bytes");
 _Static_assert(RM_OFFSETOF(struct probe_disable_channels, hClientList) == 24, "hClientList");
 
+/*
+ * NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE and _GET_CTXSW_STATS
+ * (ctrl2080gr.h, driver 580), on the subdevice. Compute modes: WFI 0 (wait
+ * for the running work to finish), CTA 1 (at a thread-block boundary),
+ * CILP 2 (at an instruction, saving every SM's state).
+ */
+#define PROBE_CTRL_GR_SET_CTXSW_PREEMPTION_MODE 0x20801210u
+#define PROBE_CTRL_GR_GET_CTXSW_STATS 0x20801215u
+#define PROBE_PREEMPT_FLAG_CILP_SET 0x1u
+
+struct probe_gr_route {
+	rm_u32 flags;
+	rm_u64 route RM_ALIGN8;
+};
+
+struct probe_preemption_mode {
+	rm_u32 flags;
+	rm_handle hChannel;
+	rm_u32 gfxpPreemptMode;
+	rm_u32 cilpPreemptMode;
+	struct probe_gr_route grRouteInfo;
+};
+_Static_assert(sizeof(struct probe_preemption_mode) == 32, "SET_CTXSW_PREEMPTION_MODE is 32 bytes");
+
+struct probe_ctxsw_stats {
+	rm_handle hChannel; /* the TSG's handle for a channel in a TSG */
+	rm_u32 flags;       /* bit 0: reset the counts */
+	rm_u32 saveCnt, restoreCnt, wfiSaveCnt, ctaSaveCnt, cilpSaveCnt, gfxpSaveCnt;
+};
+_Static_assert(sizeof(struct probe_ctxsw_stats) == 32, "GET_CTXSW_STATS is 32 bytes");
+
 #define MAX_SUBDEV 16
 #define MAX_STATS 4096
 
@@ -94,6 +134,8 @@ static struct {
 	long interleave;          /* -1: leave */
 	int early, rebuild, only_sched, no_preempt, rot_static;
 	long rot_n, rot_i, rot_period_ms, settle_ms;
+	long compute_preempt;     /* -1: leave libcuda's */
+	long stats_ms;            /* 0: no context-switch counts */
 	const char *rot_start_file;
 	volatile int stop;
 	int disabled;
@@ -102,7 +144,8 @@ static struct {
 	unsigned n_dis, n_en, n_pre;
 	uint32_t dis_us[MAX_STATS], en_us[MAX_STATS], pre_us[MAX_STATS];
 	unsigned rm_errors;
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .timeslice_us = -1, .interleave = -1};
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .timeslice_us = -1, .interleave = -1,
+     .compute_preempt = -1};
 
 static uint64_t mono_ns(void)
 {
@@ -217,6 +260,25 @@ static void apply_settings(const char *when)
 	}
 }
 
+/* The GR TSG's context-switch counts; caller holds the lock. */
+static void ctxsw_stats(void)
+{
+	struct probe_ctxsw_stats s;
+	uint32_t us;
+
+	memset(&s, 0, sizeof(s));
+	s.hChannel = P.tsg;
+	rm_u32 st = control(subdevice_of_client(), PROBE_CTRL_GR_GET_CTXSW_STATS, &s, sizeof(s), &us);
+	if (st != RM_OK) {
+		fprintf(stderr, "rm_probe: pid %d GET_CTXSW_STATS: status 0x%x\n", getpid(), st);
+		return;
+	}
+	fprintf(stderr,
+		"rm_probe: pid %d ctxsw: saves %u restores %u wfi %u cta %u cilp %u gfxp %u (%u us)\n",
+		getpid(), s.saveCnt, s.restoreCnt, s.wfiSaveCnt, s.ctaSaveCnt, s.cilpSaveCnt,
+		s.gfxpSaveCnt, us);
+}
+
 static int slot_enabled(uint64_t now)
 {
 	if (P.rot_static)
@@ -258,9 +320,19 @@ static void *probe_thread(void *arg)
 		switch_state(0);
 		fprintf(stderr, "rm_probe: pid %d runlist rebuilt (disable+enable)\n", getpid());
 	}
+	if (P.stats_ms > 0)
+		ctxsw_stats();
 	pthread_mutex_unlock(&P.lock);
-	if (P.rot_n <= 0)
+	if (P.rot_n <= 0) {
+		/* Workloads may _exit(): the counts are printed as they go. */
+		while (P.stats_ms > 0 && !P.stop) {
+			sleep_ms(P.stats_ms);
+			pthread_mutex_lock(&P.lock);
+			ctxsw_stats();
+			pthread_mutex_unlock(&P.lock);
+		}
 		return NULL;
+	}
 	while (P.rot_start_file && !P.stop && access(P.rot_start_file, F_OK) != 0)
 		sleep_ms(5);
 	while (!P.stop) {
@@ -327,13 +399,29 @@ __attribute__((constructor)) static void probe_init(void)
 	P.rot_period_ms = env_long("GQP_ROT_PERIOD_MS", 100);
 	P.settle_ms = env_long("GQP_SETTLE_MS", 500);
 	P.rot_start_file = getenv("GQP_ROT_START_FILE");
+	P.stats_ms = env_long("GQP_CTXSW_STATS_MS", 0);
+	const char *cp = getenv("GQP_COMPUTE_PREEMPT");
+	if (cp && *cp) {
+		if (!strcmp(cp, "wfi"))
+			P.compute_preempt = 0;
+		else if (!strcmp(cp, "cta"))
+			P.compute_preempt = 1;
+		else if (!strcmp(cp, "cilp"))
+			P.compute_preempt = 2;
+		else
+			fprintf(stderr, "rm_probe: GQP_COMPUTE_PREEMPT=%s is not wfi, cta or cilp; "
+					"ignored\n", cp);
+	}
+	if (P.stats_ms < 0)
+		P.stats_ms = 0;
 	if (P.interleave > 2 || P.rot_n < 0 || P.rot_n > 64 || P.rot_i < 0 ||
 	    (P.rot_n && P.rot_i >= P.rot_n) || P.rot_period_ms < 1 || P.settle_ms < 0) {
 		fprintf(stderr, "rm_probe: bad GQP_* settings; the probe only watches\n");
 		P.interleave = P.timeslice_us = -1;
 		P.rot_n = 0;
 	}
-	int act = P.timeslice_us >= 0 || P.interleave >= 0 || P.rebuild || P.rot_n > 0;
+	int act = P.timeslice_us >= 0 || P.interleave >= 0 || P.rebuild || P.rot_n > 0 ||
+		  P.stats_ms > 0;
 	if (P.real && act && pthread_create(&P.thread, NULL, probe_thread, NULL) == 0)
 		P.thread_started = 1;
 }
@@ -377,6 +465,24 @@ static void note_alloc(int fd, rm_handle root, rm_handle parent, rm_handle obj, 
 	}
 }
 
+/* libcuda's compute preemption mode request: ours instead, when set.
+ * Returns the request when it is one, to log with its status. */
+static struct probe_preemption_mode *rewrite_preemption(struct rm_control_params *c)
+{
+	if (c->cmd != PROBE_CTRL_GR_SET_CTXSW_PREEMPTION_MODE ||
+	    c->paramsSize != sizeof(struct probe_preemption_mode) || !c->params)
+		return NULL;
+	struct probe_preemption_mode *m = (struct probe_preemption_mode *)(uintptr_t)c->params;
+	fprintf(stderr, "rm_probe: pid %d libcuda SET_CTXSW_PREEMPTION_MODE channel 0x%x flags 0x%x "
+			"gfxp %u compute %u%s\n", getpid(), m->hChannel, m->flags, m->gfxpPreemptMode,
+		m->cilpPreemptMode, P.compute_preempt >= 0 ? " (replaced)" : "");
+	if (P.compute_preempt >= 0) {
+		m->flags |= PROBE_PREEMPT_FLAG_CILP_SET;
+		m->cilpPreemptMode = (rm_u32)P.compute_preempt;
+	}
+	return m;
+}
+
 /* A control on the way in: libcuda's own SET_TIMESLICE on our TSG gets our
  * value. Caller holds the lock. */
 static void rewrite_control(struct rm_control_params *c)
@@ -405,12 +511,17 @@ int ioctl(int fd, unsigned long req, ...)
 		}
 	}
 	rm_u32 r = (rm_u32)req;
+	struct probe_preemption_mode *pm = NULL;
 	if (r == RM_IOCTL_CONTROL && arg) {
 		pthread_mutex_lock(&P.lock);
 		rewrite_control(arg);
+		pm = rewrite_preemption(arg);
 		pthread_mutex_unlock(&P.lock);
 	}
 	int rc = P.real(fd, req, arg);
+	if (pm)
+		fprintf(stderr, "rm_probe: pid %d SET_CTXSW_PREEMPTION_MODE compute %u: rc %d status 0x%x\n",
+			getpid(), pm->cilpPreemptMode, rc, ((struct rm_control_params *)arg)->status);
 	if (rc != 0 || !arg)
 		return rc;
 	if (r == RM_IOCTL_ALLOC64) {

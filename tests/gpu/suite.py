@@ -87,6 +87,9 @@ POLICIES = {
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
 
 # rm_probe's cumulative timings of its channel controls.
+PROBE_CTXSW = re.compile(r"rm_probe: pid \d+ ctxsw: (.*) \(\d+ us\)$")
+PROBE_PMODE = re.compile(r"rm_probe: pid \d+ SET_CTXSW_PREEMPTION_MODE compute (\d+): "
+                         r"rc (-?\d+) status (0x[0-9a-f]+)$")
 PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+) p50 (\d+) us "
                            r"p99 (\d+) us max (\d+) us")
 
@@ -354,7 +357,35 @@ def set_stall():
     return s
 
 
-SETS = {"proof": set_proof, "stall": set_stall, "key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
+def set_preempt_mode():
+    """Does the BE's compute preemption mode change the switch an LC request
+    pays behind it (~200 us)? libcuda asks the RM for a mode per channel when
+    it creates the context (SET_CTXSW_PREEMPTION_MODE); rm_probe.so replaces
+    it in the BE with WFI (wait for the running work), CTA (at a thread-block
+    boundary) or CILP (at an instruction, every SM's state saved), or leaves
+    libcuda's and logs it. The LC at 100 ms, the BE at 50 us, as the policy
+    sets them. Both print their context-switch counts every second
+    (GET_CTXSW_STATS: saves by kind), which says which kind the switches
+    really were. be_fill's thread blocks run the whole 10 ms kernel, so it
+    is also run with 1 ms kernels; the training BE's blocks are short."""
+    stats = {"GQP_CTXSW_STATS_MS": "1000"}
+    lc_env = dict(LC_TS, **stats)
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    for be, be_args in (("fill", ()), ("fill", ("--kernel-ms", "1")), ("train", ())):
+        for mode in (None, "cilp", "cta", "wfi"):
+            if be == "train" and mode == "wfi":
+                continue
+            env = dict(stats, GQP_TIMESLICE_US="50", **({"GQP_COMPUTE_PREEMPT": mode} if mode else {}))
+            what = f"{be}{' 1 ms kernels' if be_args else ''}"
+            s.append(sc(f"micro probe BE {what} at 50, compute preemption {mode or 'libcuda'}",
+                        "micro", be, 1, "probe", lc_env=lc_env, be_env=env, be_args=be_args,
+                        tag="pmode"))
+    return s
+
+
+SETS = {"proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
         "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
@@ -669,7 +700,16 @@ class Runner:
                 with open(os.path.join(tmp, f"{t}.err")) as f:
                     txt = f.read()
                 lines = [ln for ln in txt.splitlines() if ln.startswith("rm_probe")]
-                probe += [f"{t}: {ln}" for ln in lines if not PROBE_SUMMARY.match(ln)][:20]
+                probe += [f"{t}: {ln}" for ln in lines if not PROBE_SUMMARY.match(ln)
+                          and not PROBE_CTXSW.match(ln)][:20]
+                # Context-switch counts (cumulative: the last counts) and the
+                # compute preemption modes the RM was asked for, by status.
+                cs = [m.group(1) for m in map(PROBE_CTXSW.match, lines) if m]
+                if cs:
+                    rec.setdefault("ctxsw", {})[t] = cs[-1]
+                pm = sorted({f"{m.group(1)}:{m.group(3)}" for m in map(PROBE_PMODE.match, lines) if m})
+                if pm:
+                    rec.setdefault("preemption_modes", {})[t] = pm
                 for ln in lines:  # cumulative: the last one of each kind counts
                     m = PROBE_SUMMARY.match(ln)
                     if m:
@@ -876,6 +916,13 @@ def table(recs, switch):
                  "20 ms samples) | stalls ≥ 300 ms: ms@s into the window (share of it gated, "
                  "highest LC launch reading) |",
                  "| --- | --- | --- | --- | --- |"] + extra
+    extra = [f"| {r['scenario']} | {r['rep']} | "
+             + "; ".join(f"{t} {' '.join(v)}" for t, v in sorted((r.get("preemption_modes") or {}).items()))
+             + " | " + "; ".join(f"{t} {v}" for t, v in sorted((r.get("ctxsw") or {}).items())) + " |"
+             for r in recs if r.get("ctxsw") or r.get("preemption_modes")]
+    if extra:
+        rows += ["\n| scenario | rep | compute preemption asked: mode:status | context switches "
+                 "(GET_CTXSW_STATS, last) |", "| --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | started {r['event'].get('started_s')} s | "
              f"{r['event'].get('eager_result')} |" for r in recs
              if (r.get("event") or {}).get("event") == "eager"]
