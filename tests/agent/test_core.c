@@ -379,6 +379,15 @@ static void test_rotation(void)
 		answer_all(a, n);
 	}
 	CHECK(turns[0] == 10 && turns[1] == 10 && turns[2] == 10);
+	/* How long each was held off, from the RESULTs (answered at once):
+	 * gated two periods of three, each time for two periods (200 ms). */
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ_U(be[i]->gate.longest_us, 200000);
+		CHECK(be[i]->gate.count >= 10 && be[i]->gate.count <= 11);
+		CHECK(tsg_gated_total_us(be[i], fake_now) >= 1900000 &&
+		      tsg_gated_total_us(be[i], fake_now) <= 2300000);
+		CHECK(tsg_gated_longest_us(be[i], fake_now) == 200000);
+	}
 	/* Leases are renewed a quarter lease after they were granted (here
 	 * 200 ms), turn or no turn: over 1.2 s in 50 ms steps, no member goes
 	 * longer than that plus one step without a lease-bearing command. */
@@ -671,6 +680,34 @@ static void test_launch_readings(void)
 	agent_free(a);
 }
 
+/* The time a TSG is held off: a period opens when it is said gated (again
+ * changes nothing) and closes when it is said not; the open one counts in
+ * the total and the longest as it goes. */
+static void test_gate_time(void)
+{
+	struct tsg t;
+
+	memset(&t, 0, sizeof(t));
+	tsg_gate_note(&t, 0, 50);
+	CHECK(t.gate.count == 0 && tsg_gated_total_us(&t, 60) == 0);
+	tsg_gate_note(&t, 1, 100);
+	tsg_gate_note(&t, 1, 150);
+	CHECK(t.gate.gated && t.gate.count == 1);
+	CHECK(tsg_gated_total_us(&t, 250) == 150 && tsg_gated_longest_us(&t, 250) == 150);
+	tsg_gate_note(&t, 0, 400);
+	CHECK(!t.gate.gated && t.gate.total_us == 300 && t.gate.longest_us == 300);
+	CHECK(tsg_gated_total_us(&t, 10000) == 300 && tsg_gated_longest_us(&t, 10000) == 300);
+	tsg_gate_note(&t, 1, 500);
+	CHECK(t.gate.count == 2);
+	CHECK(tsg_gated_total_us(&t, 900) == 700 && tsg_gated_longest_us(&t, 900) == 400);
+	tsg_gate_note(&t, 0, 600);
+	CHECK(t.gate.total_us == 400 && t.gate.longest_us == 300);
+	/* A clock that steps back closes the period at zero length. */
+	tsg_gate_note(&t, 1, 1000);
+	tsg_gate_note(&t, 0, 900);
+	CHECK(t.gate.count == 3 && t.gate.total_us == 400 && t.gate.longest_us == 300);
+}
+
 int main(void)
 {
 	log_set_level(LOG_LEVEL_ERROR);
@@ -679,6 +716,7 @@ int main(void)
 	test_belief_latest();
 	test_several_be_floor();
 	test_rotation();
+	test_gate_time();
 	test_rotation_needs_every_be();
 	test_restart_grace();
 	test_claim_limits();
