@@ -1063,6 +1063,7 @@ def t_busy_lc_rotate(node):
     lc = node.workload("lc", ["--hold", "60"])
     pids = [p.pid for p in bes]
     worst = [0.0, "nothing"]
+    seen = {}  # what the last check saw, for a failure's message
 
     def watch(pred, what, timeout):
         """wait_for(pred), sampling the longest disabled channel meanwhile."""
@@ -1071,15 +1072,24 @@ def t_busy_lc_rotate(node):
             if w > worst[0]:
                 worst[0], worst[1] = w, what
             return pred()
-        return wait_for(step, timeout=timeout, step=0.01, what=what)
+        try:
+            return wait_for(step, timeout=timeout, step=0.01, what=what)
+        except Fail as e:
+            raise Fail("%s; last seen: %r; the agent's GR TSGs: %r" % (
+                e, seen, [(t["pid"], t["class"], t["timeslice"], t["gate"], t["state"])
+                          for t in agent_tsgs(node) if t["engine"] == 1]))
 
     def rotating():
-        return (len(schedulable(node, pids)) == 1
-                and all(gr_timeslice(node, pid) == [50] for pid in pids))
+        s = schedulable(node, pids)
+        ts = {pid: gr_timeslice(node, pid) for pid in pids}
+        seen.update(schedulable=sorted(s), timeslices=ts)
+        return len(s) == 1 and all(v == [50] for v in ts.values())
 
     def at_baseline():
-        return (schedulable(node, pids) == set(pids)
-                and all(gr_timeslice(node, pid) == [2048] for pid in pids + [lc.pid]))
+        s = schedulable(node, pids)
+        ts = {pid: gr_timeslice(node, pid) for pid in pids + [lc.pid]}
+        seen.update(schedulable=sorted(s), timeslices=ts)
+        return s == set(pids) and all(v == [2048] for v in ts.values())
 
     watch(rotating, "three BEs rotating", 20)
     end = time.monotonic() + 1.0
