@@ -190,7 +190,7 @@ struct tsg_gate {
 	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
 	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
 	/* How long it has been held off, from its preempt agent's word
-	 * (tsg_gate_note): what operators check the lease against. */
+	 * (tsg_gate_note): in a rotation of n BEs, n - 1 turns at a time. */
 	uint64_t since;         /* now_us() when it was last said gated; 0: not gated */
 	uint64_t count;         /* times it became gated */
 	uint64_t total_us;      /* time gated, closed periods */

@@ -324,11 +324,14 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		cJSON_AddBoolToObject(gate, "desired", t->gate.want);
 		cJSON_AddBoolToObject(gate, "applied", t->gate.gated);
 		cJSON_AddBoolToObject(gate, "possible", rotate_gateable(t));
-		/* How long it has been held off (the lease bounds each period). */
+		/* How long it has been held off (n - 1 turns at a time in a
+		 * rotation of n BEs). */
+		uint64_t now = now_us();
+
 		cJSON_AddNumberToObject(gate, "count", (double)t->gate.count);
-		cJSON_AddNumberToObject(gate, "gatedMs", (double)(tsg_gated_total_us(t, now_us()) / 1000u));
+		cJSON_AddNumberToObject(gate, "gatedMs", (double)(tsg_gated_total_us(t, now) / 1000u));
 		cJSON_AddNumberToObject(gate, "longestMs",
-					(double)(tsg_gated_longest_us(t, now_us()) / 1000u));
+					(double)(tsg_gated_longest_us(t, now) / 1000u));
 	}
 	add_path(o, "path", t->sent.last_path);
 	paths = cJSON_AddObjectToObject(o, "paths");

@@ -424,7 +424,8 @@ static void row_id(struct mrow *r)
 
 /* Every field of struct agent, proc and tsg the metrics read is read
  * here, into rows[] (room for a->ntsgs) and *g. */
-static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct magent *g)
+static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct magent *g,
+		      uint64_t now)
 {
 	size_t n = 0;
 
@@ -451,8 +452,8 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->rotating = t->gate.rotate;
 		r->gated = t->gate.gated;
 		r->gates = t->gate.count;
-		r->gated_us = tsg_gated_total_us(t, now_us());
-		r->gated_longest_us = tsg_gated_longest_us(t, now_us());
+		r->gated_us = tsg_gated_total_us(t, now);
+		r->gated_longest_us = tsg_gated_longest_us(t, now);
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
 		r->launch_bound = p ? p->busy.always : 0;
 		r->pod_uid = p ? p->pod_uid : "";
@@ -554,8 +555,8 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 		bput(b, "gpuqos_tsg_gated_seconds_total{%s} %.6f\n", rows[i].id,
 		     (double)rows[i].gated_us / 1e6);
 	bfamily(b, "gpuqos_tsg_gated_longest_seconds", "gauge",
-		"The longest time the TSG's channels stayed disabled at once (the rotation lease "
-		"bounds it), the current period included.");
+		"The longest time the TSG's channels stayed disabled at once, the current period "
+		"included (in a rotation of n BEs: n - 1 turns).");
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_gated_longest_seconds{%s} %.6f\n", rows[i].id,
 		     (double)rows[i].gated_longest_us / 1e6);
@@ -920,7 +921,7 @@ static struct snap *render(struct agent *a, uint64_t now)
 
 	if (!rows)
 		return NULL;
-	n = collect(a, rows, a->ntsgs, &g);
+	n = collect(a, rows, a->ntsgs, &g, now);
 	lag = track_rows(rows, n, now, &unconverged);
 	render_tsgs(&b, rows, n);
 	render_gpus(&b, rows, n, g.kube);
