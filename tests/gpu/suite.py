@@ -86,7 +86,8 @@ POLICIES = {
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
 
-# rm_probe's cumulative timings of its channel controls.
+# rm_probe's context-switch counts, the compute preemption modes the RM was
+# asked for, and the cumulative timings of its channel controls.
 PROBE_CTXSW = re.compile(r"rm_probe: pid \d+ ctxsw: (.*) \(\d+ us\)$")
 PROBE_PMODE = re.compile(r"rm_probe: pid \d+ SET_CTXSW_PREEMPTION_MODE compute (\d+): "
                          r"rc (-?\d+) status (0x[0-9a-f]+)$")
@@ -385,8 +386,8 @@ def set_preempt_mode():
     return s
 
 
-SETS = {"proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key, "quick": set_quick, "models": set_models, "full": set_full,
-        "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
+SETS = {"proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
+        "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
 MODEL_PERIOD_MS = {"resnet50": 5, "vit_b16": 10, "bert_base": 5}
@@ -820,7 +821,9 @@ def derive(recs, switch_override):
 def gating(path, rec):
     """What the agent held while each BE waited, from an event row's
     ctltrace samples (every 20 ms): each BE's longest gated run (its gate
-    desired or applied in consecutive samples; the lease bounds it), and for
+    desired or applied in consecutive samples; n - 1 turns in a rotation of
+    n BEs), the agent's own longest period (the last sample with the TSG),
+    and for
     every stall of 300 ms or more the share of the samples inside it where
     that BE was gated and the highest launch reading of any LC. A stall
     with the BE schedulable (gated 0 %) beside a busy LC is the LC keeping
@@ -830,23 +833,22 @@ def gating(path, rec):
             samples = [json.loads(ln) for ln in f if ln.strip()]
     except (OSError, ValueError):
         return None
+    def gated(x, pid):
+        return any(y[0] == pid and (y[3] or y[4]) for y in x["tsg"])
+
     out = {"samples": len(samples), "longest_gated_ms": [], "agent_longest_ms": [], "stalls": []}
     for i, be in enumerate(rec["be_results"]):
         pid = rec["pids"].get(f"be{i}")
-        longest, since = 0.0, None
+        longest, since, own = 0.0, None, None
         for x in samples:
-            gated = any(y[0] == pid and (y[3] or y[4]) for y in x["tsg"])
-            if gated and since is None:
+            if gated(x, pid) and since is None:
                 since = x["t"]
-            elif not gated and since is not None:
+            elif not gated(x, pid) and since is not None:
                 longest, since = max(longest, x["t"] - since), None
+            # The agent's own count (agents since 2026-11-25).
+            own = next((y[5] for y in x["tsg"] if y[0] == pid and len(y) > 5), own)
         out["longest_gated_ms"].append(round(longest * 1e3))
-        # The agent's own count (agents since 2026-11-25), in the last
-        # sample that still has the TSG.
-        own = next(([y[5] for y in x["tsg"] if y[0] == pid and len(y) > 5]
-                    for x in reversed(samples)
-                    if any(y[0] == pid and len(y) > 5 for y in x["tsg"])), [])
-        out["agent_longest_ms"].append(own[0] if own else None)
+        out["agent_longest_ms"].append(own)
         stalls = []
         for end, ms in (be or {}).get("long_gaps") or []:
             if be.get("start_unix") is None:
@@ -857,9 +859,7 @@ def gating(path, rec):
             lcs = {y[0] for x in inside for y in x["tsg"] if y[1] == "la"}
             busy = [p[1] for x in inside for p in x["proc"] if p[0] in lcs and p[1] is not None]
             stalls.append({"end_s": end, "ms": ms, "samples": len(inside),
-                           "gated_pct": round(100 * sum(any(y[0] == pid and (y[3] or y[4])
-                                                            for y in x["tsg"])
-                                                        for x in inside) / len(inside))
+                           "gated_pct": round(100 * sum(gated(x, pid) for x in inside) / len(inside))
                            if inside else None,
                            "lc_busy_max": max(busy) if busy else None,
                            "lc_bound": any(p[2] for x in inside for p in x["proc"] if p[0] in lcs)})
