@@ -96,6 +96,9 @@ void pa_unlock(void);
 void pa_conn_start(void);       /* idempotent; on the first RM client */
 void pa_conn_child_reset(void); /* in a forked child: forget thread and fds */
 
+/* preempt_launch.c: libcuda's own definition of name, or NULL. */
+void *pa_cuda_sym(const char *name);
+
 /* preempt_trace.c */
 extern int pa_trace_on;
 struct pa_trace_call;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "preempt.h"
+#include "preempt_wake.h"
 #include "preempt_launch.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
@@ -169,6 +170,8 @@ static void pa_init(void)
 	else
 		pa_config_socket();
 	pa_config_policy_wait();
+	if (!pa_disabled)
+		pa_wake_init();
 	if (trace != NULL && *trace != '\0')
 		pa_trace_init(trace);
 	rc = pthread_atfork(pa_fork_prepare, pa_fork_parent, pa_fork_child);
@@ -555,4 +558,5 @@ static void pa_fork_child(void)
 	pa_conn_child_reset();
 	pa_trace_child_reset();
 	pa_launch_child_reset();
+	pa_wake_child_reset();
 }

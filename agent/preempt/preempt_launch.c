@@ -35,6 +35,7 @@
 
 #include "preempt.h"
 #include "preempt_launch.h"
+#include "preempt_wake.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
 
@@ -59,6 +60,8 @@ static void pa_launch_note(void)
 		 * a new burst too: rare, and it only adds one tail.) */
 		atomic_fetch_add_explicit(&pa_bursts, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&pa_active_ns, tail, memory_order_relaxed);
+		if (pa_wake_wanted())
+			pa_wake_request(now);
 	} else {
 		/* Within the last launch's tail: the tail now ends a gap later. */
 		atomic_fetch_add_explicit(&pa_active_ns, now - prev, memory_order_relaxed);
@@ -410,6 +413,11 @@ static void *pa_real_launch(const char *name)
 	p = real(h, name);
 	dlclose(h);
 	return pa_is_ours(p) ? NULL : p;
+}
+
+void *pa_cuda_sym(const char *name)
+{
+	return pa_real_launch(name);
 }
 
 #define PA_BYNAME(name, fn_t, params, args)                                    \

@@ -386,7 +386,29 @@ def set_preempt_mode():
     return s
 
 
-SETS = {"proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
+def set_wake():
+    """The preempt agent waking a periodic LC's context one switch ahead of
+    its next request (GPUQOS_WAKE_LEAD_US): each LC under the default policy
+    without and with the wake, fixed and Poisson arrivals (a Poisson LC must
+    not lose), one and three BEs of both kinds. The LC's stderr keeps the
+    wake's own count of hits and wasted wakes."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    rows = [("micro", "fill", 1), ("micro_poisson", "fill", 1), ("micro", "fill", 3),
+            ("micro", "train", 1), ("resnet50_graph", "train", 1),
+            ("vit_b16_graph", "train", 1), ("resnet50_graph", "train", 3)]
+    for lc, be, nbe in rows:
+        if lc in ("resnet50_graph", "vit_b16_graph") and nbe == 1:
+            s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for lead in (0, 100):
+            s.append(sc(f"{lc} gq:default {nbe}x{be} wake {lead}", lc, be, nbe, "gq:default",
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_LOG": "info"},
+                        tag="wake"))
+    return s
+
+
+SETS = {"wake": set_wake, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
@@ -717,6 +739,10 @@ class Runner:
                         timings.setdefault(t, {})[m.group(1)] = {
                             "n": int(m.group(2)), "p50_us": int(m.group(3)),
                             "p99_us": int(m.group(4)), "max_us": int(m.group(5))}
+                wake = [ln.split(": ", 1)[1] for ln in txt.splitlines()
+                        if ln.startswith("gpuqos-preempt") and ": wake: " in ln]
+                if wake:
+                    rec.setdefault("wake_log", {})[t] = wake[-5:]
                 if not ok or (t == "lc" and not rec["lc_result"]):
                     rec.setdefault("stderr", {})[t] = txt[-2000:]
             except OSError:

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_wake.c - waking a periodic LC's context one switch ahead of its
+ * next request.
+ *
+ * Behind a busy BE, every LC request pays the GPU's switch from the BE's
+ * context to its own, about 200 us, before its first kernel starts. An
+ * empty kernel submitted ~100 us before the request starts that switch
+ * early and hides about half of it; submitted more than a switch ahead it
+ * is lose-lose (the context comes in, finds nothing, and leaves again)
+ * (docs/PERF.md, "Starting the switch early"). This file does that for LCs
+ * whose requests arrive at a steady period: it learns the period from the
+ * starts of the process's launch bursts (preempt_wake_pred.c) and, from a
+ * thread of its own, launches one empty kernel on a stream of its own in
+ * the application's context `lead` before the next start. A wake that
+ * turned out wasted (the request came too late) counts against further
+ * ones (PA_WAKE_MISS_LIMIT).
+ *
+ * Owns: the wake thread, its module, function and stream, and the context
+ * it saw the requests in. Does not own: counting launches
+ * (preempt_launch.c, which calls pa_wake_request at each burst's first
+ * launch) or the lead (the node agent's POLICY, or GPUQOS_WAKE_LEAD_US).
+ *
+ * Safety: the thread calls libcuda only with `cuda_lock` held, and the
+ * wrappers of cuCtxDestroy / cuDevicePrimaryCtxRelease / cuDevicePrimaryCtxReset
+ * take it (pa_wake_ctx_gone) before the context goes, as does an atexit
+ * handler before libcuda's own teardown. The thread's stream is
+ * non-blocking (no implicit synchronisation with the legacy default stream)
+ * and the thread's stream capture mode is relaxed, so an application
+ * capturing a graph in another thread is not disturbed. Any failed call
+ * turns wakes off for the process.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "preempt.h"
+#include "preempt_wake.h"
+
+typedef int (*cu_ctx_get_fn)(void **ctx);
+typedef int (*cu_ctx_set_fn)(void *ctx);
+typedef int (*cu_mod_load_fn)(void **mod, const void *image);
+typedef int (*cu_mod_fn_fn)(void **fn, void *mod, const char *name);
+typedef int (*cu_stream_fn)(void **stream, unsigned flags);
+typedef int (*cu_capmode_fn)(int *mode);
+typedef int (*cu_launch_fn)(void *f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			    unsigned, void *st, void **params, void **extra);
+
+#define CU_STREAM_NON_BLOCKING 0x1u
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2
+
+/* The thread sleeps until this long before its target, then reads the
+ * clock until the target: a timer alone wakes 5-60 us late. */
+#define PA_WAKE_SPIN_NS 60000ull
+/* Failed CUDA calls before wakes stop for good. */
+#define PA_WAKE_FAIL_MAX 3
+
+/* Any GPU can JIT this; the kernel does nothing. */
+static const char pa_wake_ptx[] = ".version 6.0\n"
+				  ".target sm_50\n"
+				  ".address_size 64\n"
+				  ".visible .entry gpuqos_wake()\n"
+				  "{\n"
+				  "\tret;\n"
+				  "}\n";
+
+static struct {
+	/* Held briefly by application threads (pa_wake_request) and the
+	 * thread; never across a libcuda call. */
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct pa_wake_pred pred;
+	void *ctx; /* the context the latest request was launched in */
+
+	/* Held by the thread around every libcuda call, and by whoever
+	 * makes a context go away. */
+	pthread_mutex_t cuda_lock;
+	void *set_ctx, *fn, *stream; /* what the thread set up, for set_ctx */
+	int dead;                    /* no libcuda call any more (exit, failures) */
+	int failures;
+
+	struct {
+		cu_ctx_set_fn ctx_set;
+		cu_mod_load_fn mod_load;
+		cu_mod_fn_fn mod_fn;
+		cu_stream_fn stream_create;
+		cu_capmode_fn capmode;
+		cu_launch_fn launch;
+	} cu;
+} pw = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cv = PTHREAD_COND_INITIALIZER,
+	.cuda_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static _Atomic unsigned pw_lead_us;
+static _Atomic int pw_thread_started;
+static _Atomic(cu_ctx_get_fn) pw_ctx_get;
+static int pw_env_lead = -1; /* GPUQOS_WAKE_LEAD_US, or -1: the policy decides */
+
+int pa_wake_wanted(void)
+{
+	return atomic_load_explicit(&pw_lead_us, memory_order_relaxed) != 0;
+}
+
+void pa_wake_request(rm_u64 now)
+{
+	cu_ctx_get_fn get = atomic_load_explicit(&pw_ctx_get, memory_order_acquire);
+	rm_u64 lead = (rm_u64)atomic_load(&pw_lead_us) * 1000u;
+	void *ctx = NULL;
+
+	if (get && get(&ctx) != 0)
+		ctx = NULL;
+	pthread_mutex_lock(&pw.lock);
+	if (ctx != pw.ctx) {
+		/* Another context: its requests have their own period. */
+		pw.ctx = ctx;
+		pw.pred.n = 0;
+		pw.pred.head = 0;
+	}
+	pa_wake_pred_start(&pw.pred, now, lead);
+	pthread_cond_signal(&pw.cv);
+	pthread_mutex_unlock(&pw.lock);
+}
+
+void pa_wake_ctx_gone(void)
+{
+	if (!atomic_load(&pw_thread_started))
+		return;
+	pthread_mutex_lock(&pw.cuda_lock);
+	pw.set_ctx = NULL;
+	pw.fn = NULL;
+	pw.stream = NULL;
+	pthread_mutex_unlock(&pw.cuda_lock);
+	pthread_mutex_lock(&pw.lock);
+	pw.ctx = NULL;
+	pw.pred.n = 0;
+	pw.pred.head = 0;
+	pthread_mutex_unlock(&pw.lock);
+}
+
+static void pw_atexit(void)
+{
+	pthread_mutex_lock(&pw.cuda_lock);
+	pw.dead = 1;
+	pthread_mutex_unlock(&pw.cuda_lock);
+	pthread_mutex_lock(&pw.lock);
+	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted, %llu beaten by the request",
+		(unsigned long long)pw.pred.seq, (unsigned long long)pw.pred.wakes,
+		(unsigned long long)pw.pred.hits, (unsigned long long)pw.pred.wasted,
+		(unsigned long long)pw.pred.early);
+	pthread_cond_signal(&pw.cv);
+	pthread_mutex_unlock(&pw.lock);
+}
+
+static int pw_resolve(void)
+{
+	void *get = pa_cuda_sym("cuCtxGetCurrent");
+
+	pw.cu.ctx_set = (cu_ctx_set_fn)pa_cuda_sym("cuCtxSetCurrent");
+	pw.cu.mod_load = (cu_mod_load_fn)pa_cuda_sym("cuModuleLoadData");
+	pw.cu.mod_fn = (cu_mod_fn_fn)pa_cuda_sym("cuModuleGetFunction");
+	pw.cu.stream_create = (cu_stream_fn)pa_cuda_sym("cuStreamCreate");
+	pw.cu.capmode = (cu_capmode_fn)pa_cuda_sym("cuThreadExchangeStreamCaptureMode");
+	pw.cu.launch = (cu_launch_fn)pa_cuda_sym("cuLaunchKernel");
+	if (!get || !pw.cu.ctx_set || !pw.cu.mod_load || !pw.cu.mod_fn || !pw.cu.stream_create ||
+	    !pw.cu.capmode || !pw.cu.launch)
+		return -1;
+	atomic_store_explicit(&pw_ctx_get, (cu_ctx_get_fn)get, memory_order_release);
+	return 0;
+}
+
+/* Under cuda_lock: the function and stream of the thread in ctx. */
+static int pw_setup(void *ctx)
+{
+	void *mod = NULL, *fn = NULL, *st = NULL;
+	int mode = CU_STREAM_CAPTURE_MODE_RELAXED, r;
+
+	if (pw.set_ctx == ctx && pw.fn)
+		return 0;
+	pw.set_ctx = NULL;
+	r = pw.cu.ctx_set(ctx);
+	if (r == 0)
+		r = pw.cu.capmode(&mode);
+	if (r == 0)
+		r = pw.cu.mod_load(&mod, pa_wake_ptx);
+	if (r == 0)
+		r = pw.cu.mod_fn(&fn, mod, "gpuqos_wake");
+	if (r == 0)
+		r = pw.cu.stream_create(&st, CU_STREAM_NON_BLOCKING);
+	if (r != 0) {
+		pa_info("wake: setting up in context %p failed (CUDA error %d)", ctx, r);
+		return -1;
+	}
+	/* The module and stream live as long as the context. */
+	pw.set_ctx = ctx;
+	pw.fn = fn;
+	pw.stream = st;
+	pa_debug("wake: set up in context %p", ctx);
+	return 0;
+}
+
+static void pw_sleep_until(rm_u64 t)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u),
+			       .tv_nsec = (long)(t % 1000000000u) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Issue the wake for start `seq` (aimed at target) if nothing changed
+ * meanwhile. 1: issued; 0: stale; -1: failed. */
+static int pw_issue(rm_u64 seq, void *ctx)
+{
+	int r = 0, stale;
+
+	pthread_mutex_lock(&pw.cuda_lock);
+	pthread_mutex_lock(&pw.lock);
+	stale = pw.pred.seq != seq || pw.ctx != ctx || !ctx;
+	pthread_mutex_unlock(&pw.lock);
+	if (!stale && !pw.dead) {
+		if (pw_setup(ctx) != 0)
+			r = -1;
+		else {
+			r = pw.cu.launch(pw.fn, 1, 1, 1, 32, 1, 1, 0, pw.stream, NULL, NULL);
+			if (r != 0)
+				pa_info("wake: launch failed (CUDA error %d)", r);
+			r = r == 0 ? 1 : -1;
+		}
+		if (r < 0) {
+			pw.set_ctx = NULL;
+			pw.fn = NULL;
+			if (++pw.failures >= PA_WAKE_FAIL_MAX) {
+				pa_info("wake: %d failures; no more wakes in this process",
+					pw.failures);
+				pw.dead = 1;
+			}
+		}
+	}
+	pthread_mutex_unlock(&pw.cuda_lock);
+	return r;
+}
+
+static void *pw_main(void *arg)
+{
+	(void)arg;
+	/* Timer slack: the default 50 us would eat most of the lead. */
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+	if (pw_resolve() != 0) {
+		pa_info("wake: libcuda lacks a function it needs; no wakes");
+		return NULL;
+	}
+	for (;;) {
+		rm_u64 lead, target, seq, now;
+		void *ctx;
+		int r;
+
+		pthread_mutex_lock(&pw.lock);
+		for (;;) {
+			lead = (rm_u64)atomic_load(&pw_lead_us) * 1000u;
+			target = pa_wake_pred_target(&pw.pred, lead);
+			if (target || pw.dead)
+				break;
+			pthread_cond_wait(&pw.cv, &pw.lock);
+		}
+		seq = pw.pred.seq;
+		ctx = pw.ctx;
+		pthread_mutex_unlock(&pw.lock);
+		if (pw.dead)
+			return NULL;
+
+		now = pa_now_ns();
+		if (target > now + PA_WAKE_SPIN_NS)
+			pw_sleep_until(target - PA_WAKE_SPIN_NS);
+		while ((now = pa_now_ns()) < target)
+			;
+		/* Too late to start the switch ahead of the request: skip. */
+		r = now - target <= lead / 2 ? pw_issue(seq, ctx) : 0;
+		pthread_mutex_lock(&pw.lock);
+		if (pw.pred.seq == seq)
+			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0);
+		pthread_mutex_unlock(&pw.lock);
+	}
+}
+
+static void pw_spawn(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t th;
+	int rc;
+
+	if (atomic_exchange(&pw_thread_started, 1))
+		return;
+	if (pthread_attr_init(&attr) != 0) {
+		pa_info("wake: pthread_attr_init failed; no wakes");
+		return;
+	}
+	rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	if (rc == 0)
+		rc = pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (rc == 0) {
+		rc = pthread_create(&th, &attr, pw_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		pa_info("wake: pthread_create: %s; no wakes", strerror(rc));
+		return;
+	}
+	(void)pthread_setname_np(th, "gpuqos-wake");
+	/* Registered after libcuda's own exit handlers (it was loaded and
+	 * used before any request), so it runs before them. */
+	if (atexit(pw_atexit) != 0)
+		pa_info("wake: atexit failed");
+}
+
+void pa_wake_set_lead(unsigned lead_us)
+{
+	if (pw_env_lead >= 0)
+		lead_us = (unsigned)pw_env_lead;
+	if (lead_us > PA_WAKE_LEAD_MAX_US)
+		lead_us = PA_WAKE_LEAD_MAX_US;
+	if (atomic_exchange(&pw_lead_us, lead_us) != lead_us)
+		pa_debug("wake: lead %u us", lead_us);
+	if (lead_us)
+		pw_spawn();
+	pthread_mutex_lock(&pw.lock);
+	pthread_cond_signal(&pw.cv);
+	pthread_mutex_unlock(&pw.lock);
+}
+
+void pa_wake_init(void)
+{
+	const char *v = getenv("GPUQOS_WAKE_LEAD_US");
+	char *end;
+	unsigned long us;
+
+	if (v == NULL || *v == '\0')
+		return;
+	us = strtoul(v, &end, 10);
+	if (*end != '\0' || us > PA_WAKE_LEAD_MAX_US) {
+		pa_info("GPUQOS_WAKE_LEAD_US=%s is not 0..%u; the policy decides", v,
+			PA_WAKE_LEAD_MAX_US);
+		return;
+	}
+	pw_env_lead = (int)us;
+	if (us)
+		pa_wake_set_lead((unsigned)us);
+}
+
+void pa_wake_child_reset(void)
+{
+	/* No thread here, and the parent's context is not usable. */
+	pthread_mutex_init(&pw.lock, NULL);
+	pthread_cond_init(&pw.cv, NULL);
+	pthread_mutex_init(&pw.cuda_lock, NULL);
+	pa_wake_pred_reset(&pw.pred);
+	pw.ctx = NULL;
+	pw.set_ctx = NULL;
+	pw.fn = NULL;
+	pw.stream = NULL;
+	pw.failures = 0;
+	pw.dead = 0;
+	atomic_store(&pw_thread_started, 0);
+	atomic_store(&pw_lead_us, 0);
+}

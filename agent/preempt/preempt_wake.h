@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_wake.h - waking a periodic LC's context one switch ahead of its
+ * next request (preempt_wake.c; docs/policy.md, "Waking a periodic LC").
+ *
+ * The predictor is pure (no clock, no I/O) so that it is unit-tested on
+ * its own; the rest is the thread that issues the wakes.
+ */
+#ifndef GPUQOS_PREEMPT_WAKE_H
+#define GPUQOS_PREEMPT_WAKE_H
+
+#include "abi/rm_abi.h"
+
+/* Intervals between request starts that must agree before anything is
+ * predicted, and how closely: every one within PA_WAKE_JITTER_NS of
+ * their median. */
+#define PA_WAKE_HIST 8u
+#define PA_WAKE_JITTER_NS 50000ull
+/* Periods outside these bounds are not predicted: below, the LC is close
+ * to launch-bound (the GPU switches to it all the time anyway); above,
+ * one wasted wake is cheap but a prediction means little. */
+#define PA_WAKE_MIN_PERIOD_NS 1000000ull
+#define PA_WAKE_MAX_PERIOD_NS 1000000000ull
+/* A request that starts later than this after its wake found the context
+ * gone again: the wake cost the BE two switches and gained nothing. */
+#define PA_WAKE_LATE_NS 150000ull
+/* Out of the last 16 wakes, this many wasted ones stop wakes for
+ * PA_WAKE_HOLD requests. */
+#define PA_WAKE_MISS_LIMIT 3u
+#define PA_WAKE_HOLD 64u
+/* The lead a policy may ask for. Measured: 100 us ahead of a 200 us
+ * switch hid half of it; 300 us ahead was lose-lose (docs/PERF.md). */
+#define PA_WAKE_LEAD_MAX_US 1000u
+
+struct pa_wake_pred {
+	rm_u64 last;                /* latest request start; 0: none yet */
+	rm_u64 iv[PA_WAKE_HIST];    /* latest intervals, a ring */
+	unsigned n, head;           /* intervals held, next slot */
+	rm_u64 period;              /* the agreed period; 0: none */
+	rm_u64 seq;                 /* request starts seen */
+	rm_u64 woken_for;           /* seq + 1 of the start the latest wake was for; 0 */
+	rm_u64 woken_at;            /* when that wake was issued */
+	unsigned history;           /* the last 16 wakes, bit set: wasted */
+	unsigned hold;              /* starts left before wakes resume */
+	rm_u64 wakes, hits, wasted, early;
+};
+
+void pa_wake_pred_reset(struct pa_wake_pred *p);
+/* A request started at t (monotonic ns). lead_ns: the lead wakes use,
+ * for judging the latest wake. */
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns);
+/* When to wake for the next start (monotonic ns), or 0: nothing to do
+ * (no agreed period, held off, or already woken for it). */
+rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
+/* A wake was issued at t for the start pa_wake_pred_target aimed at
+ * (t 0: none was, and none will be for that start). */
+void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t);
+
+/* The library's side (preempt_wake.c). */
+/* From the launch wrappers, at the first launch of a burst (a request). */
+void pa_wake_request(rm_u64 now);
+/* Whether pa_wake_request wants to be called (a cheap atomic read). */
+int pa_wake_wanted(void);
+/* Set the lead (0: off) from the policy; starts the thread when needed. */
+void pa_wake_set_lead(unsigned lead_us);
+/* Before a context is destroyed, released or reset: forget it. */
+void pa_wake_ctx_gone(void);
+void pa_wake_init(void);
+void pa_wake_child_reset(void);
+
+#endif /* GPUQOS_PREEMPT_WAKE_H */

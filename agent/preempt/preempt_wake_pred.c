@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preempt_wake_pred.c - predicting a periodic LC's next request from the
+ * starts of its launch bursts, and judging each wake by what followed.
+ *
+ * Owns: the arithmetic only. No clock, no lock, no I/O: the caller passes
+ * times in and serialises calls.
+ */
+#include <string.h>
+
+#include "preempt_wake.h"
+
+void pa_wake_pred_reset(struct pa_wake_pred *p)
+{
+	memset(p, 0, sizeof(*p));
+}
+
+/* The median of the held intervals, or 0 if they do not all lie within
+ * PA_WAKE_JITTER_NS of it. */
+static rm_u64 agreed_period(const struct pa_wake_pred *p)
+{
+	rm_u64 s[PA_WAKE_HIST], m;
+	unsigned i, j;
+
+	if (p->n < PA_WAKE_HIST)
+		return 0;
+	memcpy(s, p->iv, sizeof(s));
+	for (i = 1; i < PA_WAKE_HIST; i++)
+		for (j = i; j > 0 && s[j - 1] > s[j]; j--) {
+			rm_u64 t = s[j];
+
+			s[j] = s[j - 1];
+			s[j - 1] = t;
+		}
+	m = s[PA_WAKE_HIST / 2];
+	if (m < PA_WAKE_MIN_PERIOD_NS || m > PA_WAKE_MAX_PERIOD_NS)
+		return 0;
+	if (m - s[0] > PA_WAKE_JITTER_NS || s[PA_WAKE_HIST - 1] - m > PA_WAKE_JITTER_NS)
+		return 0;
+	return m;
+}
+
+static unsigned popcount16(unsigned v)
+{
+	unsigned c = 0;
+
+	for (v &= 0xffffu; v; v &= v - 1)
+		c++;
+	return c;
+}
+
+/* Judge the wake issued for the start that just happened at t. */
+static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
+{
+	int wasted = 0;
+
+	if (p->woken_for != p->seq + 1 || !p->woken_at)
+		return; /* no wake issued for this start */
+	if (t < p->woken_at)
+		p->early++; /* the request beat its wake: nothing lost */
+	else if (t - p->woken_at <= lead_ns + PA_WAKE_LATE_NS)
+		p->hits++;
+	else {
+		p->wasted++;
+		wasted = 1;
+	}
+	p->history = ((p->history << 1) | (unsigned)wasted) & 0xffffu;
+	if (popcount16(p->history) >= PA_WAKE_MISS_LIMIT) {
+		p->hold = PA_WAKE_HOLD;
+		p->history = 0;
+	}
+}
+
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
+{
+	judge(p, t, lead_ns);
+	if (p->hold)
+		p->hold--;
+	if (p->last && t > p->last) {
+		p->iv[p->head] = t - p->last;
+		p->head = (p->head + 1) % PA_WAKE_HIST;
+		if (p->n < PA_WAKE_HIST)
+			p->n++;
+	} else if (p->last) {
+		/* The clock did not move forward: start over. */
+		p->n = 0;
+		p->head = 0;
+	}
+	p->last = t;
+	p->seq++;
+	p->period = agreed_period(p);
+}
+
+rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns)
+{
+	if (!p->period || p->hold || !lead_ns || p->woken_for == p->seq + 1)
+		return 0;
+	if (p->period <= lead_ns)
+		return 0;
+	return p->last + p->period - lead_ns;
+}
+
+void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t)
+{
+	p->woken_for = p->seq + 1;
+	p->woken_at = t;
+	if (t)
+		p->wakes++;
+}
