@@ -81,7 +81,7 @@ static struct {
 	 * makes a context go away. */
 	pthread_mutex_t cuda_lock;
 	void *set_ctx, *fn, *stream; /* what the thread set up, for set_ctx */
-	int dead;                    /* no libcuda call any more (exit, failures) */
+	_Atomic int dead; /* no libcuda call any more (exit, failures) */
 	int failures;
 
 	struct {
@@ -252,6 +252,13 @@ static void *pw_main(void *arg)
 	(void)arg;
 	/* Timer slack: the default 50 us would eat most of the lead. */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+	/* libcuda is loaded once a launch went through a wrapper. */
+	pthread_mutex_lock(&pw.lock);
+	while (!pw.pred.seq && !pw.dead)
+		pthread_cond_wait(&pw.cv, &pw.lock);
+	pthread_mutex_unlock(&pw.lock);
+	if (pw.dead)
+		return NULL;
 	if (pw_resolve() != 0) {
 		pa_info("wake: libcuda lacks a function it needs; no wakes");
 		return NULL;
@@ -368,7 +375,7 @@ void pa_wake_child_reset(void)
 	pw.fn = NULL;
 	pw.stream = NULL;
 	pw.failures = 0;
-	pw.dead = 0;
+	atomic_store(&pw.dead, 0);
 	atomic_store(&pw_thread_started, 0);
 	atomic_store(&pw_lead_us, 0);
 }

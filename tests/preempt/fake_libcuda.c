@@ -10,7 +10,9 @@
  * handle), with libgpuqos-preempt.so preloaded.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -45,11 +47,143 @@ static int dims_ok(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 	return gx == 1 && gy == 2 && gz == 3 && bx == 4 && by == 5 && bz == 6 && shm == 7;
 }
 
+/* ---- what the preempt agent's wake thread uses (preempt_wake.c) ---- */
+
+#define FAKE_CTX ((void *)0xc7c7)
+#define FAKE_MOD ((void *)0x30d)
+#define FAKE_WAKE_FN ((void *)0xa4e)
+#define FAKE_WAKE_STREAM ((void *)0x57)
+
+static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long wakes, wakes_bad, wake_ctx_ok;
+static unsigned long long last_wake_ns;
+/* For each launch on the application's stream that followed a wake: how
+ * long after the wake it came, in us (a bounded list). */
+#define LEADS_MAX 4096
+static unsigned leads[LEADS_MAX];
+static unsigned long nleads;
+static __thread void *cur_ctx;
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+EXPORT int cuCtxGetCurrent(void **ctx);
+EXPORT int cuCtxGetCurrent(void **ctx)
+{
+	/* The application's threads run in FAKE_CTX once they launched. */
+	*ctx = FAKE_CTX;
+	return CUDA_SUCCESS;
+}
+
+EXPORT int cuCtxSetCurrent(void *ctx);
+EXPORT int cuCtxSetCurrent(void *ctx)
+{
+	cur_ctx = ctx;
+	return CUDA_SUCCESS;
+}
+
+EXPORT int cuThreadExchangeStreamCaptureMode(int *mode);
+EXPORT int cuThreadExchangeStreamCaptureMode(int *mode)
+{
+	return mode && *mode == 2 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuModuleLoadData(void **mod, const void *image);
+EXPORT int cuModuleLoadData(void **mod, const void *image)
+{
+	if (!image || !strstr((const char *)image, ".entry gpuqos_wake()"))
+		return CUDA_ERROR_INVALID_VALUE;
+	*mod = FAKE_MOD;
+	return CUDA_SUCCESS;
+}
+
+EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name);
+EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
+{
+	if (mod != FAKE_MOD || strcmp(name, "gpuqos_wake") != 0)
+		return CUDA_ERROR_NOT_FOUND;
+	*fn = FAKE_WAKE_FN;
+	return CUDA_SUCCESS;
+}
+
+EXPORT int cuStreamCreate(void **st, unsigned flags);
+EXPORT int cuStreamCreate(void **st, unsigned flags)
+{
+	if (flags != 1) /* CU_STREAM_NON_BLOCKING */
+		return CUDA_ERROR_INVALID_VALUE;
+	*st = FAKE_WAKE_STREAM;
+	return CUDA_SUCCESS;
+}
+
+/* wakes, wakes with wrong arguments, wakes from a thread whose current
+ * context was the application's, and the leads seen (p: 0 min, 1 median,
+ * 2 max, 3 count). */
+EXPORT unsigned long fake_cuda_wakes(int which);
+EXPORT unsigned long fake_cuda_wakes(int which)
+{
+	unsigned s[LEADS_MAX], t;
+	unsigned long n, i, j, r = 0;
+
+	pthread_mutex_lock(&wake_lock);
+	n = nleads < LEADS_MAX ? nleads : LEADS_MAX;
+	memcpy(s, leads, n * sizeof(s[0]));
+	if (which == 0)
+		r = wakes;
+	else if (which == 1)
+		r = wakes_bad;
+	else if (which == 2)
+		r = wake_ctx_ok;
+	pthread_mutex_unlock(&wake_lock);
+	if (which < 3)
+		return r;
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && s[j - 1] > s[j]; j--) {
+			t = s[j];
+			s[j] = s[j - 1];
+			s[j - 1] = t;
+		}
+	if (which == 6)
+		return n;
+	if (!n)
+		return 0;
+	return which == 3 ? s[0] : which == 4 ? s[n / 2] : s[n - 1];
+}
+
+static int wake_launch(void *f, unsigned gx, unsigned bx, void **params)
+{
+	pthread_mutex_lock(&wake_lock);
+	if (f == FAKE_WAKE_FN && gx == 1 && bx >= 1 && !params)
+		wakes++;
+	else
+		wakes_bad++;
+	wake_ctx_ok += cur_ctx == FAKE_CTX;
+	last_wake_ns = now_ns();
+	pthread_mutex_unlock(&wake_lock);
+	return CUDA_SUCCESS;
+}
+
+static void app_launch_seen(void)
+{
+	pthread_mutex_lock(&wake_lock);
+	if (last_wake_ns && nleads < LEADS_MAX)
+		leads[nleads++] = (unsigned)((now_ns() - last_wake_ns) / 1000u);
+	last_wake_ns = 0;
+	pthread_mutex_unlock(&wake_lock);
+}
+
 /* Shared by both variants without a call through this library's PLT
  * (which the preloaded library's export of the same name would answer). */
 static int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 		  unsigned bz, unsigned shm, void *st, void **params, void **extra)
 {
+	if (st == FAKE_WAKE_STREAM)
+		return wake_launch(f, gx, bx, params);
+	app_launch_seen();
 	return note(f == ARG_F && dims_ok(gx, gy, gz, bx, by, bz, shm) && st == ARG_STREAM &&
 		    params == ARG_PARAMS && extra == ARG_EXTRA);
 }
@@ -136,6 +270,8 @@ static void *lookup(const char *sym, int ver, unsigned long long flags)
 		return (void *)cuLaunchKernelEx;
 	if (strcmp(sym, "cuGraphLaunch") == 0)
 		return (void *)cuGraphLaunch;
+	if (strcmp(sym, "cuCtxGetCurrent") == 0)
+		return (void *)cuCtxGetCurrent;
 	if (strcmp(sym, "cuMemAlloc") == 0)
 		return (void *)cuMemAlloc;
 	if (strcmp(sym, "cuGetProcAddress") == 0)
