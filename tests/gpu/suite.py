@@ -401,7 +401,7 @@ def set_wake():
     for lc, be, nbe in rows:
         if lc in ("resnet50_graph", "vit_b16_graph") and nbe == 1:
             s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
-        for lead in (0, 100):
+        for lead in (0, 100, 150) if (lc, be, nbe) == ("micro", "fill", 1) else (0, 100):
             s.append(sc(f"{lc} gq:default {nbe}x{be} wake {lead}", lc, be, nbe, "gq:default",
                         lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_LOG": "info"},
                         tag="wake"))
