@@ -612,6 +612,8 @@ class Runner:
         if mode.startswith("gq:"):
             env.update(self.gq_env())
             prefix = [os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls, "--"]
+            # The preempt agent's own settings (rm_probe's GQP_* go unread).
+            env.update({k: v for k, v in (env_extra or {}).items() if k.startswith("GPUQOS_")})
         elif mode == "probe" and env_extra:
             env["LD_PRELOAD"] = os.path.join(self.bin, "rm_probe.so")
             env["GQP_ROT_START_FILE"] = os.path.join(tmp, "go")
