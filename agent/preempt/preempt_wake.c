@@ -201,7 +201,7 @@ static int pw_setup(void *ctx)
 	pw.set_ctx = ctx;
 	pw.fn = fn;
 	pw.stream = st;
-	pa_debug("wake: set up in context %p", ctx);
+	pa_info("wake: set up in context %p", ctx);
 	return 0;
 }
 
