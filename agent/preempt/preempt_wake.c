@@ -150,10 +150,11 @@ static void pw_atexit(void)
 	pw.dead = 1;
 	pthread_mutex_unlock(&pw.cuda_lock);
 	pthread_mutex_lock(&pw.lock);
-	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted, %llu beaten by the request",
+	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted, %llu beaten by the "
+		"request; %llu not issued (late or failed)",
 		(unsigned long long)pw.pred.seq, (unsigned long long)pw.pred.wakes,
 		(unsigned long long)pw.pred.hits, (unsigned long long)pw.pred.wasted,
-		(unsigned long long)pw.pred.early);
+		(unsigned long long)pw.pred.early, (unsigned long long)pw.pred.skipped);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }

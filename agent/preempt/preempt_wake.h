@@ -11,10 +11,11 @@
 
 #include "abi/rm_abi.h"
 
-/* Intervals between request starts that must agree before anything is
- * predicted, and how closely: every one within PA_WAKE_JITTER_NS of
- * their median. */
+/* Intervals between request starts held, how many of them must agree
+ * before anything is predicted, and how closely: within
+ * PA_WAKE_JITTER_NS of their median. */
 #define PA_WAKE_HIST 8u
+#define PA_WAKE_AGREE 6u
 #define PA_WAKE_JITTER_NS 50000ull
 /* Periods outside these bounds are not predicted: below, the LC is close
  * to launch-bound (the GPU switches to it all the time anyway); above,
@@ -42,7 +43,7 @@ struct pa_wake_pred {
 	rm_u64 woken_at;            /* when that wake was issued */
 	unsigned history;           /* the last 16 wakes, bit set: wasted */
 	unsigned hold;              /* starts left before wakes resume */
-	rm_u64 wakes, hits, wasted, early;
+	rm_u64 wakes, hits, wasted, early, skipped;
 };
 
 void pa_wake_pred_reset(struct pa_wake_pred *p);

@@ -15,12 +15,13 @@ void pa_wake_pred_reset(struct pa_wake_pred *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* The median of the held intervals, or 0 if they do not all lie within
- * PA_WAKE_JITTER_NS of it. */
+/* The median of the held intervals, or 0 unless at least
+ * PA_WAKE_AGREE of them lie within PA_WAKE_JITTER_NS of it: one late
+ * request (two odd intervals) does not stop the wakes of the next ones. */
 static rm_u64 agreed_period(const struct pa_wake_pred *p)
 {
 	rm_u64 s[PA_WAKE_HIST], m;
-	unsigned i, j;
+	unsigned i, j, near = 0;
 
 	if (p->n < PA_WAKE_HIST)
 		return 0;
@@ -35,9 +36,9 @@ static rm_u64 agreed_period(const struct pa_wake_pred *p)
 	m = s[PA_WAKE_HIST / 2];
 	if (m < PA_WAKE_MIN_PERIOD_NS || m > PA_WAKE_MAX_PERIOD_NS)
 		return 0;
-	if (m - s[0] > PA_WAKE_JITTER_NS || s[PA_WAKE_HIST - 1] - m > PA_WAKE_JITTER_NS)
-		return 0;
-	return m;
+	for (i = 0; i < PA_WAKE_HIST; i++)
+		near += (s[i] > m ? s[i] - m : m - s[i]) <= PA_WAKE_JITTER_NS;
+	return near >= PA_WAKE_AGREE ? m : 0;
 }
 
 static unsigned popcount16(unsigned v)
@@ -106,4 +107,6 @@ void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t)
 	p->woken_at = t;
 	if (t)
 		p->wakes++;
+	else
+		p->skipped++;
 }
