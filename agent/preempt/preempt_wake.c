@@ -60,12 +60,23 @@ typedef int (*cu_launch_fn)(void *f, unsigned, unsigned, unsigned, unsigned, uns
 /* Failed CUDA calls before wakes stop for good. */
 #define PA_WAKE_FAIL_MAX 3
 
-/* Any GPU can JIT this; the kernel does nothing. */
+/* Any GPU can JIT this. The kernel spins for `ns` of the GPU's own clock
+ * (0: returns at once), so that a context that came in before the request
+ * stays in until it arrives (GPUQOS_WAKE_HOLD_US). */
 static const char pa_wake_ptx[] = ".version 6.0\n"
 				  ".target sm_50\n"
 				  ".address_size 64\n"
-				  ".visible .entry gpuqos_wake()\n"
+				  ".visible .entry gpuqos_wake(.param .u64 ns)\n"
 				  "{\n"
+				  "\t.reg .u64 %rd<4>;\n"
+				  "\t.reg .pred %p;\n"
+				  "\tld.param.u64 %rd1, [ns];\n"
+				  "\tmov.u64 %rd2, %globaltimer;\n"
+				  "\tadd.u64 %rd1, %rd1, %rd2;\n"
+				  "spin:\n"
+				  "\tmov.u64 %rd3, %globaltimer;\n"
+				  "\tsetp.lt.u64 %p, %rd3, %rd1;\n"
+				  "\t@%p bra spin;\n"
 				  "\tret;\n"
 				  "}\n";
 
@@ -102,6 +113,7 @@ static _Atomic unsigned pw_lead_us;
 static _Atomic int pw_thread_started;
 static _Atomic(cu_ctx_get_fn) pw_ctx_get;
 static int pw_env_lead = -1; /* GPUQOS_WAKE_LEAD_US, or -1: the policy decides */
+static unsigned pw_hold_us;  /* GPUQOS_WAKE_HOLD_US; set once at init */
 
 int pa_wake_wanted(void)
 {
@@ -229,7 +241,10 @@ static int pw_issue(rm_u64 seq, void *ctx)
 		if (pw_setup(ctx) != 0)
 			r = -1;
 		else {
-			r = pw.cu.launch(pw.fn, 1, 1, 1, 32, 1, 1, 0, pw.stream, NULL, NULL);
+			unsigned long long ns = (unsigned long long)pw_hold_us * 1000u;
+			void *args[] = { &ns };
+
+			r = pw.cu.launch(pw.fn, 1, 1, 1, 32, 1, 1, 0, pw.stream, args, NULL);
 			if (r != 0)
 				pa_info("wake: launch failed (CUDA error %d)", r);
 			r = r == 0 ? 1 : -1;
@@ -347,9 +362,18 @@ void pa_wake_set_lead(unsigned lead_us)
 
 void pa_wake_init(void)
 {
-	const char *v = getenv("GPUQOS_WAKE_LEAD_US");
+	const char *v = getenv("GPUQOS_WAKE_HOLD_US");
 	char *end;
 	unsigned long us;
+
+	if (v != NULL && *v != '\0') {
+		us = strtoul(v, &end, 10);
+		if (*end != '\0' || us > PA_WAKE_LEAD_MAX_US)
+			pa_info("GPUQOS_WAKE_HOLD_US=%s is not 0..%u; using 0", v, PA_WAKE_LEAD_MAX_US);
+		else
+			pw_hold_us = (unsigned)us;
+	}
+	v = getenv("GPUQOS_WAKE_LEAD_US");
 
 	if (v == NULL || *v == '\0')
 		return;

@@ -401,9 +401,13 @@ def set_wake():
     for lc, be, nbe in rows:
         if lc in ("resnet50_graph", "vit_b16_graph") and nbe == 1:
             s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
-        for lead in (0, 100, 150) if (lc, be, nbe) == ("micro", "fill", 1) else (0, 100):
-            s.append(sc(f"{lc} gq:default {nbe}x{be} wake {lead}", lc, be, nbe, "gq:default",
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_LOG": "info"},
+        key = (lc, be, nbe) == ("micro", "fill", 1)
+        for lead, hold in ([(0, 0), (100, 0), (150, 0), (100, 60), (100, 120)] if key
+                           else [(0, 0), (100, 0), (100, 60)]):
+            s.append(sc(f"{lc} gq:default {nbe}x{be} wake {lead}" + (f" hold {hold}" if hold else ""),
+                        lc, be, nbe, "gq:default",
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_WAKE_HOLD_US": str(hold),
+                                "GPUQOS_LOG": "info"},
                         tag="wake"))
     return s
 

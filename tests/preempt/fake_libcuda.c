@@ -96,7 +96,7 @@ EXPORT int cuThreadExchangeStreamCaptureMode(int *mode)
 EXPORT int cuModuleLoadData(void **mod, const void *image);
 EXPORT int cuModuleLoadData(void **mod, const void *image)
 {
-	if (!image || !strstr((const char *)image, ".entry gpuqos_wake()"))
+	if (!image || !strstr((const char *)image, ".entry gpuqos_wake(.param .u64 ns)"))
 		return CUDA_ERROR_INVALID_VALUE;
 	*mod = FAKE_MOD;
 	return CUDA_SUCCESS;
@@ -157,7 +157,7 @@ EXPORT unsigned long fake_cuda_wakes(int which)
 static int wake_launch(void *f, unsigned gx, unsigned bx, void **params)
 {
 	pthread_mutex_lock(&wake_lock);
-	if (f == FAKE_WAKE_FN && gx == 1 && bx >= 1 && !params)
+	if (f == FAKE_WAKE_FN && gx == 1 && bx >= 1 && params && params[0])
 		wakes++;
 	else
 		wakes_bad++;
