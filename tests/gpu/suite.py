@@ -396,10 +396,12 @@ def set_wake():
          sc("be alone train", None, "train", 1, "be_alone"),
          sc("micro alone", "micro", nbe=0, mode="alone")]
     rows = [("micro", "fill", 1), ("micro_poisson", "fill", 1), ("micro", "fill", 3),
+            ("resnet50_graph", "fill", 1),
             ("micro", "train", 1), ("resnet50_graph", "train", 1),
             ("vit_b16_graph", "train", 1), ("resnet50_graph", "train", 3)]
     for lc, be, nbe in rows:
-        if lc in ("resnet50_graph", "vit_b16_graph") and nbe == 1:
+        if lc in ("resnet50_graph", "vit_b16_graph") and nbe == 1 \
+                and not any(x["name"] == f"{lc} alone" for x in s):
             s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
         key = (lc, be, nbe) == ("micro", "fill", 1)
         for lead, hold in ([(0, 0), (100, 0), (150, 0), (100, 60), (100, 120)] if key
@@ -803,12 +805,17 @@ def derive(recs, switch_override):
         ref = alone.get(key(r)) or alone.get((r["lc"], "[]"), [])
         return med([x.get(field) for x in ref if x.get(field) is not None])
 
+    def woken(r):
+        # The preempt agent started the switch ahead of the request: what
+        # the request waits for is no longer the whole switch.
+        return r.get("lc_env", {}).get("GPUQOS_WAKE_LEAD_US", "0") != "0"
+
     switch = switch_override
     if switch is None:
         cand = [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
-                and r["nbe"] == 1 and r["be"] == "fill" and r.get("lc_result")]
+                and r["nbe"] == 1 and r["be"] == "fill" and r.get("lc_result") and not woken(r)]
         cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
-                        and r["nbe"] == 1 and r.get("lc_result")]
+                        and r["nbe"] == 1 and r.get("lc_result") and not woken(r)]
         cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "probe"
                         and r["nbe"] == 1 and r["be_env"][0].get("GQP_TIMESLICE_US") == "50"
                         and not r["lc_args"] and r.get("lc_result")]
