@@ -133,6 +133,10 @@ enum pa_kind {
 	PA_K_EX,       /* cuLaunchKernelEx(config, f, params, extra) */
 	PA_K_GRAPH,    /* cuGraphLaunch(exec, stream) */
 	PA_K_GPA,      /* cuGetProcAddress(_v2)(symbol, pfn, version, flags[, status]) */
+	/* cuCtxDestroy(ctx), cuDevicePrimaryCtxRelease(dev), cuDevicePrimaryCtxReset(dev):
+	 * a context goes away (preempt_wake.c must stop using it first). The
+	 * one argument is passed along in its register unread. */
+	PA_K_CTXGONE,
 	PA_K_COUNT,
 };
 
@@ -151,6 +155,7 @@ typedef pa_cures (*pa_graph_fn)(void *, void *);
 /* Both cuGetProcAddress versions go through the five-argument form: the
  * first takes four, and the fifth register is passed along unread. */
 typedef pa_cures (*pa_gpa_fn)(const char *, void **, int, unsigned long long, void *);
+typedef pa_cures (*pa_ctxgone_fn)(unsigned long);
 
 static void *pa_wrap(enum pa_kind k, void *real);
 
@@ -194,6 +199,13 @@ static void *pa_wrap(enum pa_kind k, void *real);
 		return r;                                                                  \
 	}
 
+#define PA_CTXGONE_W(i)                                                    \
+	static pa_cures pa_ctxgone_w##i(unsigned long arg)                \
+	{                                                                  \
+		pa_wake_ctx_gone();                                        \
+		return ((pa_ctxgone_fn)PA_REAL(PA_K_CTXGONE, i))(arg);     \
+	}
+
 static void *pa_launch_wrap_gpa(const char *sym, void *real);
 
 #define PA_FOUR(M) M(0) M(1) M(2) M(3)
@@ -202,6 +214,7 @@ PA_FOUR(PA_COOP_W)
 PA_FOUR(PA_EX_W)
 PA_FOUR(PA_GRAPH_W)
 PA_FOUR(PA_GPA_W)
+PA_FOUR(PA_CTXGONE_W)
 
 _Static_assert(PA_SLOTS == 4, "one wrapper function per slot");
 
@@ -212,7 +225,7 @@ static void *pa_wrapper(enum pa_kind k, unsigned i)
 	static void *const w[PA_K_COUNT][PA_SLOTS] = {
 		[PA_K_LAUNCH] = PA_PTRS(pa_launch_w), [PA_K_COOP] = PA_PTRS(pa_coop_w),
 		[PA_K_EX] = PA_PTRS(pa_ex_w),         [PA_K_GRAPH] = PA_PTRS(pa_graph_w),
-		[PA_K_GPA] = PA_PTRS(pa_gpa_w),
+		[PA_K_GPA] = PA_PTRS(pa_gpa_w),       [PA_K_CTXGONE] = PA_PTRS(pa_ctxgone_w),
 	};
 #undef PA_PTRS
 	return w[k][i];
@@ -248,6 +261,12 @@ static void *pa_wrap(enum pa_kind k, void *real)
 				return pa_wrapper(k, i);
 		}
 	}
+	if (k == PA_K_CTXGONE) {
+		/* A context could go away unseen: the wake thread must not
+		 * keep one. */
+		pa_wake_disable("more context teardown entry points than the library can watch");
+		return real;
+	}
 	if (atomic_fetch_add(&pa_missed, 1) == 0)
 		pa_info("more than %d %s entry points handed out: the rest are not counted",
 			PA_SLOTS, k == PA_K_GPA ? "cuGetProcAddress" : "launch");
@@ -267,6 +286,9 @@ static int pa_kind_of(const char *name, int with_suffixes, enum pa_kind *k)
 		{ "cuLaunchKernelEx", PA_K_EX },
 		{ "cuGraphLaunch", PA_K_GRAPH },
 		{ "cuGetProcAddress", PA_K_GPA },
+		{ "cuCtxDestroy", PA_K_CTXGONE },
+		{ "cuDevicePrimaryCtxRelease", PA_K_CTXGONE },
+		{ "cuDevicePrimaryCtxReset", PA_K_CTXGONE },
 	};
 	size_t n;
 
@@ -277,8 +299,10 @@ static int pa_kind_of(const char *name, int with_suffixes, enum pa_kind *k)
 		if (strncmp(name, names[i].name, n) != 0)
 			continue;
 		if (name[n] == '\0' ||
-		    (with_suffixes && names[i].kind != PA_K_GPA && strcmp(name + n, "_ptsz") == 0) ||
-		    (with_suffixes && names[i].kind == PA_K_GPA && strcmp(name + n, "_v2") == 0)) {
+		    (with_suffixes && names[i].kind != PA_K_GPA && names[i].kind != PA_K_CTXGONE &&
+		     strcmp(name + n, "_ptsz") == 0) ||
+		    (with_suffixes && (names[i].kind == PA_K_GPA || names[i].kind == PA_K_CTXGONE) &&
+		     strcmp(name + n, "_v2") == 0)) {
 			*k = names[i].kind;
 			return 1;
 		}
@@ -454,3 +478,26 @@ PA_BYNAME(cuLaunchKernelEx_ptsz, pa_ex_fn,
 	  (const void *cfg, void *f, void **params, void **extra), (cfg, f, params, extra))
 PA_BYNAME(cuGraphLaunch, pa_graph_fn, (void *exec, void *st), (exec, st))
 PA_BYNAME(cuGraphLaunch_ptsz, pa_graph_fn, (void *exec, void *st), (exec, st))
+
+/* The context teardown functions, for the wake thread (preempt_wake.c). */
+#define PA_CTXGONE_BYNAME(name)                                                \
+	PA_EXPORT pa_cures name(unsigned long arg)                             \
+	{                                                                      \
+		static _Atomic(void *) next;                                   \
+		void *p = atomic_load_explicit(&next, memory_order_acquire);   \
+		if (!p) {                                                      \
+			p = pa_real_launch(#name);                             \
+			if (!p)                                                \
+				return PA_CUDA_ERROR_NOT_INITIALIZED;          \
+			atomic_store_explicit(&next, p, memory_order_release); \
+		}                                                              \
+		pa_wake_ctx_gone();                                            \
+		return ((pa_ctxgone_fn)p)(arg);                                \
+	}
+
+PA_CTXGONE_BYNAME(cuCtxDestroy)
+PA_CTXGONE_BYNAME(cuCtxDestroy_v2)
+PA_CTXGONE_BYNAME(cuDevicePrimaryCtxRelease)
+PA_CTXGONE_BYNAME(cuDevicePrimaryCtxRelease_v2)
+PA_CTXGONE_BYNAME(cuDevicePrimaryCtxReset)
+PA_CTXGONE_BYNAME(cuDevicePrimaryCtxReset_v2)

@@ -19,7 +19,10 @@
  * Owns: the wake thread, its module, function and stream, and the context
  * it saw the requests in. Does not own: counting launches
  * (preempt_launch.c, which calls pa_wake_request at each burst's first
- * launch) or the lead (the node agent's POLICY, or GPUQOS_WAKE_LEAD_US).
+ * launch). Off unless the workload's environment sets GPUQOS_WAKE_LEAD_US:
+ * only the application knows whether its requests come at a steady
+ * period, and on the GPU the wake moved the median, not reliably the tail
+ * (docs/policy.md, "Waking a periodic LC").
  *
  * Safety: the thread calls libcuda only with `cuda_lock` held, and the
  * wrappers of cuCtxDestroy / cuDevicePrimaryCtxRelease / cuDevicePrimaryCtxReset
@@ -40,6 +43,7 @@
 #include <time.h>
 
 #include "preempt.h"
+#include "preempt_launch.h"
 #include "preempt_wake.h"
 
 typedef int (*cu_ctx_get_fn)(void **ctx);
@@ -112,8 +116,7 @@ static struct {
 static _Atomic unsigned pw_lead_us;
 static _Atomic int pw_thread_started;
 static _Atomic(cu_ctx_get_fn) pw_ctx_get;
-static int pw_env_lead = -1; /* GPUQOS_WAKE_LEAD_US, or -1: the policy decides */
-static unsigned pw_hold_us;  /* GPUQOS_WAKE_HOLD_US; set once at init */
+static unsigned pw_hold_us; /* GPUQOS_WAKE_HOLD_US; set once at init */
 
 int pa_wake_wanted(void)
 {
@@ -255,7 +258,8 @@ static int pw_issue(rm_u64 seq, void *ctx)
 			if (++pw.failures >= PA_WAKE_FAIL_MAX) {
 				pa_info("wake: %d failures; no more wakes in this process",
 					pw.failures);
-				pw.dead = 1;
+				atomic_store(&pw_lead_us, 0);
+				atomic_store(&pw.dead, 1);
 			}
 		}
 	}
@@ -276,7 +280,7 @@ static void *pw_main(void *arg)
 	if (pw.dead)
 		return NULL;
 	if (pw_resolve() != 0) {
-		pa_info("wake: libcuda lacks a function it needs; no wakes");
+		pa_wake_disable("libcuda lacks a function it needs");
 		return NULL;
 	}
 	for (;;) {
@@ -345,47 +349,54 @@ static void pw_spawn(void)
 		pa_info("wake: atexit failed");
 }
 
-void pa_wake_set_lead(unsigned lead_us)
+void pa_wake_disable(const char *why)
 {
-	if (pw_env_lead >= 0)
-		lead_us = (unsigned)pw_env_lead;
-	if (lead_us > PA_WAKE_LEAD_MAX_US)
-		lead_us = PA_WAKE_LEAD_MAX_US;
-	if (atomic_exchange(&pw_lead_us, lead_us) != lead_us)
-		pa_debug("wake: lead %u us", lead_us);
-	if (lead_us)
-		pw_spawn();
+	if (!atomic_exchange(&pw_lead_us, 0))
+		return;
+	pa_info("wake: off: %s", why);
+	if (!atomic_load(&pw_thread_started))
+		return;
+	pthread_mutex_lock(&pw.cuda_lock);
+	atomic_store(&pw.dead, 1);
+	pthread_mutex_unlock(&pw.cuda_lock);
 	pthread_mutex_lock(&pw.lock);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }
 
-void pa_wake_init(void)
+/* One of the two settings: 0..PA_WAKE_LEAD_MAX_US, else 0 and a log line. */
+static unsigned pw_env_us(const char *name)
 {
-	const char *v = getenv("GPUQOS_WAKE_HOLD_US");
+	const char *v = getenv(name);
 	char *end;
 	unsigned long us;
 
-	if (v != NULL && *v != '\0') {
-		us = strtoul(v, &end, 10);
-		if (*end != '\0' || us > PA_WAKE_LEAD_MAX_US)
-			pa_info("GPUQOS_WAKE_HOLD_US=%s is not 0..%u; using 0", v, PA_WAKE_LEAD_MAX_US);
-		else
-			pw_hold_us = (unsigned)us;
-	}
-	v = getenv("GPUQOS_WAKE_LEAD_US");
-
 	if (v == NULL || *v == '\0')
-		return;
+		return 0;
+	errno = 0;
 	us = strtoul(v, &end, 10);
-	if (*end != '\0' || us > PA_WAKE_LEAD_MAX_US) {
-		pa_info("GPUQOS_WAKE_LEAD_US=%s is not 0..%u; the policy decides", v,
+	if (errno || end == v || *end != '\0' || us > PA_WAKE_LEAD_MAX_US) {
+		pa_info("%s=%s is not a whole number of microseconds in 0..%u; using 0", name, v,
 			PA_WAKE_LEAD_MAX_US);
+		return 0;
+	}
+	return (unsigned)us;
+}
+
+void pa_wake_init(void)
+{
+	unsigned lead = pw_env_us("GPUQOS_WAKE_LEAD_US");
+
+	pw_hold_us = pw_env_us("GPUQOS_WAKE_HOLD_US");
+	if (!lead)
+		return;
+	if (!pa_launch_counting()) {
+		pa_info("wake: launches are not seen on this architecture; no wakes");
 		return;
 	}
-	pw_env_lead = (int)us;
-	if (us)
-		pa_wake_set_lead((unsigned)us);
+	atomic_store(&pw_lead_us, lead);
+	pa_debug("wake: lead %u us, hold %u us", lead, pw_hold_us);
+	pw_spawn();
 }
 
 void pa_wake_child_reset(void)
@@ -402,5 +413,7 @@ void pa_wake_child_reset(void)
 	pw.failures = 0;
 	atomic_store(&pw.dead, 0);
 	atomic_store(&pw_thread_started, 0);
+	/* CUDA is not usable in a forked child; one that starts it afresh
+	 * and is exec'd gets the settings again from its environment. */
 	atomic_store(&pw_lead_us, 0);
 }

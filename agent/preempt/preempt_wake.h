@@ -62,10 +62,11 @@ void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t);
 void pa_wake_request(rm_u64 now);
 /* Whether pa_wake_request wants to be called (a cheap atomic read). */
 int pa_wake_wanted(void);
-/* Set the lead (0: off) from the policy; starts the thread when needed. */
-void pa_wake_set_lead(unsigned lead_us);
 /* Before a context is destroyed, released or reset: forget it. */
 void pa_wake_ctx_gone(void);
+/* Wakes off for good in this process, saying why once. */
+void pa_wake_disable(const char *why);
+/* GPUQOS_WAKE_LEAD_US and GPUQOS_WAKE_HOLD_US; starts the thread. */
 void pa_wake_init(void);
 void pa_wake_child_reset(void);
 

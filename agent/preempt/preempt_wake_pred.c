@@ -74,9 +74,9 @@ static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
 
 void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
 {
-	judge(p, t, lead_ns);
 	if (p->hold)
 		p->hold--;
+	judge(p, t, lead_ns);
 	if (p->last && t > p->last) {
 		p->iv[p->head] = t - p->last;
 		p->head = (p->head + 1) % PA_WAKE_HIST;

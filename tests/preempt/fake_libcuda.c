@@ -52,10 +52,12 @@ static int dims_ok(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 #define FAKE_CTX ((void *)0xc7c7)
 #define FAKE_MOD ((void *)0x30d)
 #define FAKE_WAKE_FN ((void *)0xa4e)
-#define FAKE_WAKE_STREAM ((void *)0x57)
+/* The wake thread's stream: 0x57 in the low byte, the context's
+ * generation above it (a destroyed context's streams are stale). */
+#define FAKE_WAKE_STREAM_TAG 0x57ul
 
 static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long wakes, wakes_bad, wake_ctx_ok;
+static unsigned long wakes, wakes_bad, wake_ctx_ok, wakes_stale, ctx_gen;
 static unsigned long long last_wake_ns;
 /* For each launch on the application's stream that followed a wake: how
  * long after the wake it came, in us (a bounded list). */
@@ -116,8 +118,38 @@ EXPORT int cuStreamCreate(void **st, unsigned flags)
 {
 	if (flags != 1) /* CU_STREAM_NON_BLOCKING */
 		return CUDA_ERROR_INVALID_VALUE;
-	*st = FAKE_WAKE_STREAM;
+	pthread_mutex_lock(&wake_lock);
+	*st = (void *)((ctx_gen << 8) | FAKE_WAKE_STREAM_TAG);
+	pthread_mutex_unlock(&wake_lock);
 	return CUDA_SUCCESS;
+}
+
+/* The application's context goes away (and, as the primary context, comes
+ * back at its next use): whatever was created in it is stale. */
+static int ctx_gone(void)
+{
+	pthread_mutex_lock(&wake_lock);
+	ctx_gen++;
+	pthread_mutex_unlock(&wake_lock);
+	return CUDA_SUCCESS;
+}
+
+EXPORT int cuCtxDestroy(void *ctx);
+EXPORT int cuCtxDestroy(void *ctx)
+{
+	return ctx == FAKE_CTX ? ctx_gone() : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuCtxDestroy_v2(void *ctx);
+EXPORT int cuCtxDestroy_v2(void *ctx)
+{
+	return ctx == FAKE_CTX ? ctx_gone() : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuDevicePrimaryCtxReset_v2(int dev);
+EXPORT int cuDevicePrimaryCtxReset_v2(int dev)
+{
+	return dev == 0 ? ctx_gone() : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* wakes, wakes with wrong arguments, wakes from a thread whose current
@@ -138,8 +170,10 @@ EXPORT unsigned long fake_cuda_wakes(int which)
 		r = wakes_bad;
 	else if (which == 2)
 		r = wake_ctx_ok;
+	else if (which == 7)
+		r = wakes_stale;
 	pthread_mutex_unlock(&wake_lock);
-	if (which < 3)
+	if (which < 3 || which == 7)
 		return r;
 	for (i = 1; i < n; i++)
 		for (j = i; j > 0 && s[j - 1] > s[j]; j--) {
@@ -154,9 +188,14 @@ EXPORT unsigned long fake_cuda_wakes(int which)
 	return which == 3 ? s[0] : which == 4 ? s[n / 2] : s[n - 1];
 }
 
-static int wake_launch(void *f, unsigned gx, unsigned bx, void **params)
+static int wake_launch(void *f, unsigned gx, unsigned bx, void *st, void **params)
 {
 	pthread_mutex_lock(&wake_lock);
+	if ((unsigned long)st >> 8 != ctx_gen) {
+		wakes_stale++;
+		pthread_mutex_unlock(&wake_lock);
+		return 400; /* CUDA_ERROR_INVALID_HANDLE */
+	}
 	if (f == FAKE_WAKE_FN && gx == 1 && bx >= 1 && params && params[0])
 		wakes++;
 	else
@@ -181,8 +220,8 @@ static void app_launch_seen(void)
 static int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 		  unsigned bz, unsigned shm, void *st, void **params, void **extra)
 {
-	if (st == FAKE_WAKE_STREAM)
-		return wake_launch(f, gx, bx, params);
+	if (((unsigned long)st & 0xfful) == FAKE_WAKE_STREAM_TAG)
+		return wake_launch(f, gx, bx, st, params);
 	app_launch_seen();
 	return note(f == ARG_F && dims_ok(gx, gy, gz, bx, by, bz, shm) && st == ARG_STREAM &&
 		    params == ARG_PARAMS && extra == ARG_EXTRA);
@@ -270,6 +309,8 @@ static void *lookup(const char *sym, int ver, unsigned long long flags)
 		return (void *)cuLaunchKernelEx;
 	if (strcmp(sym, "cuGraphLaunch") == 0)
 		return (void *)cuGraphLaunch;
+	if (strcmp(sym, "cuCtxDestroy") == 0)
+		return (void *)cuCtxDestroy_v2;
 	if (strcmp(sym, "cuCtxGetCurrent") == 0)
 		return (void *)cuCtxGetCurrent;
 	if (strcmp(sym, "cuMemAlloc") == 0)

@@ -10,6 +10,7 @@ Every wait has a timeout; nothing sleeps longer than it has to.
 """
 import argparse
 import json
+import re
 import os
 import select
 import socket
@@ -494,7 +495,9 @@ def sc_symbols(args, tmp):
         if len(f) >= 8 and f[4] in ("GLOBAL", "WEAK") and f[6] != "UND":
             exported.add(f[7].split("@")[0])
     launch = {"cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
-    want = {"ioctl", "close", "dlsym"} | launch | {n + "_ptsz" for n in launch}
+    ctxgone = {"cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"}
+    want = {"ioctl", "close", "dlsym"} | launch | {n + "_ptsz" for n in launch} \
+        | ctxgone | {n + "_v2" for n in ctxgone}
     check(exported == want, "exported symbols: %r" % sorted(exported))
 
 
@@ -683,10 +686,69 @@ def sc_activity(args, tmp):
     w.finish()
 
 
+def periodic(w, args, what):
+    out = w.step("periodic %s %s" % (args.libcuda, what), timeout=15.0)
+    m = re.match(r"periodic status=(\w+) wakes=(\d+) bad=(\d+) in_ctx=(\d+) stale=(\d+) "
+                 r"leads=(\d+) min=(\d+) median=(\d+) max=(\d+)$", out)
+    check(m, "periodic %s: %r" % (what, out))
+    keys = ("wakes", "bad", "in_ctx", "stale", "leads", "min", "median", "max")
+    d = dict(zip(keys, map(int, m.groups()[1:])))
+    check(m.group(1) == "ok", "periodic %s: the application's launches: %r" % (what, out))
+    return d
+
+
+def sc_wake(args, tmp):
+    """GPUQOS_WAKE_LEAD_US: requests that come at a steady period get a wake
+    (one empty kernel on the library's own stream, in the application's
+    context) about the lead ahead; Poisson arrivals get none; a context
+    destroyed or reset is never used again by the wake thread; bad values
+    and no value start nothing. No node agent is needed."""
+    sock = os.path.join(tmp, "none.sock")
+    # Off: nothing is woken.
+    w = Workload(args, tmp, preload_env(args, sock))
+    d = periodic(w, args, "40 3000")
+    check(d["wakes"] == 0 and d["bad"] == 0, "without GPUQOS_WAKE_LEAD_US: %r" % d)
+    w.finish()
+    for bad in ("abc", "1001", "-5", "100us", ""):
+        w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US=bad,
+                                            GPUQOS_LOG="info"))
+        d = periodic(w, args, "40 3000")
+        err = w.finish()
+        check(d["wakes"] == 0, "GPUQOS_WAKE_LEAD_US=%r: %r" % (bad, d))
+        check(bad == "" or "GPUQOS_WAKE_LEAD_US=%s is not a whole number" % bad in err,
+              "GPUQOS_WAKE_LEAD_US=%r: %s" % (bad, err))
+    w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
+                                        GPUQOS_WAKE_HOLD_US="20", GPUQOS_LOG="info"))
+    # A request every 3 ms: after nine, each gets a wake about 100 us ahead
+    # (the fake measures from the wake's launch to the request's).
+    d = periodic(w, args, "150 3000")
+    check(d["wakes"] >= 100 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
+          and d["stale"] == 0, "steady requests: %r" % d)
+    check(30 <= d["median"] <= 250 and d["max"] < 3000, "the lead: %r" % d)
+    # Poisson arrivals of the same mean: no period, no wake.
+    before = d
+    d = periodic(w, args, "150 3000 poisson 7")
+    check(d["wakes"] - before["wakes"] <= 3, "Poisson requests: %r -> %r" % (before, d))
+    # The context destroyed (cuCtxDestroy through cuGetProcAddress) or
+    # reset (cuDevicePrimaryCtxReset_v2 through dlsym) every 20 requests:
+    # no wake ever lands on a stream of a context that went away, and the
+    # wakes resume in the new one.
+    before = d
+    d = periodic(w, args, "200 3000 destroy 20")
+    check(d["stale"] == 0 and d["bad"] == 0, "a context that went away was used: %r" % d)
+    check(d["wakes"] - before["wakes"] >= 40, "wakes after the context came back: %r -> %r"
+          % (before, d))
+    err = w.finish()
+    check(re.search(r"wake: \d+ requests, \d+ wakes: \d+ hit", err), "the exit summary: %s" % err)
+    check("wake: off" not in err and "failed" not in err.replace("late or failed", ""),
+          "nothing failed: %s" % err)
+
+
 SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
+    "wake": sc_wake,
 }
 
 

@@ -41,13 +41,17 @@
  *                              a launch); prints LIB's counts of launches with
  *                              intact arguments and whether dlsym(RTLD_NEXT)
  *                              called in LIB still looked after LIB
- *   periodic LIB N PERIOD_US [SEED]
+ *   periodic LIB N PERIOD_US [poisson SEED | destroy K]
  *                              cuLaunchKernel N times, one every PERIOD_US
  *                              (absolute times), or with exponential gaps of
- *                              that mean when SEED is given; prints LIB's
- *                              count of the preempt agent's wake launches
- *                              and how long after a wake the next launch
- *                              came (min, median, max us)
+ *                              that mean (poisson), or destroying the
+ *                              context every K launches (alternately
+ *                              cuCtxDestroy through cuGetProcAddress and
+ *                              cuDevicePrimaryCtxReset_v2 through dlsym);
+ *                              prints LIB's count of the preempt agent's
+ *                              wake launches, those on a destroyed
+ *                              context's stream, and how long after a wake
+ *                              the next launch came (min, median, max us)
  *   launchtime LIB N           the same cuLaunchKernel N times back to back;
  *                              prints the mean time of one call (the cost of
  *                              the library's launch wrapper, run with and
@@ -432,17 +436,22 @@ static void do_launch(const char *lib, unsigned long n, unsigned long gap_us)
 	       count(2), bad ? "error" : "ok", next_check() ? "ok" : "wrong");
 }
 
+typedef int (*w_destroy_fn)(void *);
+typedef int (*w_reset_fn)(int);
+
 static void do_periodic(const char *lib, unsigned long n, unsigned long period_us, int poisson,
-			unsigned seed)
+			unsigned seed, unsigned long destroy_every)
 {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
 	w_gpa_fn gpa = h ? (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
 	w_launch_fn lk = gpa ? (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0) : NULL;
+	w_destroy_fn destroy = gpa ? (w_destroy_fn)w_gpa(gpa, "cuCtxDestroy", 12000, 0) : NULL;
+	w_reset_fn reset = h ? (w_reset_fn)dlsym(h, "cuDevicePrimaryCtxReset_v2") : NULL;
 	w_count_fn wakes = h ? (w_count_fn)dlsym(h, "fake_cuda_wakes") : NULL;
 	struct timespec t;
 	int bad = 0;
 
-	if (!lk || !wakes) {
+	if (!lk || !wakes || !destroy || !reset) {
 		printf("periodic failed: lookup\n");
 		return;
 	}
@@ -452,6 +461,8 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 		double gap = (double)period_us;
 
 		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+		if (destroy_every && i % destroy_every == destroy_every - 1)
+			bad |= (i / destroy_every) % 2 ? reset(0) : destroy((void *)0xc7c7);
 		if (poisson)
 			gap = -log(1.0 - (double)rand() / ((double)RAND_MAX + 1.0)) * (double)period_us;
 		t.tv_nsec += (long)(gap * 1000.0);
@@ -460,10 +471,10 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
 			;
 	}
-	printf("periodic status=%s wakes=%lu bad=%lu in_ctx=%lu leads=%lu min=%lu median=%lu "
-	       "max=%lu\n",
-	       bad ? "error" : "ok", wakes(0), wakes(1), wakes(2), wakes(6), wakes(3), wakes(4),
-	       wakes(5));
+	printf("periodic status=%s wakes=%lu bad=%lu in_ctx=%lu stale=%lu leads=%lu min=%lu "
+	       "median=%lu max=%lu\n",
+	       bad ? "error" : "ok", wakes(0), wakes(1), wakes(2), wakes(7), wakes(6), wakes(3),
+	       wakes(4), wakes(5));
 }
 
 static void do_launchtime(const char *lib, unsigned long n)
@@ -534,9 +545,14 @@ static void step(int argc, char **a)
 		       dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz") ? "found" : "none");
 	} else if (strcmp(cmd, "launch") == 0 && argc == 4) {
 		do_launch(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0));
-	} else if (strcmp(cmd, "periodic") == 0 && (argc == 4 || argc == 5)) {
-		do_periodic(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0), argc == 5,
-			    argc == 5 ? (unsigned)strtoul(a[4], NULL, 0) : 0);
+	} else if (strcmp(cmd, "periodic") == 0 &&
+		   (argc == 4 || (argc == 6 && (strcmp(a[4], "poisson") == 0 ||
+						 strcmp(a[4], "destroy") == 0)))) {
+		int p = argc == 6 && strcmp(a[4], "poisson") == 0;
+		unsigned long k = argc == 6 ? strtoul(a[5], NULL, 0) : 0;
+
+		do_periodic(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0), p,
+			    p ? (unsigned)k : 0, p ? 0 : k);
 	} else if (strcmp(cmd, "launchtime") == 0 && argc == 3) {
 		do_launchtime(a[1], strtoul(a[2], NULL, 0));
 	} else if (strcmp(cmd, "exit") == 0) {

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_preempt_wake.c - unit tests of the wake predictor
+ * (agent/preempt/preempt_wake_pred.c): when a period is agreed, where the
+ * wake is aimed, how each wake is judged, and the hold after wasted ones.
+ */
+#include "agent/preempt/preempt_wake.h"
+#include "tests/check.h"
+
+#define US 1000ull
+#define MS 1000000ull
+#define LEAD (100 * US)
+
+static struct pa_wake_pred P;
+
+/* Starts at t0, t0 + period, ... (n of them); returns the last. */
+static rm_u64 feed(rm_u64 t0, rm_u64 period, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		pa_wake_pred_start(&P, t0 + i * period, LEAD);
+	return t0 + (n - 1) * period;
+}
+
+static void test_agreement(void)
+{
+	rm_u64 last;
+
+	pa_wake_pred_reset(&P);
+	/* Eight intervals are needed: nine starts. */
+	last = feed(10 * MS, 2 * MS, PA_WAKE_HIST);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	last += 2 * MS;
+	CHECK_EQ_U(P.period, 2 * MS);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
+	/* No lead, or a lead as long as the period: nothing. */
+	CHECK_EQ_U(pa_wake_pred_target(&P, 0), 0);
+	CHECK_EQ_U(pa_wake_pred_target(&P, 2 * MS), 0);
+
+	/* One late request (two odd intervals) keeps the period... */
+	pa_wake_pred_start(&P, last + 2 * MS + 400 * US, LEAD);
+	pa_wake_pred_start(&P, last + 4 * MS, LEAD);
+	CHECK_EQ_U(P.period, 2 * MS);
+	/* ...three odd intervals out of eight do not. */
+	pa_wake_pred_start(&P, last + 6 * MS + 300 * US, LEAD);
+	CHECK_EQ_U(P.period, 0);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+
+	/* Starts alternately 25 us late: intervals 50 us apart, each within
+	 * 50 us of the median, agree; 60 us late (120 apart) do not. */
+	pa_wake_pred_reset(&P);
+	for (unsigned i = 0; i < 9; i++)
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US, LEAD);
+	CHECK(P.period != 0);
+	pa_wake_pred_reset(&P);
+	for (unsigned i = 0; i < 9; i++)
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US, LEAD);
+	CHECK_EQ_U(P.period, 0);
+
+	/* Periods outside 1 ms .. 1 s are not predicted. */
+	pa_wake_pred_reset(&P);
+	feed(MS, 900 * US, 12);
+	CHECK_EQ_U(P.period, 0);
+	pa_wake_pred_reset(&P);
+	feed(MS, 1100 * MS, 12);
+	CHECK_EQ_U(P.period, 0);
+
+	/* A clock that does not move forward starts over. */
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 12);
+	CHECK(P.period != 0);
+	pa_wake_pred_start(&P, last, LEAD);
+	CHECK_EQ_U(P.period, 0);
+	CHECK_EQ_U(P.n, 0);
+}
+
+static void test_judging(void)
+{
+	rm_u64 last, target;
+
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 9);
+	target = pa_wake_pred_target(&P, LEAD);
+	CHECK_EQ_U(target, last + 2 * MS - LEAD);
+	pa_wake_pred_woken(&P, target);
+	/* One wake per start. */
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	CHECK_EQ_U(P.hits, 1);
+	CHECK_EQ_U(P.wakes, 1);
+
+	/* The request beat its wake. */
+	last += 2 * MS;
+	pa_wake_pred_woken(&P, last + 2 * MS + 10 * US);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	CHECK_EQ_U(P.early, 1);
+
+	/* Not issued (t 0): not judged, not counted as a wake. */
+	last += 2 * MS;
+	pa_wake_pred_woken(&P, 0);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	CHECK_EQ_U(P.skipped, 1);
+	CHECK_EQ_U(P.wakes, 2);
+	CHECK_EQ_U(P.hits + P.wasted + P.early, 2);
+
+	/* Wasted: the request came more than lead + PA_WAKE_LATE_NS after
+	 * its wake. Within 16 wakes, PA_WAKE_MISS_LIMIT of them hold wakes
+	 * off for PA_WAKE_HOLD starts. */
+	last += 2 * MS;
+	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
+		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
+		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
+		/* 160 us late: past the wake's reach (LEAD + PA_WAKE_LATE_NS
+		 * after it, 150 us after the predicted start). */
+		pa_wake_pred_start(&P, last + 2 * MS + 160 * US, LEAD);
+		last = P.last;
+	}
+	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hold, PA_WAKE_HOLD);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	for (unsigned i = 0; i < PA_WAKE_HOLD - 1; i++) {
+		pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+		last += 2 * MS;
+	}
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	last += 2 * MS;
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
+
+	/* Two wasted out of 16 do not hold. */
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 9);
+	for (unsigned i = 0; i < 16; i++) {
+		rm_u64 next = last + 2 * MS;
+
+		pa_wake_pred_woken(&P, next - LEAD);
+		if (i == 3 || i == 9)
+			next += PA_WAKE_LATE_NS + 20 * US; /* past its reach: wasted */
+		pa_wake_pred_start(&P, next, LEAD);
+		last = next;
+	}
+	CHECK_EQ_U(P.wasted, 2);
+	CHECK_EQ_U(P.hold, 0);
+}
+
+int main(void)
+{
+	test_agreement();
+	test_judging();
+	CHECK_DONE();
+}
