@@ -12,6 +12,7 @@
 #define GPUQOS_PREEMPT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <sys/un.h>
 
@@ -95,6 +96,9 @@ void pa_unlock(void);
 /* preempt_conn.c */
 void pa_conn_start(void);       /* idempotent; on the first RM client */
 void pa_conn_child_reset(void); /* in a forked child: forget thread and fds */
+/* A detached thread of the library, created with every signal blocked,
+ * named `name`; stack 0: the default size. -1 with errno on failure. */
+int pa_thread_spawn(void *(*fn)(void *), const char *name, size_t stack);
 
 /* preempt_launch.c: libcuda's own definition of name, or NULL. */
 void *pa_cuda_sym(const char *name);

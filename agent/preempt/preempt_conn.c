@@ -529,7 +529,7 @@ static void *pa_main(void *unused)
 
 /* ---- starting and forgetting the thread ---- */
 
-static int pa_spawn(void)
+int pa_thread_spawn(void *(*fn)(void *), const char *name, size_t stack)
 {
 	pthread_attr_t attr;
 	sigset_t all, old;
@@ -539,15 +539,15 @@ static int pa_spawn(void)
 	if (pthread_attr_init(&attr) != 0)
 		return -1;
 	rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (rc == 0)
-		rc = pthread_attr_setstacksize(&attr, PA_THREAD_STACK);
+	if (rc == 0 && stack)
+		rc = pthread_attr_setstacksize(&attr, stack);
 	/* Created with every signal blocked, so no signal meant for the
 	 * application is ever delivered to it, not even before it runs. */
 	sigfillset(&all);
 	if (rc == 0)
 		rc = pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (rc == 0) {
-		rc = pthread_create(&th, &attr, pa_main, NULL);
+		rc = pthread_create(&th, &attr, fn, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_attr_destroy(&attr);
@@ -556,8 +556,8 @@ static int pa_spawn(void)
 		return -1;
 	}
 	/* Names the thread in ps and /proc; failing to is harmless. */
-	if (pthread_setname_np(th, "gpuqos-preempt") != 0)
-		pa_debug("could not name the agent thread");
+	if (pthread_setname_np(th, name) != 0)
+		pa_debug("could not name the %s thread", name);
 	return 0;
 }
 
@@ -584,7 +584,7 @@ void pa_conn_start(void)
 		atomic_store(&pa.thread_started, 0);
 		return;
 	}
-	if (pa_spawn() == 0)
+	if (pa_thread_spawn(pa_main, "gpuqos-preempt", PA_THREAD_STACK) == 0)
 		return;
 	pa_info("pthread_create: %m; not connecting to the node agent");
 	pa_lock();

@@ -444,19 +444,29 @@ void *pa_cuda_sym(const char *name)
 	return pa_real_launch(name);
 }
 
-#define PA_BYNAME(name, fn_t, params, args)                                    \
-	PA_EXPORT pa_cures name params                                               \
-	{                                                                            \
-		static _Atomic(void *) next;                                         \
-		void *p = atomic_load_explicit(&next, memory_order_acquire);         \
-		if (!p) {                                                            \
-			p = pa_real_launch(#name);                                   \
-			if (!p)                                                      \
-				return PA_CUDA_ERROR_NOT_INITIALIZED;                \
-			atomic_store_explicit(&next, p, memory_order_release);       \
-		}                                                                    \
-		pa_launch_note();                                                    \
-		return ((fn_t)p)args;                                                \
+/* The real definition of an exported name, looked up once into *next;
+ * NULL while libcuda is not loaded. */
+static void *pa_next_of(_Atomic(void *) *next, const char *name)
+{
+	void *p = atomic_load_explicit(next, memory_order_acquire);
+
+	if (!p) {
+		p = pa_real_launch(name);
+		if (p)
+			atomic_store_explicit(next, p, memory_order_release);
+	}
+	return p;
+}
+
+#define PA_BYNAME(name, fn_t, params, args)                    \
+	PA_EXPORT pa_cures name params                               \
+	{                                                            \
+		static _Atomic(void *) next;                         \
+		void *p = pa_next_of(&next, #name);                  \
+		if (!p)                                              \
+			return PA_CUDA_ERROR_NOT_INITIALIZED;        \
+		pa_launch_note();                                    \
+		return ((fn_t)p)args;                                \
 	}
 
 #define PA_LAUNCH_PARAMS                                                                    \
@@ -480,19 +490,15 @@ PA_BYNAME(cuGraphLaunch, pa_graph_fn, (void *exec, void *st), (exec, st))
 PA_BYNAME(cuGraphLaunch_ptsz, pa_graph_fn, (void *exec, void *st), (exec, st))
 
 /* The context teardown functions, for the wake thread (preempt_wake.c). */
-#define PA_CTXGONE_BYNAME(name)                                                \
-	PA_EXPORT pa_cures name(unsigned long arg)                             \
-	{                                                                      \
-		static _Atomic(void *) next;                                   \
-		void *p = atomic_load_explicit(&next, memory_order_acquire);   \
-		if (!p) {                                                      \
-			p = pa_real_launch(#name);                             \
-			if (!p)                                                \
-				return PA_CUDA_ERROR_NOT_INITIALIZED;          \
-			atomic_store_explicit(&next, p, memory_order_release); \
-		}                                                              \
-		pa_wake_ctx_gone();                                            \
-		return ((pa_ctxgone_fn)p)(arg);                                \
+#define PA_CTXGONE_BYNAME(name)                                \
+	PA_EXPORT pa_cures name(unsigned long arg)             \
+	{                                                      \
+		static _Atomic(void *) next;                   \
+		void *p = pa_next_of(&next, #name);            \
+		if (!p)                                        \
+			return PA_CUDA_ERROR_NOT_INITIALIZED;  \
+		pa_wake_ctx_gone();                            \
+		return ((pa_ctxgone_fn)p)(arg);                \
 	}
 
 PA_CTXGONE_BYNAME(cuCtxDestroy)

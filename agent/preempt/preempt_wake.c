@@ -35,7 +35,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,31 +317,14 @@ static void *pw_main(void *arg)
 
 static void pw_spawn(void)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t th;
-	int rc;
-
 	if (atomic_exchange(&pw_thread_started, 1))
 		return;
-	if (pthread_attr_init(&attr) != 0) {
-		pa_info("wake: pthread_attr_init failed; no wakes");
+	/* The default stack: the thread runs libcuda's PTX compiler. */
+	if (pa_thread_spawn(pw_main, "gpuqos-wake", 0) != 0) {
+		pa_info("wake: pthread_create: %m; no wakes");
+		atomic_store(&pw_lead_us, 0);
 		return;
 	}
-	rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	if (rc == 0)
-		rc = pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (rc == 0) {
-		rc = pthread_create(&th, &attr, pw_main, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	pthread_attr_destroy(&attr);
-	if (rc != 0) {
-		pa_info("wake: pthread_create: %s; no wakes", strerror(rc));
-		return;
-	}
-	(void)pthread_setname_np(th, "gpuqos-wake");
 	/* Registered after libcuda's own exit handlers (it was loaded and
 	 * used before any request), so it runs before them. */
 	if (atexit(pw_atexit) != 0)
