@@ -134,8 +134,7 @@ void pa_wake_request(rm_u64 now)
 	if (ctx != pw.ctx) {
 		/* Another context: its requests have their own period. */
 		pw.ctx = ctx;
-		pw.pred.n = 0;
-		pw.pred.head = 0;
+		pa_wake_pred_forget(&pw.pred);
 	}
 	pa_wake_pred_start(&pw.pred, now, lead);
 	pthread_cond_signal(&pw.cv);
@@ -153,8 +152,7 @@ void pa_wake_ctx_gone(void)
 	pthread_mutex_unlock(&pw.cuda_lock);
 	pthread_mutex_lock(&pw.lock);
 	pw.ctx = NULL;
-	pw.pred.n = 0;
-	pw.pred.head = 0;
+	pa_wake_pred_forget(&pw.pred);
 	pthread_mutex_unlock(&pw.lock);
 }
 

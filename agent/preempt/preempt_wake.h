@@ -47,6 +47,9 @@ struct pa_wake_pred {
 };
 
 void pa_wake_pred_reset(struct pa_wake_pred *p);
+/* The requests so far were in a context that is gone or no longer used:
+ * forget their timing (the counts stay). */
+void pa_wake_pred_forget(struct pa_wake_pred *p);
 /* A request started at t (monotonic ns). lead_ns: the lead wakes use,
  * for judging the latest wake. */
 void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns);

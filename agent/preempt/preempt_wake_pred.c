@@ -15,6 +15,14 @@ void pa_wake_pred_reset(struct pa_wake_pred *p)
 	memset(p, 0, sizeof(*p));
 }
 
+void pa_wake_pred_forget(struct pa_wake_pred *p)
+{
+	p->last = 0;
+	p->n = 0;
+	p->head = 0;
+	p->period = 0;
+}
+
 /* The median of the held intervals, or 0 unless at least
  * PA_WAKE_AGREE of them lie within PA_WAKE_JITTER_NS of it: one late
  * request (two odd intervals) does not stop the wakes of the next ones. */

@@ -72,6 +72,20 @@ static void test_agreement(void)
 	pa_wake_pred_start(&P, last, LEAD);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(P.n, 0);
+
+	/* Forgetting (a context gone): nothing is aimed at until nine new
+	 * starts agree; the counts stay. */
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 12);
+	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_forget(&P);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	CHECK_EQ_U(P.hits, 1);
+	last = feed(last + 50 * MS, 2 * MS, PA_WAKE_HIST);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 4 * MS - LEAD);
 }
 
 static void test_judging(void)
