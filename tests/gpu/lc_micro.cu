@@ -37,6 +37,10 @@
 //                       it gives up after L + 5000 us); L us before the
 //                       request's submit (0: just before it, inside the
 //                       timed request)
+//   --trace FILE        one line per measured request: its index, when it was
+//                       due and when it was submitted (ns after the
+//                       measurement began), its latency and the kernel's
+//                       run time on the GPU (ns; 0 where not stamped)
 //   GPU timestamps: block 0 of the kernel writes %globaltimer at its start
 //   and end into mapped host memory. gpu_run = end - start (how long the
 //   kernel ran), outside = latency - gpu_run (submit to start plus end to
@@ -102,6 +106,7 @@ struct options {
 	bool calibrate = true;
 	const char *ready_file = nullptr;
 	const char *start_file = nullptr;
+	const char *trace_file = nullptr;
 	double start_timeout_s = 300;
 	bool poisson = false;
 	unsigned seed = 1;
@@ -119,7 +124,8 @@ static void usage(const char *prog)
 		"          [--wait spin|sync] [--no-calibrate] [--ready-file PATH]\n"
 		"          [--start-file PATH] [--start-timeout-s 300]\n"
 		"          [--arrival fixed|poisson] [--seed N]\n"
-		"          [--pre none|wake|copy|memset|hold] [--pre-lead-us 0]\n",
+		"          [--pre none|wake|copy|memset|hold] [--pre-lead-us 0]\n"
+		"          [--trace FILE]\n",
 		prog);
 	exit(2);
 }
@@ -157,6 +163,8 @@ static options parse(int argc, char **argv)
 			o.ready_file = arg_value(argc, argv, &i);
 		else if (arg_is(a, "--start-file"))
 			o.start_file = arg_value(argc, argv, &i);
+		else if (arg_is(a, "--trace"))
+			o.trace_file = arg_value(argc, argv, &i);
 		else if (arg_is(a, "--start-timeout-s"))
 			o.start_timeout_s = arg_double(argc, argv, &i);
 		else if (arg_is(a, "--seed"))
@@ -387,8 +395,9 @@ int main(int argc, char **argv)
 	uint64_t *run = (uint64_t *)malloc(cap * sizeof(uint64_t));
 	uint64_t *outside = (uint64_t *)malloc(cap * sizeof(uint64_t));
 	int64_t *start_gt = (int64_t *)malloc(cap * sizeof(int64_t));
+	uint64_t *tr = (uint64_t *)calloc(cap * 4, sizeof(uint64_t)); // due, submit, latency, run
 	size_t nstamp = 0;
-	if (!lat || !run || !outside || !start_gt) {
+	if (!lat || !run || !outside || !start_gt || !tr) {
 		perror("malloc");
 		return 2;
 	}
@@ -413,8 +422,12 @@ int main(int argc, char **argv)
 		}
 		t = request(w, &s);
 		lat[n] = t - s;
+		tr[4 * n] = next - t_start;
+		tr[4 * n + 1] = s - t_start;
+		tr[4 * n + 2] = t - s;
 		uint64_t g0 = w.stamp[0], g1 = w.stamp[1];
 		if (g0 && g1 >= g0 && g1 - g0 <= t - s) {
+			tr[4 * n + 3] = g1 - g0;
 			run[nstamp] = g1 - g0;
 			outside[nstamp] = (t - s) - (g1 - g0);
 			start_gt[nstamp] = (int64_t)(g0 - w.submit_rt);
@@ -432,6 +445,22 @@ int main(int argc, char **argv)
 			break;
 	}
 	const uint64_t t_stop = now_ns();
+	if (o.trace_file) {
+		FILE *f = fopen(o.trace_file, "w");
+		if (!f) {
+			fprintf(stderr, "lc_micro: cannot write %s: %s\n", o.trace_file, strerror(errno));
+			return 2;
+		}
+		fprintf(f, "# i due_ns submit_ns latency_ns gpu_run_ns\n");
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%zu %llu %llu %llu %llu\n", i, (unsigned long long)tr[4 * i],
+				(unsigned long long)tr[4 * i + 1], (unsigned long long)tr[4 * i + 2],
+				(unsigned long long)tr[4 * i + 3]);
+		if (fclose(f) != 0) {
+			fprintf(stderr, "lc_micro: cannot write %s\n", o.trace_file);
+			return 2;
+		}
+	}
 
 	double sum = 0;
 	for (size_t i = 0; i < n; i++)
@@ -480,6 +509,7 @@ int main(int argc, char **argv)
 	free(run);
 	free(outside);
 	free(start_gt);
+	free(tr);
 	if (w.exec)
 		CK(cudaGraphExecDestroy(w.exec));
 	CK(cudaFree(w.sink));

@@ -96,18 +96,21 @@ PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+)
 
 
 def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
-       be_args=(), tag="", event=None, duration_s=None):
+       be_args=(), tag="", event=None, duration_s=None, trace=False):
     """One scenario. be_env: a dict for every BE or a list, one per BE.
     event (gq modes): ("kill", AT_S) sends the node agent SIGKILL AT_S into
     the window; ("stop", AT_S, FOR_S) stops it (SIGSTOP) for FOR_S seconds;
     ("eager", AT_S, FOR_S) starts an eager ResNet-50 LC AT_S into the window
     that measures FOR_S seconds once built and warm (any mode).
-    duration_s: this scenario's window instead of --duration-s."""
+    duration_s: this scenario's window instead of --duration-s.
+    trace: the micro LC writes one line per request (lc_micro --trace) to
+    trace-<scenario>-<rep>.txt in the output folder."""
     if isinstance(be_env, dict) or be_env is None:
         be_env = [dict(be_env or {}) for _ in range(nbe)]
     return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
             "lc_args": list(lc_args), "lc_env": dict(lc_env or {}), "be_env": be_env,
-            "be_args": list(be_args), "tag": tag, "event": event, "duration_s": duration_s}
+            "be_args": list(be_args), "tag": tag, "event": event, "duration_s": duration_s,
+            "trace": trace}
 
 
 def set_quick():
@@ -414,7 +417,26 @@ def set_wake():
     return s
 
 
-SETS = {"wake": set_wake, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
+def set_waketrace():
+    """Where a wake's tail comes from: the micro LC beside one and three
+    `be_fill`s under the default policy, without a wake and with a 100 us
+    lead (and a 60 us hold), each request traced (when it was due, when it
+    was submitted, its latency), so that the latency can be read against
+    how far the request came after the time the wake aimed at."""
+    s = [sc("micro alone", "micro", nbe=0, mode="alone", trace=True)]
+    for nbe in (1, 3):
+        for lead, hold in ((0, 0), (100, 0), (100, 60)):
+            if nbe == 3 and hold:
+                continue
+            s.append(sc(f"micro gq:default {nbe}xfill wake {lead}" + (f" hold {hold}" if hold else ""),
+                        "micro", "fill", nbe, "gq:default",
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_WAKE_HOLD_US": str(hold),
+                                "GPUQOS_LOG": "info"},
+                        tag="waketrace", trace=True))
+    return s
+
+
+SETS = {"wake": set_wake, "waketrace": set_waketrace, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
@@ -661,9 +683,13 @@ class Runner:
         for i in range(s["nbe"]):
             procs.append((f"be{i}", self.spawn(self.be_cmd(s["be"], dur, s["be_args"]),
                                                s["be_env"][i], s["mode"], "be", tmp, f"be{i}")))
+        lc_trace = []
+        if s.get("trace") and s["lc"] and s["lc"].startswith("micro"):
+            slug = re.sub(r"[^a-z0-9]+", "-", s["name"].lower()).strip("-")
+            lc_trace = ["--trace", os.path.join(self.out, f"trace-{slug}-{rep}.txt")]
         if s["lc"]:
-            procs.append(("lc", self.spawn(self.lc_cmd(s["lc"], dur) + s["lc_args"], s["lc_env"],
-                                           s["mode"], "lc", tmp, "lc")))
+            procs.append(("lc", self.spawn(self.lc_cmd(s["lc"], dur) + s["lc_args"] + lc_trace,
+                                           s["lc_env"], s["mode"], "lc", tmp, "lc")))
         rec = {"scenario": s["name"], "rep": rep, "lc": s["lc"], "be": s["be"], "nbe": s["nbe"],
                "pids": {t: p.pid for t, p in procs},
                "mode": s["mode"], "lc_args": s["lc_args"], "be_args": s["be_args"],
