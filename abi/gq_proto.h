@@ -69,12 +69,21 @@ struct gq_policy {
 	rm_u32 gr_timeslice_us;   /* 0: leave libcuda's value alone */
 	rm_u32 copy_timeslice_us; /* 0: leave libcuda's value alone */
 	rm_u32 flags;             /* GQ_POLICY_F_*; other bits reserved, 0 */
-	rm_u32 reserved;
+	rm_u32 wake;              /* with GQ_POLICY_F_WAKE: GQ_WAKE_LEAD / GQ_WAKE_HOLD; else 0 */
 };
 _Static_assert(sizeof(struct gq_policy) == 32, "gq_policy");
 /* Send ACTIVITY every GQ_ACTIVITY_PERIOD_MS while this connection lasts
  * (a library without GQ_HELLO_F_ACTIVITY ignores the bit). */
 #define GQ_POLICY_F_ACTIVITY 0x1u
+/* Wake this LC's context ahead of its periodic requests (docs/policy.md,
+ * "Waking a periodic LC"): `wake` holds the lead (1..GQ_WAKE_MAX_US) in
+ * its low 16 bits and the hold (0..GQ_WAKE_MAX_US) in its high 16. Without
+ * the bit, no wakes (unless the workload's own environment asks). */
+#define GQ_POLICY_F_WAKE 0x2u
+#define GQ_WAKE_MAX_US 1000u
+#define GQ_WAKE_WORD(lead_us, hold_us) ((rm_u32)(lead_us) | ((rm_u32)(hold_us) << 16))
+#define GQ_WAKE_LEAD(word) ((word) & 0xffffu)
+#define GQ_WAKE_HOLD(word) ((word) >> 16)
 
 #define GQ_UNKNOWN 0xffffffffu
 

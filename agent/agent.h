@@ -113,6 +113,9 @@ struct proc {
 	 * per engine kind (GQ_UNKNOWN: none; 0: they disagree), and the GPU
 	 * of its confirmed TSGs (GQ_UNKNOWN: none; RECONCILE_GPUS_SEVERAL). */
 	uint32_t own_gr, own_copy, own_gpu;
+	/* reconcile.c, during one pass: one of its counted GR TSGs is an LC
+	 * beside a BE with a wake configured (policy want.wake). */
+	int own_wake;
 	/* lcbusy.c: its launches, from its preempt agent's ACTIVITY. */
 	struct {
 		int have_base; /* the counters below hold a report */
@@ -136,8 +139,9 @@ struct peer {
 	int broken;      /* a send failed: closed after this batch */
 	uint32_t send_seq;
 	unsigned sent_this_tick;
-	int policy_valid; /* policy_gr/copy were sent */
+	int policy_valid; /* policy_gr/copy/wake were sent */
 	uint32_t policy_gr, policy_copy;
+	uint32_t policy_wake; /* GQ_WAKE_WORD, 0: none */
 	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
 };
 
@@ -156,6 +160,7 @@ struct tsg_wanted {
 	uint32_t desired_ts;
 	int32_t desired_il;
 	const char *reason;
+	int wake; /* an LC beside a BE whose process should wake it (policy) */
 };
 
 /* Our own controls on it: what was last sent, on which path, how it ended,
@@ -256,7 +261,8 @@ struct agent_hooks {
 	/* A command a ctl request waits for ended. */
 	void (*cmd_done)(struct agent *a, struct ctl_conn *ctl, struct cmd *c,
 			 const struct cmd_outcome *o);
-	int (*send_policy)(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy);
+	int (*send_policy)(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy,
+			   uint32_t wake);
 	/* A process's class where the config's rules do not decide it
 	 * (Kubernetes mode: its pod's annotation). */
 	void (*classify)(struct agent *a, struct proc *p);
@@ -409,7 +415,7 @@ int mkdir_parents(const char *path, mode_t mode);
 int unix_listen(const char *path, int type, mode_t mode);
 int peer_listen(struct agent *a);
 int peer_send_command(struct agent *a, struct peer *p, struct cmd *c);
-int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy);
+int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy, uint32_t wake);
 void peer_close(struct agent *a, struct peer *p, const char *why);
 void peer_close_broken(struct agent *a);
 void peer_reap(struct agent *a);

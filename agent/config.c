@@ -428,6 +428,24 @@ static int parse_busy_lc(const struct ctx *x, const cJSON *j, struct state *st)
 			&st->cfg.policy.busy_lc_percent);
 }
 
+static int parse_wake(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	static const char *const keys[] = { "leadUs", "holdUs" };
+	const cJSON *lead, *hold;
+
+	if (want_object(x, "wake", j) || check_keys(x, "wake", j, keys, 2))
+		return -1;
+	lead = cJSON_GetObjectItemCaseSensitive(j, "leadUs");
+	hold = cJSON_GetObjectItemCaseSensitive(j, "holdUs");
+	if (lead && get_uint(x, "wake.leadUs", lead, 0, POLICY_WAKE_MAX_US,
+			     &st->cfg.policy.wake_lead_us))
+		return -1;
+	if (hold && get_uint(x, "wake.holdUs", hold, 0, POLICY_WAKE_MAX_US,
+			     &st->cfg.policy.wake_hold_us))
+		return -1;
+	return 0;
+}
+
 static int parse_allow_unsafe(const struct ctx *x, const cJSON *j, struct state *st)
 {
 	return get_bool(x, "allowUnsafeSeveralBe", j, &st->allow_unsafe);
@@ -531,6 +549,7 @@ static const struct {
 	{ "severalBe", parse_several_be },
 	{ "rotation", parse_rotation },
 	{ "busyLcPercent", parse_busy_lc },
+	{ "wake", parse_wake },
 	{ "allowUnsafeSeveralBe", parse_allow_unsafe },
 	{ "interleave", parse_interleave },
 	{ "manageCopyEngines", parse_manage_copy },
@@ -563,6 +582,10 @@ static int validate(const struct ctx *x, struct state *st)
 			    "is %u ms, below twice rotation.periodMs (%u ms): a gated BE's lease "
 			    "would lapse between two renewals",
 			    st->cfg.policy.gate_lease_ms, st->cfg.policy.rotate_period_ms);
+	if (st->cfg.policy.wake_hold_us && !st->cfg.policy.wake_lead_us)
+		return fail(x, "wake.holdUs",
+			    "is %u us without a wake.leadUs: a hold only keeps a woken context in",
+			    st->cfg.policy.wake_hold_us);
 	/* Cannot fail after the checks above; kept so the file can never
 	 * hold something the agent's own validation would refuse. */
 	if (policy_config_validate(&st->cfg.policy, st->allow_unsafe, why, sizeof(why)))

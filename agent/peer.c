@@ -98,7 +98,7 @@ static int peer_send(struct agent *a, struct peer *p, void *msg, const char *wha
 	return -1;
 }
 
-int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy)
+int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy, uint32_t wake)
 {
 	struct gq_policy m;
 
@@ -108,13 +108,16 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	m.copy_timeslice_us = copy;
 	/* Every process's launches are read (ctl, metrics); only an LC's
 	 * change anything (lcbusy.c). */
-	m.flags = GQ_POLICY_F_ACTIVITY;
+	m.flags = GQ_POLICY_F_ACTIVITY | (wake ? GQ_POLICY_F_WAKE : 0);
+	m.wake = wake;
 	if (peer_send(a, p, &m, "POLICY") != 0)
 		return -1;
 	p->policy_valid = 1;
 	p->policy_gr = gr;
 	p->policy_copy = copy;
-	log_debug("pid %d: POLICY gr %u copy %u", (int)p->pid, gr, copy);
+	p->policy_wake = wake;
+	log_debug("pid %d: POLICY gr %u copy %u wake %u/%u us", (int)p->pid, gr, copy,
+		  GQ_WAKE_LEAD(wake), GQ_WAKE_HOLD(wake));
 	return 0;
 }
 

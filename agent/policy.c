@@ -94,6 +94,12 @@ int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_sev
 		return bad(err, errlen, "gate_lease_ms", "must be from 100 to 10000 ms");
 	if (cfg->busy_lc_percent > POLICY_BUSY_LC_PERCENT_MAX)
 		return bad(err, errlen, "busy_lc_percent", "must be from 0 to 100");
+	if (cfg->wake_lead_us > POLICY_WAKE_MAX_US)
+		return bad(err, errlen, "wake_lead_us", "must be from 0 to 1000 us");
+	if (cfg->wake_hold_us > POLICY_WAKE_MAX_US)
+		return bad(err, errlen, "wake_hold_us", "must be from 0 to 1000 us");
+	if (cfg->wake_hold_us && !cfg->wake_lead_us)
+		return bad(err, errlen, "wake_hold_us", "needs a wake_lead_us (a hold without a wake)");
 	if (cfg->gate_lease_ms < 2u * cfg->rotate_period_ms)
 		return bad(err, errlen, "gate_lease_ms",
 			   "must be at least twice rotate_period_ms (a lease outlasts a renewal)");
@@ -179,6 +185,7 @@ static void set(struct policy_tsg_out *o, uint32_t us, int32_t level, const char
 	o->interleave = level;
 	o->reason = reason;
 	o->rotate = 0;
+	o->wake = 0;
 }
 
 /* A runlist with a launch-bound LC (lcbusy.c) is left as the driver set
@@ -201,8 +208,10 @@ static void decide_lc(const struct policy_config *cfg, const struct policy_tsg_i
 		    "no BE on this runlist: baseline");
 	else if (c->lc_busy)
 		set(o, baseline_of(t), restore_level(cfg->lc_interleave), BUSY_LC_REASON);
-	else
+	else {
 		set(o, cfg->lc_timeslice_us, cfg->lc_interleave, "LC beside a BE");
+		o->wake = cfg->wake_lead_us != 0;
+	}
 }
 
 static int busy_lc_wins(const struct policy_tsg_in *t, const struct policy_runlist *c,

@@ -57,6 +57,9 @@ enum policy_several_be {
 #define POLICY_GATE_LEASE_MIN_MS 100u
 #define POLICY_GATE_LEASE_MAX_MS 10000u
 #define POLICY_BUSY_LC_PERCENT_MAX 100u
+/* The wake's lead and hold (docs/policy.md, "Waking a periodic LC"); the
+ * preempt agent accepts no more (GQ_WAKE_MAX_US). */
+#define POLICY_WAKE_MAX_US 1000u
 
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
@@ -72,6 +75,10 @@ struct policy_config {
 	 * the time (percent, 0: never; lcbusy.c) is launch-bound: its BEs keep
 	 * their baseline. */
 	uint32_t busy_lc_percent;
+	/* An LC beside a BE gets its context woken this long ahead of its
+	 * periodic requests by its own preempt agent (0: no wakes), with a
+	 * kernel that holds the context this long (0: an empty one). */
+	uint32_t wake_lead_us, wake_hold_us;
 };
 
 struct policy_tsg_in {
@@ -93,6 +100,7 @@ struct policy_tsg_out {
 	int32_t interleave;    /* desired level, or POLICY_INTERLEAVE_LEAVE */
 	const char *reason;    /* static string for operators */
 	int rotate;            /* takes turns with the other BEs of its runlist */
+	int wake;              /* an LC TSG whose process should wake it (wake_lead_us) */
 };
 
 /* The TSGs one runlist (GPU, engine) holds, per class. */

@@ -85,8 +85,10 @@ static void merge(uint32_t *into, uint32_t v)
 /* What each process's counted TSGs want, per engine kind, for its POLICY. */
 static void note_own(struct agent *a)
 {
-	for (struct proc *p = a->procs; p; p = p->next)
+	for (struct proc *p = a->procs; p; p = p->next) {
 		p->own_gr = p->own_copy = p->own_gpu = GQ_UNKNOWN;
+		p->own_wake = 0;
+	}
 	for (struct tsg *t = a->tsgs; t; t = t->next) {
 		struct proc *p = t->proc;
 
@@ -98,8 +100,10 @@ static void note_own(struct agent *a)
 			p->own_gpu = RECONCILE_GPUS_SEVERAL;
 		if (p->cls == CLASS_UNMANAGED || t->want.desired_ts == GQ_UNKNOWN)
 			continue;
-		if (rm_engine_is_gr(t->engine))
+		if (rm_engine_is_gr(t->engine)) {
 			merge(&p->own_gr, t->want.desired_ts);
+			p->own_wake |= t->want.wake;
+		}
 		else if (rm_engine_is_copy(t->engine))
 			merge(&p->own_copy, t->want.desired_ts);
 	}
@@ -121,6 +125,9 @@ static int run_policy(struct agent *a, struct pass *ps)
 		t->want.desired_ts = ps->out[i].timeslice_us;
 		t->want.desired_il = ps->out[i].interleave;
 		t->gate.rotate = ps->out[i].rotate;
+		/* Only where the policy is applied: not while held or refused. */
+		t->want.wake = ps->out[i].wake && t->gpu != GQ_UNKNOWN && !t->unverified_until &&
+			       t->claim != TSG_CLAIM_READBACK && t->claim != TSG_CLAIM_REFUSED;
 		t->want.reason = ps->out[i].reason ? ps->out[i].reason : "";
 		if (t->gpu == GQ_UNKNOWN)
 			t->want.reason = "GPU (device instance) unknown: left alone";
@@ -349,16 +356,24 @@ static uint32_t peer_policy_for(struct agent *a, const struct pass *ps, const st
 
 static void peer_policy(struct agent *a, const struct pass *ps, struct peer *p)
 {
-	uint32_t gr = 0, copy = 0;
+	const struct policy_config *cfg = &a->cfg->policy;
+	uint32_t gr = 0, copy = 0, wake = 0;
 
 	if (p->proc && p->proc->cls != CLASS_UNMANAGED) {
 		gr = peer_policy_for(a, ps, p->proc, p->proc->own_gr, RM_ENGINE_GR0,
 				     RM_DEFAULT_TIMESLICE_GR_US);
 		copy = peer_policy_for(a, ps, p->proc, p->proc->own_copy, RM_ENGINE_COPY0 + 2,
 				       RM_DEFAULT_TIMESLICE_COPY_US);
+		/* Wakes while one of its TSGs is an LC beside a BE, no longer:
+		 * alone, or beside a launch-bound LC, there is no switch to
+		 * start early. */
+		if (p->proc->own_wake && cfg->wake_lead_us)
+			wake = GQ_WAKE_WORD(cfg->wake_lead_us, cfg->wake_hold_us);
 	}
-	if ((!p->policy_valid || gr != p->policy_gr || copy != p->policy_copy) && a->hooks.send_policy)
-		a->hooks.send_policy(a, p, gr, copy);
+	if ((!p->policy_valid || gr != p->policy_gr || copy != p->policy_copy ||
+	     wake != p->policy_wake) &&
+	    a->hooks.send_policy)
+		a->hooks.send_policy(a, p, gr, copy, wake);
 }
 
 /* After a restart, the claims re-reported by earlier peers are read back

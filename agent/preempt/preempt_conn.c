@@ -28,6 +28,7 @@
 #include "preempt_gate.h"
 #include "preempt_launch.h"
 #include "preempt_msg.h"
+#include "preempt_wake.h"
 
 #define PA_BACKOFF_MIN_MS 50u
 #define PA_BACKOFF_MAX_MS 2000u
@@ -223,6 +224,9 @@ static void pa_drop(int s)
 	atomic_store(&pa.policy_gr_us, 0);
 	atomic_store(&pa.policy_copy_us, 0);
 	pa_policy_phase_set(PA_POLICY_DOWN);
+	/* The node agent asked for wakes while its BEs were cut short; without
+	 * it nobody says whether that still holds. */
+	pa_wake_policy(0, 0);
 	pa_forget_sock(s);
 }
 
@@ -377,6 +381,30 @@ static void pa_apply_event(const struct pa_event *ev)
 
 /* ---- receiving ---- */
 
+/* POLICY's wake: off without GQ_POLICY_F_WAKE; a lead or hold out of
+ * range turns wakes off, said once until a valid one arrives. */
+static void pa_policy_wake(const struct gq_policy *p)
+{
+	static int said;
+	unsigned lead = GQ_WAKE_LEAD(p->wake), hold = GQ_WAKE_HOLD(p->wake);
+
+	if (!(p->flags & GQ_POLICY_F_WAKE)) {
+		pa_wake_policy(0, 0);
+		return;
+	}
+	if (lead == 0 || lead > GQ_WAKE_MAX_US || hold > GQ_WAKE_MAX_US) {
+		if (!said)
+			pa_info("ignored the wake of a POLICY (lead %u us, hold %u us): "
+				"the lead must be 1..%u and the hold 0..%u; no wakes",
+				lead, hold, GQ_WAKE_MAX_US, GQ_WAKE_MAX_US);
+		said = 1;
+		pa_wake_policy(0, 0);
+		return;
+	}
+	said = 0;
+	pa_wake_policy(lead, hold);
+}
+
 static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 {
 	const struct gq_hdr *h = buf;
@@ -398,8 +426,9 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		if (!pa_act_on && (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting())
 			pa_act_next_ns = received_ns; /* the first one at once */
 		pa_act_on = (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting();
-		pa_debug("policy: gr %u us, copy %u us, flags 0x%x", p->gr_timeslice_us,
-			 p->copy_timeslice_us, p->flags);
+		pa_debug("policy: gr %u us, copy %u us, flags 0x%x, wake 0x%x", p->gr_timeslice_us,
+			 p->copy_timeslice_us, p->flags, p->wake);
+		pa_policy_wake(p);
 		return 0;
 	case GQ_COMMAND:
 		return pa_command(s, buf, received_ns);

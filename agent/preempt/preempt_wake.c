@@ -19,10 +19,11 @@
  * Owns: the wake thread, its module, function and stream, and the context
  * it saw the requests in. Does not own: counting launches
  * (preempt_launch.c, which calls pa_wake_request at each burst's first
- * launch). Off unless the workload's environment sets GPUQOS_WAKE_LEAD_US:
- * only the application knows whether its requests come at a steady
- * period, and on the GPU the wake moved the median, not reliably the tail
- * (docs/policy.md, "Waking a periodic LC").
+ * launch). Off unless the workload's environment sets GPUQOS_WAKE_LEAD_US,
+ * or the node agent's POLICY asks (its policy file's `wake`, for an LC
+ * whose BEs it cut short); where the environment sets it, POLICY is not
+ * followed: the application knows best whether its requests come at a
+ * steady period (docs/policy.md, "Waking a periodic LC").
  *
  * Safety: the thread calls libcuda only with `cuda_lock` held, and the
  * wrappers of cuCtxDestroy / cuDevicePrimaryCtxRelease / cuDevicePrimaryCtxReset
@@ -115,7 +116,10 @@ static struct {
 static _Atomic unsigned pw_lead_us;
 static _Atomic int pw_thread_started;
 static _Atomic(cu_ctx_get_fn) pw_ctx_get;
-static unsigned pw_hold_us; /* GPUQOS_WAKE_HOLD_US; set once at init */
+static _Atomic unsigned pw_hold_us;
+/* GPUQOS_WAKE_LEAD_US is set: the environment decides, not POLICY. Set
+ * once in pa_wake_init. */
+static int pw_env_owned;
 
 int pa_wake_wanted(void)
 {
@@ -125,7 +129,6 @@ int pa_wake_wanted(void)
 void pa_wake_request(rm_u64 now)
 {
 	cu_ctx_get_fn get = atomic_load_explicit(&pw_ctx_get, memory_order_acquire);
-	rm_u64 lead = (rm_u64)atomic_load(&pw_lead_us) * 1000u;
 	void *ctx = NULL;
 
 	if (get && get(&ctx) != 0)
@@ -136,7 +139,7 @@ void pa_wake_request(rm_u64 now)
 		pw.ctx = ctx;
 		pa_wake_pred_forget(&pw.pred);
 	}
-	pa_wake_pred_start(&pw.pred, now, lead);
+	pa_wake_pred_start(&pw.pred, now);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }
@@ -241,7 +244,7 @@ static int pw_issue(rm_u64 seq, void *ctx)
 		if (pw_setup(ctx) != 0)
 			r = -1;
 		else {
-			unsigned long long ns = (unsigned long long)pw_hold_us * 1000u;
+			unsigned long long ns = (unsigned long long)atomic_load(&pw_hold_us) * 1000u;
 			void *args[] = { &ns };
 
 			r = pw.cu.launch(pw.fn, 1, 1, 1, 32, 1, 1, 0, pw.stream, args, NULL);
@@ -276,6 +279,11 @@ static void *pw_main(void *arg)
 	pthread_mutex_unlock(&pw.lock);
 	if (pw.dead)
 		return NULL;
+	/* Registered once a request was seen: libcuda was loaded and
+	 * initialised before it, so its own exit handlers are registered
+	 * already and this one runs before them. */
+	if (atexit(pw_atexit) != 0)
+		pa_info("wake: atexit failed");
 	if (pw_resolve() != 0) {
 		pa_wake_disable("libcuda lacks a function it needs");
 		return NULL;
@@ -321,20 +329,16 @@ static void pw_spawn(void)
 	if (pa_thread_spawn(pw_main, "gpuqos-wake", 0) != 0) {
 		pa_info("wake: pthread_create: %m; no wakes");
 		atomic_store(&pw_lead_us, 0);
-		return;
+		atomic_store(&pw.dead, 1);
 	}
-	/* Registered after libcuda's own exit handlers (it was loaded and
-	 * used before any request), so it runs before them. */
-	if (atexit(pw_atexit) != 0)
-		pa_info("wake: atexit failed");
 }
 
 void pa_wake_disable(const char *why)
 {
-	if (!atomic_exchange(&pw_lead_us, 0))
-		return;
-	pa_info("wake: off: %s", why);
-	if (!atomic_load(&pw_thread_started))
+	/* For good: a later POLICY does not turn wakes on again. */
+	if (atomic_exchange(&pw_lead_us, 0))
+		pa_info("wake: off: %s", why);
+	if (atomic_load(&pw.dead))
 		return;
 	pthread_mutex_lock(&pw.cuda_lock);
 	atomic_store(&pw.dead, 1);
@@ -365,9 +369,11 @@ static unsigned pw_env_us(const char *name)
 
 void pa_wake_init(void)
 {
+	const char *env = getenv("GPUQOS_WAKE_LEAD_US");
 	unsigned lead = pw_env_us("GPUQOS_WAKE_LEAD_US");
 
-	pw_hold_us = pw_env_us("GPUQOS_WAKE_HOLD_US");
+	pw_env_owned = env != NULL && *env != '\0';
+	atomic_store(&pw_hold_us, pw_env_us("GPUQOS_WAKE_HOLD_US"));
 	if (!lead)
 		return;
 	if (!pa_launch_counting()) {
@@ -375,8 +381,38 @@ void pa_wake_init(void)
 		return;
 	}
 	atomic_store(&pw_lead_us, lead);
-	pa_debug("wake: lead %u us, hold %u us", lead, pw_hold_us);
+	pa_debug("wake: lead %u us, hold %u us", lead, atomic_load(&pw_hold_us));
 	pw_spawn();
+}
+
+void pa_wake_policy(unsigned lead_us, unsigned hold_us)
+{
+	static int said_unseen;
+	unsigned old;
+
+	if (pw_env_owned || atomic_load(&pw.dead))
+		return;
+	if (lead_us && !pa_launch_counting()) {
+		if (!said_unseen)
+			pa_info("wake: launches are not seen on this architecture; no wakes");
+		said_unseen = 1;
+		return;
+	}
+	atomic_store(&pw_hold_us, hold_us);
+	old = atomic_exchange(&pw_lead_us, lead_us);
+	if (old == lead_us)
+		return;
+	if (lead_us)
+		pa_info("wake: lead %u us, hold %u us (the node agent's policy)", lead_us, hold_us);
+	else
+		pa_info("wake: off (the node agent's policy)");
+	if (!lead_us)
+		return;
+	pw_spawn();
+	/* A thread waiting for a target recomputes it with the new lead. */
+	pthread_mutex_lock(&pw.lock);
+	pthread_cond_signal(&pw.cv);
+	pthread_mutex_unlock(&pw.lock);
 }
 
 void pa_wake_child_reset(void)

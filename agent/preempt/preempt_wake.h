@@ -22,9 +22,13 @@
  * one wasted wake is cheap but a prediction means little. */
 #define PA_WAKE_MIN_PERIOD_NS 1000000ull
 #define PA_WAKE_MAX_PERIOD_NS 1000000000ull
-/* A request that starts later than this after its wake found the context
- * gone again: the wake cost the BE two switches and gained nothing. */
-#define PA_WAKE_LATE_NS 150000ull
+/* A request that starts later than this after its wake misses the switch
+ * the wake started: the context comes in, finds only the wake, and the
+ * request waits for it to leave and come back (measured on an H100 beside
+ * a busy BE: about 400 us instead of about 245 without a wake, for requests
+ * 140-160 us or more after the wake, whatever the hold; docs/PERF.md). Such
+ * a wake cost the BE two switches and the LC more than it gained. */
+#define PA_WAKE_REACH_NS 150000ull
 /* Out of the last 16 wakes, this many wasted ones stop wakes for
  * PA_WAKE_HOLD requests. */
 #define PA_WAKE_MISS_LIMIT 3u
@@ -50,9 +54,8 @@ void pa_wake_pred_reset(struct pa_wake_pred *p);
 /* The requests so far were in a context that is gone or no longer used:
  * forget their timing (the counts stay). */
 void pa_wake_pred_forget(struct pa_wake_pred *p);
-/* A request started at t (monotonic ns). lead_ns: the lead wakes use,
- * for judging the latest wake. */
-void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns);
+/* A request started at t (monotonic ns); the latest wake is judged by it. */
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
  * (no agreed period, held off, or already woken for it). */
 rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
@@ -71,6 +74,10 @@ void pa_wake_ctx_gone(void);
 void pa_wake_disable(const char *why);
 /* GPUQOS_WAKE_LEAD_US and GPUQOS_WAKE_HOLD_US; starts the thread. */
 void pa_wake_init(void);
+/* The node agent's POLICY (the caller checked the ranges): lead 0 stops
+ * wakes, another lead starts them. Ignored where the environment set
+ * GPUQOS_WAKE_LEAD_US, and after wakes were turned off for good. */
+void pa_wake_policy(unsigned lead_us, unsigned hold_us);
 void pa_wake_child_reset(void);
 
 #endif /* GPUQOS_PREEMPT_WAKE_H */

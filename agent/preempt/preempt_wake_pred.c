@@ -59,7 +59,7 @@ static unsigned popcount16(unsigned v)
 }
 
 /* Judge the wake issued for the start that just happened at t. */
-static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
+static void judge(struct pa_wake_pred *p, rm_u64 t)
 {
 	int wasted = 0;
 
@@ -67,7 +67,7 @@ static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
 		return; /* no wake issued for this start */
 	if (t < p->woken_at)
 		p->early++; /* the request beat its wake: nothing lost */
-	else if (t - p->woken_at <= lead_ns + PA_WAKE_LATE_NS)
+	else if (t - p->woken_at <= PA_WAKE_REACH_NS)
 		p->hits++;
 	else {
 		p->wasted++;
@@ -80,11 +80,11 @@ static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
 	}
 }
 
-void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t)
 {
 	if (p->hold)
 		p->hold--;
-	judge(p, t, lead_ns);
+	judge(p, t);
 	if (p->last && t > p->last) {
 		p->iv[p->head] = t - p->last;
 		p->head = (p->head + 1) % PA_WAKE_HIST;

@@ -31,7 +31,7 @@ static struct sent {
 } sent[MAX_SENT];
 static size_t nsent;
 static size_t npolicy;
-static uint32_t last_gr[8];
+static uint32_t last_gr[8], last_wake[8];
 
 static int submit_in_process(struct agent *a, struct cmd *c)
 {
@@ -41,15 +41,18 @@ static int submit_in_process(struct agent *a, struct cmd *c)
 	return 0;
 }
 
-static int send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy)
+static int send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy, uint32_t wake)
 {
 	(void)a;
 	p->policy_valid = 1;
 	p->policy_gr = gr;
 	p->policy_copy = copy;
 	npolicy++;
-	if (p->pid >= 1 && p->pid < 8)
+	p->policy_wake = wake;
+	if (p->pid >= 1 && p->pid < 8) {
 		last_gr[p->pid] = gr;
+		last_wake[p->pid] = wake;
+	}
 	return 0;
 }
 
@@ -70,6 +73,7 @@ static struct agent *agent_new(void)
 	nsent = 0;
 	npolicy = 0;
 	memset(last_gr, 0, sizeof(last_gr));
+	memset(last_wake, 0, sizeof(last_wake));
 	return a;
 }
 
@@ -306,6 +310,44 @@ static void test_several_be_floor(void)
 	CHECK_EQ_U(t2->want.desired_ts, 1000);
 	CHECK_EQ_U(last_gr[1], 1000);
 	CHECK_EQ_U(count(GQ_OP_SET_TIMESLICE, 1, 1000), 1);
+	agent_free(a);
+}
+
+/* POLICY asks an LC's preempt agent for wakes only while the LC is beside
+ * a BE at lcUs and the policy has a lead: never a BE, never an LC alone or
+ * launch-bound. */
+static void test_wake_policy(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc(&tb, &tl);
+	struct proc *lc = proc_find(a, 2);
+	size_t before;
+
+	CHECK_EQ_U(last_wake[2], 0); /* no lead configured */
+	a->cfg->policy.wake_lead_us = 100;
+	a->cfg->policy.wake_hold_us = 20;
+	before = npolicy;
+	reconcile(a);
+	CHECK_EQ_U(last_wake[2], GQ_WAKE_WORD(100, 20));
+	CHECK_EQ_U(last_wake[1], 0);
+	CHECK(tl->want.wake && !tb->want.wake);
+	CHECK_EQ_U(npolicy, before + 1); /* only the LC's POLICY changed */
+	reconcile(a);
+	CHECK_EQ_U(npolicy, before + 1); /* nothing new: nothing sent */
+
+	/* Launch-bound: the runlist is at the driver's values, no wakes. */
+	lc->busy.always = 1;
+	reconcile(a);
+	CHECK_EQ_U(last_wake[2], 0);
+	lc->busy.always = 0;
+	reconcile(a);
+	CHECK_EQ_U(last_wake[2], GQ_WAKE_WORD(100, 20));
+
+	/* The BE gone: the LC is alone, no wakes. */
+	tsg_drop(a, tb);
+	reconcile(a);
+	CHECK_EQ_U(last_wake[2], 0);
+	CHECK(!tl->want.wake);
 	agent_free(a);
 }
 
@@ -715,6 +757,7 @@ int main(void)
 	test_inflight_and_backoff();
 	test_belief_latest();
 	test_several_be_floor();
+	test_wake_policy();
 	test_rotation();
 	test_gate_time();
 	test_rotation_needs_every_be();

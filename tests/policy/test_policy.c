@@ -100,6 +100,43 @@ static void test_validate(void)
 	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "busy_lc_percent") != NULL);
 	CHECK_EQ_U(d.busy_lc_percent, 50);
+	c = d;
+	CHECK_EQ_U(c.wake_lead_us, 0); /* off unless configured */
+	c.wake_lead_us = POLICY_WAKE_MAX_US + 1;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "wake_lead_us") != NULL);
+	c.wake_lead_us = POLICY_WAKE_MAX_US;
+	c.wake_hold_us = POLICY_WAKE_MAX_US + 1;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "wake_hold_us") != NULL);
+	c.wake_hold_us = 60;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == 0);
+	c.wake_lead_us = 0;
+	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
+	CHECK(strstr(err, "wake_hold_us") != NULL);
+}
+
+/* Wakes go to an LC beside a BE at lcUs and nowhere else. */
+static void test_wake(const struct policy_config *dflt)
+{
+	struct policy_config c = *dflt;
+	struct policy_tsg_in in[] = { tsg(0, GR, CLASS_LC, 2048), tsg(0, GR, CLASS_BE, 2048),
+				      tsg(1, GR, CLASS_LC, 2048), tsg(2, CE, CLASS_LC, 1024),
+				      tsg(2, CE, CLASS_BE, 1024) };
+	struct policy_tsg_out out[5];
+
+	decide(&c, in, 5, out);
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_U(out[i].wake, 0); /* no lead: nobody */
+	c.wake_lead_us = 100;
+	decide(&c, in, 5, out);
+	CHECK_EQ_U(out[0].wake, 1);
+	CHECK_EQ_U(out[1].wake, 0); /* a BE */
+	CHECK_EQ_U(out[2].wake, 0); /* an LC alone */
+	CHECK_EQ_U(out[3].wake, 0); /* copy engines are not managed */
+	in[0].lc_busy = 1;
+	decide(&c, in, 5, out);
+	CHECK_EQ_U(out[0].wake, 0); /* launch-bound: the driver's values */
 }
 
 static void test_be_alone(const struct policy_config *cfg)
@@ -442,6 +479,7 @@ int main(void)
 	test_several_lc(&cfg);
 	test_several_be(&cfg);
 	test_busy_lc(&cfg);
+	test_wake(&cfg);
 	test_copy(&cfg);
 	test_not_gr_or_copy(&cfg);
 	test_unmanaged(&cfg);

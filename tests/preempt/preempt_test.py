@@ -28,8 +28,8 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   HELLO, MAGIC, OP_GATE, OP_PREEMPT, OP_UNGATE, POLICY, RESULT,
                                   SYNCED, TSG, TSG_F_GATED, TSG_F_LEASED, TSG_F_NO_GATE,
                                   TSG_GONE, UNKNOWN, ACTIVITY, ACTIVITY_PERIOD_MS,
-                                  ACTIVITY_TAIL_US, POLICY_F_ACTIVITY,
-                                  VERSION, command, hdr, policy)
+                                  ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
+                                  VERSION, command, hdr, policy, wake_word)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
 CLIENT = 0xC1D00000
@@ -746,11 +746,66 @@ def sc_wake(args, tmp):
           "nothing failed: %s" % err)
 
 
+def sc_wake_policy(args, tmp):
+    """The node agent's POLICY turns wakes on (GQ_POLICY_F_WAKE and a lead)
+    and off (without the flag, with a lead or hold out of range, and when
+    the connection ends); a workload whose environment sets
+    GPUQOS_WAKE_LEAD_US keeps its own choice."""
+    agent, w, conn = setup(args, tmp, GPUQOS_LOG="info")
+    d = periodic(w, args, "40 3000")
+    check(d["wakes"] == 0, "before any wake in a POLICY: %r" % d)
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100, 20)))
+    conn.barrier(901)
+    d = periodic(w, args, "300 3000")
+    check(d["wakes"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
+          and d["stale"] == 0, "POLICY with a wake: %r" % d)
+    check(30 <= d["median"] <= 250, "the lead: %r" % d)
+    # A POLICY without the flag: off.
+    conn.send(policy(0, 0))
+    conn.barrier(902)
+    before = d
+    d = periodic(w, args, "100 3000")
+    check(d["wakes"] - before["wakes"] <= 1, "POLICY without a wake: %r -> %r" % (before, d))
+    # Out of range: ignored, and no wakes.
+    for i, word in enumerate((wake_word(0, 0), wake_word(1001), wake_word(100, 1001))):
+        conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=word))
+        conn.barrier(903 + i)
+    before = d
+    d = periodic(w, args, "100 3000")
+    check(d["wakes"] - before["wakes"] <= 1, "bad wakes in POLICY: %r -> %r" % (before, d))
+    # On again; then the node agent goes away: off.
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100)))
+    conn.barrier(910)
+    before = d
+    d = periodic(w, args, "150 3000")
+    check(d["wakes"] - before["wakes"] >= 20, "POLICY with a wake again: %r -> %r" % (before, d))
+    conn.close()
+    time.sleep(0.3)
+    before = d
+    d = periodic(w, args, "100 3000")
+    check(d["wakes"] - before["wakes"] <= 1, "after the connection ended: %r -> %r" % (before, d))
+    err = w.finish()
+    agent.close()
+    check("wake: lead 100 us, hold 20 us (the node agent's policy)" in err
+          and "wake: off (the node agent's policy)" in err, "the log: %s" % err)
+    check(err.count("ignored the wake of a POLICY") == 1
+          and "ignored the wake of a POLICY (lead 0 us, hold 0 us)" in err,
+          "bad wakes are said once: %s" % err)
+    # The workload's own environment wins: GPUQOS_WAKE_LEAD_US=0 stays off.
+    agent, w, conn = setup(args, tmp, GPUQOS_WAKE_LEAD_US="0", GPUQOS_LOG="info")
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100)))
+    conn.barrier(920)
+    d = periodic(w, args, "100 3000")
+    check(d["wakes"] == 0, "GPUQOS_WAKE_LEAD_US=0 and a POLICY with a wake: %r" % d)
+    w.finish()
+    agent.close()
+
+
 SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
-    "wake": sc_wake,
+    "wake": sc_wake, "wake_policy": sc_wake_policy,
 }
 
 

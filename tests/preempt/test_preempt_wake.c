@@ -17,7 +17,7 @@ static struct pa_wake_pred P;
 static rm_u64 feed(rm_u64 t0, rm_u64 period, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		pa_wake_pred_start(&P, t0 + i * period, LEAD);
+		pa_wake_pred_start(&P, t0 + i * period);
 	return t0 + (n - 1) * period;
 }
 
@@ -29,7 +29,7 @@ static void test_agreement(void)
 	/* Eight intervals are needed: nine starts. */
 	last = feed(10 * MS, 2 * MS, PA_WAKE_HIST);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	last += 2 * MS;
 	CHECK_EQ_U(P.period, 2 * MS);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
@@ -38,11 +38,11 @@ static void test_agreement(void)
 	CHECK_EQ_U(pa_wake_pred_target(&P, 2 * MS), 0);
 
 	/* One late request (two odd intervals) keeps the period... */
-	pa_wake_pred_start(&P, last + 2 * MS + 400 * US, LEAD);
-	pa_wake_pred_start(&P, last + 4 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS + 400 * US);
+	pa_wake_pred_start(&P, last + 4 * MS);
 	CHECK_EQ_U(P.period, 2 * MS);
 	/* ...three odd intervals out of eight do not. */
-	pa_wake_pred_start(&P, last + 6 * MS + 300 * US, LEAD);
+	pa_wake_pred_start(&P, last + 6 * MS + 300 * US);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 
@@ -50,11 +50,11 @@ static void test_agreement(void)
 	 * 50 us of the median, agree; 60 us late (120 apart) do not. */
 	pa_wake_pred_reset(&P);
 	for (unsigned i = 0; i < 9; i++)
-		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US, LEAD);
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US);
 	CHECK(P.period != 0);
 	pa_wake_pred_reset(&P);
 	for (unsigned i = 0; i < 9; i++)
-		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US, LEAD);
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US);
 	CHECK_EQ_U(P.period, 0);
 
 	/* Periods outside 1 ms .. 1 s are not predicted. */
@@ -69,7 +69,7 @@ static void test_agreement(void)
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
 	CHECK(P.period != 0);
-	pa_wake_pred_start(&P, last, LEAD);
+	pa_wake_pred_start(&P, last);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(P.n, 0);
 
@@ -78,13 +78,13 @@ static void test_agreement(void)
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
 	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	pa_wake_pred_forget(&P);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	CHECK_EQ_U(P.hits, 1);
 	last = feed(last + 50 * MS, 2 * MS, PA_WAKE_HIST);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 4 * MS - LEAD);
 }
 
@@ -99,48 +99,67 @@ static void test_judging(void)
 	pa_wake_pred_woken(&P, target);
 	/* One wake per start. */
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	CHECK_EQ_U(P.hits, 1);
 	CHECK_EQ_U(P.wakes, 1);
 
 	/* The request beat its wake. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, last + 2 * MS + 10 * US);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	CHECK_EQ_U(P.early, 1);
 
 	/* Not issued (t 0): not judged, not counted as a wake. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	CHECK_EQ_U(P.skipped, 1);
 	CHECK_EQ_U(P.wakes, 2);
 	CHECK_EQ_U(P.hits + P.wasted + P.early, 2);
 
-	/* Wasted: the request came more than lead + PA_WAKE_LATE_NS after
-	 * its wake. Within 16 wakes, PA_WAKE_MISS_LIMIT of them hold wakes
-	 * off for PA_WAKE_HOLD starts. */
+	/* Wasted: the request came more than PA_WAKE_REACH_NS after its
+	 * wake, whatever the lead. Within 16 wakes, PA_WAKE_MISS_LIMIT of
+	 * them hold wakes off for PA_WAKE_HOLD starts. At the reach exactly
+	 * it is still a hit. */
 	last += 2 * MS;
+	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS);
+	CHECK_EQ_U(P.wasted, 0);
+	CHECK_EQ_U(P.hits, 2);
+	last = P.last;
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
 		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
 		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-		/* 160 us late: past the wake's reach (LEAD + PA_WAKE_LATE_NS
-		 * after it, 150 us after the predicted start). */
-		pa_wake_pred_start(&P, last + 2 * MS + 160 * US, LEAD);
+		/* 60 us after the predicted start: 160 us after the wake,
+		 * past its reach. */
+		pa_wake_pred_start(&P, last + 2 * MS + 60 * US);
 		last = P.last;
 	}
 	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(P.hold, PA_WAKE_HOLD);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	for (unsigned i = 0; i < PA_WAKE_HOLD - 1; i++) {
-		pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+		pa_wake_pred_start(&P, last + 2 * MS);
 		last += 2 * MS;
 	}
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
 	last += 2 * MS;
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
+
+	/* A lead longer than the reach wastes every wake that the request
+	 * does not beat: three such wakes hold the rest off. */
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 9);
+	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
+		CHECK_EQ_U(pa_wake_pred_target(&P, 300 * US), last + 2 * MS - 300 * US);
+		pa_wake_pred_woken(&P, last + 2 * MS - 300 * US);
+		pa_wake_pred_start(&P, last + 2 * MS);
+		last += 2 * MS;
+	}
+	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(pa_wake_pred_target(&P, 300 * US), 0);
 
 	/* Two wasted out of 16 do not hold. */
 	pa_wake_pred_reset(&P);
@@ -150,8 +169,8 @@ static void test_judging(void)
 
 		pa_wake_pred_woken(&P, next - LEAD);
 		if (i == 3 || i == 9)
-			next += PA_WAKE_LATE_NS + 20 * US; /* past its reach: wasted */
-		pa_wake_pred_start(&P, next, LEAD);
+			next += PA_WAKE_REACH_NS; /* past its reach: wasted */
+		pa_wake_pred_start(&P, next);
 		last = next;
 	}
 	CHECK_EQ_U(P.wasted, 2);

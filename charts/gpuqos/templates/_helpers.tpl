@@ -81,6 +81,7 @@ capabilities:
   "severalBe" $p.severalBe
   "rotation" (dict "periodMs" (int $p.rotation.periodMs) "leaseMs" (int $p.rotation.leaseMs))
   "busyLcPercent" (int $p.busyLcPercent)
+  "wake" (dict "leadUs" (int $p.wake.leadUs) "holdUs" (int $p.wake.holdUs))
   "allowUnsafeSeveralBe" $p.allowUnsafeSeveralBe
   "interleave" (dict "lc" $p.interleave.lc "be" $p.interleave.be)
   "manageCopyEngines" $p.manageCopyEngines

@@ -22,6 +22,8 @@ F_RECONNECT = 1
 F_GATE = 2
 F_ACTIVITY = 4
 POLICY_F_ACTIVITY = 1
+POLICY_F_WAKE = 2
+WAKE_MAX_US = 1000
 ACTIVITY_PERIOD_MS, ACTIVITY_TAIL_US = 250, 200
 TSG_F_GATED, TSG_F_NO_GATE, TSG_F_LEASED = 1, 2, 4
 COMM_LEN = 16
@@ -29,7 +31,7 @@ COMM_LEN = 16
 # Bodies after the header: struct format and field names, in order.
 BODIES = {
     HELLO: ("=IIII16s", "pid flags lib_version ntsg comm"),
-    POLICY: ("=IIII", "gr_timeslice_us copy_timeslice_us flags reserved1"),
+    POLICY: ("=IIII", "gr_timeslice_us copy_timeslice_us flags wake"),
     TSG: ("=10I", "h_client h_tsg h_device device_instance engine_type fd "
                   "timeslice_us app_timeslice_us interleave flags"),
     TSG_GONE: ("=II", "h_client h_tsg"),
@@ -49,8 +51,14 @@ def hello(seq, pid, flags=0, lib_version=1, ntsg=0, comm=b"fake_peer"):
     return hdr(HELLO, seq) + struct.pack("=IIII16s", pid, flags, lib_version, ntsg, comm)
 
 
-def policy(gr, copy, seq=0, flags=0):
-    return hdr(POLICY, seq) + struct.pack("=IIII", gr, copy, flags, 0)
+def policy(gr, copy, seq=0, flags=0, wake=0):
+    """wake: the lead and hold word (abi/gq_proto.h, GQ_WAKE_WORD), sent as
+    is; give it with flags POLICY_F_WAKE."""
+    return hdr(POLICY, seq) + struct.pack("=IIII", gr, copy, flags, wake)
+
+
+def wake_word(lead_us, hold_us=0):
+    return (lead_us & 0xFFFF) | ((hold_us & 0xFFFF) << 16)
 
 
 def tsg(seq, h_client, h_tsg, h_device, device_instance, engine_type, fd,
