@@ -82,6 +82,10 @@ POLICIES = {
     # Every LC launch-bound (the micro LC reads 10 %): the whole runlist at
     # the driver's values all the time, with every preempt agent present.
     "allbound": {"busyLcPercent": 1},
+    # The policy asks an LC beside a BE to wake its context ahead of its
+    # periodic requests (docs/policy.md, "Waking a periodic LC").
+    "wake100": {"wake": {"leadUs": 100}},
+    "wake100h60": {"wake": {"leadUs": 100, "holdUs": 60}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -436,7 +440,28 @@ def set_waketrace():
     return s
 
 
-SETS = {"wake": set_wake, "waketrace": set_waketrace, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
+def set_wakepolicy():
+    """The wake asked for by the node agent's policy (wake.leadUs), against
+    the same policy without it: the micro LC beside one and three
+    `be_fill`s (traced) and beside a training BE, a CUDA-graph ResNet-50
+    beside a training BE. Nothing is set in the workloads' environment but
+    the log level (for the wake's own counts)."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("resnet50_graph alone", "resnet50_graph", nbe=0, mode="alone")]
+    info = {"GPUQOS_LOG": "info"}
+    for lc, be, nbe, pols in (("micro", "fill", 1, ("default", "wake100", "wake100h60")),
+                              ("micro", "fill", 3, ("default", "wake100")),
+                              ("micro", "train", 1, ("default", "wake100")),
+                              ("resnet50_graph", "train", 1, ("default", "wake100"))):
+        for pol in pols:
+            s.append(sc(f"{lc} gq:{pol} {nbe}x{be}", lc, be, nbe, f"gq:{pol}", lc_env=info,
+                        tag="wakepolicy", trace=lc == "micro"))
+    return s
+
+
+SETS = {"wake": set_wake, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 
