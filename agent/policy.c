@@ -45,6 +45,12 @@ void policy_config_defaults(struct policy_config *cfg)
 	 * 200 us: a micro LC every 2 ms reads 10 %, one launching without
 	 * pause 100 %. */
 	cfg->busy_lc_percent = 50;
+	/* A micro LC beside a busy BE on an H100: p99 296 -> 193-201 us with
+	 * one BE, 300-325 -> 273-293 with three, 310 -> 216-220 beside a
+	 * training step, the BE unchanged; a lead longer than the ~190 us
+	 * switch is lose-lose (docs/PERF.md). */
+	cfg->wake_lead_us = 100;
+	cfg->wake_hold_us = 0;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
 	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
 	cfg->be_interleave = POLICY_INTERLEAVE_LEAVE;

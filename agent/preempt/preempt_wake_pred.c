@@ -49,13 +49,31 @@ static rm_u64 agreed_period(const struct pa_wake_pred *p)
 	return near >= PA_WAKE_AGREE ? m : 0;
 }
 
-static unsigned popcount16(unsigned v)
+/* One judged wake into the window; a hold when too many were wasted. */
+static void note_judged(struct pa_wake_pred *p, int wasted)
 {
-	unsigned c = 0;
-
-	for (v &= 0xffffu; v; v &= v - 1)
-		c++;
-	return c;
+	if (p->njudged == PA_WAKE_WINDOW)
+		p->nwasted -= p->judged[p->jhead];
+	else
+		p->njudged++;
+	p->judged[p->jhead] = (unsigned char)wasted;
+	p->jhead = (p->jhead + 1) % PA_WAKE_WINDOW;
+	p->nwasted += (unsigned)wasted;
+	if (wasted)
+		p->calm = 0;
+	else if (++p->calm >= PA_WAKE_CALM) {
+		p->calm = 0;
+		if (p->backoff)
+			p->backoff--;
+	}
+	if (p->nwasted < PA_WAKE_MISS_LIMIT)
+		return;
+	p->hold = PA_WAKE_HOLD << p->backoff;
+	if (p->backoff < PA_WAKE_BACKOFF_MAX)
+		p->backoff++;
+	p->njudged = 0;
+	p->jhead = 0;
+	p->nwasted = 0;
 }
 
 /* Judge the wake issued for the start that just happened at t. */
@@ -73,11 +91,7 @@ static void judge(struct pa_wake_pred *p, rm_u64 t)
 		p->wasted++;
 		wasted = 1;
 	}
-	p->history = ((p->history << 1) | (unsigned)wasted) & 0xffffu;
-	if (popcount16(p->history) >= PA_WAKE_MISS_LIMIT) {
-		p->hold = PA_WAKE_HOLD;
-		p->history = 0;
-	}
+	note_judged(p, wasted);
 }
 
 void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t)

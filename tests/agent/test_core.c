@@ -323,7 +323,10 @@ static void test_wake_policy(void)
 	struct proc *lc = proc_find(a, 2);
 	size_t before;
 
-	CHECK_EQ_U(last_wake[2], 0); /* no lead configured */
+	CHECK_EQ_U(last_wake[2], GQ_WAKE_WORD(100, 0)); /* the default */
+	a->cfg->policy.wake_lead_us = 0;
+	reconcile(a);
+	CHECK_EQ_U(last_wake[2], 0); /* turned off */
 	a->cfg->policy.wake_lead_us = 100;
 	a->cfg->policy.wake_hold_us = 20;
 	before = npolicy;

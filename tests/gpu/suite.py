@@ -86,6 +86,7 @@ POLICIES = {
     # periodic requests (docs/policy.md, "Waking a periodic LC").
     "wake100": {"wake": {"leadUs": 100}},
     "wake100h60": {"wake": {"leadUs": 100, "holdUs": 60}},
+    "nowake": {"wake": {"leadUs": 0}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -461,7 +462,27 @@ def set_wakepolicy():
     return s
 
 
-SETS = {"wake": set_wake, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
+def set_wakedefault():
+    """The default policy (which wakes an LC beside a BE, 100 us ahead)
+    against the same policy without wakes: micro LC beside one and three
+    `be_fill`s and beside a training BE, CUDA-graph ResNet-50 and ViT-B/16
+    beside a training BE."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone"),
+         sc("resnet50_graph alone", "resnet50_graph", nbe=0, mode="alone"),
+         sc("vit_b16_graph alone", "vit_b16_graph", nbe=0, mode="alone")]
+    info = {"GPUQOS_LOG": "info"}
+    for lc, be, nbe in (("micro", "fill", 1), ("micro", "fill", 3), ("micro", "train", 1),
+                        ("resnet50_graph", "train", 1), ("vit_b16_graph", "train", 1)):
+        for pol in ("default", "nowake"):
+            s.append(sc(f"{lc} gq:{pol} {nbe}x{be}", lc, be, nbe, f"gq:{pol}", lc_env=info,
+                        tag="wakedefault", trace=lc == "micro"))
+    return s
+
+
+SETS = {"wake": set_wake, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+        "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
 

@@ -116,7 +116,7 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.policy.busy_lc_percent, 0);
 	CHECK_EQ_U(d.policy.rotate_period_ms, 250);
 	CHECK_EQ_U(d.policy.gate_lease_ms, 1000);
-	CHECK_EQ_U(d.policy.wake_lead_us, 0);
+	CHECK_EQ_U(d.policy.wake_lead_us, 100); /* the default */
 	CHECK(config_parse("{\"version\":1,\"wake\":{\"leadUs\":100,\"holdUs\":60}}", &d, err,
 			   sizeof(err)) == 0);
 	CHECK_EQ_U(d.policy.wake_lead_us, 100);
@@ -173,7 +173,8 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1, \"wake\": {\"leadUs\": 100, \"holdUs\": -1}}",
 	  { "wake.holdUs", "from 0 to 1000" } },
 	{ "{\"version\": 1, \"wake\": {\"leadUs\": 99.5}}", { "wake.leadUs", "99.5" } },
-	{ "{\"version\": 1, \"wake\": {\"holdUs\": 60}}", { "wake.holdUs", "without a wake.leadUs" } },
+	{ "{\"version\": 1, \"wake\": {\"leadUs\": 0, \"holdUs\": 60}}",
+	  { "wake.holdUs", "without a wake.leadUs" } },
 	{ "{\"version\": 1, \"wake\": {\"lead\": 100}}", { "\"wake\"", "\"lead\"" } },
 	{ "{\"version\": 1, \"wake\": 100}", { "wake", "an object" } },
 	{ "{\"version\": 1, \"interleave\": {\"lc\": \"max\"}}", { "interleave.lc", "\"max\"" } },

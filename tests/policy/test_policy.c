@@ -101,7 +101,8 @@ static void test_validate(void)
 	CHECK(strstr(err, "busy_lc_percent") != NULL);
 	CHECK_EQ_U(d.busy_lc_percent, 50);
 	c = d;
-	CHECK_EQ_U(c.wake_lead_us, 0); /* off unless configured */
+	CHECK_EQ_U(c.wake_lead_us, 100);
+	CHECK_EQ_U(c.wake_hold_us, 0);
 	c.wake_lead_us = POLICY_WAKE_MAX_US + 1;
 	CHECK(policy_config_validate(&c, 0, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "wake_lead_us") != NULL);
@@ -125,6 +126,7 @@ static void test_wake(const struct policy_config *dflt)
 				      tsg(2, CE, CLASS_BE, 1024) };
 	struct policy_tsg_out out[5];
 
+	c.wake_lead_us = 0;
 	decide(&c, in, 5, out);
 	for (int i = 0; i < 5; i++)
 		CHECK_EQ_U(out[i].wake, 0); /* no lead: nobody */

@@ -777,8 +777,10 @@ def sc_wake_policy(args, tmp):
     conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100)))
     conn.barrier(910)
     before = d
-    d = periodic(w, args, "150 3000")
-    check(d["wakes"] - before["wakes"] >= 20, "POLICY with a wake again: %r -> %r" % (before, d))
+    # (Wakes judged wasted earlier may hold them off for a while: on a
+    # loaded machine the workload's own timing is not steady.)
+    d = periodic(w, args, "300 3000")
+    check(d["wakes"] - before["wakes"] >= 10, "POLICY with a wake again: %r -> %r" % (before, d))
     conn.close()
     time.sleep(0.3)
     before = d

@@ -88,6 +88,40 @@ static void test_agreement(void)
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 4 * MS - LEAD);
 }
 
+/* n wakes, each issued 10 us past the reach ahead of its start (which
+ * comes on time, so the period holds). */
+static rm_u64 wasted_wakes(rm_u64 last, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
+		pa_wake_pred_woken(&P, last + 2 * MS - PA_WAKE_REACH_NS - 10 * US);
+		pa_wake_pred_start(&P, last + 2 * MS);
+		last += 2 * MS;
+	}
+	return last;
+}
+
+/* n wakes that each hit. */
+static rm_u64 hit_wakes(rm_u64 last, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
+		pa_wake_pred_start(&P, last + 2 * MS);
+		last += 2 * MS;
+	}
+	return last;
+}
+
+/* n starts on time, with no wake issued. */
+static rm_u64 plain_starts(rm_u64 last, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		pa_wake_pred_start(&P, last + 2 * MS);
+		last += 2 * MS;
+	}
+	return last;
+}
+
 static void test_judging(void)
 {
 	rm_u64 last, target;
@@ -119,37 +153,42 @@ static void test_judging(void)
 	CHECK_EQ_U(P.hits + P.wasted + P.early, 2);
 
 	/* Wasted: the request came more than PA_WAKE_REACH_NS after its
-	 * wake, whatever the lead. Within 16 wakes, PA_WAKE_MISS_LIMIT of
-	 * them hold wakes off for PA_WAKE_HOLD starts. At the reach exactly
-	 * it is still a hit. */
+	 * wake, whatever the lead. At the reach exactly it is still a hit. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
 	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS);
 	CHECK_EQ_U(P.wasted, 0);
 	CHECK_EQ_U(P.hits, 2);
 	last = P.last;
-	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
-		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
-		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-		/* 60 us after the predicted start: 160 us after the wake,
-		 * past its reach. */
-		pa_wake_pred_start(&P, last + 2 * MS + 60 * US);
-		last = P.last;
-	}
+	/* PA_WAKE_MISS_LIMIT wasted among the last PA_WAKE_WINDOW hold wakes
+	 * off for PA_WAKE_HOLD starts. */
+	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(P.hold, PA_WAKE_HOLD);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	for (unsigned i = 0; i < PA_WAKE_HOLD - 1; i++) {
-		pa_wake_pred_start(&P, last + 2 * MS);
-		last += 2 * MS;
-	}
+	last = plain_starts(last, PA_WAKE_HOLD - 1);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS);
-	last += 2 * MS;
+	last = plain_starts(last, 1);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
+	/* The next hold is twice as long, and so on up to
+	 * PA_WAKE_BACKOFF_MAX doublings. */
+	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hold, 2 * PA_WAKE_HOLD);
+	for (unsigned k = 2; k <= PA_WAKE_BACKOFF_MAX + 1; k++) {
+		last = plain_starts(last, P.hold);
+		last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
+		CHECK_EQ_U(P.hold, PA_WAKE_HOLD << (k < PA_WAKE_BACKOFF_MAX ? k : PA_WAKE_BACKOFF_MAX));
+	}
+	/* PA_WAKE_CALM hits in a row halve the next hold. */
+	last = plain_starts(last, P.hold);
+	CHECK_EQ_U(P.backoff, PA_WAKE_BACKOFF_MAX);
+	last = hit_wakes(last, PA_WAKE_CALM);
+	CHECK_EQ_U(P.backoff, PA_WAKE_BACKOFF_MAX - 1);
+	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hold, PA_WAKE_HOLD << (PA_WAKE_BACKOFF_MAX - 1));
 
 	/* A lead longer than the reach wastes every wake that the request
-	 * does not beat: three such wakes hold the rest off. */
+	 * does not beat: PA_WAKE_MISS_LIMIT such wakes hold the rest off. */
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 9);
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
@@ -161,20 +200,22 @@ static void test_judging(void)
 	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(pa_wake_pred_target(&P, 300 * US), 0);
 
-	/* Two wasted out of 16 do not hold. */
+	/* One wasted fewer than the limit in every window does not hold: the
+	 * oldest leave the window as new ones come. */
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 9);
-	for (unsigned i = 0; i < 16; i++) {
+	for (unsigned i = 0; i < 4 * PA_WAKE_WINDOW; i++) {
 		rm_u64 next = last + 2 * MS;
 
 		pa_wake_pred_woken(&P, next - LEAD);
-		if (i == 3 || i == 9)
+		if (i % (PA_WAKE_WINDOW / (PA_WAKE_MISS_LIMIT - 1) + 1) == 0)
 			next += PA_WAKE_REACH_NS; /* past its reach: wasted */
 		pa_wake_pred_start(&P, next);
 		last = next;
 	}
-	CHECK_EQ_U(P.wasted, 2);
+	CHECK(P.wasted >= 4 * (PA_WAKE_MISS_LIMIT - 1) - 1);
 	CHECK_EQ_U(P.hold, 0);
+	CHECK(pa_wake_pred_target(&P, LEAD) != 0);
 }
 
 int main(void)
