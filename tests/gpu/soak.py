@@ -98,7 +98,9 @@ def main():
     for i, be in enumerate(("fill", "fill", "train")):
         procs.append((f"be{i}", r.spawn(r.be_cmd(be, total, ()), {}, "gq:default", "be", tmp,
                                         f"be{i}")))
-    procs.append(("lc", r.spawn(r.lc_cmd("micro", total), {}, "gq:default", "lc", tmp, "lc")))
+    # The LC's log level: its preempt agent's own count of wakes at exit.
+    procs.append(("lc", r.spawn(r.lc_cmd("micro", total), {"GPUQOS_LOG": "info"}, "gq:default",
+                                "lc", tmp, "lc")))
     if not r.wait_ready(procs, tmp, 240):
         r.say("soak: not every process got ready")
         r.close()
@@ -177,7 +179,13 @@ def main():
                   if y["end_s"] == x["at_s"]), None)
         if g:
             x.update({k: g[k] for k in ("gated_pct", "lc_busy_max", "lc_bound")})
+    try:
+        with open(os.path.join(tmp, "lc.err"), errors="replace") as f:
+            wake = [ln.strip() for ln in f if ": wake: " in ln]
+    except OSError:
+        wake = []
     res = {"minutes": a.minutes, "eager_runs": eagers, "agent_restarts": restarts,
+           "lc_wake_log": wake[-12:],
            "environment": suite.environment(),
            "lc": r.result(tmp, "lc"),
            "bes": bes,
@@ -208,6 +216,7 @@ def main():
     print("| each BE's longest gated run, ms (agent, 20 ms samples) | "
           f"{res['longest_gated_ms']} |")
     print(f"| new XID lines | {'dmesg unreadable' if new_xids is None else len(new_xids)} |")
+    print(f"| micro LC's wakes (its preempt agent, at exit) | {(wake or ['none logged'])[-1]} |")
     if res["long_stalls"]:
         print("\n| BE | stall ended at s | ms | last event before it | share of it gated "
               "| highest LC launch reading |\n| --- | --- | --- | --- | --- | --- |")
