@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,7 +185,15 @@ def main():
             wake = [ln.strip() for ln in f if ": wake: " in ln]
     except OSError:
         wake = []
+    # The long-running workloads' own output, and how each ended.
+    for t, _ in procs:
+        for ext in ("out", "err"):
+            try:
+                shutil.copy(os.path.join(tmp, f"{t}.{ext}"), os.path.join(a.out, f"{t}.{ext}"))
+            except OSError:
+                pass
     res = {"minutes": a.minutes, "eager_runs": eagers, "agent_restarts": restarts,
+           "exit_codes": {t: p.returncode for t, p in procs},
            "lc_wake_log": wake[-12:],
            "environment": suite.environment(),
            "lc": r.result(tmp, "lc"),
