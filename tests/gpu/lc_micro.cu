@@ -55,6 +55,12 @@
 
 #include <math.h>
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
 __device__ __forceinline__ uint64_t global_timer_ns(void)
 {
 	uint64_t t;
@@ -469,12 +475,7 @@ int main(int argc, char **argv)
 	qsort(run, nstamp, sizeof(uint64_t), cmp_u64);
 	qsort(outside, nstamp, sizeof(uint64_t), cmp_u64);
 	// start_gt may be negative (clock offset): sort as signed.
-	for (size_t i = 1; i < nstamp; i++)
-		for (size_t j = i; j > 0 && start_gt[j] < start_gt[j - 1]; j--) {
-			int64_t x = start_gt[j];
-			start_gt[j] = start_gt[j - 1];
-			start_gt[j - 1] = x;
-		}
+	qsort(start_gt, nstamp, sizeof(int64_t), cmp_i64);
 	const char *pre_names[] = {"none", "wake", "copy", "memset", "hold"};
 
 	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p10_us\":%.1f,\"p25_us\":%.1f,"
