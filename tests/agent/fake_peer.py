@@ -121,8 +121,8 @@ class Peer:
             return
         magic, ver, mtype, length, seq = struct.unpack_from("=IHHII", data)
         if mtype == POLICY:
-            gr, copy = struct.unpack_from("=II", data, 16)
-            self.emit(ev="policy", gr=gr, copy=copy)
+            gr, copy, flags, wake = struct.unpack_from("=IIII", data, 16)
+            self.emit(ev="policy", gr=gr, copy=copy, flags=flags, wake=wake)
         elif mtype == COMMAND:
             op, client, tsg, deadline, arg = struct.unpack_from("=4IQ", data, 16)
             self.on_command(seq, op, client, tsg, deadline, arg)

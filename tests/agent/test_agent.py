@@ -12,6 +12,7 @@ import time
 from gpuqos_test import check, wait_for
 from gpuqos_test import gq_proto
 from gpuqos_test.agent import UNKNOWN, run, standard_process
+from gpuqos_test.gq_proto import POLICY_F_ACTIVITY, POLICY_F_WAKE, wake_word
 
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
 GR = 0x5C000010
@@ -49,7 +50,8 @@ def t_policy_converge(make_agent):
     a.start()
     be = a.peer()
     wait_for(lambda: be.evs("policy"), "POLICY answers HELLO")
-    check(be.evs("policy")[0] == {"ev": "policy", "gr": 0, "copy": 0}, "first POLICY is 0/0")
+    check(be.evs("policy")[0] == {"ev": "policy", "gr": 0, "copy": 0, "flags": POLICY_F_ACTIVITY,
+                                  "wake": 0}, "first POLICY is 0/0, no wake")
     standard_process(be)
     wait_for(lambda: len(a.tsgs(be.pid)) == 4, "4 TSGs of the BE process listed")
     wait_for(lambda: all(t["state"] == "converged" for t in a.tsgs(be.pid)),
@@ -88,6 +90,14 @@ def t_policy_converge(make_agent):
     # its HELLO, already carries the LC value, so its first TSG is created
     # right.
     check(lc.evs("policy")[0]["gr"] == 100000, "LC's first POLICY: %r" % lc.evs("policy")[:1])
+    # The LC beside a BE is asked to wake its context 100 us ahead (the
+    # default wake.leadUs); the BE never is.
+    wait_for(lambda: lc.evs("policy")[-1]["wake"] == wake_word(100), "the LC's wake")
+    check(lc.evs("policy")[-1]["flags"] == POLICY_F_ACTIVITY | POLICY_F_WAKE, repr(lc.evs("policy")))
+    check(all(e["wake"] == 0 and not e["flags"] & POLICY_F_WAKE for e in be.evs("policy")),
+          "a BE is never woken: %r" % be.evs("policy"))
+    procs = {p["pid"]: p for p in a.list()["processes"]}
+    check(procs[lc.pid]["wakeLeadUs"] == 100 and procs[be.pid]["wakeLeadUs"] == 0, repr(procs))
     # idempotent: nothing more is sent while nothing changes
     be.sync()
     lc.sync()
