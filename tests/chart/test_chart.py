@@ -174,7 +174,8 @@ def check_default(objs):
     with open(os.path.join(SRC, "deploy", "gpuqos-policy.example.json")) as f:
         example = json.load(f)
     for k in ("version", "timeslices", "severalBe", "allowUnsafeSeveralBe", "interleave",
-              "manageCopyEngines", "controlDeadlineMs", "reconcileIntervalMs"):
+              "manageCopyEngines", "controlDeadlineMs", "reconcileIntervalMs", "rotation",
+              "busyLcPercent", "wake"):
         expect(policy[k] == example[k], "policy %s: %r, the documented default is %r" % (k, policy[k], example[k]))
     expect(policy["kubernetes"] == {"defaultClass": "best-effort"} and policy["controlPath"] == "auto",
            "policy: %r" % policy)
