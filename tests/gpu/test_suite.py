@@ -96,6 +96,22 @@ def main():
     p = subprocess.run([sys.executable, os.path.join(HERE, "soak.py"), "--help"],
                        capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and "--restart-every-s" in p.stdout, f"soak.py --help: {p.stdout}{p.stderr}")
+    # wake_cliff.py: a trace every 2 ms, request 20 on time plus 55 us:
+    # nineteen in the 0 .. 10 us bin (the first nine only teach the period),
+    # one at 50 .. 60 us, and the one after it 55 us early.
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "trace.txt")
+        with open(trace, "w") as f:
+            f.write("# i due_ns submit_ns latency_ns gpu_run_ns\n")
+            for i in range(30):
+                late = 55000 if i == 20 else 0
+                f.write(f"{i} {i * 2000000} {i * 2000000 + late} {400000 if late else 140000} 30000\n")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "wake_cliff.py"), trace],
+                           capture_output=True, text=True, timeout=60)
+        rows = {ln.split("|")[1].strip(): ln for ln in p.stdout.splitlines() if " .. " in ln}
+        check(p.returncode == 0 and set(rows) == {"0 .. 10", "50 .. 60", "-60 .. -50"}
+              and "| 19 |" in rows["0 .. 10"] and "400 / 400 / 400 / 400" in rows["50 .. 60"],
+              f"wake_cliff.py: {p.stdout}{p.stderr}")
     print("ok")
     return 0
 
