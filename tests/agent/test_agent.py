@@ -312,7 +312,10 @@ def t_ctl_malformed(make_agent):
     a.start()
     p = a.peer()
     standard_process(p)
-    wait_for(lambda: len(a.tsgs()) == 4, "listed")
+    # Read back (the tracker is off) before the snapshot: the states must
+    # not move between the two listings for any other reason.
+    wait_for(lambda: len(a.tsgs()) == 4 and all(t["state"] == "converged" for t in a.tsgs()),
+             "listed and read back")
     st = os.stat(a.ctl_sock).st_mode & 0o777
     check(st == 0o600, "ctl socket mode 0600: %o" % st)
     check(os.stat(a.sock).st_mode & 0o777 == 0o666, "agent socket mode 0666")

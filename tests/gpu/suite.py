@@ -126,6 +126,8 @@ def set_quick():
         for nbe in ((1, 3) if lc == "micro" else (1,)):
             for mode in ("defaults", "gq:default"):
                 s.append(sc(f"{lc} {mode} {nbe}xfill", lc, "fill", nbe, mode))
+    # Without the wake: the switch each request pays, for the BE's limit.
+    s.append(sc("micro gq:nowake 1xfill", "micro", "fill", 1, "gq:nowake"))
     s.append(sc("micro defaults 1xtrain", "micro", "train", 1, "defaults"))
     s.append(sc("micro gq:default 1xtrain", "micro", "train", 1, "gq:default"))
     return s
@@ -879,14 +881,21 @@ def derive(recs, switch_override):
 
     def woken(r):
         # The preempt agent started the switch ahead of the request: what
-        # the request waits for is no longer the whole switch.
-        return r.get("lc_env", {}).get("GPUQOS_WAKE_LEAD_US", "0") != "0"
+        # the request waits for is no longer the whole switch. The
+        # workload's environment decides first, else the policy (the
+        # agent's default lead is 100 us).
+        env = r.get("lc_env", {}).get("GPUQOS_WAKE_LEAD_US")
+        if env is not None:
+            return env != "0"
+        if not r["mode"].startswith("gq:"):
+            return False
+        return POLICIES.get(r["mode"][3:], {}).get("wake", {}).get("leadUs", 100) != 0
 
     switch = switch_override
     if switch is None:
-        cand = [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
+        cand = [r for r in recs if r["lc"] == "micro" and r["mode"].startswith("gq:")
                 and r["nbe"] == 1 and r["be"] == "fill" and r.get("lc_result") and not woken(r)]
-        cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "gq:default"
+        cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"].startswith("gq:")
                         and r["nbe"] == 1 and r.get("lc_result") and not woken(r)]
         cand = cand or [r for r in recs if r["lc"] == "micro" and r["mode"] == "probe"
                         and r["nbe"] == 1 and r["be_env"][0].get("GQP_TIMESLICE_US") == "50"
@@ -894,8 +903,8 @@ def derive(recs, switch_override):
         # No micro row (the models set alone): the CUDA graphs' own switch
         # beside one all-SM BE; eager LCs are CPU-bound and not used.
         cand = cand or [r for r in recs if r["lc"] and r["lc"].endswith("_graph")
-                        and r["mode"] == "gq:default" and r["nbe"] == 1 and r["be"] == "fill"
-                        and r.get("lc_result")]
+                        and r["mode"].startswith("gq:") and r["nbe"] == 1 and r["be"] == "fill"
+                        and r.get("lc_result") and not woken(r)]
         vals = []
         for r in cand:
             base = lc_alone(r, "outside_p50_us")

@@ -38,6 +38,23 @@ def main():
     for name in s.SETS:
         rc, out, err = suite("--sets", name, "--list")
         check(rc == 0 and out.strip(), f"--sets {name} --list: rc {rc}\n{out}{err}")
+    # The switch each request pays is measured without a wake: a row under
+    # the default policy (which wakes) or with GPUQOS_WAKE_LEAD_US set is
+    # not used; gq:nowake and GPUQOS_WAKE_LEAD_US=0 are.
+    def rec(mode, outside, lc="micro", nbe=1, env=None):
+        return {"lc": lc, "mode": mode, "nbe": nbe, "be": "fill", "lc_args": [],
+                "lc_env": env or {}, "be_results": [{"kernels_per_s": 80.0}] * nbe,
+                "lc_result": {"outside_p50_us": outside, "p99_us": 300.0, "n": 500,
+                              "duration_s": 1.0, "run_p50_us": 30.0}}
+    recs = [rec("alone", 20.0, nbe=0), rec("gq:default", 110.0), rec("gq:nowake", 210.0),
+            rec("gq:default", 120.0, env={"GPUQOS_WAKE_LEAD_US": "100"}),
+            {**rec("be_alone", 0.0), "lc": None, "lc_result": None,
+             "be_results": [{"kernels_per_s": 100.0}]}]
+    check(s.derive(recs, None) == 190.0, f"the switch from the rows without a wake: {recs}")
+    recs[2]["lc_env"] = {"GPUQOS_WAKE_LEAD_US": "100"}
+    check(s.derive(recs, None) is None, "every row woken: no switch estimate")
+    recs[1]["lc_env"] = {"GPUQOS_WAKE_LEAD_US": "0"}
+    check(s.derive(recs, None) == 90.0, "the environment's 0 wins over the policy")
     with tempfile.TemporaryDirectory() as d:
         bin_dir = os.path.join(d, "bin")
         os.makedirs(bin_dir)
