@@ -180,7 +180,7 @@ static cJSON *uset_json(const struct uset *s)
 }
 
 struct pod_sum {
-	size_t procs, tsgs, overrides, launch_bound;
+	size_t procs, tsgs, overrides, launch_bound, woken;
 	struct uset gpus, gr, copy, il;
 	unsigned paths; /* bit per enum path */
 	int pending, failed;
@@ -224,6 +224,7 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 		s->procs++;
 		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
 		s->launch_bound += p->busy.always != 0;
+		s->woken += p->peer && p->peer->policy_valid && GQ_WAKE_LEAD(p->peer->policy_wake);
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
 			if (t->pid == p->pid)
 				sum_tsg(a, s, t);
@@ -279,6 +280,8 @@ static char *state_json(const struct pod_sum *s, enum class_source source)
 		cJSON_AddNumberToObject(o, "overrides", (double)s->overrides);
 	if (s->launch_bound) /* its runlists are at the driver's values */
 		cJSON_AddNumberToObject(o, "launchBound", (double)s->launch_bound);
+	if (s->woken) /* asked to wake ahead of their periodic requests */
+		cJSON_AddNumberToObject(o, "wake", (double)s->woken);
 	cJSON_AddStringToObject(o, "state", s->failed ? "failed" : s->pending ? "pending" : "converged");
 	out = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);

@@ -334,6 +334,7 @@ struct mrow {
 	/* Its process's launches (lcbusy.c): share 0..1, -1 unknown; 0/1. */
 	double launch_active;
 	int launch_bound;
+	uint32_t wake_lead_us; /* the wake its preempt agent was asked for, 0: none */
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
 	char id[640]; /* its identity labels, rendered */
@@ -456,6 +457,8 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->gated_longest_us = tsg_gated_longest_us(t, now);
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
 		r->launch_bound = p ? p->busy.always : 0;
+		r->wake_lead_us = p && p->peer && p->peer->policy_valid ?
+					  GQ_WAKE_LEAD(p->peer->policy_wake) : 0;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
 		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;
@@ -576,6 +579,12 @@ static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t 
 		"values), else 0.");
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_launch_bound{%s} %d\n", rows[i].id, rows[i].launch_bound);
+	bfamily(b, "gpuqos_tsg_wake_lead_seconds", "gauge",
+		"How far ahead of its periodic requests the node agent asked its process's preempt "
+		"agent to wake its context (an LC beside a BE); 0: no wake asked.");
+	for (size_t i = 0; i < n; i++)
+		bput(b, "gpuqos_tsg_wake_lead_seconds{%s} %.6f\n", rows[i].id,
+		     rows[i].wake_lead_us / 1e6);
 }
 
 static void render_tsgs(struct mbuf *b, const struct mrow *rows, size_t n)

@@ -264,6 +264,10 @@ def t_kube_classes(node):
     wait_for(lambda: gr_timeslice(node, lc2.pid) == [100000] and gr_timeslice(node, be.pid) == [50]
              and gr_timeslice(node, lc.pid) == [100000], what="two LCs and one BE")
     wait_for(lambda: converged(node, "lc", "be", "lc2"), what="converged before the flip")
+    # Each LC beside the BE is asked to wake; the BE's state says nothing of it.
+    wait_for(lambda: (node.gq_state("lc2") or {}).get("wake") == 1
+             and (node.gq_state("lc") or {}).get("wake") == 1, what="the LCs' wake in their state")
+    expect("wake" not in (node.gq_state("be") or {}), "the BE: %r" % node.gq_state("be"))
     t0 = time.monotonic()
     node.set_annotation("lc", "gpu.qos", "best-effort")
     # Two BEs beside an LC, both gateable: they take turns at 50.
@@ -300,6 +304,8 @@ def t_kube_classes(node):
     expect(gr_timeslice(node, lc2.pid) == [2048] and gr_timeslice(node, be.pid) == [2048]
            and gr_timeslice(node, lc.pid) == [2048], "its runlist at baseline")
     expect("launchBound" not in (node.gq_state("lc2") or {}), "the other LC: %r" % node.gq_state("lc2"))
+    # The runlist at the driver's values: no LC is asked to wake.
+    wait_for(lambda: "wake" not in (node.gq_state("lc2") or {}), what="no wake beside it")
     eager.kill()
     eager.wait()
     wait_for(lambda: gr_timeslice(node, lc2.pid) == [100000] and gr_timeslice(node, be.pid) == [50]

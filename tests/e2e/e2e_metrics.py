@@ -84,6 +84,12 @@ def t_standalone_metrics(node):
         # Copy TSGs keep 1024 us; every TSG of the BE is there.
         be_all = sorted(v for _, v in prom.query('gpuqos_tsg_timeslice_applied_seconds{pid="%d"}' % be.pid))
         expect(be_all == [0.00005, 0.001024, 0.001024, 0.001024], "the BE's four TSGs: %r" % be_all)
+        # The LC beside the BE is asked to wake (the default 100 us), the BE never.
+        wait_for(lambda: sorted(v for _, v in prom.query('gpuqos_tsg_wake_lead_seconds{pid="%d"}'
+                                                         % lc.pid)) == [0.0001] * 4,
+                 timeout=30, what="PromQL: the LC's wake lead")
+        expect(sorted(v for _, v in prom.query('gpuqos_tsg_wake_lead_seconds{pid="%d"}' % be.pid))
+               == [0.0] * 4, "the BE's wake lead")
         # A launch-bound LC: its readings, and the LC before it, in Prometheus.
         lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
         eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"])
@@ -94,6 +100,9 @@ def t_standalone_metrics(node):
             return sorted(v for _, v in prom.query(expr))
         wait_for(lambda: values('gpuqos_tsg_launch_bound{pid="%d"}' % eager.pid) == [1, 1, 1, 1],
                  timeout=30, what="PromQL: the launch-bound LC's four TSGs")
+        # A launch-bound runlist is at the driver's values: nobody is woken.
+        wait_for(lambda: values('gpuqos_tsg_wake_lead_seconds{pid="%d"}' % lc.pid) == [0] * 4,
+                 timeout=30, what="PromQL: no wake beside a launch-bound LC")
         ratio = values('gpuqos_tsg_launch_active_ratio{pid="%d"}' % eager.pid)
         expect(len(ratio) == 4 and min(ratio) >= 0.7 and max(ratio) <= 1.0,
                "its launch-active ratio: %r" % ratio)
