@@ -39,6 +39,7 @@ struct proc_view {
 	int connected, has_connected;
 	struct oint launch_pct, launch_rate; /* its launch reading, when known */
 	int launch_bound;
+	struct oint wake_lead; /* the wake its preempt agent was asked for (µs) */
 };
 
 #define CELL 64
@@ -149,6 +150,7 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 	oint_get(e, o, w, "launchActivePercent", J_ANY, &v->launch_pct);
 	oint_get(e, o, w, "launchesPerSecond", J_ANY, &v->launch_rate);
 	j_bool(e, o, w, "launchBound", J_ANY, &v->launch_bound);
+	oint_get(e, o, w, "wakeLeadUs", J_ANY, &v->wake_lead);
 	return e->msg[0] ? -1 : 0;
 }
 
@@ -407,6 +409,15 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 	else
 		snprintf(buf, sizeof(buf), "not known");
 	detail(out, "launches", buf);
+	/* Older agents send no such key. */
+	if (v->wake_lead.has) {
+		if (v->wake_lead.v > 0)
+			snprintf(buf, sizeof(buf), "asked for, %lld µs ahead of its requests",
+				 v->wake_lead.v);
+		else
+			snprintf(buf, sizeof(buf), "none asked");
+		detail(out, "wake", buf);
+	}
 }
 
 int render_show(const cJSON *ans, long long pid, FILE *out, struct jerr *e)

@@ -62,7 +62,8 @@ PROCS = [
     {"pid": 1234, "comm": "python3", "exe": "/usr/bin/python3.11",
      "cgroup": "/kubepods/besteffort/pod1/abc", "class": "best-effort",
      "classSource": "gpuqos-run", "connected": True, "tsgs": 4,
-     "launchActivePercent": 87, "launchesPerSecond": 41580, "launchBound": False},
+     "launchActivePercent": 87, "launchesPerSecond": 41580, "launchBound": False,
+     "wakeLeadUs": 0},
     {"pid": 999, "comm": "idle-job", "exe": "/opt/idle", "cgroup": "/",
      "class": "latency-critical", "classSource": "override", "connected": False, "tsgs": 0},
 ]
@@ -231,13 +232,17 @@ def t_table(env):
     for extra, says in [({"class": "latency-critical", "launchBound": True},
                          "active 87 % of the time, 41580/s: launch-bound"),
                         ({"launchActivePercent": None, "launchesPerSecond": None}, "not known"),
-                        ({"launchActivePercent": 0, "launchesPerSecond": 0}, "active 0 %")]:
+                        ({"launchActivePercent": 0, "launchesPerSecond": 0}, "active 0 %"),
+                        ({}, "wake           none asked\n"),
+                        ({"class": "latency-critical", "wakeLeadUs": 100},
+                         "wake           asked for, 100 µs ahead of its requests\n")]:
         rc, out, err, _ = env.run("show", "1234", answer=line(
             {"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [dict(PROCS[0], **extra)]}))
         check(rc == 0 and says in out, f"show: {says!r} missing from\n{out}{err}")
     rc, out, err, _ = env.run("show", "999", answer=line(
         {"ok": True, "agent": AGENT, "tsgs": [], "processes": [PROCS[1]]}))
     check(rc == 0 and "launches       not known" in out, f"show: no launch keys\n{out}{err}")
+    check("wake" not in out, f"show: an older agent's process says nothing of a wake\n{out}")
     check("rotation" not in out, f"show: a TSG outside any rotation says nothing of it\n{out}")
     for desired, applied, says in [(True, True, "gated: another BE's turn"),
                                    (False, False, "its turn: schedulable"),
@@ -392,6 +397,8 @@ def t_malformed(env):
          '"launchActivePercent" is not an integer'),
         ("launch-bound number", ["show", "1"], listing(processes=[dict(PROCS[0], launchBound=1)]),
          '"launchBound" is not true or false'),
+        ("wake string", ["show", "1"], listing(processes=[dict(PROCS[0], wakeLeadUs="100")]),
+         '"wakeLeadUs" is not an integer'),
         ("no results", ["get-timeslice", "1"], b'{"ok":true}\n', 'missing "results"'),
         ("result no op", ["preempt", "1"],
          line({"ok": True, "results": [{"tsg": "0x1", "errno": 0}]}), 'missing "op"'),
