@@ -27,8 +27,8 @@
  * request waits for it to leave and come back (measured on an H100 beside
  * a busy BE: about 400 us instead of about 245 without a wake, for requests
  * 140-160 us or more after the wake, with a 100 us lead, with or without a
- * 60 us hold; docs/PERF.md). Such
- * a wake cost the BE two switches and the LC more than it gained. */
+ * 60 us hold; docs/PERF.md). Such a wake cost the BE two switches and the
+ * LC more than it gained. */
 #define PA_WAKE_REACH_NS 150000ull
 /* Out of the last PA_WAKE_WINDOW judged wakes, PA_WAKE_MISS_LIMIT wasted
  * ones (3 %) stop wakes for PA_WAKE_HOLD << backoff requests; each stop
