@@ -416,6 +416,9 @@ int unix_listen(const char *path, int type, mode_t mode);
 int peer_listen(struct agent *a);
 int peer_send_command(struct agent *a, struct peer *p, struct cmd *c);
 int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy, uint32_t wake);
+/* The wake lead (us) the last POLICY sent to p's preempt agent asked for;
+ * 0: none, or no POLICY sent. */
+uint32_t proc_wake_lead_us(const struct proc *p);
 void peer_close(struct agent *a, struct peer *p, const char *why);
 void peer_close_broken(struct agent *a);
 void peer_reap(struct agent *a);

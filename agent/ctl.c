@@ -371,10 +371,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 		cJSON_AddNullToObject(o, "launchesPerSecond");
 	}
 	cJSON_AddBoolToObject(o, "launchBound", p->busy.always);
-	/* The wake its preempt agent was asked for (POLICY), 0: none. */
-	cJSON_AddNumberToObject(o, "wakeLeadUs",
-				p->peer && p->peer->policy_valid ?
-					(double)GQ_WAKE_LEAD(p->peer->policy_wake) : 0.0);
+	cJSON_AddNumberToObject(o, "wakeLeadUs", (double)proc_wake_lead_us(p));
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;

@@ -224,7 +224,7 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 		s->procs++;
 		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
 		s->launch_bound += p->busy.always != 0;
-		s->woken += p->peer && p->peer->policy_valid && GQ_WAKE_LEAD(p->peer->policy_wake);
+		s->woken += proc_wake_lead_us(p) != 0;
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
 			if (t->pid == p->pid)
 				sum_tsg(a, s, t);

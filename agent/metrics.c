@@ -457,8 +457,7 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->gated_longest_us = tsg_gated_longest_us(t, now);
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
 		r->launch_bound = p ? p->busy.always : 0;
-		r->wake_lead_us = p && p->peer && p->peer->policy_valid ?
-					  GQ_WAKE_LEAD(p->peer->policy_wake) : 0;
+		r->wake_lead_us = proc_wake_lead_us(p);
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
 		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;

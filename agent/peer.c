@@ -121,6 +121,11 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	return 0;
 }
 
+uint32_t proc_wake_lead_us(const struct proc *p)
+{
+	return p && p->peer && p->peer->policy_valid ? GQ_WAKE_LEAD(p->peer->policy_wake) : 0;
+}
+
 int peer_send_command(struct agent *a, struct peer *p, struct cmd *c)
 {
 	struct gq_command m;

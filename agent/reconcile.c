@@ -103,9 +103,9 @@ static void note_own(struct agent *a)
 		if (rm_engine_is_gr(t->engine)) {
 			merge(&p->own_gr, t->want.desired_ts);
 			p->own_wake |= t->want.wake;
-		}
-		else if (rm_engine_is_copy(t->engine))
+		} else if (rm_engine_is_copy(t->engine)) {
 			merge(&p->own_copy, t->want.desired_ts);
+		}
 	}
 }
 

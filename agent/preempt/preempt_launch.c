@@ -321,7 +321,6 @@ static void *pa_launch_wrap_gpa(const char *sym, void *real)
 
 /* ---- dlsym ---- */
 
-static void *pa_real_launch(const char *name);
 
 /* dlsym for a name the library wraps: the real lookup, then the wrapper.
  * The lookup is made from here, so dlsym(RTLD_NEXT, name) for these names
@@ -341,7 +340,7 @@ static void *pa_dlsym_wrapped(void *handle, const char *name)
 	 * has it): hand it out only where a real definition exists, so a
 	 * process without libcuda still finds no launch function. */
 	if (pa_is_ours(p))
-		return k != PA_K_GPA && pa_real_launch(name) ? p : NULL;
+		return k != PA_K_GPA && pa_cuda_sym(name) ? p : NULL;
 	return pa_wrap(k, p);
 }
 
@@ -416,12 +415,13 @@ int pa_launch_counting(void)
 
 /* ---- the launch functions by name (programs linked with -lcuda) ---- */
 
-/* The real definition of a launch function this library exports: the
- * next one after this library, else libcuda's own where it was loaded
- * without RTLD_GLOBAL (libcuda's references to its own exported functions
- * can land here, and so can what cuGetProcAddress hands out). NULL: none
- * is loaded. */
-static void *pa_real_launch(const char *name)
+/* libcuda's own definition of name (preempt.h), for the functions this
+ * library exports too and for those the wake thread calls: the next one
+ * after this library, else libcuda's own where it was loaded without
+ * RTLD_GLOBAL (libcuda's references to its own exported functions can land
+ * here, and so can what cuGetProcAddress hands out). NULL: none is
+ * loaded. */
+void *pa_cuda_sym(const char *name)
 {
 	pa_dlsym_fn real = pa_real_dlsym();
 	void *p, *h;
@@ -439,11 +439,6 @@ static void *pa_real_launch(const char *name)
 	return pa_is_ours(p) ? NULL : p;
 }
 
-void *pa_cuda_sym(const char *name)
-{
-	return pa_real_launch(name);
-}
-
 /* The real definition of an exported name, looked up once into *next;
  * NULL while libcuda is not loaded. */
 static void *pa_next_of(_Atomic(void *) *next, const char *name)
@@ -451,7 +446,7 @@ static void *pa_next_of(_Atomic(void *) *next, const char *name)
 	void *p = atomic_load_explicit(next, memory_order_acquire);
 
 	if (!p) {
-		p = pa_real_launch(name);
+		p = pa_cuda_sym(name);
 		if (p)
 			atomic_store_explicit(next, p, memory_order_release);
 	}
