@@ -34,6 +34,10 @@ typedef int (*pa_close_fn)(int fd);
 struct pa_state {
 	/* Held only briefly by any thread: never across I/O or an ioctl. */
 	pthread_mutex_t lock;
+	/* Held across one timeslice control and its record (taken before
+	 * lock): by the library's thread, and by an application thread whose
+	 * SET_TIMESLICE is rewritten (preempt_conn.c says why). */
+	pthread_mutex_t ts_lock;
 	struct pa_track track;
 	struct pa_event queue[PA_QUEUE_LEN];
 	unsigned qhead, qlen;
@@ -95,6 +99,13 @@ void pa_unlock(void);
 
 /* preempt_conn.c */
 void pa_conn_start(void);       /* idempotent; on the first RM client */
+/* A TSG's set_seq (0 when it is not tracked), taken before a control of
+ * the library's thread; then, with ts_lock held, pa_ts_accepted records
+ * that RM accepted value_us from it (reported now when report, else by
+ * the RESULT), or asks RM when an application SET was recorded since. */
+unsigned pa_ts_seq(rm_handle h_client, rm_handle h_tsg);
+void pa_ts_accepted(int fd, rm_handle h_client, rm_handle h_tsg, unsigned seq, rm_u64 value_us,
+		    int report);
 void pa_conn_child_reset(void); /* in a forked child: forget thread and fds */
 /* A detached thread of the library, created with every signal blocked,
  * named `name`; stack 0: the default size. -1 with errno on failure. */

@@ -286,16 +286,101 @@ static rm_u32 pa_issue(int fd, const struct gq_command *c, struct pa_ctrl *ctl, 
 			     status, elapsed_ns);
 }
 
-static void pa_record(const struct gq_command *c, const struct pa_ctrl *ctl)
+/* ---- the library's own timeslice controls ----
+ *
+ * The application and this thread both set timeslices, and a record that
+ * lands after a newer value would make the node agent take a TSG for set
+ * while RM holds libcuda's value. A rewritten SET of the application and
+ * every control of this thread hold pa.ts_lock across the ioctl and its
+ * record, so those are recorded in the order RM took them. The
+ * application's SET that is not rewritten (no policy yet) is seen only
+ * once it returned; each record bumps the TSG's set_seq, and a control of
+ * ours that sees it moved does not know which call reached RM last. */
+
+static unsigned long pa_ts_races; /* our SET raced the application's */
+
+unsigned pa_ts_seq(rm_handle h_client, rm_handle h_tsg)
+{
+	struct pa_tsg *g;
+	unsigned seq = 0;
+
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
+	if (g != NULL)
+		seq = g->set_seq;
+	pa_unlock();
+	return seq;
+}
+
+/* Our SET raced the application's: ask RM and record its answer (reported
+ * with the next flush). An application SET recorded after we asked
+ * reached RM after our SET, so its value stands. */
+static void pa_ts_settle(int fd, rm_handle h_client, rm_handle h_tsg)
+{
+	struct rm_tsg_timeslice ts = { 0 };
+	unsigned seq = pa_ts_seq(h_client, h_tsg);
+	rm_u32 err, status = 0;
+	rm_u64 elapsed = 0;
+	struct pa_tsg *g;
+	int wake = 0;
+
+	err = pa_rm_control(fd, h_client, h_tsg, RM_CTRL_TSG_GET_TIMESLICE, &ts, sizeof(ts), &status,
+			    &elapsed);
+	pa_info("TSG 0x%x of client 0x%x: the application set its timeslice while we did "
+		"(%lu so far); RM holds %llu us (err %u, %s)",
+		h_tsg, h_client, ++pa_ts_races, (unsigned long long)ts.timesliceUs, err,
+		rm_status_name(status));
+	if (err != 0 || status != RM_OK)
+		return;
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
+	if (g != NULL && g->set_seq == seq)
+		pa_track_note_timeslice(&pa.track, h_client, h_tsg, g->app_timeslice_us, 1,
+					ts.timesliceUs, pa_emit, &wake);
+	pa_unlock();
+	pa_wake(wake);
+}
+
+void pa_ts_accepted(int fd, rm_handle h_client, rm_handle h_tsg, unsigned seq, rm_u64 value_us,
+		    int report)
+{
+	rm_u32 v = value_us >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (rm_u32)value_us;
+	struct pa_tsg *g;
+	int wake = 0, raced = 0;
+
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
+	if (g != NULL && g->set_seq != seq)
+		raced = 1;
+	else if (g != NULL && report)
+		pa_track_note_timeslice(&pa.track, h_client, h_tsg, g->app_timeslice_us, 1, v,
+					pa_emit, &wake);
+	else if (g != NULL)
+		g->timeslice_us = v;
+	pa_unlock();
+	pa_wake(wake);
+	if (raced)
+		pa_ts_settle(fd, h_client, h_tsg);
+}
+
+/* A command RM accepted; seq: the TSG's set_seq before it was issued. A
+ * read or a level that an application call overtook is not recorded:
+ * that call's value is as new as ours or newer. */
+static void pa_record(int fd, const struct gq_command *c, const struct pa_ctrl *ctl,
+		      unsigned seq)
 {
 	struct pa_tsg *g;
 	rm_u64 v = pa_cmd_value(c, ctl);
 
+	if (c->op == GQ_OP_SET_TIMESLICE) {
+		pa_ts_accepted(fd, c->h_client, c->h_tsg, seq, v, 0);
+		return;
+	}
 	pa_lock();
 	g = pa_track_tsg_find(&pa.track, c->h_client, c->h_tsg);
-	if (g != NULL && (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE))
+	if (g != NULL && g->set_seq == seq && c->op == GQ_OP_GET_TIMESLICE)
 		g->timeslice_us = v >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (rm_u32)v;
-	else if (g != NULL && c->op == GQ_OP_SET_INTERLEAVE)
+	else if (g != NULL && g->set_seq == seq && c->op == GQ_OP_SET_INTERLEAVE)
 		g->interleave = (rm_u32)v;
 	pa_unlock();
 }
@@ -307,6 +392,7 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 	struct pa_tsg *g;
 	rm_u32 err, status = 0;
 	rm_u64 value = c->arg, elapsed = 0;
+	unsigned seq = 0;
 	int fd = -1;
 
 	if (c->op == GQ_OP_GATE || c->op == GQ_OP_UNGATE) {
@@ -321,11 +407,14 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 		return pa_send(s, &r, sizeof(r));
 	}
 	err = pa_cmd_plan(c, &ctl);
+	pthread_mutex_lock(&pa.ts_lock);
 	if (err == 0) {
 		pa_lock();
 		g = pa_track_tsg_find(&pa.track, c->h_client, c->h_tsg);
-		if (g != NULL)
+		if (g != NULL) {
 			fd = g->fd;
+			seq = g->set_seq;
+		}
 		pa_unlock();
 		if (fd < 0)
 			err = GQ_ERR_UNKNOWN_TSG;
@@ -337,8 +426,9 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 	if (err == 0) {
 		value = pa_cmd_value(c, &ctl);
 		if (status == RM_OK)
-			pa_record(c, &ctl);
+			pa_record(fd, c, &ctl, seq);
 	}
+	pthread_mutex_unlock(&pa.ts_lock);
 	pa_debug("command %u op %u client 0x%x tsg 0x%x: err %u, %s", c->hdr.seq, c->op,
 		 c->h_client, c->h_tsg, err, rm_status_name(status));
 	pa_msg_result(&r, c, status, err, value, elapsed);
@@ -352,10 +442,9 @@ static void pa_apply_event(const struct pa_event *ev)
 {
 	struct gq_command c;
 	struct pa_ctrl ctl;
-	struct pa_tsg *g;
 	rm_u32 err, status = 0;
 	rm_u64 elapsed = 0;
-	int wake = 0;
+	unsigned seq;
 
 	memset(&c, 0, sizeof(c));
 	c.op = GQ_OP_SET_TIMESLICE;
@@ -363,20 +452,20 @@ static void pa_apply_event(const struct pa_event *ev)
 	c.h_tsg = ev->tsg.h;
 	c.arg = ev->value_us;
 	err = pa_cmd_plan(&c, &ctl);
+	pthread_mutex_lock(&pa.ts_lock);
+	seq = pa_ts_seq(c.h_client, c.h_tsg);
 	if (err == 0)
 		err = pa_issue(ev->tsg.fd, &c, &ctl, &status, &elapsed);
 	pa_debug("new TSG 0x%x of client 0x%x set to %u us: err %u, %s, %llu ns", c.h_tsg, c.h_client,
 		 ev->value_us, err, rm_status_name(status), (unsigned long long)elapsed);
+	if (err == 0 && status == RM_OK)
+		pa_ts_accepted(ev->tsg.fd, c.h_client, c.h_tsg, seq, ev->value_us, 1);
+	pthread_mutex_unlock(&pa.ts_lock);
 	pa_lock();
-	g = pa_track_tsg_find(&pa.track, c.h_client, c.h_tsg);
-	if (g != NULL && err == 0 && status == RM_OK)
-		pa_track_note_timeslice(&pa.track, c.h_client, c.h_tsg, g->app_timeslice_us, 1,
-					ev->value_us, pa_emit, &wake);
 	if (pa.apply_done < ev->seq)
 		pa.apply_done = ev->seq;
 	pthread_cond_broadcast(&pa.policy_cv);
 	pa_unlock();
-	pa_wake(wake);
 }
 
 /* ---- receiving ---- */

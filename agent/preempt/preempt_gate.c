@@ -159,21 +159,19 @@ static void pa_restore_timeslice(const struct pa_gate_job *j)
 	struct rm_tsg_timeslice ts = { .timesliceUs = want };
 	rm_u32 err, status = 0;
 	rm_u64 elapsed = 0;
-	int wake = 0;
+	unsigned seq;
 
 	if (j->timeslice_us == GQ_UNKNOWN || j->timeslice_us == want)
 		return;
+	pthread_mutex_lock(&pa.ts_lock);
+	seq = pa_ts_seq(j->h_client, j->h_tsg);
 	err = pa_rm_control(j->fd, j->h_client, j->h_tsg, RM_CTRL_TSG_SET_TIMESLICE, &ts,
 			    sizeof(ts), &status, &elapsed);
 	pa_info("TSG 0x%x of client 0x%x back to %u us (was %u): err %u, %s", j->h_tsg, j->h_client,
 		want, j->timeslice_us, err, rm_status_name(status));
-	if (err != 0 || status != RM_OK)
-		return;
-	pa_lock();
-	pa_track_note_timeslice(&pa.track, j->h_client, j->h_tsg, j->app_timeslice_us, 1, want,
-				pa_emit, &wake);
-	pa_unlock();
-	pa_wake(wake);
+	if (err == 0 && status == RM_OK)
+		pa_ts_accepted(j->fd, j->h_client, j->h_tsg, seq, want, 1);
+	pthread_mutex_unlock(&pa.ts_lock);
 }
 
 static rm_u32 pa_gate_on(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns)

@@ -32,6 +32,7 @@
 
 struct pa_state pa = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.ts_lock = PTHREAD_MUTEX_INITIALIZER,
 	.policy_cv = PTHREAD_COND_INITIALIZER,
 	.policy_wait_ms = PA_POLICY_WAIT_MS_DEFAULT,
 	.evfd = -1,
@@ -459,8 +460,10 @@ static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, vo
 	if (pa_trace_on)
 		tc = pa_trace_begin(fd, request, kind, arg);
 	if (pa_rewrite_wanted(kind, arg, &c, &rw)) {
+		pthread_mutex_lock(&pa.ts_lock);
 		ret = pa_rewrite_issue(real, fd, request, &c, &rw);
 		err = errno;
+		pthread_mutex_unlock(&pa.ts_lock);
 	} else {
 		ret = real(fd, request, arg);
 		err = errno;
@@ -527,12 +530,14 @@ PA_EXPORT int close(int fd)
 /* Hold the lock across fork() so the child never inherits it taken. */
 static void pa_fork_prepare(void)
 {
+	pthread_mutex_lock(&pa.ts_lock);
 	pa_lock();
 }
 
 static void pa_fork_parent(void)
 {
 	pa_unlock();
+	pthread_mutex_unlock(&pa.ts_lock);
 }
 
 /* The child has no agent thread, and the parent's TSGs are not its own:
@@ -540,6 +545,7 @@ static void pa_fork_parent(void)
 static void pa_fork_child(void)
 {
 	pthread_mutex_init(&pa.lock, NULL);
+	pthread_mutex_init(&pa.ts_lock, NULL);
 	pthread_cond_init(&pa.policy_cv, NULL);
 	atomic_store(&pa.policy_phase, PA_POLICY_IDLE);
 	pa.apply_seq = 0;

@@ -428,6 +428,7 @@ void pa_track_note_timeslice(struct pa_track *t, rm_handle h_client, rm_handle h
 	g->app_timeslice_us = app_us == GQ_UNKNOWN ? GQ_UNKNOWN : pa_u32_clamp(app_us);
 	if (accepted)
 		g->timeslice_us = pa_u32_clamp(rm_us);
+	g->set_seq++;
 	pa_emit_tsg(g, PA_EV_TSG, emit, ctx);
 }
 
@@ -452,6 +453,7 @@ static void pa_apply_control(struct pa_track *t, const struct pa_call *c, pa_emi
 		return;
 	memcpy(&il, pa_ptr(p->params), sizeof(il));
 	g->interleave = il.tsgInterleaveLevel;
+	g->set_seq++;
 	pa_emit_tsg(g, PA_EV_TSG, emit, ctx);
 }
 

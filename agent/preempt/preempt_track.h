@@ -51,6 +51,10 @@ struct pa_tsg {
 	rm_u32 timeslice_us;     /* last value RM accepted, or GQ_UNKNOWN */
 	rm_u32 app_timeslice_us; /* last value the application asked for */
 	rm_u32 interleave;       /* last level RM accepted, or GQ_UNKNOWN */
+	/* Bumped by every SET_TIMESLICE or SET_INTERLEAVE recorded: the
+	 * library's thread compares it across a control of its own to learn
+	 * whether an application call was recorded meanwhile. */
+	unsigned set_seq;
 	rm_handle h_subdevice;   /* of the TSG's device, 0 if not seen yet */
 	unsigned nchans;
 	int chans_overflow;      /* a channel was not recorded: never gate */

@@ -202,7 +202,17 @@ class Node:
     def dump(self):
         for log in self.agent_logs[-1:]:
             with open(log) as f:
-                sys.stderr.write("---- agent log (tail)\n" + "".join(f.readlines()[-40:]))
+                sys.stderr.write("---- agent log (tail)\n" + "".join(f.readlines()[-60:]))
+        # What the simulated RM holds and the last calls it took: which
+        # side's word the agent believed when the two disagree.
+        try:
+            tsgs = self.sim_state().get("tsgs", [])
+            sys.stderr.write("---- simulator TSGs\n" + "".join(
+                json.dumps(t, sort_keys=True) + "\n" for t in tsgs))
+            sys.stderr.write("---- simulator log (tail)\n" + "".join(
+                json.dumps(r, sort_keys=True) + "\n" for r in self.simx.log()[-40:]))
+        except (OSError, ValueError) as e:
+            sys.stderr.write("---- simulator unreadable: %s\n" % e)
 
 
 def h(x):

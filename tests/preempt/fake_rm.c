@@ -13,7 +13,9 @@
  * SET_INTERLEAVE refused with 0x1b unless FAKE_RM_ALLOW_NICE=1,
  * GET_INTERLEAVE 0x56, DISABLE_CHANNELS on a subdevice for the caller's
  * own channels (fake_rm_channel_disabled() tells a test a channel's
- * state). Does not own: anything a real GPU does.
+ * state). FAKE_RM_SLOW_SET=US:MS holds the answer to a SET_TIMESLICE of US
+ * microseconds for MS ms after RM took it, so a test can land another
+ * call in between. Does not own: anything a real GPU does.
  * Never sanitized: it is preloaded into test programs.
  */
 #include <dlfcn.h>
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "abi/rm_abi.h"
@@ -281,6 +284,20 @@ static void fake_control(int fd, struct rm_control_params *p)
 	p->status = fake_tsg_control(o, p->cmd, (void *)(uintptr_t)p->params);
 }
 
+/* FAKE_RM_SLOW_SET: after a SET_TIMESLICE RM took, outside the lock. */
+static void fake_slow_set(const struct rm_control_params *p)
+{
+	const char *env = getenv("FAKE_RM_SLOW_SET");
+	unsigned long long us = 0;
+	unsigned ms = 0;
+	const struct rm_tsg_timeslice *ts = (const void *)(uintptr_t)p->params;
+
+	if (env == NULL || p->cmd != RM_CTRL_TSG_SET_TIMESLICE || p->status != RM_OK ||
+	    sscanf(env, "%llu:%u", &us, &ms) != 2 || ts->timesliceUs != us)
+		return;
+	nanosleep(&(struct timespec){ ms / 1000, (long)(ms % 1000) * 1000000L }, NULL);
+}
+
 static int fake_rm(int fd, enum rm_call_kind k, void *arg)
 {
 	if (arg == NULL) {
@@ -305,6 +322,8 @@ static int fake_rm(int fd, enum rm_call_kind k, void *arg)
 	else
 		fake_free(fd, arg);
 	pthread_mutex_unlock(&fake_lock);
+	if (k == RM_CALL_CONTROL)
+		fake_slow_set(arg);
 	return 0;
 }
 

@@ -607,6 +607,52 @@ def sc_gate(args, tmp):
     conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[0])
     w.finish()
 
+def rm_reaches(w, us, timeout=2.0):
+    """Polls GET_TIMESLICE of TSG 0 until RM holds us."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = w.step("gettime 0")
+        if got == ok("gettime t0") + " us=%d" % us:
+            return
+        check(time.monotonic() < deadline, "RM never held %d: %r" % (us, got))
+        time.sleep(0.01)
+
+
+def sc_setrace(args, tmp):
+    """The node agent's SET and libcuda's own SET_TIMESLICE on one TSG at
+    once: what the library reports afterwards is what RM holds."""
+    # RM answers a SET of 300 us half a second after taking it.
+    agent, w, conn = setup(args, tmp, FAKE_RM_SLOW_SET="300:500")
+    w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
+    # No policy yet: libcuda's SET is not rewritten. It reaches RM after
+    # the command's SET and is recorded before the command's answer.
+    conn.send(command(1, OP_SET, CLIENT, TSGS[0], 2000000, 300))
+    rm_reaches(w, 300)
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    r = conn.take(RESULT, lambda d: d["seq"] == 1)
+    check(r["err"] == 0 and r["rm_status"] == 0 and r["value"] == 300, "SET: %r" % r)
+    w.expect("gettime 0", ok("gettime t0") + " us=2048")
+    # The next report of the TSG (its channel makes it gateable) carries
+    # RM's value, not the command's.
+    w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
+    t = take_flags(conn, 0)
+    check(t["timeslice_us"] == 2048 and t["app_timeslice_us"] == 2048, "after the race: %r" % t)
+    # With a policy, libcuda's SET is rewritten and waits for the
+    # command's: RM takes them in the order they are recorded.
+    conn.send(policy(50, 0))
+    conn.barrier(2)
+    conn.pending = [d for d in conn.pending if d["type"] != TSG]
+    conn.send(command(3, OP_SET, CLIENT, TSGS[0], 2000000, 300))
+    rm_reaches(w, 300)
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    r = conn.take(RESULT, lambda d: d["seq"] == 3)
+    check(r["err"] == 0 and r["value"] == 300, "SET under a policy: %r" % r)
+    w.expect("gettime 0", ok("gettime t0") + " us=50")
+    t = expect_tsg(conn, TSGS[0], 50, 2048)
+    check(t["flags"] == 0, "flags: %r" % t)
+    w.finish()
+
+
 def quiet_for(conn, mtype, seconds):
     """No message of mtype arrives for this long (others are kept)."""
     end = time.monotonic() + seconds
@@ -807,7 +853,7 @@ SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
-    "wake": sc_wake, "wake_policy": sc_wake_policy,
+    "wake": sc_wake, "wake_policy": sc_wake_policy, "setrace": sc_setrace,
 }
 
 
