@@ -407,11 +407,14 @@ void reconcile(struct agent *a)
 	rotate_plan(a, now);
 	/* Outside the loop over TSGs: with none, the grace must still end. */
 	holding = holding_now(a, now);
-	for (struct tsg *t = a->tsgs; t; t = t->next)
-		sent += (unsigned)reconcile_tsg(a, t, now, holding);
+	/* POLICY before the commands: a preempt agent handles its messages in
+	 * order, so libcuda's own SET that follows our command is rewritten
+	 * to the new value rather than racing it. */
 	for (struct peer *p = a->peers; p; p = p->next)
 		if (p->hello)
 			peer_policy(a, &ps, p);
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		sent += (unsigned)reconcile_tsg(a, t, now, holding);
 	pass_free(&ps);
 	if (sent)
 		log_debug("reconcile: %u command(s) sent", sent);
