@@ -37,6 +37,9 @@
 #define AGENT_BACKOFF_MAX_MS 10000u
 /* P reconnects with backoff up to 2 s plus jitter (docs/protocol.md). */
 #define AGENT_RESTART_GRACE_MS 3000u
+/* A TSG we set is read back this long after (then every verifyIntervalS):
+ * past libcuda's own SET, which follows the TSG's creation by ~70 ms. */
+#define AGENT_VERIFY_SETTLE_MS 1000u
 #define IL_REFUSED_NONE (-2)           /* no refused interleave level recorded */
 
 /* Limits on what one local user can make the agent hold (docs/protocol.md,
@@ -220,6 +223,12 @@ struct tsg {
 	struct tsg_wanted want;
 	struct tsg_sent sent;
 	struct tsg_gate gate;
+	/* Read-backs that hold the belief against the RM (verifyIntervalS):
+	 * when the next is due (now_us(); 0: none), when the last answered,
+	 * and how many found the RM holding another value. */
+	struct {
+		uint64_t due, at, mismatches;
+	} verify;
 };
 
 struct cmd {
@@ -283,6 +292,7 @@ struct counters {
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
 	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
+	uint64_t verify_reads, verify_mismatches; /* read-backs of the belief; RM disagreed */
 };
 
 struct options {

@@ -214,11 +214,31 @@ static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd
 		t->gate.renewed = c->sent;
 }
 
+/* A read-back of a confirmed TSG answered v: when the RM holds another
+ * value than we believe, and no telling since the read replaces it, the
+ * belief was wrong (a lost event, a control RM did not keep, a race): say
+ * so; the observation that follows makes the next pass set it again. */
+static void tsg_verify_answer(struct agent *a, struct tsg *t, const struct cmd *c, uint32_t v)
+{
+	uint32_t believed = tsg_effective_ts(t);
+
+	a->n.verify_reads++;
+	t->verify.at = now_us();
+	if (c->sent < t->obs.ts_at || v == believed)
+		return;
+	t->verify.mismatches++;
+	a->n.verify_mismatches++;
+	proc_log(a, t->proc, LOG_LEVEL_WARN,
+		 "pid %d: TSG 0x%x: the RM holds %u us, not the %u us believed; setting it again",
+		 (int)t->pid, t->h_tsg, v, believed);
+}
+
 /* Records the outcome on the TSG: observed value on success, backoff and
  * the error in words on failure. */
 static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
 {
 	int ok = o->err == 0 && o->rm_status == RM_OK;
+	int claimed = t->claim == TSG_CLAIM_CONFIRMED;
 
 	tsg_claim_outcome(a, t, c, o);
 
@@ -228,6 +248,10 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 	t->sent.last_errno = o->err;
 	t->sent.last_timeout = 0;
 	t->sent.last_elapsed_us = o->elapsed_ns / 1000u;
+	/* The fd took no control from us: later read-backs go through the
+	 * preempt agent (reconcile.c, readback_path). */
+	if (c->op == GQ_OP_GET_TIMESLICE && !ok && c->path == PATH_DIRECT && o->err)
+		t->readback_direct_failed = 1;
 	if (c->op == GQ_OP_PREEMPT || (c->op == GQ_OP_GET_TIMESLICE && !ok))
 		return; /* changes no setting: says nothing of convergence */
 	if (c->op == GQ_OP_GATE || c->op == GQ_OP_UNGATE) {
@@ -246,9 +270,17 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 	t->sent.backoff_until = 0;
 	/* As of when it was sent: anything the RM was told after that, and
 	 * seen before this result, stands. */
-	if (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE)
-		tsg_observe_ts(t, o->value >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (uint32_t)o->value, c->sent);
-	else if (c->op == GQ_OP_SET_INTERLEAVE)
+	if (c->op == GQ_OP_SET_TIMESLICE || c->op == GQ_OP_GET_TIMESLICE) {
+		uint32_t v = o->value >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (uint32_t)o->value;
+
+		if (c->op == GQ_OP_GET_TIMESLICE && claimed)
+			tsg_verify_answer(a, t, c, v);
+		tsg_observe_ts(t, v, c->sent);
+		/* What a SET left is read back soon: libcuda or another
+		 * telling may follow it (docs/policy.md, verifyIntervalS). */
+		if (c->op == GQ_OP_SET_TIMESLICE && a->cfg->verify_interval_s)
+			t->verify.due = now_us() + AGENT_VERIFY_SETTLE_MS * 1000ull;
+	} else if (c->op == GQ_OP_SET_INTERLEAVE)
 		tsg_observe_il(t, (uint32_t)c->arg, c->sent);
 }
 

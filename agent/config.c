@@ -537,6 +537,12 @@ static int parse_control_path(const struct ctx *x, const cJSON *j, struct state 
 /* The document                                                        */
 /* ------------------------------------------------------------------ */
 
+static int parse_verify(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	return get_uint(x, "verifyIntervalS", j, 0, AGENT_VERIFY_INTERVAL_MAX_S,
+			&st->cfg.verify_interval_s);
+}
+
 static const struct {
 	const char *key;
 	int (*parse)(const struct ctx *x, const cJSON *j, struct state *st);
@@ -555,6 +561,7 @@ static const struct {
 	{ "manageCopyEngines", parse_manage_copy },
 	{ "controlDeadlineMs", parse_deadline },
 	{ "reconcileIntervalMs", parse_interval },
+	{ "verifyIntervalS", parse_verify },
 	{ "controlPath", parse_control_path },
 	{ "kubernetes", parse_kubernetes },
 };
@@ -683,6 +690,7 @@ void config_defaults(struct agent_config *c)
 	policy_config_defaults(&c->policy);
 	c->control_deadline_ms = 1000;
 	c->reconcile_interval_ms = 200;
+	c->verify_interval_s = 60;
 }
 
 int config_parse(const char *json_text, struct agent_config *out, char *err, size_t errlen)

@@ -38,6 +38,8 @@ struct config_rule {
 #define AGENT_CONTROL_DEADLINE_MAX_MS 60000u
 #define AGENT_RECONCILE_INTERVAL_MIN_MS 10u
 #define AGENT_RECONCILE_INTERVAL_MAX_MS 60000u
+/* verifyIntervalS: 0 turns the read-backs off; at most a day. */
+#define AGENT_VERIFY_INTERVAL_MAX_S 86400u
 
 /* Which control path carries an action (docs/policy.md, "controlPath"):
  * auto lets path.c choose; agent and direct force one. */
@@ -67,6 +69,7 @@ struct agent_config {
 	struct policy_config policy;
 	uint32_t control_deadline_ms;   /* one RM control, any path */
 	uint32_t reconcile_interval_ms; /* full reconcile pass */
+	uint32_t verify_interval_s;     /* read a managed TSG back this often; 0: never */
 	enum path_mode control_path[NACTIONS]; /* by enum path_action */
 	/* Kubernetes mode: the class of a GPU pod without a valid gpu.qos
 	 * annotation ("kubernetes": {"defaultClass": ...}). */

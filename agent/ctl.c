@@ -310,6 +310,14 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		add_u32_or_null(ts, "desired", t->want.desired_ts);
 		add_u32_or_null(ts, "applied", t->obs.applied_ts);
 		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
+		/* The last read-back that held "applied" against the RM: how
+		 * long ago (null: none yet), and how many found it wrong. */
+		if (t->verify.at)
+			cJSON_AddNumberToObject(ts, "verifiedMsAgo",
+						(double)((now_us() - t->verify.at) / 1000u));
+		else
+			cJSON_AddNullToObject(ts, "verifiedMsAgo");
+		cJSON_AddNumberToObject(ts, "verifyMismatches", (double)t->verify.mismatches);
 	}
 	il = cJSON_AddObjectToObject(o, "interleave");
 	if (il) {
@@ -395,6 +403,8 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "timeouts", (double)n->timeouts);
 	cJSON_AddNumberToObject(o, "configReloads", (double)n->config_reloads);
 	cJSON_AddNumberToObject(o, "configErrors", (double)n->config_errors);
+	cJSON_AddNumberToObject(o, "verifyReads", (double)n->verify_reads);
+	cJSON_AddNumberToObject(o, "verifyMismatches", (double)n->verify_mismatches);
 	cJSON_AddNumberToObject(o, "peersRefused", (double)n->peers_refused);
 	cJSON_AddNumberToObject(o, "claimsRefusedLimit", (double)n->claims_refused_limit);
 	cJSON_AddNumberToObject(o, "claimsRefusedReadback", (double)n->claims_refused_readback);

@@ -886,6 +886,13 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 		g->n.config_reloads);
 	counter(b, "gpuqos_config_errors_total", "Configuration reloads refused as invalid.",
 		g->n.config_errors);
+	counter(b, "gpuqos_verify_reads_total",
+		"Read-backs of a managed TSG's timeslice that held the agent's belief against the RM.",
+		g->n.verify_reads);
+	counter(b, "gpuqos_verify_mismatches_total",
+		"Read-backs that found the RM holding another timeslice than the agent believed "
+		"(each one set again).",
+		g->n.verify_mismatches);
 }
 
 /* ---- one snapshot ---- */

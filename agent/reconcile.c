@@ -259,6 +259,31 @@ static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int hold
 	return 1;
 }
 
+/* Converged as far as we know: hold the belief against the RM now and
+ * then (verifyIntervalS), through the read-back's path. A read that finds
+ * another value makes the next pass set it again (cmd.c). The next one is
+ * due from when this one is sent, so a read that fails or is lost is not
+ * repeated at once. */
+static int reconcile_verify(struct agent *a, struct tsg *t, uint64_t now)
+{
+	uint64_t iv = (uint64_t)a->cfg->verify_interval_s * 1000000ull;
+	struct path_choice ch;
+
+	if (iv == 0 || t->want.desired_ts == GQ_UNKNOWN || t->proc->cls == CLASS_UNMANAGED) {
+		t->verify.due = 0;
+		return 0;
+	}
+	if (t->verify.due == 0)
+		t->verify.due = now + iv;
+	if (now < t->verify.due)
+		return 0;
+	ch = readback_path(a, t);
+	if (ch.path == PATH_NONE || !path_budget(a, t, ch.path, GQ_OP_GET_TIMESLICE))
+		return 0;
+	t->verify.due = now + iv;
+	return send_one(a, t, &ch, GQ_OP_GET_TIMESLICE, 0);
+}
+
 /* Sends at most one command for t; returns 1 if one was sent. While
  * `holding`, only read-backs of claims (they change nothing) and
  * UNGATEs. */
@@ -295,7 +320,7 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 		if (t->sent.blocked)
 			t->sent.error[0] = '\0';
 		t->sent.blocked = NULL;
-		return 0;
+		return reconcile_verify(a, t, now);
 	}
 	ch = tsg_path(a, t, op_action(op));
 	return send_one(a, t, &ch, op, arg);
@@ -436,9 +461,12 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 	/* The grace ends in reconcile (holding_now): be there when it does. */
 	uint64_t grace_end = a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
 
-	for (const struct tsg *t = a->tsgs; t; t = t->next)
+	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		if (t->sent.backoff_until > now && (next == 0 || t->sent.backoff_until < next))
 			next = t->sent.backoff_until;
+		if (t->verify.due > now && (next == 0 || t->verify.due < next))
+			next = t->verify.due;
+	}
 	if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
 		next = grace_end;
 	if (turn && (next == 0 || turn < next))

@@ -65,6 +65,7 @@ static struct agent *agent_new(void)
 	a->cfg->trust_run_class = 1;
 	a->cfg->default_class = CLASS_UNMANAGED;
 	a->cfg->control_deadline_ms = 1000;
+	a->cfg->verify_interval_s = 0; /* test_verify turns the read-backs on */
 	a->sd.lock_fd = -1;
 	a->sd.timer.fd = -1; /* no state file: state.c writes nothing */
 	a->hooks.submit_in_process = submit_in_process;
@@ -214,12 +215,13 @@ static void test_unverified_claims(void)
 }
 
 /* A BE and an LC, both confirmed and converged at the policy's values. */
-static struct agent *be_beside_lc(struct tsg **tb, struct tsg **tl)
+static struct agent *be_beside_lc_verify(struct tsg **tb, struct tsg **tl, uint32_t verify_s)
 {
 	struct agent *a = agent_new();
 	struct proc *be = proc_with_peer(a, 1, "best-effort");
 	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
 
+	a->cfg->verify_interval_s = verify_s;
 	*tb = report(a, be, 0x10, RM_ENGINE_GR0, 2048);
 	*tl = report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
 	reconcile(a);
@@ -230,6 +232,11 @@ static struct agent *be_beside_lc(struct tsg **tb, struct tsg **tl)
 			answer(a, i, RM_OK, sent[i].arg);
 	reconcile(a);
 	return a;
+}
+
+static struct agent *be_beside_lc(struct tsg **tb, struct tsg **tl)
+{
+	return be_beside_lc_verify(tb, tl, 0);
 }
 
 /* One command in flight per TSG; a failure backs off 100 ms, doubling. */
@@ -259,6 +266,83 @@ static void test_inflight_and_backoff(void)
 	answer(a, n, RM_ERR_INVALID_ARGUMENT, 0);
 	CHECK(tb->sent.backoff_until == fake_now + 200000);
 	CHECK(reconcile_next_deadline(a) == fake_now + 200000);
+	agent_free(a);
+}
+
+/* The index of the last command of op sent for pid, or nsent if none
+ * since `from`. */
+static size_t last_sent(uint32_t op, pid_t pid, size_t from)
+{
+	size_t at = nsent;
+
+	for (size_t i = from; i < nsent; i++)
+		if (sent[i].op == op && sent[i].pid == pid)
+			at = i;
+	return at;
+}
+
+/* A TSG we set is read back a second later, then every verifyIntervalS:
+ * a read that agrees changes nothing; one that finds another value is
+ * counted and the TSG set again; a read that never answers is not
+ * repeated before the next interval; 0 turns the reads off. */
+static void test_verify(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc_verify(&tb, &tl, 60);
+	uint64_t iv = 60ull * 1000000ull;
+	size_t n, i;
+
+	CHECK(tsg_state_of(tb) == TSG_CONVERGED);
+	CHECK(tb->verify.due == fake_now + AGENT_VERIFY_SETTLE_MS * 1000ull);
+	CHECK(tb->verify.at == 0);
+	CHECK(reconcile_next_deadline(a) == tb->verify.due);
+	fake_now = tb->verify.due - 1;
+	n = nsent;
+	reconcile(a);
+	CHECK_EQ_U(nsent, n); /* not yet */
+	fake_now++;
+	reconcile(a);
+	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);
+	CHECK(i < nsent);
+	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 2, n) < nsent); /* the LC's too */
+	answer(a, i, RM_OK, 50);
+	CHECK_EQ_U(a->n.verify_reads, 1);
+	CHECK_EQ_U(a->n.verify_mismatches, 0);
+	CHECK(tb->verify.at == fake_now && tb->verify.due == fake_now + iv);
+	CHECK(tsg_state_of(tb) == TSG_CONVERGED);
+	/* The RM holds libcuda's value behind our back. */
+	fake_now += iv;
+	n = nsent;
+	reconcile(a);
+	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);
+	CHECK(i < nsent);
+	answer(a, i, RM_OK, 2048);
+	CHECK_EQ_U(a->n.verify_mismatches, 1);
+	CHECK_EQ_U(tb->verify.mismatches, 1);
+	CHECK_EQ_U(tb->obs.applied_ts, 2048);
+	CHECK(tsg_state_of(tb) == TSG_PENDING);
+	n = nsent;
+	reconcile(a);
+	i = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+	CHECK(i < nsent && sent[i].arg == 50);
+	answer(a, i, RM_OK, 50);
+	CHECK(tb->verify.due == fake_now + AGENT_VERIFY_SETTLE_MS * 1000ull);
+	/* A read that does not answer: nothing more until the next interval. */
+	fake_now += AGENT_VERIFY_SETTLE_MS * 1000ull;
+	n = nsent;
+	reconcile(a);
+	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 1, n) < nsent);
+	n = nsent;
+	fake_now += 1000000;
+	cmd_expire(a); /* its deadline passes */
+	reconcile(a);
+	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 1, n) == nsent);
+	/* Off: no read is due. */
+	a->cfg->verify_interval_s = 0;
+	fake_now += 2 * iv;
+	n = nsent;
+	reconcile(a);
+	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 1, n) == nsent);
 	agent_free(a);
 }
 
@@ -759,6 +843,7 @@ int main(void)
 	test_unverified_claims();
 	test_inflight_and_backoff();
 	test_belief_latest();
+	test_verify();
 	test_several_be_floor();
 	test_wake_policy();
 	test_rotation();

@@ -175,7 +175,7 @@ def check_default(objs):
         example = json.load(f)
     for k in ("version", "timeslices", "severalBe", "allowUnsafeSeveralBe", "interleave",
               "manageCopyEngines", "controlDeadlineMs", "reconcileIntervalMs", "rotation",
-              "busyLcPercent", "wake"):
+              "busyLcPercent", "wake", "verifyIntervalS"):
         expect(policy[k] == example[k], "policy %s: %r, the documented default is %r" % (k, policy[k], example[k]))
     expect(policy["kubernetes"] == {"defaultClass": "best-effort"} and policy["controlPath"] == "auto",
            "policy: %r" % policy)

@@ -503,6 +503,53 @@ def t_deadline(node):
     node.sim_control("clear")
 
 
+def t_verify(node):
+    """A control the RM answers NV_OK but does not keep (the simulator's
+    `drop`): the agent believes it until its read-back, 1 s after the SET,
+    finds the RM's value; it says so, counts it and sets the TSG again.
+    Then the TSG is read back every verifyIntervalS."""
+    cfg = {"version": 1, "verifyIntervalS": 2}
+    node.start_agent(config=cfg)
+    be = node.workload("be", ["--hold", "30"])
+    lc = node.workload("lc", ["--hold", "30"])
+
+    def be_gr():
+        return next((t for t in agent_tsgs(node, be.pid) if t["engine"] == 1), None)
+
+    wait_for(lambda: gr_timeslice(node, be.pid) == [50] and gr_timeslice(node, lc.pid) == [100000],
+             what="BE at 50, LC at 100000")
+    wait_for(lambda: be_gr()["timeslice"]["verifiedMsAgo"] is not None, timeout=5,
+             what="the BE's first read-back")
+    expect(be_gr()["timeslice"]["verifyMismatches"] == 0, "no mismatch yet: %r" % be_gr())
+    # The BE's next SET is answered NV_OK and not kept.
+    node.sim_control("drop 0xa06c0103 1")
+    cfg["timeslices"] = {"beUs": 60}
+    with open(os.path.join(node.dir, "policy.json"), "w") as f:
+        json.dump(cfg, f)
+    node.agent.send_signal(signal.SIGHUP)
+    wait_for(lambda: be_gr()["timeslice"]["verifyMismatches"] == 1, timeout=5,
+             what="the read-back finding the RM at 50")
+    wait_for(lambda: gr_timeslice(node, be.pid) == [60] and be_gr()["state"] == "converged"
+             and be_gr()["timeslice"]["applied"] == 60, what="the BE set again to 60")
+    counters = node.ctl("list")["agent"]["counters"]
+    expect(counters["verifyMismatches"] == 1 and counters["verifyReads"] >= 3,
+           "counters: %r" % counters)
+    with open(node.agent_logs[-1]) as f:
+        log = f.read()
+    expect("the RM holds 50 us, not the 60 us believed" in log, "the warning is logged")
+    # Converged, it is read again every 2 s: never much older than that.
+    reads = counters["verifyReads"]
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end:
+        ago = be_gr()["timeslice"]["verifiedMsAgo"]
+        expect(ago is not None and ago < 2000 + 1000, "read back %r ms ago" % ago)
+        time.sleep(0.1)
+    expect(node.ctl("list")["agent"]["counters"]["verifyReads"] >= reads + 2,
+           "read again every 2 s (LC and BE)")
+    expect(gr_timeslice(node, be.pid) == [60] and
+           node.ctl("list")["agent"]["counters"]["verifyMismatches"] == 1, "no other mismatch")
+
+
 # ---- the direct control path ----------------------------------------------
 
 
@@ -745,7 +792,8 @@ def t_bpf_bare(node):
            "the SET to 50 came from the agent (pid %d): %r" % (node.agent.pid, [r["pid"] for r in sets]))
     row = wait_for(lambda: (lambda t: t if t and t["state"] == "converged" else None)(agent_gr(node, be.pid)),
                    what="the agent shows the bare BE converged")
-    expect(row["path"] == "direct" and row["timeslice"] == {"desired": 50, "applied": 50, "baseline": 2048},
+    ts = row["timeslice"]
+    expect(row["path"] == "direct" and (ts["desired"], ts["applied"], ts["baseline"]) == (50, 50, 2048),
            "direct path, applied from the tracker: %r" % row)
     wait_for(lambda: all(t["sources"] == ["bpf", "preempt"] for t in agent_tsgs(node, lc.pid)),
              what="the injected LC's TSGs seen by both")
@@ -1135,7 +1183,7 @@ SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
              "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar,
              "rotate": t_rotate, "busy_lc": t_busy_lc,
-             "busy_lc_rotate": t_busy_lc_rotate}
+             "busy_lc_rotate": t_busy_lc_rotate, "verify": t_verify}
 
 
 def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):

@@ -59,6 +59,7 @@ static void test_example(const char *path)
 	CHECK_EQ_U(c.policy.manage_copy, 0);
 	CHECK_EQ_U(c.control_deadline_ms, 1000);
 	CHECK_EQ_U(c.reconcile_interval_ms, 200);
+	CHECK_EQ_U(c.verify_interval_s, 60);
 	CHECK(strcmp(c.path, path) == 0);
 	cls = config_classify(&c, "/system.slice/inference-7.scope", "/usr/bin/python3", NULL,
 				 &src);
@@ -82,6 +83,7 @@ static void test_defaults(void)
 	CHECK(memcmp(&c.policy, &p, sizeof(p)) == 0);
 	CHECK_EQ_U(c.control_deadline_ms, 1000);
 	CHECK_EQ_U(c.reconcile_interval_ms, 200);
+	CHECK_EQ_U(c.verify_interval_s, 60);
 	CHECK(c.path[0] == '\0');
 
 	/* The smallest file means exactly the defaults. */
@@ -95,7 +97,7 @@ static void test_defaults(void)
 			      "\"allowUnsafeSeveralBe\":true,\"severalBe\":\"leave\","
 			      "\"interleave\":{\"lc\":\"high\",\"be\":\"low\"},"
 			      "\"manageCopyEngines\":true,\"controlDeadlineMs\":250,"
-			      "\"reconcileIntervalMs\":1000,\"rules\":[]}",
+			      "\"reconcileIntervalMs\":1000,\"verifyIntervalS\":0,\"rules\":[]}",
 			      &d, err, sizeof(err)) == 0);
 	CHECK_EQ_U(d.default_class, CLASS_BE);
 	CHECK_EQ_U(d.trust_run_class, 0);
@@ -108,6 +110,7 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.policy.manage_copy, 1);
 	CHECK_EQ_U(d.control_deadline_ms, 250);
 	CHECK_EQ_U(d.reconcile_interval_ms, 1000);
+	CHECK_EQ_U(d.verify_interval_s, 0);
 	CHECK_EQ_U(d.nrules, 0);
 	CHECK(config_parse("{\"version\":1,\"severalBe\":\"floor\",\"busyLcPercent\":0,"
 			      "\"rotation\":{\"periodMs\":250,\"leaseMs\":1000}}",
@@ -182,6 +185,9 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1, \"interleave\": {\"bee\": \"low\"}}", { "\"interleave\"", "\"bee\"" } },
 	{ "{\"version\": 1, \"controlDeadlineMs\": 0}", { "controlDeadlineMs", "from 1 to 60000" } },
 	{ "{\"version\": 1, \"reconcileIntervalMs\": 5}", { "reconcileIntervalMs", "from 10" } },
+	{ "{\"version\": 1, \"verifyIntervalS\": 86401}", { "verifyIntervalS", "from 0 to 86400" } },
+	{ "{\"version\": 1, \"verifyIntervalS\": -1}", { "verifyIntervalS", "from 0" } },
+	{ "{\"version\": 1, \"verifyIntervalS\": \"60\"}", { "verifyIntervalS", "got a string" } },
 	{ "{\"version\": 1, \"rules\": [{\"cgroup\": \"/a\", \"exe\": \"/b\", \"class\": \"lc\"}]}",
 	  { "rules[0]", "both" } },
 	{ "{\"version\": 1, \"rules\": [{\"cgroup\": \"/a\", \"class\": \"lc\"}, {\"class\": \"be\"}]}",

@@ -7,6 +7,8 @@
  *   fail <cmd-hex|all> <status-hex> [count]
  *                                     answer status instead of running them
  *   unsupported <cmd-hex>             answer NV_ERR_NOT_SUPPORTED
+ *   drop <cmd-hex> [count]            answer NV_OK without running them (a
+ *                                     control the RM did not keep)
  *   clear                             drop every injection
  *   reset-log                         empty the call log
  */
@@ -21,7 +23,7 @@
 #define SIM_LATENCY_MAX_US 3600000000ull /* an hour: "does not return" */
 #define SIM_LINE_MAX 256
 
-enum sim_inject_kind { SIM_INJ_LATENCY, SIM_INJ_FAIL, SIM_INJ_UNSUPPORTED };
+enum sim_inject_kind { SIM_INJ_LATENCY, SIM_INJ_FAIL, SIM_INJ_UNSUPPORTED, SIM_INJ_DROP };
 
 struct sim_inject_entry {
 	enum sim_inject_kind kind;
@@ -117,6 +119,17 @@ static int sim_parse_add(char *verb, char **tok, int ntok, struct sim_inject_ent
 	if (strcmp(verb, "unsupported") == 0 && ntok == 1) {
 		e->kind = SIM_INJ_UNSUPPORTED;
 		return sim_parse_cmd(tok[0], 0, e);
+	}
+	if (strcmp(verb, "drop") == 0 && (ntok == 1 || ntok == 2)) {
+		e->kind = SIM_INJ_DROP;
+		if (sim_parse_cmd(tok[0], 0, e))
+			return -1;
+		if (ntok == 2) {
+			if (sim_parse_u64(tok[1], 10, 1000000, &count) || count == 0)
+				return -1;
+			e->count = (long)count;
+		}
+		return 0;
 	}
 	return -1;
 }
@@ -232,7 +245,10 @@ void sim_inject_lookup(struct sim_inject *inj, rm_u32 cmd, uint64_t *latency_us,
 	*latency_us = e ? e->value : 0;
 	out->unsupported = sim_inject_find(inj, SIM_INJ_UNSUPPORTED, cmd) != NULL;
 	e = sim_inject_find(inj, SIM_INJ_FAIL, cmd);
+	if (e == NULL)
+		e = sim_inject_find(inj, SIM_INJ_DROP, cmd);
 	if (e) {
+		/* A drop is a "failure" whose status is NV_OK (value 0). */
 		out->fail = 1;
 		out->fail_status = (rm_u32)e->value;
 		if (e->count > 0 && --e->count == 0) {
@@ -245,7 +261,7 @@ void sim_inject_lookup(struct sim_inject *inj, rm_u32 cmd, uint64_t *latency_us,
 
 void sim_inject_json(struct sim_inject *inj, struct sim_buf *b)
 {
-	static const char *const kinds[] = { "latency", "fail", "unsupported" };
+	static const char *const kinds[] = { "latency", "fail", "unsupported", "drop" };
 
 	pthread_mutex_lock(&inj->lock);
 	sim_buf_printf(b, "[");
@@ -261,6 +277,8 @@ void sim_inject_json(struct sim_inject *inj, struct sim_buf *b)
 		if (e->kind == SIM_INJ_FAIL)
 			sim_buf_printf(b, ",\"status\":\"0x%02llx\",\"count\":%ld",
 				       (unsigned long long)e->value, e->count);
+		if (e->kind == SIM_INJ_DROP)
+			sim_buf_printf(b, ",\"count\":%ld", e->count);
 		sim_buf_printf(b, "}");
 	}
 	sim_buf_printf(b, "]");

@@ -42,7 +42,7 @@ struct sim_call {
 /* What the control layer was told to do instead of the real thing. */
 struct sim_ctrl_inject {
 	int unsupported;   /* answer NV_ERR_NOT_SUPPORTED */
-	int fail;          /* answer fail_status once the object is valid */
+	int fail;          /* answer fail_status once the object is valid (NV_OK: a drop) */
 	rm_u32 fail_status;
 };
 

@@ -79,7 +79,7 @@ static void test_inject_grammar(void)
 	int reset;
 	const char *bad[] = { "", "latency", "latency xyz 10", "latency all -5", "fail a06c0103 0",
 			      "clear extra", "bogus", "latency a06c0103 10\nbogus",
-			      "unsupported all" };
+			      "unsupported all", "drop all", "drop a06c0103 0", "drop a06c0103 1 2" };
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(sim_inject_apply(inj, bad[i], strlen(bad[i]), &reset) == -EINVAL);
@@ -99,6 +99,16 @@ static void test_inject_grammar(void)
 	CHECK_EQ_U(sim_inject_apply(inj, "clear", 5, &reset), 0);
 	sim_inject_lookup(inj, RM_CTRL_TSG_SET_TIMESLICE, &lat, &out);
 	CHECK_EQ_U(lat, 0);
+	/* A drop: NV_OK without running, twice. */
+	const char *drop = "drop a06c0103 2";
+
+	CHECK_EQ_U(sim_inject_apply(inj, drop, strlen(drop), &reset), 0);
+	for (int i = 0; i < 2; i++) {
+		sim_inject_lookup(inj, RM_CTRL_TSG_SET_TIMESLICE, &lat, &out);
+		CHECK(out.fail == 1 && out.fail_status == RM_OK);
+	}
+	sim_inject_lookup(inj, RM_CTRL_TSG_SET_TIMESLICE, &lat, &out);
+	CHECK_EQ_U(out.fail, 0);
 	sim_inject_destroy(inj);
 }
 

@@ -87,6 +87,7 @@ capabilities:
   "manageCopyEngines" $p.manageCopyEngines
   "controlDeadlineMs" (int $p.controlDeadlineMs)
   "reconcileIntervalMs" (int $p.reconcileIntervalMs)
+  "verifyIntervalS" (int $p.verifyIntervalS)
   "controlPath" $p.controlPath -}}
 {{- toPrettyJson $doc }}
 {{- end }}
