@@ -457,6 +457,9 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 	 * steady state, not "pending" (and a pod's annotation must not flip
 	 * with every turn). A gate that failed is a failure. */
 	int gate_op = t->sent.inflight_op == GQ_OP_GATE || t->sent.inflight_op == GQ_OP_UNGATE;
+	/* A read-back on its way changes nothing either (reconcile_verify):
+	 * what it finds decides, once it answers. */
+	int read_op = t->sent.inflight_op == GQ_OP_GET_TIMESLICE;
 	int gate_failed = tsg_gate_differs(t) && t->sent.last_failed &&
 			  (t->sent.last_op == GQ_OP_GATE || t->sent.last_op == GQ_OP_UNGATE);
 	int differs = tsg_ts_differs(t) || tsg_il_differs(t);
@@ -470,7 +473,7 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 		return TSG_UNVERIFIED;
 	if (t->sent.blocked && t->sent.blocked_stalled)
 		return TSG_STALLED;
-	if (t->sent.inflight && !gate_op)
+	if (t->sent.inflight && !gate_op && !read_op)
 		return TSG_PENDING;
 	if (t->proc->cls == CLASS_UNMANAGED)
 		return TSG_UNMANAGED;

@@ -305,6 +305,7 @@ static void test_verify(void)
 	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);
 	CHECK(i < nsent);
 	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 2, n) < nsent); /* the LC's too */
+	CHECK(tsg_state_of(tb) == TSG_CONVERGED); /* a read on its way changes nothing */
 	answer(a, i, RM_OK, 50);
 	CHECK_EQ_U(a->n.verify_reads, 1);
 	CHECK_EQ_U(a->n.verify_mismatches, 0);
