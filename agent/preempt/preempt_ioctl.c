@@ -447,6 +447,21 @@ static int pa_rewrite_issue(pa_ioctl_fn real, int fd, unsigned long request,
 	return ret;
 }
 
+/* An application thread about to issue a rewritten SET takes ts_lock
+ * (preempt_conn.c says why), but never waits on the library's thread
+ * longer than PA_TS_LOCK_WAIT_MS: a control of its own that does not
+ * return must not stall the application. Without the lock the library
+ * still sees the race afterwards (set_seq) and asks RM. 1 if taken. */
+#define PA_TS_LOCK_WAIT_MS 50u
+
+static int pa_ts_lock_app(void)
+{
+	struct timespec dl;
+
+	pa_deadline_in(&dl, PA_TS_LOCK_WAIT_MS);
+	return pthread_mutex_timedlock(&pa.ts_lock, &dl) == 0;
+}
+
 /* ---- the interposed symbols ---- */
 
 static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, void *arg)
@@ -460,10 +475,12 @@ static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, vo
 	if (pa_trace_on)
 		tc = pa_trace_begin(fd, request, kind, arg);
 	if (pa_rewrite_wanted(kind, arg, &c, &rw)) {
-		pthread_mutex_lock(&pa.ts_lock);
+		int locked = pa_ts_lock_app();
+
 		ret = pa_rewrite_issue(real, fd, request, &c, &rw);
 		err = errno;
-		pthread_mutex_unlock(&pa.ts_lock);
+		if (locked)
+			pthread_mutex_unlock(&pa.ts_lock);
 	} else {
 		ret = real(fd, request, arg);
 		err = errno;
@@ -530,14 +547,12 @@ PA_EXPORT int close(int fd)
 /* Hold the lock across fork() so the child never inherits it taken. */
 static void pa_fork_prepare(void)
 {
-	pthread_mutex_lock(&pa.ts_lock);
 	pa_lock();
 }
 
 static void pa_fork_parent(void)
 {
 	pa_unlock();
-	pthread_mutex_unlock(&pa.ts_lock);
 }
 
 /* The child has no agent thread, and the parent's TSGs are not its own:
@@ -545,6 +560,9 @@ static void pa_fork_parent(void)
 static void pa_fork_child(void)
 {
 	pthread_mutex_init(&pa.lock, NULL);
+	/* Not held across fork(): the library's thread may hold it for one
+	 * RM control, which must not hold up a fork. It guards no data, only
+	 * the order of controls, and the child has no such thread. */
 	pthread_mutex_init(&pa.ts_lock, NULL);
 	pthread_cond_init(&pa.policy_cv, NULL);
 	atomic_store(&pa.policy_phase, PA_POLICY_IDLE);

@@ -621,8 +621,8 @@ def rm_reaches(w, us, timeout=2.0):
 def sc_setrace(args, tmp):
     """The node agent's SET and libcuda's own SET_TIMESLICE on one TSG at
     once: what the library reports afterwards is what RM holds."""
-    # RM answers a SET of 300 us half a second after taking it.
-    agent, w, conn = setup(args, tmp, FAKE_RM_SLOW_SET="300:500")
+    # RM answers a SET of 300 us 2.5 s after taking it.
+    agent, w, conn = setup(args, tmp, FAKE_RM_SLOW_SET="300:2500")
     w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
     # No policy yet: libcuda's SET is not rewritten. It reaches RM after
     # the command's SET and is recorded before the command's answer.
@@ -637,14 +637,19 @@ def sc_setrace(args, tmp):
     w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
     t = take_flags(conn, 0)
     check(t["timeslice_us"] == 2048 and t["app_timeslice_us"] == 2048, "after the race: %r" % t)
-    # With a policy, libcuda's SET is rewritten and waits for the
-    # command's: RM takes them in the order they are recorded.
+    # With a policy, libcuda's SET is rewritten. It waits for the
+    # command's (so that they are recorded in the order RM took them), but
+    # not for long: a control of the library that does not return must
+    # not stall the application. Then the race is seen as above.
     conn.send(policy(50, 0))
     conn.barrier(2)
     conn.pending = [d for d in conn.pending if d["type"] != TSG]
     conn.send(command(3, OP_SET, CLIENT, TSGS[0], 2000000, 300))
     rm_reaches(w, 300)
+    t0 = time.monotonic()
     w.expect("settime 0 2048 54", settime_line(0, 2048))
+    waited = time.monotonic() - t0
+    check(waited < 1.5, "libcuda's SET waited %.2f s for the library's" % waited)
     r = conn.take(RESULT, lambda d: d["seq"] == 3)
     check(r["err"] == 0 and r["value"] == 300, "SET under a policy: %r" % r)
     w.expect("gettime 0", ok("gettime t0") + " us=50")
