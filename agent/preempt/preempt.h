@@ -35,8 +35,9 @@ struct pa_state {
 	/* Held only briefly by any thread: never across I/O or an ioctl. */
 	pthread_mutex_t lock;
 	/* Held across one timeslice control and its record (taken before
-	 * lock): by the library's thread, and by an application thread whose
-	 * SET_TIMESLICE is rewritten (preempt_conn.c says why). */
+	 * lock, through pa_ts_lock): by the library's thread, and by an
+	 * application thread whose SET_TIMESLICE is rewritten
+	 * (preempt_conn.c says why). */
 	pthread_mutex_t ts_lock;
 	struct pa_track track;
 	struct pa_event queue[PA_QUEUE_LEN];
@@ -94,13 +95,20 @@ void pa_own_fd_begin(void);
 void pa_own_fd_end(int fd);
 void pa_emit(void *ctx, const struct pa_event *ev); /* a pa_emit_fn; ctx: int *wake */
 void pa_wake(int wake);    /* after unlocking: tell the thread about new events */
+/* ts_lock, waited for at most PA_TS_LOCK_WAIT_MS: neither side stalls on
+ * a control of the other that does not return; without the lock the race
+ * is still seen afterwards (set_seq) and RM asked. Returns 1 if taken;
+ * pa_ts_unlock takes that answer. */
+#define PA_TS_LOCK_WAIT_MS 50u
+int pa_ts_lock(void);
+void pa_ts_unlock(int locked);
 void pa_lock(void);
 void pa_unlock(void);
 
 /* preempt_conn.c */
 void pa_conn_start(void);       /* idempotent; on the first RM client */
 /* A TSG's set_seq (0 when it is not tracked), taken before a control of
- * the library's thread; then, with ts_lock held, pa_ts_accepted records
+ * the library's thread; then, under pa_ts_lock, pa_ts_accepted records
  * that RM accepted value_us from it (reported now when report, else by
  * the RESULT), or asks RM when an application SET was recorded since. */
 unsigned pa_ts_seq(rm_handle h_client, rm_handle h_tsg);

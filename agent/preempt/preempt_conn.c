@@ -393,7 +393,7 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 	rm_u32 err, status = 0;
 	rm_u64 value = c->arg, elapsed = 0;
 	unsigned seq = 0;
-	int fd = -1;
+	int fd = -1, locked;
 
 	if (c->op == GQ_OP_GATE || c->op == GQ_OP_UNGATE) {
 		err = pa_gate_check(c);
@@ -407,7 +407,7 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 		return pa_send(s, &r, sizeof(r));
 	}
 	err = pa_cmd_plan(c, &ctl);
-	pthread_mutex_lock(&pa.ts_lock);
+	locked = pa_ts_lock();
 	if (err == 0) {
 		pa_lock();
 		g = pa_track_tsg_find(&pa.track, c->h_client, c->h_tsg);
@@ -428,7 +428,7 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 		if (status == RM_OK)
 			pa_record(fd, c, &ctl, seq);
 	}
-	pthread_mutex_unlock(&pa.ts_lock);
+	pa_ts_unlock(locked);
 	pa_debug("command %u op %u client 0x%x tsg 0x%x: err %u, %s", c->hdr.seq, c->op,
 		 c->h_client, c->h_tsg, err, rm_status_name(status));
 	pa_msg_result(&r, c, status, err, value, elapsed);
@@ -445,6 +445,7 @@ static void pa_apply_event(const struct pa_event *ev)
 	rm_u32 err, status = 0;
 	rm_u64 elapsed = 0;
 	unsigned seq;
+	int locked;
 
 	memset(&c, 0, sizeof(c));
 	c.op = GQ_OP_SET_TIMESLICE;
@@ -452,7 +453,7 @@ static void pa_apply_event(const struct pa_event *ev)
 	c.h_tsg = ev->tsg.h;
 	c.arg = ev->value_us;
 	err = pa_cmd_plan(&c, &ctl);
-	pthread_mutex_lock(&pa.ts_lock);
+	locked = pa_ts_lock();
 	seq = pa_ts_seq(c.h_client, c.h_tsg);
 	if (err == 0)
 		err = pa_issue(ev->tsg.fd, &c, &ctl, &status, &elapsed);
@@ -460,7 +461,7 @@ static void pa_apply_event(const struct pa_event *ev)
 		 ev->value_us, err, rm_status_name(status), (unsigned long long)elapsed);
 	if (err == 0 && status == RM_OK)
 		pa_ts_accepted(ev->tsg.fd, c.h_client, c.h_tsg, seq, ev->value_us, 1);
-	pthread_mutex_unlock(&pa.ts_lock);
+	pa_ts_unlock(locked);
 	pa_lock();
 	if (pa.apply_done < ev->seq)
 		pa.apply_done = ev->seq;

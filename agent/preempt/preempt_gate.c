@@ -160,10 +160,11 @@ static void pa_restore_timeslice(const struct pa_gate_job *j)
 	rm_u32 err, status = 0;
 	rm_u64 elapsed = 0;
 	unsigned seq;
+	int locked;
 
 	if (j->timeslice_us == GQ_UNKNOWN || j->timeslice_us == want)
 		return;
-	pthread_mutex_lock(&pa.ts_lock);
+	locked = pa_ts_lock();
 	seq = pa_ts_seq(j->h_client, j->h_tsg);
 	err = pa_rm_control(j->fd, j->h_client, j->h_tsg, RM_CTRL_TSG_SET_TIMESLICE, &ts,
 			    sizeof(ts), &status, &elapsed);
@@ -171,7 +172,7 @@ static void pa_restore_timeslice(const struct pa_gate_job *j)
 		want, j->timeslice_us, err, rm_status_name(status));
 	if (err == 0 && status == RM_OK)
 		pa_ts_accepted(j->fd, j->h_client, j->h_tsg, seq, want, 1);
-	pthread_mutex_unlock(&pa.ts_lock);
+	pa_ts_unlock(locked);
 }
 
 static rm_u32 pa_gate_on(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns)

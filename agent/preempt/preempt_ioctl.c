@@ -447,19 +447,18 @@ static int pa_rewrite_issue(pa_ioctl_fn real, int fd, unsigned long request,
 	return ret;
 }
 
-/* An application thread about to issue a rewritten SET takes ts_lock
- * (preempt_conn.c says why), but never waits on the library's thread
- * longer than PA_TS_LOCK_WAIT_MS: a control of its own that does not
- * return must not stall the application. Without the lock the library
- * still sees the race afterwards (set_seq) and asks RM. 1 if taken. */
-#define PA_TS_LOCK_WAIT_MS 50u
-
-static int pa_ts_lock_app(void)
+int pa_ts_lock(void)
 {
 	struct timespec dl;
 
 	pa_deadline_in(&dl, PA_TS_LOCK_WAIT_MS);
 	return pthread_mutex_timedlock(&pa.ts_lock, &dl) == 0;
+}
+
+void pa_ts_unlock(int locked)
+{
+	if (locked)
+		pthread_mutex_unlock(&pa.ts_lock);
 }
 
 /* ---- the interposed symbols ---- */
@@ -475,12 +474,11 @@ static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, vo
 	if (pa_trace_on)
 		tc = pa_trace_begin(fd, request, kind, arg);
 	if (pa_rewrite_wanted(kind, arg, &c, &rw)) {
-		int locked = pa_ts_lock_app();
+		int locked = pa_ts_lock();
 
 		ret = pa_rewrite_issue(real, fd, request, &c, &rw);
 		err = errno;
-		if (locked)
-			pthread_mutex_unlock(&pa.ts_lock);
+		pa_ts_unlock(locked);
 	} else {
 		ret = real(fd, request, arg);
 		err = errno;
