@@ -93,10 +93,21 @@ static int sim_parse_cmd(const char *tok, int allow_all, struct sim_inject_entry
 	return 0;
 }
 
-static int sim_parse_add(char *verb, char **tok, int ntok, struct sim_inject_entry *e)
+/* An optional use count: tok NULL (none given) leaves -1, unlimited. */
+static int sim_parse_count(const char *tok, struct sim_inject_entry *e)
 {
 	uint64_t count;
 
+	if (tok == NULL)
+		return 0;
+	if (sim_parse_u64(tok, 10, 1000000, &count) || count == 0)
+		return -1;
+	e->count = (long)count;
+	return 0;
+}
+
+static int sim_parse_add(char *verb, char **tok, int ntok, struct sim_inject_entry *e)
+{
 	memset(e, 0, sizeof(*e));
 	e->count = -1;
 	if (strcmp(verb, "latency") == 0 && ntok == 2) {
@@ -106,15 +117,9 @@ static int sim_parse_add(char *verb, char **tok, int ntok, struct sim_inject_ent
 	}
 	if (strcmp(verb, "fail") == 0 && (ntok == 2 || ntok == 3)) {
 		e->kind = SIM_INJ_FAIL;
-		if (sim_parse_cmd(tok[0], 1, e) ||
-		    sim_parse_u64(tok[1], 16, 0xffffffffu, &e->value) || e->value == 0)
-			return -1;
-		if (ntok == 3) {
-			if (sim_parse_u64(tok[2], 10, 1000000, &count) || count == 0)
-				return -1;
-			e->count = (long)count;
-		}
-		return 0;
+		return sim_parse_cmd(tok[0], 1, e) ||
+		       sim_parse_u64(tok[1], 16, 0xffffffffu, &e->value) || e->value == 0 ||
+		       sim_parse_count(ntok == 3 ? tok[2] : NULL, e) ? -1 : 0;
 	}
 	if (strcmp(verb, "unsupported") == 0 && ntok == 1) {
 		e->kind = SIM_INJ_UNSUPPORTED;
@@ -122,14 +127,8 @@ static int sim_parse_add(char *verb, char **tok, int ntok, struct sim_inject_ent
 	}
 	if (strcmp(verb, "drop") == 0 && (ntok == 1 || ntok == 2)) {
 		e->kind = SIM_INJ_DROP;
-		if (sim_parse_cmd(tok[0], 0, e))
-			return -1;
-		if (ntok == 2) {
-			if (sim_parse_u64(tok[1], 10, 1000000, &count) || count == 0)
-				return -1;
-			e->count = (long)count;
-		}
-		return 0;
+		return sim_parse_cmd(tok[0], 0, e) ||
+		       sim_parse_count(ntok == 2 ? tok[1] : NULL, e) ? -1 : 0;
 	}
 	return -1;
 }
