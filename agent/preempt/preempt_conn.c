@@ -292,10 +292,12 @@ static rm_u32 pa_issue(int fd, const struct gq_command *c, struct pa_ctrl *ctl, 
  * lands after a newer value would make the node agent take a TSG for set
  * while RM holds libcuda's value. A rewritten SET of the application and
  * every control of this thread hold pa.ts_lock across the ioctl and its
- * record, so those are recorded in the order RM took them. The
- * application's SET that is not rewritten (no policy yet) is seen only
+ * record, so those are recorded in the order RM took them (each side
+ * waits for it at most PA_TS_LOCK_WAIT_MS). The application's SET that is
+ * not rewritten (no policy yet), or that stopped waiting, is seen only
  * once it returned; each record bumps the TSG's set_seq, and a control of
- * ours that sees it moved does not know which call reached RM last. */
+ * ours that sees it moved does not know which call reached RM last: RM is
+ * asked (pa_ts_settle). */
 
 static unsigned long pa_ts_races; /* our SET raced the application's */
 
