@@ -129,6 +129,19 @@ def main():
         check(p.returncode == 0 and set(rows) == {"0 .. 10", "50 .. 60", "-60 .. -50"}
               and "| 19 |" in rows["0 .. 10"] and "400 / 400 / 400 / 400" in rows["50 .. 60"],
               f"wake_cliff.py: {p.stdout}{p.stderr}")
+        # --summary: the late one, and a run of three slow on-time ones
+        # (24..26): 4 slow of 21, two of them after a slow one.
+        with open(trace, "w") as f:
+            f.write("# i due_ns submit_ns latency_ns gpu_run_ns\n")
+            for i in range(30):
+                late = 55000 if i == 20 else 0
+                lat = 400000 if late else 300000 if 24 <= i <= 26 else 140000
+                f.write(f"{i} {i * 2000000} {i * 2000000 + late} {lat} 30000\n")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "wake_cliff.py"), "--summary", trace],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "21 requests" in p.stdout and "later than 50.0 us: 1 (4.8 %)" in p.stdout
+              and "slow (>= 230.0 us): 4 (19.0 %)" in p.stdout and "P(slow | previous slow) 0.50" in p.stdout,
+              f"wake_cliff.py --summary: {p.stdout}{p.stderr}")
     print("ok")
     return 0
 

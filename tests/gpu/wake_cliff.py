@@ -10,7 +10,14 @@ last eight intervals: the start the preempt agent's predictor expects, so a
 wake with lead L was issued L before offset 0. Prints, per 10 us of offset,
 how many requests came there and their latency percentiles.
 
-Usage: wake_cliff.py TRACE... [--bin-us 10]
+With --summary, one line per trace instead: how the requests came (the
+offset's p1 and p99, how many came later than the wake's reach allows,
+--late-us), how many were slow (--slow-us), and whether slow ones come in
+runs: P(slow | the previous one slow) against the share of slow ones. Runs
+are what a stop of the wakes leaves (docs/PERF.md, "Where the H200's wake
+tail comes from").
+
+Usage: wake_cliff.py TRACE... [--bin-us 10] [--summary [--late-us 50] [--slow-us 230]]
 """
 import argparse
 from collections import defaultdict
@@ -31,19 +38,48 @@ def pct(sorted_vals, p):
     return sorted_vals[min(len(sorted_vals) - 1, int(p / 100 * (len(sorted_vals) - 1) + 0.5))]
 
 
+def offsets(r):
+    """(offset us, latency us) of every request after the first nine."""
+    out = []
+    for i in range(9, len(r)):
+        ivs = sorted(r[j][1] - r[j - 1][1] for j in range(i - 8, i))
+        expected = r[i - 1][1] + ivs[4]
+        out.append(((r[i][1] - expected) / 1e3, r[i][2] / 1e3))
+    return out
+
+
+def summary(path, rows, late_us, slow_us):
+    offs = sorted(o for o, _ in rows)
+    late = sum(1 for o, _ in rows if o > late_us)
+    slow = [lat >= slow_us for _, lat in rows]
+    nslow = sum(slow)
+    after = sum(1 for a, b in zip(slow, slow[1:]) if a and b)
+    cond = f"{after / nslow:.2f}" if nslow else "–"
+    print(f"{path}: {len(rows)} requests; offset p1 {pct(offs, 1):.0f} / p99 {pct(offs, 99):.0f} us; "
+          f"later than {late_us} us: {late} ({100 * late / len(rows):.1f} %); "
+          f"slow (>= {slow_us} us): {nslow} ({100 * nslow / len(rows):.1f} %); "
+          f"P(slow | previous slow) {cond}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="+")
     ap.add_argument("--bin-us", type=int, default=10)
+    ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--late-us", type=float, default=50.0)
+    ap.add_argument("--slow-us", type=float, default=230.0)
     a = ap.parse_args()
     for path in a.traces:
-        r = load(path)
+        rows = offsets(load(path))
+        if not rows:
+            print(f"{path}: fewer than ten requests")
+            continue
+        if a.summary:
+            summary(path, rows, a.late_us, a.slow_us)
+            continue
         bins = defaultdict(list)
-        for i in range(9, len(r)):
-            ivs = sorted(r[j][1] - r[j - 1][1] for j in range(i - 8, i))
-            expected = r[i - 1][1] + ivs[4]
-            off_us = (r[i][1] - expected) / 1e3
-            bins[int(off_us // a.bin_us) * a.bin_us].append(r[i][2] / 1e3)
+        for off_us, lat_us in rows:
+            bins[int(off_us // a.bin_us) * a.bin_us].append(lat_us)
         print(f"{path}\n| offset us | requests | latency p10 / p50 / p90 / max us |\n| --- | --- | --- |")
         for k in sorted(bins):
             v = sorted(bins[k])
