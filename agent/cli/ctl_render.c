@@ -31,6 +31,7 @@ struct tsg_view {
 	struct oint last_status, elapsed;
 	int has_gate, rotating, gate_desired, gate_applied;
 	struct oint gates, gated_ms, gated_longest_ms; /* agents since 2026-11-25 */
+	struct oint verified_ago, verify_mismatches;   /* agents since 2026-11-26 */
 };
 
 struct proc_view {
@@ -89,6 +90,8 @@ static void parse_tsg_nested(struct jerr *e, const cJSON *o, const char *w,
 		oint_get(e, ts, w2, "desired", J_NULL, &v->ts_desired);
 		oint_get(e, ts, w2, "applied", J_NULL, &v->ts_applied);
 		oint_get(e, ts, w2, "baseline", J_ANY, &v->ts_baseline);
+		oint_get(e, ts, w2, "verifiedMsAgo", J_ANY, &v->verified_ago);
+		oint_get(e, ts, w2, "verifyMismatches", J_ANY, &v->verify_mismatches);
 	}
 	if (j_obj(e, o, w, "interleave", J_REQ, &il) > 0) {
 		snprintf(w2, sizeof(w2), "%s.interleave", w);
@@ -368,6 +371,18 @@ static void show_tsg_detail(FILE *out, const struct tsg_view *v)
 	fmt_oint(b, sizeof(b), &v->ts_baseline, "?");
 	snprintf(buf, sizeof(buf), "applied %s, desired %s, baseline %s (µs)", a, d, b);
 	detail(out, "timeslice", buf);
+	/* The agent's read-backs of "applied" (agents since 2026-11-26). */
+	if (v->verify_mismatches.has) {
+		fmt_oint(b, sizeof(b), &v->verify_mismatches, "?");
+		if (v->verified_ago.has) {
+			fmt_oint(a, sizeof(a), &v->verified_ago, "?");
+			snprintf(buf, sizeof(buf), "%s ms ago; %s found the RM holding another value",
+				 a, b);
+		} else {
+			snprintf(buf, sizeof(buf), "not yet; %s found the RM holding another value", b);
+		}
+		detail(out, "read back", buf);
+	}
 	snprintf(buf, sizeof(buf), "applied %s, desired %s",
 		 level_name(&v->il_applied, "?", la, sizeof(la)),
 		 level_name(&v->il_desired, "-", ld, sizeof(ld)));

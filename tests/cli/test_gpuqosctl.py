@@ -243,6 +243,19 @@ def t_table(env):
         {"ok": True, "agent": AGENT, "tsgs": [], "processes": [PROCS[1]]}))
     check(rc == 0 and "launches       not known" in out, f"show: no launch keys\n{out}{err}")
     check("wake" not in out, f"show: an older agent's process says nothing of a wake\n{out}")
+    # The agent's read-backs of a TSG (agents since 2026-11-26; an older
+    # one's TSG says nothing of them).
+    for ts, says in [({"verifiedMsAgo": 5120, "verifyMismatches": 1},
+                      "read back      5120 ms ago; 1 found the RM holding another value\n"),
+                     ({"verifiedMsAgo": None, "verifyMismatches": 0},
+                      "read back      not yet; 0 found the RM holding another value\n")]:
+        t = tsg(timeslice=dict(TSGS[0]["timeslice"], **ts))
+        rc, out, err, _ = env.run("show", "1234", answer=line(
+            {"ok": True, "agent": AGENT, "tsgs": [t], "processes": [PROCS[0]]}))
+        check(rc == 0 and says in out, f"show: {says!r} missing from\n{out}{err}")
+    rc, out, err, _ = env.run("show", "1234", answer=line(
+        {"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [PROCS[0]]}))
+    check(rc == 0 and "read back" not in out, f"show: an older agent's TSG\n{out}{err}")
     check("rotation" not in out, f"show: a TSG outside any rotation says nothing of it\n{out}")
     for desired, applied, says in [(True, True, "gated: another BE's turn"),
                                    (False, False, "its turn: schedulable"),
@@ -399,6 +412,10 @@ def t_malformed(env):
          '"launchBound" is not true or false'),
         ("wake string", ["show", "1"], listing(processes=[dict(PROCS[0], wakeLeadUs="100")]),
          '"wakeLeadUs" is not an integer'),
+        ("read-back string", ["show", "1234"],
+         listing(tsgs=[tsg(timeslice={"desired": 50, "applied": 50, "baseline": 2048,
+                                      "verifiedMsAgo": "5", "verifyMismatches": 0})]),
+         '"verifiedMsAgo" is not an integer'),
         ("no results", ["get-timeslice", "1"], b'{"ok":true}\n', 'missing "results"'),
         ("result no op", ["preempt", "1"],
          line({"ok": True, "results": [{"tsg": "0x1", "errno": 0}]}), 'missing "op"'),
