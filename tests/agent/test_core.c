@@ -32,12 +32,22 @@ static struct sent {
 static size_t nsent;
 static size_t npolicy;
 static uint32_t last_gr[8], last_wake[8];
+static size_t policy_nsent[8]; /* commands submitted when pid's last POLICY went */
 
 static int submit_in_process(struct agent *a, struct cmd *c)
 {
 	(void)a;
 	if (nsent < MAX_SENT)
 		sent[nsent++] = (struct sent){ PATH_IN_PROCESS, c->pid, c->h_tsg, c->op, c->seq, c->arg };
+	return 0;
+}
+
+static int submit_direct(struct agent *a, const struct tsg *t, struct cmd *c)
+{
+	(void)a;
+	(void)t;
+	if (nsent < MAX_SENT)
+		sent[nsent++] = (struct sent){ PATH_DIRECT, c->pid, c->h_tsg, c->op, c->seq, c->arg };
 	return 0;
 }
 
@@ -52,6 +62,7 @@ static int send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t co
 	if (p->pid >= 1 && p->pid < 8) {
 		last_gr[p->pid] = gr;
 		last_wake[p->pid] = wake;
+		policy_nsent[p->pid] = nsent;
 	}
 	return 0;
 }
@@ -75,6 +86,7 @@ static struct agent *agent_new(void)
 	npolicy = 0;
 	memset(last_gr, 0, sizeof(last_gr));
 	memset(last_wake, 0, sizeof(last_wake));
+	memset(policy_nsent, 0, sizeof(policy_nsent));
 	return a;
 }
 
@@ -344,6 +356,65 @@ static void test_verify(void)
 	n = nsent;
 	reconcile(a);
 	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 1, n) == nsent);
+	agent_free(a);
+}
+
+/* A read-back that the direct path cannot carry (the fd took no control
+ * from the agent: an errno) goes through the preempt agent next time,
+ * rather than failing again every interval. */
+static void test_verify_direct_fallback(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc_verify(&tb, &tl, 60);
+	static int direct_stand_in; /* never dereferenced by the core */
+	struct direct_res r;
+	size_t n, i;
+
+	a->caps = (struct caps){ .known = 1, .eff = ~0ull, .ptrace_scope = -1 };
+	a->direct = (struct direct *)(void *)&direct_stand_in;
+	a->hooks.submit_direct = submit_direct;
+	fake_now = tb->verify.due;
+	n = nsent;
+	reconcile(a);
+	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);
+	CHECK(i < nsent && sent[i].path == PATH_DIRECT);
+	memset(&r, 0, sizeof(r));
+	r.seq = sent[i].seq;
+	r.err = ENOTTY;
+	cmd_direct_result(a, &r);
+	CHECK(tb->readback_direct_failed);
+	CHECK_EQ_U(a->n.verify_mismatches, 0);
+	fake_now += 60ull * 1000000ull;
+	n = nsent;
+	reconcile_new_tick(a);
+	reconcile(a);
+	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);
+	CHECK(i < nsent && sent[i].path == PATH_IN_PROCESS);
+	a->direct = NULL;
+	agent_free(a);
+}
+
+/* The POLICY of a pass goes before its commands: a preempt agent handles
+ * its messages in order, so libcuda's SET after our command is rewritten
+ * to the new value rather than racing it. */
+static void test_policy_before_commands(void)
+{
+	struct agent *a = agent_new();
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	size_t i;
+
+	report(a, be, 0x10, RM_ENGINE_GR0, 2048);
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	reconcile(a); /* the SETs and the POLICY that change with them */
+	i = last_sent(GQ_OP_SET_TIMESLICE, 1, 0);
+	CHECK(i < nsent && sent[i].arg == 50 && last_gr[1] == 50);
+	CHECK(policy_nsent[1] <= i);
+	i = last_sent(GQ_OP_SET_TIMESLICE, 2, 0);
+	CHECK(i < nsent && sent[i].arg == 100000 && last_gr[2] == 100000);
+	CHECK(policy_nsent[2] <= i);
 	agent_free(a);
 }
 
@@ -845,6 +916,8 @@ int main(void)
 	test_inflight_and_backoff();
 	test_belief_latest();
 	test_verify();
+	test_verify_direct_fallback();
+	test_policy_before_commands();
 	test_several_be_floor();
 	test_wake_policy();
 	test_rotation();
