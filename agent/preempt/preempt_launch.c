@@ -453,16 +453,18 @@ static void *pa_next_of(_Atomic(void *) *next, const char *name)
 	return p;
 }
 
-#define PA_BYNAME(name, fn_t, params, args)                    \
+/* name, exported: hook() then the next definition of name. */
+#define PA_BYNAME_HOOK(name, fn_t, params, args, hook)               \
 	PA_EXPORT pa_cures name params                               \
 	{                                                            \
 		static _Atomic(void *) next;                         \
 		void *p = pa_next_of(&next, #name);                  \
 		if (!p)                                              \
 			return PA_CUDA_ERROR_NOT_INITIALIZED;        \
-		pa_launch_note();                                    \
+		hook();                                              \
 		return ((fn_t)p)args;                                \
 	}
+#define PA_BYNAME(name, fn_t, params, args) PA_BYNAME_HOOK(name, fn_t, params, args, pa_launch_note)
 
 #define PA_LAUNCH_PARAMS                                                                    \
 	(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
@@ -485,16 +487,8 @@ PA_BYNAME(cuGraphLaunch, pa_graph_fn, (void *exec, void *st), (exec, st))
 PA_BYNAME(cuGraphLaunch_ptsz, pa_graph_fn, (void *exec, void *st), (exec, st))
 
 /* The context teardown functions, for the wake thread (preempt_wake.c). */
-#define PA_CTXGONE_BYNAME(name)                                \
-	PA_EXPORT pa_cures name(unsigned long arg)             \
-	{                                                      \
-		static _Atomic(void *) next;                   \
-		void *p = pa_next_of(&next, #name);            \
-		if (!p)                                        \
-			return PA_CUDA_ERROR_NOT_INITIALIZED;  \
-		pa_wake_ctx_gone();                            \
-		return ((pa_ctxgone_fn)p)(arg);                \
-	}
+#define PA_CTXGONE_BYNAME(name) \
+	PA_BYNAME_HOOK(name, pa_ctxgone_fn, (unsigned long arg), (arg), pa_wake_ctx_gone)
 
 PA_CTXGONE_BYNAME(cuCtxDestroy)
 PA_CTXGONE_BYNAME(cuCtxDestroy_v2)
