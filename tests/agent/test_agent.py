@@ -117,6 +117,9 @@ def t_policy_converge(make_agent):
     wait_for(lambda: converged(a, be.pid, 50), "one context again: 50")
     lc.close()
     wait_for(lambda: converged(a, be.pid, 2048), "BE restored to baseline after LC left")
+    # The peer emits a command before it answers; the agent's state can show
+    # the answer before this side has read the command's event.
+    be.sync()
     check(be.commands(OP_SET_TS, GR)[-1]["arg"] == 2048, "restore sends the baseline")
     wait_for(lambda: be.evs("policy")[-1]["gr"] == 0, "POLICY back to 0")
 
@@ -223,6 +226,7 @@ def t_deadline(make_agent):
     wait_for(lambda: [t["timeslice"]["applied"] for t in a.tsgs(be.pid)
                       if t["engineName"] == "GR0" and t["state"] == "converged"] == [1000, 1000],
              "late RESULT un-stalls; commands flow and converge again")
+    be.sync()
     check(be.commands(OP_SET_TS, 0x5C000020), "the new TSG got its command")
 
 
@@ -362,7 +366,9 @@ def t_preempt(make_agent):
     check(all(x["path"] == "in-process" for x in r["results"]), "auto: through the preempt agent")
     check(all(x["op"] == "PREEMPT" and x["errno"] == 0 and x["rmStatusName"] == "NV_OK"
               for x in r["results"]), repr(r))
-    check(all(c["arg"] == 1 for c in p.commands(OP_PREEMPT)), "wait bit set")
+    p.sync()
+    check(len(p.commands(OP_PREEMPT)) == 2 and all(c["arg"] == 1 for c in p.commands(OP_PREEMPT)),
+          "wait bit set: %r" % p.commands(OP_PREEMPT))
     r = a.ctl({"cmd": "get-timeslice", "pid": p.pid})
     check(r["ok"] and len(r["results"]) == 5, "GET_TIMESLICE on every TSG: %r" % r)
     vals = sorted(x["value"] for x in r["results"])
@@ -519,6 +525,7 @@ def t_path_auto(make_agent):
     check(ag["direct"]["running"] and ag["direct"]["workers"] == 4, repr(ag["direct"]))
     be, lc = be_and_lc(a)
     wait_for(lambda: converged_ts(a, be.pid, 50), "BE timeslice through its preempt agent")
+    be.sync()
     check(be.commands(OP_SET_TS, GR), "SET_TIMESLICE went to the preempt agent")
     t = wait_for(lambda: with_error(a, be.pid, "SET_INTERLEAVE (direct path)"),
                  "interleave tried on the direct path")
