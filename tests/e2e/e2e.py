@@ -1073,7 +1073,8 @@ def t_busy_lc(node):
     wait_for(lambda: row(lc.pid).get("launchBound"), timeout=10,
              what="the LC launching without pause counted as launch-bound")
     r = row(lc.pid)
-    expect(r["launchActivePercent"] >= 70 and r["launchesPerSecond"] > 10000, "its launches: %r" % r)
+    # At least busyLcPercent: how far above depends on the CPU the loop gets.
+    expect(r["launchActivePercent"] >= 50 and r["launchesPerSecond"] > 10000, "its launches: %r" % r)
     wait_for(lambda: gr_timeslice(node, be.pid) == [2048] and gr_timeslice(node, lc.pid) == [2048],
              timeout=5, what="the BE and the launch-bound LC at baseline (driver defaults)")
     t = next(t for t in agent_tsgs(node, be.pid) if t["engine"] == 1)
