@@ -86,6 +86,7 @@ POLICIES = {
     # periodic requests (docs/policy.md, "Waking a periodic LC").
     "wake100": {"wake": {"leadUs": 100}},
     "wake100h60": {"wake": {"leadUs": 100, "holdUs": 60}},
+    "wake100h120": {"wake": {"leadUs": 100, "holdUs": 120}},
     "nowake": {"wake": {"leadUs": 0}},
 }
 
@@ -483,7 +484,25 @@ def set_wakedefault():
     return s
 
 
-SETS = {"wake": set_wake, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_wakehold():
+    """Whether a hold covers the late requests that stop the wakes on a
+    host whose LC submits off its period (docs/PERF.md, "Where the H200's
+    wake tail comes from"): the micro LC beside one and three `be_fill`s
+    under the default policy, with a 60 and a 120 us hold, and without a
+    wake; every request traced (wake_cliff.py reads the latency by how late
+    each came). The wake's judging still counts a request more than 150 us
+    after its wake as wasted, hold or not: the traces say whether it should."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    info = {"GPUQOS_LOG": "info"}
+    for nbe in (1, 3):
+        for pol in ("default", "wake100h60", "wake100h120", "nowake"):
+            s.append(sc(f"micro gq:{pol} {nbe}xfill", "micro", "fill", nbe, f"gq:{pol}",
+                        lc_env=info, tag="wakehold", trace=True))
+    return s
+
+
+SETS = {"wake": set_wake, "wakehold": set_wakehold, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
