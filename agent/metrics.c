@@ -1000,20 +1000,6 @@ void metrics_publish(struct agent *a)
 
 /* ---- HTTP (libmicrohttpd's thread: reads M.cur and the atomics only) ---- */
 
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned code, const char *text)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text,
-								 MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result rc;
-
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-	rc = MHD_queue_response(conn, code, r);
-	MHD_destroy_response(r);
-	return rc;
-}
-
 static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 {
 	struct MHD_Response *r;
@@ -1026,7 +1012,7 @@ static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 		atomic_fetch_add(&s->refs, 1);
 	pthread_mutex_unlock(&M.mu);
 	if (!s)
-		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "no snapshot yet\n");
+		return httpd_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "no snapshot yet\n");
 	r = MHD_create_response_from_buffer_with_free_callback_cls(s->len, s->text, snap_unref, s);
 	if (!r) {
 		snap_unref(s);
@@ -1043,45 +1029,30 @@ static enum MHD_Result reply_health(struct MHD_Connection *conn)
 	uint64_t seen = atomic_load(&M.loop_us), now = now_us();
 
 	if (now - seen > atomic_load(&M.stall_us))
-		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "the event loop is stalled\n");
-	return reply_text(conn, MHD_HTTP_OK, "ok\n");
+		return httpd_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "the event loop is stalled\n");
+	return httpd_reply_text(conn, MHD_HTTP_OK, "ok\n");
 }
 
 static enum MHD_Result reply_ready(struct MHD_Connection *conn)
 {
 	switch (atomic_load(&M.ready)) {
 	case READY:
-		return reply_text(conn, MHD_HTTP_OK, "ready\n");
+		return httpd_reply_text(conn, MHD_HTTP_OK, "ready\n");
 	case NOT_SYNCED:
-		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+		return httpd_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 				  "the pod watch has not listed this node's pods yet\n");
 	default:
-		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+		return httpd_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 				  "the eBPF tracker is not attached (and not turned off)\n");
 	}
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload,
-				  size_t *upload_size, void **con_cls)
-{
-	(void)cls;
-	(void)version;
-	(void)upload;
-	(void)con_cls;
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
-	if (*upload_size)
-		return MHD_NO;
-	if (strcmp(url, "/metrics") == 0)
-		return reply_metrics(conn);
-	if (strcmp(url, "/healthz") == 0)
-		return reply_health(conn);
-	if (strcmp(url, "/readyz") == 0)
-		return reply_ready(conn);
-	return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz, /readyz\n");
-}
-
+static const struct httpd_route routes[] = {
+	{ "/metrics", reply_metrics },
+	{ "/healthz", reply_health },
+	{ "/readyz", reply_ready },
+	{ NULL, NULL },
+};
 /* ---- start and stop ---- */
 
 void metrics_set_address(const char *addr)
@@ -1112,7 +1083,7 @@ int metrics_start(struct agent *a)
 	atomic_store(&M.loop_us, now_us());
 	atomic_store(&M.stall_us, MT_STALL_MIN_US);
 	atomic_store(&M.ready, NOT_SYNCED);
-	M.d = httpd_start(host, port, on_request, MT_HTTP_CONNECTIONS, MT_HTTP_TIMEOUT_S);
+	M.d = httpd_start(host, port, routes, MT_HTTP_CONNECTIONS, MT_HTTP_TIMEOUT_S);
 	if (!M.d) {
 		log_error("metrics: cannot serve on %s; running without metrics", M.address);
 		return 0;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * httpd.c - see httpd.h. Owns the address grammar and the daemon's
- * options; does not own any handler or what the daemons serve.
+ * httpd.c - see httpd.h. Owns the address grammar, the daemon's options
+ * and the routing of a request to its path's answer; does not own what
+ * the daemons serve.
  */
 #include "common/httpd.h"
 
@@ -60,27 +61,81 @@ static void __attribute__((format(printf, 2, 0))) httpd_log(void *cls, const cha
 	log_warn("metrics: %s", msg);
 }
 
+static enum MHD_Result httpd_reply(struct MHD_Connection *conn, unsigned code, const char *text,
+				   enum MHD_ResponseMemoryMode mode)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, mode);
+	enum MHD_Result rc;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+	rc = MHD_queue_response(conn, code, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+enum MHD_Result httpd_reply_text(struct MHD_Connection *conn, unsigned code, const char *text)
+{
+	return httpd_reply(conn, code, text, MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result httpd_not_found(struct MHD_Connection *conn,
+				       const struct httpd_route *routes)
+{
+	char text[256];
+	size_t n = (size_t)snprintf(text, sizeof(text), "not found: try");
+
+	for (const struct httpd_route *r = routes; r->path && n < sizeof(text); r++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s %s", r == routes ? "" : ",",
+				      r->path);
+	if (n < sizeof(text) - 1)
+		strcpy(text + n, "\n");
+	return httpd_reply(conn, MHD_HTTP_NOT_FOUND, text, MHD_RESPMEM_MUST_COPY);
+}
+
+static enum MHD_Result httpd_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+					const char *method, const char *version,
+					const char *upload, size_t *upload_size, void **con_cls)
+{
+	const struct httpd_route *routes = cls;
+
+	(void)version;
+	(void)upload;
+	(void)con_cls;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return httpd_reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
+	if (*upload_size)
+		return MHD_NO;
+	for (const struct httpd_route *r = routes; r->path; r++)
+		if (strcmp(url, r->path) == 0)
+			return r->reply(conn);
+	return httpd_not_found(conn, routes);
+}
+
 #define HTTPD_FLAGS (MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG)
 
 /* The logger comes first: libmicrohttpd reports problems with the options
  * after it through it, and warns on stderr when it is not first. */
 static struct MHD_Daemon *httpd_daemon(unsigned flags, unsigned port,
-				       MHD_AccessHandlerCallback handler, unsigned connections,
+				       const struct httpd_route *routes, unsigned connections,
 				       unsigned timeout_s, const struct sockaddr *sa)
 {
+	void *cls = (void *)routes;
+
 	if (sa)
-		return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, NULL,
+		return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, httpd_on_request, cls,
 					MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
 					MHD_OPTION_CONNECTION_LIMIT, connections,
 					MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
 					MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_END);
-	return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, NULL,
+	return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, httpd_on_request, cls,
 				MHD_OPTION_EXTERNAL_LOGGER, httpd_log, NULL,
 				MHD_OPTION_CONNECTION_LIMIT, connections,
 				MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_END);
 }
 
-struct MHD_Daemon *httpd_start(const char *host, unsigned port, MHD_AccessHandlerCallback handler,
+struct MHD_Daemon *httpd_start(const char *host, unsigned port, const struct httpd_route *routes,
 			       unsigned connections, unsigned timeout_s)
 {
 	struct addrinfo hints = { .ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM }, *ai = NULL;
@@ -89,7 +144,7 @@ struct MHD_Daemon *httpd_start(const char *host, unsigned port, MHD_AccessHandle
 
 	if (!*host) {
 		/* Every address: IPv6 and IPv4 where the host has both. */
-		d = httpd_daemon(HTTPD_FLAGS | MHD_USE_DUAL_STACK, port, handler, connections,
+		d = httpd_daemon(HTTPD_FLAGS | MHD_USE_DUAL_STACK, port, routes, connections,
 				 timeout_s, NULL);
 		if (d)
 			return d;
@@ -103,7 +158,7 @@ struct MHD_Daemon *httpd_start(const char *host, unsigned port, MHD_AccessHandle
 		((struct sockaddr_in *)ai->ai_addr)->sin_port = htons((uint16_t)port);
 	else
 		((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons((uint16_t)port);
-	d = httpd_daemon(HTTPD_FLAGS | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0), port, handler,
+	d = httpd_daemon(HTTPD_FLAGS | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0), port, routes,
 			 connections, timeout_s, ai->ai_addr);
 	freeaddrinfo(ai);
 	return d;

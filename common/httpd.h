@@ -22,11 +22,24 @@ int httpd_address_off(const char *s);
  * bytes). */
 int httpd_split_address(const char *s, char *host, size_t hlen, unsigned *port);
 
-/* A daemon with its own polling thread serving handler on host:port (host
- * "" means every address, IPv6 and IPv4 where the host has both), at most
- * connections at once, each closed after timeout_s idle. libmicrohttpd's
- * own messages go to the log as warnings. NULL (logged) when it cannot. */
-struct MHD_Daemon *httpd_start(const char *host, unsigned port, MHD_AccessHandlerCallback handler,
+/* A path served and what answers a GET or HEAD of it. */
+struct httpd_route {
+	const char *path;
+	enum MHD_Result (*reply)(struct MHD_Connection *conn);
+};
+
+/* A daemon with its own polling thread serving routes (up to an entry
+ * whose path is NULL; the array must outlive the daemon) on host:port
+ * (host "" means every address, IPv6 and IPv4 where the host has both), at
+ * most connections at once, each closed after timeout_s idle. Any method
+ * but GET and HEAD is answered 405, a request with a body is refused, a
+ * path not in routes is answered 404 naming the ones that are.
+ * libmicrohttpd's own messages go to the log as warnings. NULL (logged)
+ * when it cannot. */
+struct MHD_Daemon *httpd_start(const char *host, unsigned port, const struct httpd_route *routes,
 			       unsigned connections, unsigned timeout_s);
+
+/* Queue a text/plain answer; text must outlive the response (a literal). */
+enum MHD_Result httpd_reply_text(struct MHD_Connection *conn, unsigned code, const char *text);
 
 #endif

@@ -234,46 +234,31 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const c
 	return rc;
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned code, const char *text)
-{
-	return reply(conn, code, "text/plain; charset=utf-8", (char *)text, strlen(text),
-		     MHD_RESPMEM_PERSISTENT);
-}
-
 static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 {
 	struct pbuf b = { malloc(PM_TEXT_MAX), 0, 0 };
 
 	if (!b.p)
-		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+		return httpd_reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
 	render(&b);
 	if (b.full) {
 		free(b.p);
-		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics too large\n");
+		return httpd_reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics too large\n");
 	}
 	return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len,
 		     MHD_RESPMEM_MUST_FREE);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload,
-				  size_t *upload_size, void **con_cls)
+static enum MHD_Result reply_health(struct MHD_Connection *conn)
 {
-	(void)cls;
-	(void)version;
-	(void)upload;
-	(void)con_cls;
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
-	if (*upload_size)
-		return MHD_NO;
-	if (strcmp(url, "/metrics") == 0)
-		return reply_metrics(conn);
-	if (strcmp(url, "/healthz") == 0)
-		return reply_text(conn, MHD_HTTP_OK, "ok\n");
-	return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz\n");
+	return httpd_reply_text(conn, MHD_HTTP_OK, "ok\n");
 }
 
+static const struct httpd_route routes[] = {
+	{ "/metrics", reply_metrics },
+	{ "/healthz", reply_health },
+	{ NULL, NULL },
+};
 /* ---- start and stop ---- */
 
 int pmetrics_check_address(const char *addr, char *err, size_t errlen)
@@ -315,7 +300,7 @@ int pmetrics_start(const struct plugin_config *cfg, const struct presource *res,
 	PM.sh = sh;
 	PM.mode = pcfg_mode_name(cfg->mode);
 	PM.start_wall = wall_now();
-	PM.d = httpd_start(host, port, on_request, PM_HTTP_CONNECTIONS, PM_HTTP_TIMEOUT_S);
+	PM.d = httpd_start(host, port, routes, PM_HTTP_CONNECTIONS, PM_HTTP_TIMEOUT_S);
 	if (!PM.d) {
 		log_error("metrics: cannot serve on %s; running without metrics", addr);
 		return 0;

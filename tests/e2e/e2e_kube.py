@@ -510,9 +510,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http_get(url):
+def http_get(url, method="GET"):
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        req = urllib.request.Request(url, method=method, data=b"x" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -597,7 +598,10 @@ def metrics_scenario(node, prom, base):
     node.start_kube_agent(extra=["--metrics-address", base[len("http://"):]])
     wait_for(lambda: http_get(base + "/readyz")[0] == 200, what="/readyz once the pods are listed")
     expect(http_get(base + "/healthz") == (200, "ok\n"), "/healthz: %r" % (http_get(base + "/healthz"),))
-    expect(http_get(base + "/nope")[0] == 404, "404 elsewhere")
+    expect(http_get(base + "/nope") == (404, "not found: try /metrics, /healthz, /readyz\n"),
+           "404 elsewhere, naming the paths: %r" % (http_get(base + "/nope"),))
+    expect(http_get(base + "/metrics", "POST") == (405, "GET only\n"), "POST refused")
+    expect(http_get(base + "/readyz", "HEAD")[0] == 200, "HEAD answered")
     lc = node.in_pod("lc", "lc")
     be = node.in_pod("be", "be")
     wait_for(lambda: gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],

@@ -602,9 +602,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http_get(url):
+def http_get(url, method="GET"):
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        req = urllib.request.Request(url, method=method, data=b"x" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -674,7 +675,10 @@ def t_metrics(env):
     check(got == doc, "docs/metrics.md and /metrics differ: only exported %r, only documented %r"
           % (sorted(got - doc), sorted(doc - got)))
     check(http_get(base + "/healthz") == (200, "ok\n"), "/healthz")
-    check(http_get(base + "/nope")[0] == 404, "404 elsewhere")
+    check(http_get(base + "/nope") == (404, "not found: try /metrics, /healthz\n"),
+          "404 elsewhere, naming the paths: %r" % (http_get(base + "/nope"),))
+    check(http_get(base + "/metrics", "POST") == (405, "GET only\n"), "POST refused")
+    check(http_get(base + "/healthz", "HEAD")[0] == 200, "HEAD answered")
     want = {
         ("gpuqos_device_plugin_info", (("mode", "shares"), ("version", "0.1.0"))): 1,
         ("gpuqos_device_plugin_registrations_total", (("resource", RES), ("result", "ok"))): 1,
