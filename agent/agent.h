@@ -416,6 +416,9 @@ enum tsg_state {
 };
 enum tsg_state tsg_state_of(const struct tsg *t);
 const char *tsg_state_name(enum tsg_state s);
+/* The engine's name as the ctl and the metrics show it: GR0, COPY2,
+ * ENGINE_0x1f for one that is neither. */
+void tsg_engine_name(uint32_t engine, char *buf, size_t n);
 /* tsg_state_name(tsg_state_of(t)) */
 const char *tsg_state(const struct agent *a, const struct tsg *t);
 void proc_free_all(struct agent *a);

@@ -231,16 +231,6 @@ static void add_u32_or_null(cJSON *o, const char *k, uint32_t v)
 		cJSON_AddNumberToObject(o, k, v);
 }
 
-static void engine_name(uint32_t e, char *buf, size_t n)
-{
-	if (rm_engine_is_gr(e))
-		snprintf(buf, n, "GR%u", e - RM_ENGINE_GR0);
-	else if (rm_engine_is_copy(e))
-		snprintf(buf, n, "COPY%u", e - RM_ENGINE_COPY0);
-	else
-		snprintf(buf, n, "ENGINE_0x%x", e);
-}
-
 static void tsg_add_last(cJSON *o, const struct tsg *t)
 {
 	if (!t->sent.has_last) {
@@ -290,7 +280,7 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 
 	if (!o)
 		return NULL;
-	engine_name(t->engine, eng, sizeof(eng));
+	tsg_engine_name(t->engine, eng, sizeof(eng));
 	cJSON_AddNumberToObject(o, "pid", t->pid);
 	cJSON_AddStringToObject(o, "comm", p ? p->comm : "");
 	add_u32_or_null(o, "gpu", t->gpu);

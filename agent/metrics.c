@@ -359,16 +359,6 @@ struct magent {
 	size_t kube_pods;
 };
 
-static void engine_name(uint32_t e, char *buf, size_t n)
-{
-	if (rm_engine_is_gr(e))
-		snprintf(buf, n, "GR%u", e - RM_ENGINE_GR0);
-	else if (rm_engine_is_copy(e))
-		snprintf(buf, n, "COPY%u", e - RM_ENGINE_COPY0);
-	else
-		snprintf(buf, n, "ENGINE_0x%x", e);
-}
-
 static void collect_agent(struct agent *a, struct magent *g)
 {
 	memset(g, 0, sizeof(*g));
@@ -442,7 +432,7 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->tsg = t->h_tsg;
 		r->gpu = t->gpu;
 		r->engine = t->engine;
-		engine_name(t->engine, r->engine_name, sizeof(r->engine_name));
+		tsg_engine_name(t->engine, r->engine_name, sizeof(r->engine_name));
 		r->ts_applied = t->obs.applied_ts;
 		r->ts_desired = t->want.desired_ts;
 		r->il_applied = t->obs.applied_il;

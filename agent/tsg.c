@@ -486,6 +486,16 @@ enum tsg_state tsg_state_of(const struct tsg *t)
 	return differs ? TSG_PENDING : TSG_CONVERGED;
 }
 
+void tsg_engine_name(uint32_t engine, char *buf, size_t n)
+{
+	if (rm_engine_is_gr(engine))
+		snprintf(buf, n, "GR%u", engine - RM_ENGINE_GR0);
+	else if (rm_engine_is_copy(engine))
+		snprintf(buf, n, "COPY%u", engine - RM_ENGINE_COPY0);
+	else
+		snprintf(buf, n, "ENGINE_0x%x", engine);
+}
+
 const char *tsg_state_name(enum tsg_state s)
 {
 	switch (s) {
