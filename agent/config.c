@@ -314,24 +314,51 @@ static int parse_rules(const struct ctx *x, const cJSON *j, struct state *st)
 	return 0;
 }
 
-static int parse_timeslices(const struct ctx *x, const cJSON *j, struct state *st)
+/* One optional whole-number member of an object, its range and where it
+ * goes. */
+struct uint_member {
+	const char *key;
+	uint32_t min, max;
+	uint32_t *dst;
+};
+
+#define UINT_MEMBERS_MAX 4
+
+/* An object of optional whole-number members only; an error names the
+ * member as "name.key". */
+static int get_uint_object(const struct ctx *x, const char *name, const cJSON *j,
+			   const struct uint_member *m, size_t n)
 {
-	static const char *const keys[] = { "lcUs", "beUs", "severalBeUs" };
-	uint32_t *dst[] = { &st->cfg.policy.lc_timeslice_us, &st->cfg.policy.be_timeslice_us,
-			    &st->cfg.policy.several_be_timeslice_us };
-	char field[32];
+	const char *keys[UINT_MEMBERS_MAX];
+	char field[48];
 
-	if (want_object(x, "timeslices", j) || check_keys(x, "timeslices", j, keys, 3))
+	if (n > UINT_MEMBERS_MAX)
+		return fail(x, name, "has more members than the parser holds");
+	for (size_t i = 0; i < n; i++)
+		keys[i] = m[i].key;
+	if (want_object(x, name, j) || check_keys(x, name, j, keys, n))
 		return -1;
-	for (size_t i = 0; i < 3; i++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+	for (size_t i = 0; i < n; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, m[i].key);
 
-		snprintf(field, sizeof(field), "timeslices.%s", keys[i]);
-		if (v && get_uint(x, field, v, POLICY_TIMESLICE_MIN_US, POLICY_TIMESLICE_MAX_US,
-				  dst[i]))
+		snprintf(field, sizeof(field), "%s.%s", name, m[i].key);
+		if (v && get_uint(x, field, v, m[i].min, m[i].max, m[i].dst))
 			return -1;
 	}
 	return 0;
+}
+
+static int parse_timeslices(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	struct policy_config *p = &st->cfg.policy;
+	const struct uint_member m[] = {
+		{ "lcUs", POLICY_TIMESLICE_MIN_US, POLICY_TIMESLICE_MAX_US, &p->lc_timeslice_us },
+		{ "beUs", POLICY_TIMESLICE_MIN_US, POLICY_TIMESLICE_MAX_US, &p->be_timeslice_us },
+		{ "severalBeUs", POLICY_TIMESLICE_MIN_US, POLICY_TIMESLICE_MAX_US,
+		  &p->several_be_timeslice_us },
+	};
+
+	return get_uint_object(x, "timeslices", j, m, sizeof(m) / sizeof(m[0]));
 }
 
 static int parse_interleave(const struct ctx *x, const cJSON *j, struct state *st)
@@ -406,20 +433,14 @@ static int parse_several_be(const struct ctx *x, const cJSON *j, struct state *s
 
 static int parse_rotation(const struct ctx *x, const cJSON *j, struct state *st)
 {
-	static const char *const keys[] = { "periodMs", "leaseMs" };
-	const cJSON *period, *lease;
+	struct policy_config *p = &st->cfg.policy;
+	const struct uint_member m[] = {
+		{ "periodMs", POLICY_ROTATE_PERIOD_MIN_MS, POLICY_ROTATE_PERIOD_MAX_MS,
+		  &p->rotate_period_ms },
+		{ "leaseMs", POLICY_GATE_LEASE_MIN_MS, POLICY_GATE_LEASE_MAX_MS, &p->gate_lease_ms },
+	};
 
-	if (want_object(x, "rotation", j) || check_keys(x, "rotation", j, keys, 2))
-		return -1;
-	period = cJSON_GetObjectItemCaseSensitive(j, "periodMs");
-	lease = cJSON_GetObjectItemCaseSensitive(j, "leaseMs");
-	if (period && get_uint(x, "rotation.periodMs", period, POLICY_ROTATE_PERIOD_MIN_MS,
-			       POLICY_ROTATE_PERIOD_MAX_MS, &st->cfg.policy.rotate_period_ms))
-		return -1;
-	if (lease && get_uint(x, "rotation.leaseMs", lease, POLICY_GATE_LEASE_MIN_MS,
-			      POLICY_GATE_LEASE_MAX_MS, &st->cfg.policy.gate_lease_ms))
-		return -1;
-	return 0;
+	return get_uint_object(x, "rotation", j, m, sizeof(m) / sizeof(m[0]));
 }
 
 static int parse_busy_lc(const struct ctx *x, const cJSON *j, struct state *st)
@@ -430,20 +451,13 @@ static int parse_busy_lc(const struct ctx *x, const cJSON *j, struct state *st)
 
 static int parse_wake(const struct ctx *x, const cJSON *j, struct state *st)
 {
-	static const char *const keys[] = { "leadUs", "holdUs" };
-	const cJSON *lead, *hold;
+	struct policy_config *p = &st->cfg.policy;
+	const struct uint_member m[] = {
+		{ "leadUs", 0, POLICY_WAKE_MAX_US, &p->wake_lead_us },
+		{ "holdUs", 0, POLICY_WAKE_MAX_US, &p->wake_hold_us },
+	};
 
-	if (want_object(x, "wake", j) || check_keys(x, "wake", j, keys, 2))
-		return -1;
-	lead = cJSON_GetObjectItemCaseSensitive(j, "leadUs");
-	hold = cJSON_GetObjectItemCaseSensitive(j, "holdUs");
-	if (lead && get_uint(x, "wake.leadUs", lead, 0, POLICY_WAKE_MAX_US,
-			     &st->cfg.policy.wake_lead_us))
-		return -1;
-	if (hold && get_uint(x, "wake.holdUs", hold, 0, POLICY_WAKE_MAX_US,
-			     &st->cfg.policy.wake_hold_us))
-		return -1;
-	return 0;
+	return get_uint_object(x, "wake", j, m, sizeof(m) / sizeof(m[0]));
 }
 
 static int parse_allow_unsafe(const struct ctx *x, const cJSON *j, struct state *st)
