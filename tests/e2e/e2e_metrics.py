@@ -104,7 +104,9 @@ def t_standalone_metrics(node):
         wait_for(lambda: values('gpuqos_tsg_wake_lead_seconds{pid="%d"}' % lc.pid) == [0] * 4,
                  timeout=30, what="PromQL: no wake beside a launch-bound LC")
         ratio = values('gpuqos_tsg_launch_active_ratio{pid="%d"}' % eager.pid)
-        expect(len(ratio) == 4 and min(ratio) >= 0.7 and max(ratio) <= 1.0,
+        # Launch-bound means at least busyLcPercent (50 %, less its 10 % of
+        # hysteresis once judged); how far above depends on the CPU its loop gets.
+        expect(len(ratio) == 4 and min(ratio) >= 0.4 and max(ratio) <= 1.0,
                "its launch-active ratio: %r" % ratio)
         # The first LC launches nothing: read as 0, not launch-bound.
         expect(values('gpuqos_tsg_launch_bound{pid="%d"}' % lc.pid) == [0, 0, 0, 0]

@@ -450,7 +450,11 @@ class Handler(BaseHTTPRequestHandler):
             if gone and self.st.gone_mode == "http":
                 msg = "too old resource version: %s (%d)" % (rv_s, self.st.compacted_rv)
                 return self.send_json(410, status(410, "Expired", msg))
-            self.st.watchers.add(w)
+            # A watch refused with an ERROR event is never live: while its
+            # stream closes it must not count, nor take a test's expire
+            # meant for the watch that follows it.
+            if not gone:
+                self.st.watchers.add(w)
         try:
             self.stream(w, q, initial, gone, rv_s)
         finally:

@@ -64,8 +64,9 @@ def case_basic(b):
         flag = os.path.join(sim.tmp, "go")
         p = sim.fakecuda_bg("--contexts", "2", "--gpu", "1", "--wait-file", flag,
                             "--print-state")
-        s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 else None)(sim.state()),
-                     "8 TSGs", 5.0)
+        # A TSG's channel comes after it: the last one's too.
+        s = wait_for(lambda: (lambda st: st if len(st["tsgs"]) == 8 and len(st["channels"]) == 8
+                              else None)(sim.state()), "8 TSGs and their channels", 5.0)
         check(s["gpus"] == 2, "gpus in state")
         check([(g["deviceInstance"], g["gpuId"], g["uuid"], g["pciBusId"]) for g in s["attached_gpus"]] ==
               [(0, "0x00000006", "GPU-73696d30-0000-4000-8000-000000000000", "00000000:00:06.0"),
@@ -121,9 +122,11 @@ def case_forms(b):
             flag = os.path.join(sim.tmp, "go")
             p = sim.fakecuda_bg("--form", form, "--contexts", "2", "--wait-file", flag)
             wait_for(lambda: len(sim.state()["tsgs"]) == 8, "8 TSGs (form %s)" % form, 5.0)
-            # libcuda's SET follows the TSG: wait for the last context's too.
-            wait_for(lambda: sum(t["timeslice_sets"] for t in sim.state()["tsgs"]) == 2,
-                     "both SET_TIMESLICE calls", 5.0)
+            # libcuda's SET follows the TSG: wait for the last context's too,
+            # and for the channel of its last TSG (made after the TSG).
+            wait_for(lambda: (lambda st: sum(t["timeslice_sets"] for t in st["tsgs"]) == 2
+                              and len(st["channels"]) == 8)(sim.state()),
+                     "both SET_TIMESLICE calls and every channel", 5.0)
             states[form] = normalized_state(sim.state())
             log = sim.log()
             open(flag, "w").close()
