@@ -284,6 +284,25 @@ func stall(endpoint string) map[string]interface{} {
 		c.Close()
 		return fail(err)
 	}
+	// The call goes out lazily, on a connection of its own: wait for the
+	// plugin's headers (they come with its first message), so that the
+	// stream is open on the plugin's side before this op answers and an op
+	// on another connection comes after it.
+	hdr := make(chan error, 1)
+	go func() {
+		_, err := s.Header()
+		hdr <- err
+	}()
+	select {
+	case err = <-hdr:
+	case <-time.After(rpcTimeout):
+		err = fmt.Errorf("no headers from the plugin in %v", rpcTimeout)
+	}
+	if err != nil {
+		cancel()
+		c.Close()
+		return fail(err)
+	}
 	stalled = append(stalled, stalledStream{cancel, c, s})
 	return map[string]interface{}{"ok": true, "stream": len(stalled) - 1}
 }
