@@ -119,12 +119,14 @@ class KubeNode(e2e.Node):
         s = self.ann(name).get("gpuqos.io/state")
         return json.loads(s) if s else None
 
-    def in_pod(self, name, cls, args=("--hold", "60")):
-        """fakecuda under `gpuqos run --class cls`, moved into the pod's
-        container cgroup before it opens the device (exec keeps the pid)."""
+    def in_pod(self, name, cls, args=("--hold", "60"), prefix=()):
+        """fakecuda under `gpuqos run --class cls` (after prefix, which
+        must exec), moved into the pod's container cgroup before it opens
+        the device (exec keeps the pid)."""
         procs = os.path.join(self.pods[name][2], "cgroup.procs")
         return self.workload(cls, list(args),
-                             prefix=["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs])
+                             prefix=["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs]
+                             + list(prefix))
 
     # ---- the API server ----
 
@@ -296,7 +298,8 @@ def t_kube_classes(node):
     # LC and both BEs) runs at the driver's values until it goes.
     node.add_pod("eager", "latency-critical")
     lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
-    eager = node.in_pod("eager", "lc", args=("--hold", "60", "--libcuda", lib, "--launch-every-us", "0"))
+    eager = node.in_pod("eager", "lc", args=("--hold", "60", "--libcuda", lib, "--launch-every-us", "0"),
+                        prefix=e2e.EAGER)
     wait_for(lambda: (node.gq_state("eager") or {}).get("launchBound") == 1
              and (node.gq_state("eager") or {}).get("timesliceUs", {}).get("gr") == [2048]
              and (node.gq_state("eager") or {}).get("state") == "converged", timeout=10,

@@ -92,7 +92,8 @@ def t_standalone_metrics(node):
                == [0.0] * 4, "the BE's wake lead")
         # A launch-bound LC: its readings, and the LC before it, in Prometheus.
         lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
-        eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"])
+        eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"],
+                              prefix=e2e.EAGER)
         wait_for(lambda: gr_timeslice(node, be.pid) == [2048] and gr_timeslice(node, lc.pid) == [2048],
                  timeout=10, what="the runlist at baseline beside a launch-bound LC")
 
