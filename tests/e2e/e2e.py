@@ -1108,7 +1108,9 @@ def t_busy_lc(node):
     node.start_agent(config={"version": 1, "busyLcPercent": 0})
     lc3 = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "0"], prefix=EAGER)
     wait_for(lambda: gr_timeslice(node, be.pid) == [50], timeout=10, what="BE at 50, rule off")
-    wait_for(lambda: (row(lc3.pid).get("launchActivePercent") or 0) >= 90, timeout=5,
+    # Over the 50 % that would make it launch-bound with the rule on (how far
+    # over depends on the CPU its loop gets).
+    wait_for(lambda: (row(lc3.pid).get("launchActivePercent") or 0) >= 50, timeout=10,
              what="the launches read with the rule off")
     time.sleep(1.0)
     expect(not row(lc3.pid)["launchBound"], "rule off: %r" % row(lc3.pid))
