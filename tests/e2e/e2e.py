@@ -178,6 +178,9 @@ class Node:
 
     def close(self):
         for p in self.procs:
+            # One already reaped is skipped: its pid may be another's now.
+            if p.poll() is not None:
+                continue
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

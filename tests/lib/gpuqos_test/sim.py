@@ -96,10 +96,15 @@ class Sim:
             subprocess.call(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
         if self.proc:
             try:
-                self.proc.wait(timeout=5)
+                # Unmounted, it exits (with the sanitizers' leak check):
+                # seconds on a loaded machine.
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                if exc and exc[0] is None:
+                    raise Failure("gpuqos-sim did not exit within 30 s of its unmount: %s"
+                                  % self.stderr())
             if self.proc.returncode not in (0, None) and exc and exc[0] is None:
                 raise Failure("gpuqos-sim exited with %d: %s" % (self.proc.returncode,
                                                                  self.stderr()))
