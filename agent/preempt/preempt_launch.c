@@ -321,7 +321,6 @@ static void *pa_launch_wrap_gpa(const char *sym, void *real)
 
 /* ---- dlsym ---- */
 
-
 /* dlsym for a name the library wraps: the real lookup, then the wrapper.
  * The lookup is made from here, so dlsym(RTLD_NEXT, name) for these names
  * means "after this library" (documented limit). */

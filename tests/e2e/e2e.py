@@ -255,6 +255,11 @@ def copy_timeslices(node, pid):
 EAGER = ("nice", "-n", "-10")
 
 
+def proc_row(node, pid):
+    """The process's row in the agent's `list`, or None until it has seen it."""
+    return next((p for p in node.ctl("list")["processes"] if p["pid"] == pid), None)
+
+
 def agent_tsgs(node, pid=None):
     lst = node.ctl("list")
     expect(lst.get("ok"), "list failed: %r" % lst)
@@ -1073,8 +1078,7 @@ def t_busy_lc(node):
     lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
 
     def row(pid):
-        """The process's row in `list`, or {} until the agent has seen it."""
-        return next((p for p in node.ctl("list")["processes"] if p["pid"] == pid), {})
+        return proc_row(node, pid) or {}
 
     node.start_agent(config={"version": 1, "busyLcPercent": 50})
     be = node.workload("be", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "2000"])
@@ -1149,9 +1153,6 @@ def t_busy_lc_rotate(node):
                 e, seen, [(t["pid"], t["class"], t["timeslice"], t["gate"], t["state"])
                           for t in agent_tsgs(node) if t["engine"] == 1]))
 
-    def launch_bound(pid):
-        return any(p["pid"] == pid and p["launchBound"] for p in node.ctl("list")["processes"])
-
     def rotating():
         s = schedulable(node, pids)
         ts = {pid: gr_timeslice(node, pid) for pid in pids}
@@ -1173,7 +1174,8 @@ def t_busy_lc_rotate(node):
         # A base report and a first reading: about 0.5 s on an idle machine.
         # How fast a reading is believed is agent.core_unit's to check; here
         # the share itself depends on how much CPU the looping LC gets.
-        watch(lambda: launch_bound(eager.pid), "a launch-bound LC judged so (%d)" % i, 10)
+        watch(lambda: (proc_row(node, eager.pid) or {}).get("launchBound"),
+              "a launch-bound LC judged so (%d)" % i, 10)
         judged = time.monotonic()
         watch(at_baseline, "a launch-bound LC arrived (%d)" % i, 10)
         took = time.monotonic() - judged

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "kube"))
 
 import e2e  # noqa: E402
 import fake_apiserver  # noqa: E402
-from e2e import Skip, expect, wait_for, gr_timeslice, agent_tsgs  # noqa: E402
+from e2e import Skip, expect, wait_for, gr_timeslice, agent_tsgs, proc_row  # noqa: E402
 
 NODE = "gpu-node-1"
 NS = "default"
@@ -195,11 +195,6 @@ class KubeNode(e2e.Node):
                     os.rmdir(d)
                 except OSError:
                     pass
-
-
-def proc_row(node, pid):
-    rows = [p for p in node.ctl("list")["processes"] if p["pid"] == pid]
-    return rows[0] if rows else None
 
 
 def table(node):
