@@ -280,6 +280,12 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 		 * telling may follow it (docs/policy.md, verifyIntervalS). */
 		if (c->op == GQ_OP_SET_TIMESLICE && a->cfg->verify_interval_s)
 			t->verify.due = now_us() + AGENT_VERIFY_SETTLE_MS * 1000ull;
+		/* Having to set this value again means someone set it back
+		 * (or the RM did not keep it): tsg_revert_wait. */
+		if (c->op == GQ_OP_SET_TIMESLICE) {
+			t->revert.set_value = (uint32_t)c->arg;
+			t->revert.set_at = now_us();
+		}
 	} else if (c->op == GQ_OP_SET_INTERLEAVE)
 		tsg_observe_il(t, (uint32_t)c->arg, c->sent);
 }

@@ -297,6 +297,8 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p ? p->cls_source : CLS_SRC_DEFAULT));
 	ts = cJSON_AddObjectToObject(o, "timeslice");
 	if (ts) {
+		uint64_t now = now_us();
+
 		add_u32_or_null(ts, "desired", t->want.desired_ts);
 		add_u32_or_null(ts, "applied", t->obs.applied_ts);
 		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
@@ -304,10 +306,15 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		 * long ago (null: none yet), and how many found it wrong. */
 		if (t->verify.at)
 			cJSON_AddNumberToObject(ts, "verifiedMsAgo",
-						(double)((now_us() - t->verify.at) / 1000u));
+						(double)((now - t->verify.at) / 1000u));
 		else
 			cJSON_AddNullToObject(ts, "verifiedMsAgo");
 		cJSON_AddNumberToObject(ts, "verifyMismatches", (double)t->verify.mismatches);
+		/* Set back by someone else after a SET of ours took, and how
+		 * long the next SET still waits (docs/policy.md). */
+		cJSON_AddNumberToObject(ts, "reverts", (double)t->revert.total);
+		cJSON_AddNumberToObject(ts, "revertWaitMs",
+					t->revert.until > now ? (double)((t->revert.until - now) / 1000u) : 0);
 	}
 	il = cJSON_AddObjectToObject(o, "interleave");
 	if (il) {
@@ -395,6 +402,7 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "configErrors", (double)n->config_errors);
 	cJSON_AddNumberToObject(o, "verifyReads", (double)n->verify_reads);
 	cJSON_AddNumberToObject(o, "verifyMismatches", (double)n->verify_mismatches);
+	cJSON_AddNumberToObject(o, "reverts", (double)n->reverts);
 	cJSON_AddNumberToObject(o, "peersRefused", (double)n->peers_refused);
 	cJSON_AddNumberToObject(o, "claimsRefusedLimit", (double)n->claims_refused_limit);
 	cJSON_AddNumberToObject(o, "claimsRefusedReadback", (double)n->claims_refused_readback);

@@ -311,6 +311,8 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	if (p->cls == CLASS_UNMANAGED && t->obs.applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
 	if (tsg_ts_differs(t)) {
+		if (tsg_revert_wait(a, t, now))
+			return 0; /* set back again and again: wait (tsg.c) */
 		op = GQ_OP_SET_TIMESLICE;
 		arg = t->want.desired_ts;
 	} else if (tsg_il_differs(t)) {
@@ -466,6 +468,8 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 			next = t->sent.backoff_until;
 		if (t->verify.due > now && (next == 0 || t->verify.due < next))
 			next = t->verify.due;
+		if (t->revert.until > now && (next == 0 || t->revert.until < next))
+			next = t->revert.until;
 	}
 	if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
 		next = grace_end;

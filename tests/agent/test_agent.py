@@ -640,6 +640,47 @@ def t_belief_latest(make_agent):
     wait_for(lambda: converged(a, be.pid, 50), "converged at 50, truthfully")
 
 
+def t_revert(make_agent):
+    """A process that sets its GR TSG's timeslice back after every SET of the
+    agent: the first three are answered at once, each later one waits
+    longer (1 s, 2 s, ...), the wait is listed; once the process stops the
+    TSG converges again, and a value that held for 10 s forgets the fight."""
+    a = make_agent(config())
+    a.start()
+    be, lc = be_and_lc(a)
+    wait_for(lambda: converged(a, be.pid, 50), "BE GR converged at 50")
+    be.sync()
+    n0 = len(be.commands(OP_SET_TS, GR))
+    # For 3 s the RM is told 1000 again every 50 ms through the process's
+    # own ioctl (60 tellings; without a back-off as many SETs).
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end:
+        be.add_tsg(0xC1D00001, GR, 1, ts=1000, app=2048)
+        time.sleep(0.05)
+    be.sync()
+    sets = len(be.commands(OP_SET_TS, GR)) - n0
+    check(4 <= sets <= 6, "3 SETs at once, then 1 s and 2 s waits: %d SETs in 3 s" % sets)
+    t = gr_of(a, be.pid)
+    check(t["state"] == "pending" and t["timeslice"]["applied"] == 1000, repr(t))
+    check(t["timeslice"]["reverts"] >= 5 and t["timeslice"]["revertWaitMs"] > 0, repr(t["timeslice"]))
+    check("set back to 1000 us" in (t["error"] or ""), "the wait says why: %r" % t["error"])
+    check(a.counters()["reverts"] == t["timeslice"]["reverts"], repr(a.counters()))
+    # The process stops: the agent sets 50 once its wait is over.
+    wait_for(lambda: converged(a, be.pid, 50), "converged at 50 after the wait", timeout=20)
+    check(gr_of(a, be.pid)["error"] is None, "the error cleared: %r" % gr_of(a, be.pid))
+    # 50 holds for 10 s: the next revert is answered at once.
+    time.sleep(10.3)
+    be.sync()
+    n1 = len(be.commands(OP_SET_TS, GR))
+    be.add_tsg(0xC1D00001, GR, 1, ts=1000, app=2048)
+    wait_for(lambda: len(be.commands(OP_SET_TS, GR)) > n1, "a revert after 10 s quiet is set at once",
+             timeout=1.0)
+    wait_for(lambda: converged(a, be.pid, 50), "converged at 50")
+    with open(os.path.join(a.dir, "agent.log"), errors="replace") as f:
+        log = f.read()
+    check("its timeslice was set back to 1000 us" in log, "the wait is logged")
+
+
 def t_claims(make_agent):
     """Without the tracker, a claim moves nobody until a read-back through
     the claimant's fd confirms it; one the RM does not know is refused."""
@@ -864,7 +905,7 @@ TESTS = {
     "interleave": t_interleave, "options": t_options, "valgrind": t_valgrind,
     "belief_latest": t_belief_latest, "claims": t_claims, "claim_flood": t_claim_flood,
     "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
-    "activity_liar": t_activity_liar,
+    "activity_liar": t_activity_liar, "revert": t_revert,
 }
 
 if __name__ == "__main__":

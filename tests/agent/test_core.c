@@ -359,6 +359,83 @@ static void test_verify(void)
 	agent_free(a);
 }
 
+/* Someone sets the BE's timeslice back after each SET of ours: one
+ * revert of the RM's value. Returns whether a SET of 50 went out at once. */
+static int revert_once(struct agent *a, struct tsg *tb)
+{
+	size_t n = nsent, i;
+
+	fake_now += 1000;
+	tsg_observe_ts(tb, 2048, fake_now);
+	reconcile_new_tick(a);
+	reconcile(a);
+	i = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+	if (i == nsent)
+		return 0;
+	CHECK(sent[i].arg == 50);
+	answer(a, i, RM_OK, 50);
+	return 1;
+}
+
+/* Three reverts are set again at once, each later one waits twice as long
+ * as the one before (1 s up to 60 s), listed as pending with the reason; a
+ * value that held for 10 s forgets them; a SET the RM refused arms none. */
+static void test_revert(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc(&tb, &tl);
+	uint32_t waits[] = { 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000 };
+
+	CHECK(tsg_state_of(tb) == TSG_CONVERGED && tb->revert.set_value == 50);
+	for (int k = 0; k < 3; k++)
+		CHECK(revert_once(a, tb));
+	CHECK_EQ_U(tb->revert.recent, 3);
+	for (size_t k = 0; k < sizeof(waits) / sizeof(waits[0]); k++) {
+		size_t n;
+
+		CHECK(!revert_once(a, tb));
+		CHECK_EQ_U(tb->revert.backoff_ms, waits[k]);
+		CHECK(tb->revert.until == fake_now + waits[k] * 1000ull);
+		CHECK(tsg_state_of(tb) == TSG_PENDING);
+		CHECK(strstr(tb->sent.error, "set back to 2048 us") != NULL);
+		CHECK(reconcile_next_deadline(a) <= tb->revert.until);
+		fake_now = tb->revert.until - 1;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		CHECK(last_sent(GQ_OP_SET_TIMESLICE, 1, n) == nsent); /* not yet */
+		fake_now++;
+		reconcile(a);
+		n = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+		CHECK(n < nsent && sent[n].arg == 50);
+		answer(a, n, RM_OK, 50);
+		CHECK(tb->sent.error[0] == '\0' && tsg_state_of(tb) == TSG_CONVERGED);
+	}
+	CHECK_EQ_U(tb->revert.total, 3 + sizeof(waits) / sizeof(waits[0]));
+	CHECK_EQ_U(a->n.reverts, tb->revert.total);
+	CHECK_EQ_U(tl->revert.total, 0);
+	/* 50 holds for 10 s: the next revert is the first again. */
+	fake_now += AGENT_REVERT_QUIET_MS * 1000ull;
+	CHECK(revert_once(a, tb));
+	CHECK_EQ_U(tb->revert.recent, 1);
+	CHECK_EQ_U(tb->revert.backoff_ms, 0);
+	/* A SET the RM refused arms nothing: what follows is its own backoff. */
+	{
+		size_t n = nsent, i;
+
+		fake_now += 1000;
+		tsg_observe_ts(tb, 2048, fake_now);
+		reconcile_new_tick(a);
+		reconcile(a);
+		i = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+		CHECK(i < nsent);
+		answer(a, i, RM_ERR_INVALID_ARGUMENT, 0);
+		CHECK(tb->revert.set_value == GQ_UNKNOWN);
+		CHECK_EQ_U(tb->revert.recent, 2);
+	}
+	agent_free(a);
+}
+
 /* A read-back that the direct path cannot carry (the fd took no control
  * from the agent: an errno) goes through the preempt agent next time,
  * rather than failing again every interval. */
@@ -917,6 +994,7 @@ int main(void)
 	test_belief_latest();
 	test_verify();
 	test_verify_direct_fallback();
+	test_revert();
 	test_policy_before_commands();
 	test_several_be_floor();
 	test_wake_policy();
