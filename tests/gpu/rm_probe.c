@@ -14,6 +14,8 @@
  * Environment (all optional; nothing set = the library only watches):
  *   GQP_TIMESLICE_US=N   set the GR TSG's timeslice to N once settled, and
  *                        rewrite libcuda's own later SET_TIMESLICE to N
+ *   GQP_REAPPLY_MS=N     set that timeslice again every N ms (a process
+ *                        that keeps setting its own timeslice back)
  *   GQP_INTERLEAVE=0|1|2 set the GR TSG's interleave level (LOW/MEDIUM/HIGH)
  *   GQP_EARLY=1          apply timeslice/interleave right after the TSG's
  *                        allocation returns, before libcuda schedules it
@@ -136,6 +138,8 @@ static struct {
 	long rot_n, rot_i, rot_period_ms, settle_ms;
 	long compute_preempt;     /* -1: leave libcuda's */
 	long stats_ms;            /* 0: no context-switch counts */
+	long reapply_ms;          /* 0: the timeslice is set once */
+	unsigned reapplied, reapply_failed;
 	const char *rot_start_file;
 	volatile int stop;
 	int disabled;
@@ -323,6 +327,20 @@ static void *probe_thread(void *arg)
 	if (P.stats_ms > 0)
 		ctxsw_stats();
 	pthread_mutex_unlock(&P.lock);
+	while (P.rot_n <= 0 && P.reapply_ms > 0 && P.timeslice_us >= 0 && !P.stop) {
+		struct rm_tsg_timeslice t = {.timesliceUs = (rm_u64)P.timeslice_us};
+		uint32_t us;
+
+		sleep_ms(P.reapply_ms);
+		pthread_mutex_lock(&P.lock);
+		if (control(P.tsg, RM_CTRL_TSG_SET_TIMESLICE, &t, sizeof(t), &us) != RM_OK)
+			P.reapply_failed++;
+		/* Workloads may _exit(): the count is printed as it goes. */
+		if (++P.reapplied % 100 == 0)
+			fprintf(stderr, "rm_probe: pid %d SET_TIMESLICE %ld us again: %u times, %u failed\n",
+				getpid(), P.timeslice_us, P.reapplied, P.reapply_failed);
+		pthread_mutex_unlock(&P.lock);
+	}
 	if (P.rot_n <= 0) {
 		/* Workloads may _exit(): the counts are printed as they go. */
 		while (P.stats_ms > 0 && !P.stop) {
@@ -400,6 +418,9 @@ __attribute__((constructor)) static void probe_init(void)
 	P.settle_ms = env_long("GQP_SETTLE_MS", 500);
 	P.rot_start_file = getenv("GQP_ROT_START_FILE");
 	P.stats_ms = env_long("GQP_CTXSW_STATS_MS", 0);
+	P.reapply_ms = env_long("GQP_REAPPLY_MS", 0);
+	if (P.reapply_ms < 0)
+		P.reapply_ms = 0;
 	const char *cp = getenv("GQP_COMPUTE_PREEMPT");
 	if (cp && *cp) {
 		if (!strcmp(cp, "wfi"))

@@ -6,7 +6,7 @@ builds its scenarios; a driver-defaults row and a gpuqos row (the real node
 agent and preempt agent, fake workloads that run no kernel) run, carry the
 workloads' numbers into suite.jsonl and the table; the eager-LC event
 starts its process (which fails at once without PyTorch, as it must be
-allowed to); soak.py parses its arguments.
+allowed to); soak.py and fight.py parse their arguments.
 
 Usage: test_suite.py --build BUILD
 """
@@ -113,6 +113,9 @@ def main():
     p = subprocess.run([sys.executable, os.path.join(HERE, "soak.py"), "--help"],
                        capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and "--restart-every-s" in p.stdout, f"soak.py --help: {p.stdout}{p.stderr}")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "fight.py"), "--help"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and "--every-ms" in p.stdout, f"fight.py --help: {p.stdout}{p.stderr}")
     # wake_cliff.py: a trace every 2 ms, request 20 on time plus 55 us:
     # nineteen in the 0 .. 10 us bin (the first nine only teach the period),
     # one at 50 .. 60 us, and the one after it 55 us early.
