@@ -372,8 +372,16 @@ void pa_wake_init(void)
 	const char *env = getenv("GPUQOS_WAKE_LEAD_US");
 	unsigned lead = pw_env_us("GPUQOS_WAKE_LEAD_US");
 
+	const char *stops = getenv("GPUQOS_WAKE_STOPS");
+
 	pw_env_owned = env != NULL && *env != '\0';
 	atomic_store(&pw_hold_us, pw_env_us("GPUQOS_WAKE_HOLD_US"));
+	/* An experiment's setting (docs/policy.md): wasted wakes are still
+	 * counted, but never stop the next ones. */
+	if (stops && strcmp(stops, "0") == 0) {
+		pw.pred.keep_waking = 1;
+		pa_info("wake: GPUQOS_WAKE_STOPS=0: wasted wakes stop nothing");
+	}
 	if (!lead)
 		return;
 	if (!pa_launch_counting()) {

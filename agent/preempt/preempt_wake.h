@@ -61,8 +61,10 @@ struct pa_wake_pred {
 	unsigned backoff;           /* doublings of the next hold */
 	unsigned calm;              /* hits since the latest hold or wasted wake */
 	rm_u64 wakes, hits, wasted, early, skipped;
+	int keep_waking;            /* judged, never stopped (GPUQOS_WAKE_STOPS=0) */
 };
 
+/* Everything forgotten, keep_waking too. */
 void pa_wake_pred_reset(struct pa_wake_pred *p);
 /* The requests so far were in a context that is gone or no longer used:
  * forget their timing (the counts stay). */

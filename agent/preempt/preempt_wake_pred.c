@@ -66,7 +66,7 @@ static void note_judged(struct pa_wake_pred *p, int wasted)
 		if (p->backoff)
 			p->backoff--;
 	}
-	if (p->nwasted < PA_WAKE_MISS_LIMIT)
+	if (p->nwasted < PA_WAKE_MISS_LIMIT || p->keep_waking)
 		return;
 	p->hold = PA_WAKE_HOLD << p->backoff;
 	if (p->backoff < PA_WAKE_BACKOFF_MAX)

@@ -502,7 +502,24 @@ def set_wakehold():
     return s
 
 
-SETS = {"wake": set_wake, "wakehold": set_wakehold, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_wakestops():
+    """Whether the wake's stops (four wasted among the last 128 wakes stop
+    the next ones, each stop twice as long) are right on a host where a few
+    percent of the LC's requests come late: the micro LC beside one and
+    three `be_fill`s, traced, under the default policy, the same with
+    GPUQOS_WAKE_STOPS=0 in the LC (every wake judged, none stopped), and
+    without a wake."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    for nbe in (1, 3):
+        for pol, env in (("default", {}), ("default", {"GPUQOS_WAKE_STOPS": "0"}), ("nowake", {})):
+            name = f"micro gq:{pol} {nbe}xfill" + (" stops 0" if env else "")
+            s.append(sc(name, "micro", "fill", nbe, f"gq:{pol}", lc_env=dict(env, GPUQOS_LOG="info"),
+                        tag="wakestops", trace=True))
+    return s
+
+
+SETS = {"wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}

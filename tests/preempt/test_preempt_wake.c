@@ -216,6 +216,16 @@ static void test_judging(void)
 	CHECK(P.wasted >= 4 * (PA_WAKE_MISS_LIMIT - 1) - 1);
 	CHECK_EQ_U(P.hold, 0);
 	CHECK(pa_wake_pred_target(&P, LEAD) != 0);
+
+	/* keep_waking (GPUQOS_WAKE_STOPS=0): every wasted wake is counted,
+	 * none stops the next. */
+	pa_wake_pred_reset(&P);
+	P.keep_waking = 1;
+	last = feed(10 * MS, 2 * MS, 9);
+	last = wasted_wakes(last, 4 * PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.wasted, 4 * PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hold, 0);
+	CHECK(pa_wake_pred_target(&P, LEAD) == last + 2 * MS - LEAD);
 }
 
 int main(void)
