@@ -359,17 +359,24 @@ static void test_verify(void)
 	agent_free(a);
 }
 
-/* Someone sets the BE's timeslice back after each SET of ours: one
- * revert of the RM's value. Returns whether a SET of 50 went out at once. */
-static int revert_once(struct agent *a, struct tsg *tb)
+/* A millisecond later someone sets the BE's timeslice back to 2048 and
+ * a pass runs: the index of the SET it sent, or nsent. */
+static size_t revert_pass(struct agent *a, struct tsg *tb)
 {
-	size_t n = nsent, i;
+	size_t n = nsent;
 
 	fake_now += 1000;
 	tsg_observe_ts(tb, 2048, fake_now);
 	reconcile_new_tick(a);
 	reconcile(a);
-	i = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+	return last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+}
+
+/* One revert; whether a SET of 50 went out at once (answered NV_OK). */
+static int revert_once(struct agent *a, struct tsg *tb)
+{
+	size_t i = revert_pass(a, tb);
+
 	if (i == nsent)
 		return 0;
 	CHECK(sent[i].arg == 50);
@@ -421,13 +428,8 @@ static void test_revert(void)
 	CHECK_EQ_U(tb->revert.backoff_ms, 0);
 	/* A SET the RM refused arms nothing: what follows is its own backoff. */
 	{
-		size_t n = nsent, i;
+		size_t i = revert_pass(a, tb);
 
-		fake_now += 1000;
-		tsg_observe_ts(tb, 2048, fake_now);
-		reconcile_new_tick(a);
-		reconcile(a);
-		i = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
 		CHECK(i < nsent);
 		answer(a, i, RM_ERR_INVALID_ARGUMENT, 0);
 		CHECK(tb->revert.set_value == GQ_UNKNOWN);

@@ -19,25 +19,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import soak  # noqa: E402  (its parser and gpuqosctl --json)
 import suite  # noqa: E402  (the suite's runner: commands, agent, environment)
 
 
-def ctl_list(r):
-    exe = os.path.join(r.build, "agent/cli/gpuqosctl")
-    env = dict(os.environ, **r.gq_env(), LD_LIBRARY_PATH=os.path.join(r.build, "lib"))
-    try:
-        p = subprocess.run([exe, "--json", "list"], env=env, capture_output=True, text=True,
-                           timeout=10)
-        return json.loads(p.stdout)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return None
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--out", required=True)
+    ap = soak.gpu_args(__doc__)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--every-ms", type=int, default=50)
     a = ap.parse_args()
@@ -62,7 +49,7 @@ def main():
     try:
         for s in range(a.seconds + 1):
             time.sleep(max(0.0, t0 + s - time.monotonic()))
-            j = ctl_list(r) or {}
+            j = soak.ctl_json(r, "list") or {}
             g = [t for t in j.get("tsgs", []) if t.get("pid") == be_pid and t.get("engineName") == "GR0"]
             c = (j.get("agent") or {}).get("counters") or {}
             ts = (g[0].get("timeslice") or {}) if g else {}

@@ -76,11 +76,18 @@ def long_stalls(bes, events):
     return sorted(out, key=lambda x: x["at_s"])
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def gpu_args(doc):
+    """A parser with the arguments every GPU script here takes: the
+    workloads' folder, the bundle and the output folder."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--bin", required=True)
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
+    return ap
+
+
+def main():
+    ap = gpu_args(__doc__)
     ap.add_argument("--minutes", type=float, default=30.0)
     # 0 turns the eager LC, or the restarts, off: to tell their effects apart.
     ap.add_argument("--eager-every-s", type=float, default=45.0)
