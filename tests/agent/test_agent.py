@@ -668,17 +668,25 @@ def t_revert(make_agent):
     # The process stops: the agent sets 50 once its wait is over.
     wait_for(lambda: converged(a, be.pid, 50), "converged at 50 after the wait", timeout=20)
     check(gr_of(a, be.pid)["error"] is None, "the error cleared: %r" % gr_of(a, be.pid))
-    # 50 holds for 10 s: the next revert is answered at once.
+    def waits_logged():
+        with open(os.path.join(a.dir, "agent.log"), errors="replace") as f:
+            return f.read().count("its timeslice was set back to 1000 us")
+
+    waits = waits_logged()
+    check(waits >= 2, "each wait is logged: %d" % waits)
+    # 50 holds for 10 s: the next revert is the first again, set with no
+    # wait (a wait would be logged, and would last 1 s or more).
     time.sleep(10.3)
     be.sync()
     n1 = len(be.commands(OP_SET_TS, GR))
+    reverts = gr_of(a, be.pid)["timeslice"]["reverts"]
     be.add_tsg(0xC1D00001, GR, 1, ts=1000, app=2048)
-    wait_for(lambda: len(be.commands(OP_SET_TS, GR)) > n1, "a revert after 10 s quiet is set at once",
-             timeout=1.0)
+    wait_for(lambda: len(be.commands(OP_SET_TS, GR)) > n1, "a revert after 10 s quiet is set again",
+             timeout=5.0)
     wait_for(lambda: converged(a, be.pid, 50), "converged at 50")
-    with open(os.path.join(a.dir, "agent.log"), errors="replace") as f:
-        log = f.read()
-    check("its timeslice was set back to 1000 us" in log, "the wait is logged")
+    t = gr_of(a, be.pid)["timeslice"]
+    check(t["reverts"] == reverts + 1 and t["revertWaitMs"] == 0, repr(t))
+    check(waits_logged() == waits, "no wait after 10 s quiet")
 
 
 def t_claims(make_agent):
