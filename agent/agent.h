@@ -41,8 +41,8 @@
  * past libcuda's own SET, which follows the TSG's creation by ~70 ms. */
 #define AGENT_VERIFY_SETTLE_MS 1000u
 #define IL_REFUSED_NONE (-2)           /* no refused interleave level recorded */
-/* A TSG whose timeslice someone sets back after a SET of ours took
- * (docs/policy.md, "A process that sets its timeslice back"): the first
+/* A TSG whose timeslice or interleave level someone sets back after a SET
+ * of ours took (docs/policy.md, "A process that sets its timeslice back"): the first
  * AGENT_REVERT_FREE such reverts are answered at once (libcuda's own SET
  * after creating a TSG is one); each later one waits before the next SET,
  * AGENT_REVERT_BACKOFF_MIN_MS doubling to AGENT_REVERT_BACKOFF_MAX_MS. A
@@ -215,6 +215,18 @@ struct tsg_gate {
 	uint64_t longest_us;    /* the longest closed period */
 };
 
+/* The settings a process can set back behind the agent (tsg_revert_wait). */
+enum tsg_setting { TSG_TIMESLICE, TSG_INTERLEAVE, TSG_NSETTINGS };
+
+/* Reverts of one setting (tsg_revert_wait): the value and time of our
+ * last SET the RM took (set_value GQ_UNKNOWN: none since the last
+ * revert), the reverts since a value last held AGENT_REVERT_QUIET_MS, the
+ * wait the next one beyond the free ones gets, and no SET before `until`. */
+struct tsg_revert {
+	uint32_t set_value, backoff_ms;
+	uint64_t set_at, until, recent, total;
+};
+
 struct tsg {
 	struct tsg *next;
 	pid_t pid;
@@ -239,14 +251,7 @@ struct tsg {
 	struct {
 		uint64_t due, at, mismatches;
 	} verify;
-	/* Reverts (tsg_revert_wait): the value and time of our last SET the
-	 * RM took (set_value GQ_UNKNOWN: none since the last revert), the
-	 * reverts since a value last held AGENT_REVERT_QUIET_MS, the wait
-	 * the next one beyond the free ones gets, and no SET before `until`. */
-	struct {
-		uint32_t set_value, backoff_ms;
-		uint64_t set_at, until, recent, total;
-	} revert;
+	struct tsg_revert revert[TSG_NSETTINGS];
 };
 
 struct cmd {
@@ -311,7 +316,7 @@ struct counters {
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
 	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
 	uint64_t verify_reads, verify_mismatches; /* read-backs of the belief; RM disagreed */
-	uint64_t reverts; /* timeslices set back by someone else after a SET of ours took */
+	uint64_t reverts; /* settings set back by someone else after a SET of ours took */
 };
 
 struct options {
@@ -413,10 +418,13 @@ size_t tsg_count(const struct agent *a, pid_t pid); /* pid 0: all */
 uint32_t tsg_baseline(const struct tsg *t);
 uint32_t tsg_effective_ts(const struct tsg *t);
 int tsg_ts_differs(const struct tsg *t);
-/* t's timeslice differs from the desired one (tsg_ts_differs): counts a
- * revert when a SET of ours to that very value had taken, and says
- * whether the SET that answers it must wait (1) or may go now (0). */
-int tsg_revert_wait(struct agent *a, struct tsg *t, uint64_t now);
+/* Setting `which` of t differs from the desired one (tsg_ts_differs,
+ * tsg_il_differs): counts a revert when a SET of ours to that very value
+ * had taken, and says whether the SET that answers it must wait (1) or
+ * may go now (0). */
+int tsg_revert_wait(struct agent *a, struct tsg *t, enum tsg_setting which, uint64_t now);
+/* A SET of `which` to v took: having to set v again is a revert. */
+void tsg_revert_arm(struct tsg *t, enum tsg_setting which, uint32_t v);
 uint32_t tsg_effective_il(const struct tsg *t);
 int tsg_il_differs(const struct tsg *t);
 /* It is gated and should not be, or the other way round. */

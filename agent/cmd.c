@@ -282,12 +282,12 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 			t->verify.due = now_us() + AGENT_VERIFY_SETTLE_MS * 1000ull;
 		/* Having to set this value again means someone set it back
 		 * (or the RM did not keep it): tsg_revert_wait. */
-		if (c->op == GQ_OP_SET_TIMESLICE) {
-			t->revert.set_value = (uint32_t)c->arg;
-			t->revert.set_at = now_us();
-		}
-	} else if (c->op == GQ_OP_SET_INTERLEAVE)
+		if (c->op == GQ_OP_SET_TIMESLICE)
+			tsg_revert_arm(t, TSG_TIMESLICE, (uint32_t)c->arg);
+	} else if (c->op == GQ_OP_SET_INTERLEAVE) {
 		tsg_observe_il(t, (uint32_t)c->arg, c->sent);
+		tsg_revert_arm(t, TSG_INTERLEAVE, (uint32_t)c->arg);
+	}
 }
 
 /* The result of c arrived (on time or late): record it, answer a waiting

@@ -231,6 +231,14 @@ static void add_u32_or_null(cJSON *o, const char *k, uint32_t v)
 		cJSON_AddNumberToObject(o, k, v);
 }
 
+/* How often a setting was set back after a SET of ours took, and how long
+ * the next SET still waits (docs/policy.md). */
+static void add_reverts(cJSON *o, const struct tsg_revert *r, uint64_t now)
+{
+	cJSON_AddNumberToObject(o, "reverts", (double)r->total);
+	cJSON_AddNumberToObject(o, "revertWaitMs", r->until > now ? (double)((r->until - now) / 1000u) : 0);
+}
+
 static void tsg_add_last(cJSON *o, const struct tsg *t)
 {
 	if (!t->sent.has_last) {
@@ -310,16 +318,13 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		else
 			cJSON_AddNullToObject(ts, "verifiedMsAgo");
 		cJSON_AddNumberToObject(ts, "verifyMismatches", (double)t->verify.mismatches);
-		/* Set back by someone else after a SET of ours took, and how
-		 * long the next SET still waits (docs/policy.md). */
-		cJSON_AddNumberToObject(ts, "reverts", (double)t->revert.total);
-		cJSON_AddNumberToObject(ts, "revertWaitMs",
-					t->revert.until > now ? (double)((t->revert.until - now) / 1000u) : 0);
+		add_reverts(ts, &t->revert[TSG_TIMESLICE], now);
 	}
 	il = cJSON_AddObjectToObject(o, "interleave");
 	if (il) {
 		add_u32_or_null(il, "desired", t->want.desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->want.desired_il);
 		add_u32_or_null(il, "applied", t->obs.applied_il);
+		add_reverts(il, &t->revert[TSG_INTERLEAVE], now_us());
 	}
 	gate = cJSON_AddObjectToObject(o, "gate");
 	if (gate) {

@@ -883,9 +883,9 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 		"Read-backs that found the RM holding another timeslice than the agent believed "
 		"(each one set again).",
 		g->n.verify_mismatches);
-	counter(b, "gpuqos_timeslice_reverts_total",
-		"Timeslices set back by someone else after a SET of the agent took; past three in a "
-		"row each next SET waits longer.",
+	counter(b, "gpuqos_reverts_total",
+		"Timeslices and interleave levels set back by someone else after a SET of the agent "
+		"took; past three in a row each next SET waits longer.",
 		g->n.reverts);
 }
 

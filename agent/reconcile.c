@@ -310,14 +310,16 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 		return 0;
 	if (p->cls == CLASS_UNMANAGED && t->obs.applied_ts == GQ_UNKNOWN)
 		return 0; /* never touched by anyone: leave it alone */
-	if (tsg_ts_differs(t)) {
-		if (tsg_revert_wait(a, t, now))
-			return 0; /* set back again and again: wait (tsg.c) */
+	/* A setting someone keeps setting back waits (tsg.c); the other one
+	 * goes meanwhile. */
+	if (tsg_ts_differs(t) && !tsg_revert_wait(a, t, TSG_TIMESLICE, now)) {
 		op = GQ_OP_SET_TIMESLICE;
 		arg = t->want.desired_ts;
-	} else if (tsg_il_differs(t)) {
+	} else if (tsg_il_differs(t) && !tsg_revert_wait(a, t, TSG_INTERLEAVE, now)) {
 		op = GQ_OP_SET_INTERLEAVE;
 		arg = (uint64_t)t->want.desired_il;
+	} else if (tsg_ts_differs(t) || tsg_il_differs(t)) {
+		return 0; /* waiting */
 	} else {
 		if (t->sent.blocked)
 			t->sent.error[0] = '\0';
@@ -468,8 +470,9 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 			next = t->sent.backoff_until;
 		if (t->verify.due > now && (next == 0 || t->verify.due < next))
 			next = t->verify.due;
-		if (t->revert.until > now && (next == 0 || t->revert.until < next))
-			next = t->revert.until;
+		for (int k = 0; k < TSG_NSETTINGS; k++)
+			if (t->revert[k].until > now && (next == 0 || t->revert[k].until < next))
+				next = t->revert[k].until;
 	}
 	if ((a->expected || now < grace_end) && (next == 0 || grace_end < next))
 		next = grace_end;

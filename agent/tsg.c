@@ -210,7 +210,7 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	t->gpu = t->engine = t->fd = GQ_UNKNOWN;
 	t->obs.applied_ts = t->obs.app_ts = t->obs.applied_il = GQ_UNKNOWN;
 	t->want.desired_ts = GQ_UNKNOWN;
-	t->revert.set_value = GQ_UNKNOWN;
+	t->revert[TSG_TIMESLICE].set_value = t->revert[TSG_INTERLEAVE].set_value = GQ_UNKNOWN;
 	t->want.desired_il = POLICY_INTERLEAVE_LEAVE;
 	t->sent.il_refused = IL_REFUSED_NONE;
 	/* Only its preempt agent's report can say it can be gated: a TSG the
@@ -400,37 +400,48 @@ int tsg_ts_differs(const struct tsg *t)
 	return t->want.desired_ts != GQ_UNKNOWN && t->want.desired_ts != tsg_effective_ts(t);
 }
 
-int tsg_revert_wait(struct agent *a, struct tsg *t, uint64_t now)
+void tsg_revert_arm(struct tsg *t, enum tsg_setting which, uint32_t v)
 {
-	if (t->revert.set_value != GQ_UNKNOWN && t->revert.set_value == t->want.desired_ts) {
+	t->revert[which].set_value = v;
+	t->revert[which].set_at = now_us();
+}
+
+int tsg_revert_wait(struct agent *a, struct tsg *t, enum tsg_setting which, uint64_t now)
+{
+	struct tsg_revert *r = &t->revert[which];
+	int ts = which == TSG_TIMESLICE;
+	uint32_t want = ts ? t->want.desired_ts : (uint32_t)t->want.desired_il;
+	uint32_t held = ts ? tsg_effective_ts(t) : tsg_effective_il(t);
+
+	if (r->set_value != GQ_UNKNOWN && r->set_value == want) {
 		/* Our SET of this very value took and the value is gone: a
 		 * revert, counted once (the next SET that takes arms it again). */
-		t->revert.set_value = GQ_UNKNOWN;
-		if (now - t->revert.set_at >= AGENT_REVERT_QUIET_MS * 1000ull) {
-			t->revert.recent = 0; /* it held: no fight */
-			t->revert.backoff_ms = 0;
+		r->set_value = GQ_UNKNOWN;
+		if (now - r->set_at >= AGENT_REVERT_QUIET_MS * 1000ull) {
+			r->recent = 0; /* it held: no fight */
+			r->backoff_ms = 0;
 		}
-		t->revert.recent++;
-		t->revert.total++;
+		r->recent++;
+		r->total++;
 		a->n.reverts++;
-		if (t->revert.recent > AGENT_REVERT_FREE) {
-			t->revert.backoff_ms = t->revert.backoff_ms ? t->revert.backoff_ms * 2u
-								    : AGENT_REVERT_BACKOFF_MIN_MS;
-			if (t->revert.backoff_ms > AGENT_REVERT_BACKOFF_MAX_MS)
-				t->revert.backoff_ms = AGENT_REVERT_BACKOFF_MAX_MS;
-			t->revert.until = now + t->revert.backoff_ms * 1000ull;
+		if (r->recent > AGENT_REVERT_FREE) {
+			r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2u : AGENT_REVERT_BACKOFF_MIN_MS;
+			if (r->backoff_ms > AGENT_REVERT_BACKOFF_MAX_MS)
+				r->backoff_ms = AGENT_REVERT_BACKOFF_MAX_MS;
+			r->until = now + r->backoff_ms * 1000ull;
 			snprintf(t->sent.error, sizeof(t->sent.error),
-				 "timeslice set back to %u us %" PRIu64 " times; next SET in %u ms",
-				 tsg_effective_ts(t), t->revert.recent, t->revert.backoff_ms);
+				 "%s set back to %u%s %" PRIu64 " times; next SET in %u ms",
+				 ts ? "timeslice" : "interleave level", held, ts ? " us" : "", r->recent,
+				 r->backoff_ms);
 			proc_log(a, t->proc, LOG_LEVEL_WARN,
-				 "pid %d: TSG 0x%x: its timeslice was set back to %u us after ours took "
-				 "(%" PRIu64 " times); setting %u us again in %u ms", (int)t->pid, t->h_tsg,
-				 tsg_effective_ts(t), t->revert.recent, t->want.desired_ts,
-				 t->revert.backoff_ms);
+				 "pid %d: TSG 0x%x: its %s was set back to %u%s after ours took "
+				 "(%" PRIu64 " times); setting %u%s again in %u ms", (int)t->pid, t->h_tsg,
+				 ts ? "timeslice" : "interleave level", held, ts ? " us" : "", r->recent,
+				 want, ts ? " us" : "", r->backoff_ms);
 		}
 	}
-	if (t->revert.until <= now) {
-		t->revert.until = 0;
+	if (r->until <= now) {
+		r->until = 0;
 		return 0;
 	}
 	return 1;

@@ -32,6 +32,7 @@ struct tsg_view {
 	int has_gate, rotating, gate_desired, gate_applied;
 	struct oint gates, gated_ms, gated_longest_ms; /* agents since 2026-11-25 */
 	struct oint verified_ago, verify_mismatches;   /* agents since 2026-11-26 */
+	struct oint ts_reverts, ts_revert_wait, il_reverts, il_revert_wait; /* ... 11-26 */
 };
 
 struct proc_view {
@@ -92,11 +93,15 @@ static void parse_tsg_nested(struct jerr *e, const cJSON *o, const char *w,
 		oint_get(e, ts, w2, "baseline", J_ANY, &v->ts_baseline);
 		oint_get(e, ts, w2, "verifiedMsAgo", J_ANY, &v->verified_ago);
 		oint_get(e, ts, w2, "verifyMismatches", J_ANY, &v->verify_mismatches);
+		oint_get(e, ts, w2, "reverts", J_ANY, &v->ts_reverts);
+		oint_get(e, ts, w2, "revertWaitMs", J_ANY, &v->ts_revert_wait);
 	}
 	if (j_obj(e, o, w, "interleave", J_REQ, &il) > 0) {
 		snprintf(w2, sizeof(w2), "%s.interleave", w);
 		oint_get(e, il, w2, "desired", J_NULL, &v->il_desired);
 		oint_get(e, il, w2, "applied", J_NULL, &v->il_applied);
+		oint_get(e, il, w2, "reverts", J_ANY, &v->il_reverts);
+		oint_get(e, il, w2, "revertWaitMs", J_ANY, &v->il_revert_wait);
 	}
 	/* Agents before rotation have no "gate". */
 	if (j_obj(e, o, w, "gate", J_ANY, &gate) > 0) {
@@ -340,6 +345,23 @@ static void detail(FILE *out, const char *name, const char *value)
 	fputc('\n', out);
 }
 
+/* A setting set back after the agent's SET took (agents since
+ * 2026-11-26): shown once it happened. */
+static void show_reverts(FILE *out, const char *what, const struct oint *n, const struct oint *wait)
+{
+	char buf[128], a[NUM], w[NUM];
+
+	if (!n->has || n->v <= 0)
+		return;
+	fmt_oint(a, sizeof(a), n, "?");
+	fmt_oint(w, sizeof(w), wait, "?");
+	if (wait->has && wait->v > 0)
+		snprintf(buf, sizeof(buf), "%s %s times; next SET in %s ms", what, a, w);
+	else
+		snprintf(buf, sizeof(buf), "%s %s times", what, a);
+	detail(out, "set back", buf);
+}
+
 static void show_tsg_detail(FILE *out, const struct tsg_view *v)
 {
 	char buf[256], a[NUM], d[NUM], b[NUM], st[CELL], la[16], ld[16];
@@ -387,6 +409,8 @@ static void show_tsg_detail(FILE *out, const struct tsg_view *v)
 		 level_name(&v->il_applied, "?", la, sizeof(la)),
 		 level_name(&v->il_desired, "-", ld, sizeof(ld)));
 	detail(out, "interleave", buf);
+	show_reverts(out, "timeslice", &v->ts_reverts, &v->ts_revert_wait);
+	show_reverts(out, "interleave", &v->il_reverts, &v->il_revert_wait);
 	/* How long rotation held it off (agents since 2026-11-25 say). */
 	if (v->gates.has && v->gates.v > 0) {
 		fmt_oint(a, sizeof(a), &v->gates, "?");

@@ -393,20 +393,20 @@ static void test_revert(void)
 	struct agent *a = be_beside_lc(&tb, &tl);
 	uint32_t waits[] = { 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000 };
 
-	CHECK(tsg_state_of(tb) == TSG_CONVERGED && tb->revert.set_value == 50);
+	CHECK(tsg_state_of(tb) == TSG_CONVERGED && tb->revert[TSG_TIMESLICE].set_value == 50);
 	for (int k = 0; k < 3; k++)
 		CHECK(revert_once(a, tb));
-	CHECK_EQ_U(tb->revert.recent, 3);
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].recent, 3);
 	for (size_t k = 0; k < sizeof(waits) / sizeof(waits[0]); k++) {
 		size_t n;
 
 		CHECK(!revert_once(a, tb));
-		CHECK_EQ_U(tb->revert.backoff_ms, waits[k]);
-		CHECK(tb->revert.until == fake_now + waits[k] * 1000ull);
+		CHECK_EQ_U(tb->revert[TSG_TIMESLICE].backoff_ms, waits[k]);
+		CHECK(tb->revert[TSG_TIMESLICE].until == fake_now + waits[k] * 1000ull);
 		CHECK(tsg_state_of(tb) == TSG_PENDING);
 		CHECK(strstr(tb->sent.error, "set back to 2048 us") != NULL);
-		CHECK(reconcile_next_deadline(a) <= tb->revert.until);
-		fake_now = tb->revert.until - 1;
+		CHECK(reconcile_next_deadline(a) <= tb->revert[TSG_TIMESLICE].until);
+		fake_now = tb->revert[TSG_TIMESLICE].until - 1;
 		n = nsent;
 		reconcile_new_tick(a);
 		reconcile(a);
@@ -418,23 +418,73 @@ static void test_revert(void)
 		answer(a, n, RM_OK, 50);
 		CHECK(tb->sent.error[0] == '\0' && tsg_state_of(tb) == TSG_CONVERGED);
 	}
-	CHECK_EQ_U(tb->revert.total, 3 + sizeof(waits) / sizeof(waits[0]));
-	CHECK_EQ_U(a->n.reverts, tb->revert.total);
-	CHECK_EQ_U(tl->revert.total, 0);
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].total, 3 + sizeof(waits) / sizeof(waits[0]));
+	CHECK_EQ_U(a->n.reverts, tb->revert[TSG_TIMESLICE].total);
+	CHECK_EQ_U(tl->revert[TSG_TIMESLICE].total, 0);
 	/* 50 holds for 10 s: the next revert is the first again. */
 	fake_now += AGENT_REVERT_QUIET_MS * 1000ull;
 	CHECK(revert_once(a, tb));
-	CHECK_EQ_U(tb->revert.recent, 1);
-	CHECK_EQ_U(tb->revert.backoff_ms, 0);
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].recent, 1);
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].backoff_ms, 0);
 	/* A SET the RM refused arms nothing: what follows is its own backoff. */
 	{
 		size_t i = revert_pass(a, tb);
 
 		CHECK(i < nsent);
 		answer(a, i, RM_ERR_INVALID_ARGUMENT, 0);
-		CHECK(tb->revert.set_value == GQ_UNKNOWN);
-		CHECK_EQ_U(tb->revert.recent, 2);
+		CHECK(tb->revert[TSG_TIMESLICE].set_value == GQ_UNKNOWN);
+		CHECK_EQ_U(tb->revert[TSG_TIMESLICE].recent, 2);
 	}
+	agent_free(a);
+}
+
+/* The interleave level has reverts of its own: a BE whose level someone
+ * keeps setting back waits like a timeslice, and the timeslice, which
+ * nobody touches, is set meanwhile. */
+static void test_revert_interleave(void)
+{
+	struct tsg *tb, *tl;
+	struct agent *a = be_beside_lc(&tb, &tl);
+	size_t n, i;
+
+	a->cfg->policy.be_interleave = RM_INTERLEAVE_LOW;
+	for (int k = 0; k < 4; k++) {
+		n = nsent;
+		fake_now += 1000;
+		tsg_observe_il(tb, RM_INTERLEAVE_MEDIUM, fake_now); /* set back */
+		reconcile_new_tick(a);
+		reconcile(a);
+		i = last_sent(GQ_OP_SET_INTERLEAVE, 1, n);
+		CHECK(i < nsent && sent[i].arg == RM_INTERLEAVE_LOW);
+		if (i < nsent)
+			answer(a, i, RM_OK, 0);
+	}
+	/* k = 0 was the first SET; three reverts (k = 1, 2, 3) were answered
+	 * at once, the fourth waits. */
+	n = nsent;
+	fake_now += 1000;
+	tsg_observe_il(tb, RM_INTERLEAVE_MEDIUM, fake_now);
+	reconcile_new_tick(a);
+	reconcile(a);
+	CHECK(last_sent(GQ_OP_SET_INTERLEAVE, 1, n) == nsent);
+	CHECK_EQ_U(tb->revert[TSG_INTERLEAVE].backoff_ms, AGENT_REVERT_BACKOFF_MIN_MS);
+	CHECK(strstr(tb->sent.error, "interleave level set back to 1") != NULL);
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].total, 0);
+	/* The timeslice, set back once meanwhile, goes at once. */
+	tsg_observe_ts(tb, 2048, fake_now);
+	reconcile(a);
+	i = last_sent(GQ_OP_SET_TIMESLICE, 1, n);
+	CHECK(i < nsent && sent[i].arg == 50);
+	answer(a, i, RM_OK, 50);
+	CHECK(reconcile_next_deadline(a) <= tb->revert[TSG_INTERLEAVE].until);
+	fake_now = tb->revert[TSG_INTERLEAVE].until;
+	n = nsent;
+	reconcile(a);
+	i = last_sent(GQ_OP_SET_INTERLEAVE, 1, n);
+	CHECK(i < nsent && sent[i].arg == RM_INTERLEAVE_LOW);
+	CHECK_EQ_U(tb->revert[TSG_INTERLEAVE].total, 4);
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].total, 1);
+	CHECK_EQ_U(a->n.reverts, 5);
 	agent_free(a);
 }
 
@@ -997,6 +1047,7 @@ int main(void)
 	test_verify();
 	test_verify_direct_fallback();
 	test_revert();
+	test_revert_interleave();
 	test_policy_before_commands();
 	test_several_be_floor();
 	test_wake_policy();

@@ -253,9 +253,23 @@ def t_table(env):
         rc, out, err, _ = env.run("show", "1234", answer=line(
             {"ok": True, "agent": AGENT, "tsgs": [t], "processes": [PROCS[0]]}))
         check(rc == 0 and says in out, f"show: {says!r} missing from\n{out}{err}")
+    # Settings set back behind the agent (agents since 2026-11-26): shown
+    # once it happened.
+    for ts, il, says in [({"reverts": 5, "revertWaitMs": 2000}, {},
+                          "set back       timeslice 5 times; next SET in 2000 ms\n"),
+                         ({"reverts": 0, "revertWaitMs": 0}, {"reverts": 3, "revertWaitMs": 0},
+                          "set back       interleave 3 times\n"),
+                         ({"reverts": 0, "revertWaitMs": 0}, {}, None)]:
+        t = tsg(timeslice=dict(TSGS[0]["timeslice"], **ts),
+                interleave=dict(TSGS[0]["interleave"], **il))
+        rc, out, err, _ = env.run("show", "1234", answer=line(
+            {"ok": True, "agent": AGENT, "tsgs": [t], "processes": [PROCS[0]]}))
+        check(rc == 0 and (says in out if says else "set back" not in out),
+              f"show: {says!r} / none expected in\n{out}{err}")
     rc, out, err, _ = env.run("show", "1234", answer=line(
         {"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [PROCS[0]]}))
     check(rc == 0 and "read back" not in out, f"show: an older agent's TSG\n{out}{err}")
+    check("set back" not in out, f"show: an older agent's TSG says nothing of reverts\n{out}")
     check("rotation" not in out, f"show: a TSG outside any rotation says nothing of it\n{out}")
     for desired, applied, says in [(True, True, "gated: another BE's turn"),
                                    (False, False, "its turn: schedulable"),
