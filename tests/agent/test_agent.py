@@ -411,7 +411,8 @@ def t_interleave(make_agent):
     time.sleep(0.5)
     check(len(be.commands(OP_SET_IL, GR)) == 1, "0x1b not retried")
     check(gr_of(a, be.pid)["state"] == "failed", "shown as failed")
-    wait_for(lambda: (gr_of(a, lc.pid) or {}).get("interleave") == {"desired": 2, "applied": 2},
+    wait_for(lambda: (gr_of(a, lc.pid) or {}).get("interleave") == {"desired": 2, "applied": 2,
+                                                                   "reverts": 0, "revertWaitMs": 0},
              "LC interleave applied")
 
 

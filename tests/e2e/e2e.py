@@ -614,7 +614,8 @@ def t_direct_interleave(node):
            % (node.agent.pid, nr.pid, [(r["pid"], r["status"]) for r in sim_calls(node, "0xa06c0107", st)]))
     row = wait_for(lambda: (lambda t: t if t and t["state"] == "converged" else None)(agent_gr(node, nr.pid)),
                    what="agent shows the BE converged")
-    expect(row["interleave"] == {"desired": 0, "applied": 0}, "agent view: %r" % row["interleave"])
+    expect(row["interleave"] == {"desired": 0, "applied": 0, "reverts": 0, "revertWaitMs": 0},
+           "agent view: %r" % row["interleave"])
     expect(row["paths"]["interleave"] == "direct" and row["error"] is None,
            "interleave path direct, no error: %r" % row)
     # The timeslice never needs the direct path here: its preempt agent set
