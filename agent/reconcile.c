@@ -321,6 +321,13 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	} else if (tsg_ts_differs(t) || tsg_il_differs(t)) {
 		return 0; /* waiting */
 	} else {
+		/* Back to the desired values by itself: a wait still running
+		 * and the reason it gave are over. */
+		for (int k = 0; k < TSG_NSETTINGS; k++)
+			if (t->revert[k].until) {
+				t->revert[k].until = 0;
+				t->sent.error[0] = '\0';
+			}
 		if (t->sent.blocked)
 			t->sent.error[0] = '\0';
 		t->sent.blocked = NULL;

@@ -418,7 +418,16 @@ static void test_revert(void)
 		answer(a, n, RM_OK, 50);
 		CHECK(tb->sent.error[0] == '\0' && tsg_state_of(tb) == TSG_CONVERGED);
 	}
-	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].total, 3 + sizeof(waits) / sizeof(waits[0]));
+	/* The process sets the policy's value itself during a wait: the wait
+	 * and its reason end. */
+	CHECK(!revert_once(a, tb));
+	CHECK(tb->revert[TSG_TIMESLICE].until > fake_now);
+	tsg_observe_ts(tb, 50, fake_now);
+	reconcile(a);
+	CHECK(tb->revert[TSG_TIMESLICE].until == 0 && tb->sent.error[0] == '\0');
+	CHECK(tsg_state_of(tb) == TSG_CONVERGED);
+	tsg_revert_arm(tb, TSG_TIMESLICE, 50); /* as a SET of ours would */
+	CHECK_EQ_U(tb->revert[TSG_TIMESLICE].total, 4 + sizeof(waits) / sizeof(waits[0]));
 	CHECK_EQ_U(a->n.reverts, tb->revert[TSG_TIMESLICE].total);
 	CHECK_EQ_U(tl->revert[TSG_TIMESLICE].total, 0);
 	/* 50 holds for 10 s: the next revert is the first again. */
