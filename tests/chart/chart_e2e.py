@@ -180,7 +180,7 @@ def run(build, which, render, Skip, Fail):
             raise Skip(str(e))
         raise
     finally:
-        node.close()
+        oci.close_after(node.close)
 
 
 def prepare(node, build, render, values):

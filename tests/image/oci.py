@@ -15,7 +15,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 
 # In capability number order (linux/capability.h).
 ALL_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
@@ -171,10 +173,27 @@ class Container:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def init_pid(self):
+        """The container's first process, a host pid (no pid namespace), or None."""
+        r = subprocess.run(["crun", "state", self.id], capture_output=True, text=True)
+        try:
+            return int(json.loads(r.stdout)["pid"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
     def stop(self):
         if self.proc is None:
             return
         if self.proc.poll() is None:
+            # Without a pid namespace what its first process started in the
+            # background outlives it (and holds the simulator's files open):
+            # end its process group with it.
+            pid = self.init_pid()
+            try:
+                if pid and pid > 1 and os.getpgid(pid) == pid and pid != os.getpgid(0):
+                    os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             subprocess.run(["crun", "kill", self.id, "KILL"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             try:
@@ -184,3 +203,16 @@ class Container:
                 self.proc.wait(5)
         subprocess.run(["crun", "delete", "--force", self.id], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
+
+
+def close_after(close):
+    """close(), from a finally block: when a failure is already in flight it
+    is the one to report, and a failure of closing after it (a simulator a
+    stuck workload still holds) is only printed."""
+    pending = sys.exc_info()[0] is not None
+    try:
+        close()
+    except Exception as e:
+        if not pending:
+            raise
+        print("also, while closing: %s" % e)

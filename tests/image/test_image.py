@@ -221,7 +221,7 @@ def check_demo(build, work, root):
     finally:
         if c:
             c.stop()
-        node.close()
+        oci.close_after(node.close)
 
 
 def main():
