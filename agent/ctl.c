@@ -284,6 +284,7 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 {
 	const struct proc *p = proc_find(a, t->pid);
 	cJSON *o = cJSON_CreateObject(), *ts, *il, *paths, *gate;
+	uint64_t now = now_us();
 	char eng[24];
 
 	if (!o)
@@ -305,8 +306,6 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	cJSON_AddStringToObject(o, "classSource", class_source_name(p ? p->cls_source : CLS_SRC_DEFAULT));
 	ts = cJSON_AddObjectToObject(o, "timeslice");
 	if (ts) {
-		uint64_t now = now_us();
-
 		add_u32_or_null(ts, "desired", t->want.desired_ts);
 		add_u32_or_null(ts, "applied", t->obs.applied_ts);
 		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
@@ -324,7 +323,7 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	if (il) {
 		add_u32_or_null(il, "desired", t->want.desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->want.desired_il);
 		add_u32_or_null(il, "applied", t->obs.applied_il);
-		add_reverts(il, &t->revert[TSG_INTERLEAVE], now_us());
+		add_reverts(il, &t->revert[TSG_INTERLEAVE], now);
 	}
 	gate = cJSON_AddObjectToObject(o, "gate");
 	if (gate) {
@@ -336,8 +335,6 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		cJSON_AddBoolToObject(gate, "possible", rotate_gateable(t));
 		/* How long it has been held off (n - 1 turns at a time in a
 		 * rotation of n BEs). */
-		uint64_t now = now_us();
-
 		cJSON_AddNumberToObject(gate, "count", (double)t->gate.count);
 		cJSON_AddNumberToObject(gate, "gatedMs", (double)(tsg_gated_total_us(t, now) / 1000u));
 		cJSON_AddNumberToObject(gate, "longestMs",

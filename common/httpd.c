@@ -61,23 +61,28 @@ static void __attribute__((format(printf, 2, 0))) httpd_log(void *cls, const cha
 	log_warn("metrics: %s", msg);
 }
 
-static enum MHD_Result httpd_reply(struct MHD_Connection *conn, unsigned code, const char *text,
-				   enum MHD_ResponseMemoryMode mode)
+enum MHD_Result httpd_reply(struct MHD_Connection *conn, unsigned code, const char *type,
+			    char *body, size_t len, enum MHD_ResponseMemoryMode mode)
 {
-	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, mode);
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
 	enum MHD_Result rc;
 
-	if (!r)
+	if (!r) {
+		if (mode == MHD_RESPMEM_MUST_FREE)
+			free(body);
 		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+	}
+	MHD_add_response_header(r, "Content-Type", type);
 	rc = MHD_queue_response(conn, code, r);
 	MHD_destroy_response(r);
 	return rc;
 }
 
+#define HTTPD_TEXT "text/plain; charset=utf-8"
+
 enum MHD_Result httpd_reply_text(struct MHD_Connection *conn, unsigned code, const char *text)
 {
-	return httpd_reply(conn, code, text, MHD_RESPMEM_PERSISTENT);
+	return httpd_reply(conn, code, HTTPD_TEXT, (char *)text, strlen(text), MHD_RESPMEM_PERSISTENT);
 }
 
 static enum MHD_Result httpd_not_found(struct MHD_Connection *conn,
@@ -91,7 +96,8 @@ static enum MHD_Result httpd_not_found(struct MHD_Connection *conn,
 				      r->path);
 	if (n < sizeof(text) - 1)
 		strcpy(text + n, "\n");
-	return httpd_reply(conn, MHD_HTTP_NOT_FOUND, text, MHD_RESPMEM_MUST_COPY);
+	return httpd_reply(conn, MHD_HTTP_NOT_FOUND, HTTPD_TEXT, text, strlen(text),
+			   MHD_RESPMEM_MUST_COPY);
 }
 
 static enum MHD_Result httpd_on_request(void *cls, struct MHD_Connection *conn, const char *url,

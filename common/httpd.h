@@ -39,6 +39,11 @@ struct httpd_route {
 struct MHD_Daemon *httpd_start(const char *host, unsigned port, const struct httpd_route *routes,
 			       unsigned connections, unsigned timeout_s);
 
+/* Queue an answer of content type `type`: body is copied, freed or kept
+ * as mode says (freed on failure too when MUST_FREE). */
+enum MHD_Result httpd_reply(struct MHD_Connection *conn, unsigned code, const char *type,
+			    char *body, size_t len, enum MHD_ResponseMemoryMode mode);
+
 /* Queue a text/plain answer; text must outlive the response (a literal). */
 enum MHD_Result httpd_reply_text(struct MHD_Connection *conn, unsigned code, const char *text);
 

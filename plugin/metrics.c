@@ -217,23 +217,6 @@ static void render(struct pbuf *b)
 
 /* ---- HTTP ---- */
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const char *type,
-			     char *text, size_t len, enum MHD_ResponseMemoryMode mode)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, text, mode);
-	enum MHD_Result rc;
-
-	if (!r) {
-		if (mode == MHD_RESPMEM_MUST_FREE)
-			free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", type);
-	rc = MHD_queue_response(conn, code, r);
-	MHD_destroy_response(r);
-	return rc;
-}
-
 static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 {
 	struct pbuf b = { malloc(PM_TEXT_MAX), 0, 0 };
@@ -245,8 +228,8 @@ static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 		free(b.p);
 		return httpd_reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics too large\n");
 	}
-	return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len,
-		     MHD_RESPMEM_MUST_FREE);
+	return httpd_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len,
+			   MHD_RESPMEM_MUST_FREE);
 }
 
 static enum MHD_Result reply_health(struct MHD_Connection *conn)

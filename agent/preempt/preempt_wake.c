@@ -371,7 +371,6 @@ void pa_wake_init(void)
 {
 	const char *env = getenv("GPUQOS_WAKE_LEAD_US");
 	unsigned lead = pw_env_us("GPUQOS_WAKE_LEAD_US");
-
 	const char *stops = getenv("GPUQOS_WAKE_STOPS");
 
 	pw_env_owned = env != NULL && *env != '\0';
