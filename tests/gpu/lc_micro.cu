@@ -37,6 +37,13 @@
 //                       it gives up after L + 5000 us); L us before the
 //                       request's submit (0: just before it, inside the
 //                       timed request)
+//   --slack-ns N        the thread's timer slack (prctl PR_SET_TIMERSLACK;
+//                       Linux's default is 50000 ns: a sleep ends up to
+//                       50 us after its due time, as other timers fall)
+//   --busy-wait-us N    sleep only until N us before each due time, then
+//                       spin on the clock: the request is submitted on
+//                       time whatever the host's wakeup latency (sets the
+//                       timer slack to 1 ns unless --slack-ns is given)
 //   --trace FILE        one line per measured request: its index, when it was
 //                       due and when it was submitted (ns after the
 //                       measurement began), its latency and the kernel's
@@ -54,6 +61,7 @@
 #include "bench_common.h"
 
 #include <math.h>
+#include <sys/prctl.h>
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -118,6 +126,8 @@ struct options {
 	unsigned seed = 1;
 	int pre = 0; // PRE_*
 	double pre_lead_us = 0;
+	double busy_wait_us = 0;
+	long slack_ns = -1; // -1: leave the thread's timer slack
 };
 
 enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET, PRE_HOLD };
@@ -131,7 +141,7 @@ static void usage(const char *prog)
 		"          [--start-file PATH] [--start-timeout-s 300]\n"
 		"          [--arrival fixed|poisson] [--seed N]\n"
 		"          [--pre none|wake|copy|memset|hold] [--pre-lead-us 0]\n"
-		"          [--trace FILE]\n",
+		"          [--slack-ns N] [--busy-wait-us 0] [--trace FILE]\n",
 		prog);
 	exit(2);
 }
@@ -175,6 +185,10 @@ static options parse(int argc, char **argv)
 			o.start_timeout_s = arg_double(argc, argv, &i);
 		else if (arg_is(a, "--seed"))
 			o.seed = (unsigned)arg_double(argc, argv, &i);
+		else if (arg_is(a, "--busy-wait-us"))
+			o.busy_wait_us = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--slack-ns"))
+			o.slack_ns = (long)arg_double(argc, argv, &i);
 		else if (arg_is(a, "--pre-lead-us"))
 			o.pre_lead_us = arg_double(argc, argv, &i);
 		else if (arg_is(a, "--arrival")) {
@@ -204,9 +218,27 @@ static options parse(int argc, char **argv)
 	}
 	if (o.period_us <= 0 || o.duration_s <= 0 || o.kernel_us < 0 ||
 	    o.warmup_s < 0 || o.blocks < 1 || o.threads < 1 || o.threads > 1024 ||
-	    o.pre_lead_us < 0 || o.pre_lead_us > o.period_us)
+	    o.pre_lead_us < 0 || o.pre_lead_us > o.period_us || o.busy_wait_us < 0 ||
+	    o.busy_wait_us > o.period_us || o.slack_ns < -1 || o.slack_ns > 1000000000L)
 		usage(argv[0]);
+	if (o.busy_wait_us > 0 && o.slack_ns < 0)
+		o.slack_ns = 1;
 	return o;
+}
+
+// Until the absolute CLOCK_MONOTONIC time t (ns): a sleep, then with
+// --busy-wait-us a spin on the clock for the last stretch.
+static void wait_until_ns(const options &o, uint64_t t)
+{
+	const uint64_t busy = (uint64_t)(o.busy_wait_us * 1000.0);
+	if (busy == 0) {
+		sleep_until_ns(t);
+		return;
+	}
+	if (t > busy)
+		sleep_until_ns(t - busy);
+	while (now_ns() < t)
+		;
 }
 
 struct lc {
@@ -325,6 +357,10 @@ int main(int argc, char **argv)
 	w.o = parse(argc, argv);
 	const options &o = w.o;
 	w.kernel_ns = (uint64_t)(o.kernel_us * 1000.0);
+	if (o.slack_ns >= 0 && prctl(PR_SET_TIMERSLACK, (unsigned long)o.slack_ns, 0UL, 0UL, 0UL) != 0) {
+		fprintf(stderr, "lc_micro: PR_SET_TIMERSLACK %ld: %s\n", o.slack_ns, strerror(errno));
+		return 2;
+	}
 
 	CK(cudaSetDevice(0));
 	cudaDeviceProp prop;
@@ -378,7 +414,7 @@ int main(int argc, char **argv)
 	const uint64_t give_up = warm_end + (uint64_t)(o.start_timeout_s * 1e9);
 	bool ready = false;
 	for (;;) {
-		sleep_until_ns(next);
+		wait_until_ns(o, next);
 		t = request(w, &s);
 		next += period;
 		if (t > next)
@@ -421,10 +457,10 @@ int main(int argc, char **argv)
 				pre_op(w);
 		} else {
 			if (lead) {
-				sleep_until_ns(next - lead);
+				wait_until_ns(o, next - lead);
 				pre_op(w);
 			}
-			sleep_until_ns(next);
+			wait_until_ns(o, next);
 		}
 		t = request(w, &s);
 		lat[n] = t - s;
@@ -468,6 +504,23 @@ int main(int argc, char **argv)
 		}
 	}
 
+	// Lag: how long after its due time each request was submitted; "late":
+	// more than 60 us past the median lag (the wake's judging gives a
+	// request 150 us after a wake issued 100 us ahead of it).
+	uint64_t *lag = (uint64_t *)malloc((n ? n : 1) * sizeof(uint64_t));
+	if (!lag) {
+		perror("malloc");
+		return 2;
+	}
+	for (size_t i = 0; i < n; i++)
+		lag[i] = tr[4 * i + 1] > tr[4 * i] ? tr[4 * i + 1] - tr[4 * i] : 0;
+	qsort(lag, n, sizeof(uint64_t), cmp_u64);
+	const double lag_p50 = percentile_sorted(lag, n, 50);
+	size_t lag_late = 0;
+	for (size_t i = 0; i < n; i++)
+		lag_late += (double)lag[i] > lag_p50 + 60000.0;
+	free(lag);
+
 	double sum = 0;
 	for (size_t i = 0; i < n; i++)
 		sum += (double)lat[i];
@@ -482,7 +535,8 @@ int main(int argc, char **argv)
 	       "\"p75_us\":%.1f,\"p999_us\":%.1f,\"run_p50_us\":%.1f,\"run_p99_us\":%.1f,"
 	       "\"outside_p10_us\":%.1f,\"outside_p50_us\":%.1f,\"outside_p90_us\":%.1f,"
 	       "\"outside_p99_us\":%.1f,\"start_gt_p1_us\":%.1f,\"start_gt_p50_us\":%.1f,"
-	       "\"stamped\":%zu,\"arrival\":\"%s\",\"pre\":\"%s\",\"pre_lead_us\":%.0f,",
+	       "\"stamped\":%zu,\"arrival\":\"%s\",\"pre\":\"%s\",\"pre_lead_us\":%.0f,"
+	       "\"busy_wait_us\":%.0f,\"slack_ns\":%ld,\"lag_p50_us\":%.1f,\"lag_late_pct\":%.2f,",
 	       n, percentile_sorted(lat, n, 10) / 1e3, percentile_sorted(lat, n, 25) / 1e3,
 	       percentile_sorted(lat, n, 75) / 1e3, percentile_sorted(lat, n, 99.9) / 1e3,
 	       percentile_sorted(run, nstamp, 50) / 1e3, percentile_sorted(run, nstamp, 99) / 1e3,
@@ -492,7 +546,8 @@ int main(int argc, char **argv)
 	       percentile_sorted(outside, nstamp, 99) / 1e3,
 	       nstamp ? start_gt[(nstamp - 1) / 100] / 1e3 : 0.0,
 	       nstamp ? start_gt[(nstamp - 1) / 2] / 1e3 : 0.0, nstamp,
-	       o.poisson ? "poisson" : "fixed", pre_names[o.pre], o.pre_lead_us);
+	       o.poisson ? "poisson" : "fixed", pre_names[o.pre], o.pre_lead_us, o.busy_wait_us,
+	       o.slack_ns, lag_p50 / 1e3, n ? 100.0 * (double)lag_late / (double)n : 0.0);
 	printf("\"p50_us\":%.1f,\"p90_us\":%.1f,"
 	       "\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f,\"late\":%llu,"
 	       "\"period_us\":%.0f,\"kernel_us\":%.1f,\"kernel_us_measured\":%.1f,"

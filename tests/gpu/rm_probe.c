@@ -14,8 +14,9 @@
  * Environment (all optional; nothing set = the library only watches):
  *   GQP_TIMESLICE_US=N   set the GR TSG's timeslice to N once settled, and
  *                        rewrite libcuda's own later SET_TIMESLICE to N
- *   GQP_REAPPLY_MS=N     set that timeslice again every N ms (a process
- *                        that keeps setting its own timeslice back)
+ *   GQP_REAPPLY_MS=N     set that timeslice (and the interleave level, if
+ *                        GQP_INTERLEAVE is given) again every N ms (a
+ *                        process that keeps setting its own back)
  *   GQP_INTERLEAVE=0|1|2 set the GR TSG's interleave level (LOW/MEDIUM/HIGH)
  *   GQP_EARLY=1          apply timeslice/interleave right after the TSG's
  *                        allocation returns, before libcuda schedules it
@@ -327,18 +328,25 @@ static void *probe_thread(void *arg)
 	if (P.stats_ms > 0)
 		ctxsw_stats();
 	pthread_mutex_unlock(&P.lock);
-	while (P.rot_n <= 0 && P.reapply_ms > 0 && P.timeslice_us >= 0 && !P.stop) {
+	while (P.rot_n <= 0 && P.reapply_ms > 0 && (P.timeslice_us >= 0 || P.interleave >= 0) &&
+	       !P.stop) {
 		struct rm_tsg_timeslice t = {.timesliceUs = (rm_u64)P.timeslice_us};
+		struct rm_tsg_interleave il = {.tsgInterleaveLevel = (rm_u32)P.interleave};
 		uint32_t us;
 
 		sleep_ms(P.reapply_ms);
 		pthread_mutex_lock(&P.lock);
-		if (control(P.tsg, RM_CTRL_TSG_SET_TIMESLICE, &t, sizeof(t), &us) != RM_OK)
+		if (P.timeslice_us >= 0 &&
+		    control(P.tsg, RM_CTRL_TSG_SET_TIMESLICE, &t, sizeof(t), &us) != RM_OK)
+			P.reapply_failed++;
+		if (P.interleave >= 0 &&
+		    control(P.tsg, RM_CTRL_TSG_SET_INTERLEAVE, &il, sizeof(il), &us) != RM_OK)
 			P.reapply_failed++;
 		/* Workloads may _exit(): the count is printed as it goes. */
 		if (++P.reapplied % 100 == 0)
-			fprintf(stderr, "rm_probe: pid %d SET_TIMESLICE %ld us again: %u times, %u failed\n",
-				getpid(), P.timeslice_us, P.reapplied, P.reapply_failed);
+			fprintf(stderr, "rm_probe: pid %d timeslice %ld us, interleave %ld set again: "
+				"%u times, %u failed\n", getpid(), P.timeslice_us, P.interleave,
+				P.reapplied, P.reapply_failed);
 		pthread_mutex_unlock(&P.lock);
 	}
 	if (P.rot_n <= 0) {

@@ -75,6 +75,7 @@ POLICIES = {
     "leave": {"severalBe": "leave"},
     "floor200": {"timeslices": {"severalBeUs": 200}, "allowUnsafeSeveralBe": True},
     "interleave": {"interleave": {"lc": "high", "be": "low"}},
+    "interleave_be": {"interleave": {"be": "low"}},
     "floor": {"severalBe": "floor"},
     "busy": {"busyLcPercent": 50},
     "norule": {"busyLcPercent": 0},
@@ -519,7 +520,40 @@ def set_wakestops():
     return s
 
 
-SETS = {"wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_wakelag():
+    """Whether the host's lateness in submitting is what keeps the micro
+    LC's p99 off the target with the wake on (docs/PERF.md, "The wake on
+    the H200 machine"): the micro LC as it is (sleeping to each due time
+    with Linux's 50 us timer slack), with a 1 ns timer slack, and busy-
+    waiting the last 200 us before each due time; beside one and three
+    `be_fill`s under the default policy and without a wake. Traced; the
+    table after the main one gives each row's submit lag. Then the CUDA-graph
+    ResNet-50 as it is and busy-waiting, beside one and three training BEs
+    under the default policy."""
+    variants = (("", []), (" slack1", ["--slack-ns", "1"]), (" busy200", ["--busy-wait-us", "200"]))
+    s = [sc("be alone fill", None, "fill", 1, "be_alone")]
+    s += [sc("micro alone" + v, "micro", nbe=0, mode="alone", lc_args=a, tag="wakelag")
+          for v, a in variants]
+    info = {"GPUQOS_LOG": "info"}
+    for nbe in (1, 3):
+        for pol in ("default", "nowake"):
+            for v, a in variants:
+                if nbe == 3 and v == " slack1":
+                    continue
+                s.append(sc(f"micro gq:{pol} {nbe}xfill{v}", "micro", "fill", nbe, f"gq:{pol}",
+                            lc_args=a, lc_env=info, tag="wakelag", trace=True))
+    s += [sc("be alone train", None, "train", 1, "be_alone"),
+          sc("be alone 3xtrain", None, "train", 3, "be_alone")]
+    for v, a in (("", []), (" busy200", ["--busy-wait-us", "200"])):
+        s.append(sc("resnet50_graph alone" + v, "resnet50_graph", nbe=0, mode="alone", lc_args=a,
+                    tag="wakelag"))
+        for nbe in (1, 3):
+            s.append(sc(f"resnet50_graph gq:default {nbe}xtrain{v}", "resnet50_graph", "train",
+                        nbe, "gq:default", lc_args=a, lc_env=info, tag="wakelag"))
+    return s
+
+
+SETS = {"wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -1084,6 +1118,12 @@ def table(recs, switch):
              if (r.get("event") or {}).get("event") == "eager"]
     if extra:
         rows += ["\n| scenario | rep | eager LC | its latency |", "| --- | --- | --- | --- |"] + extra
+    extra = [f"| {r['scenario']} | {r['rep']} | {fmt(lr.get('lag_p50_us'))} | "
+             f"{fmt(lr.get('lag_late_pct'), 2)} % |"
+             for r in recs for lr in [r.get("lc_result") or {}] if "lag_late_pct" in lr]
+    if extra:
+        rows += ["\n| scenario | rep | LC submit lag p50 µs | submitted > 60 µs past that |",
+                 "| --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:
