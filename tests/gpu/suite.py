@@ -526,7 +526,8 @@ def set_wakelag():
     the H200 machine"): the micro LC as it is (sleeping to each due time
     with Linux's 50 us timer slack), with a 1 ns timer slack, and busy-
     waiting the last 200 us before each due time; beside one and three
-    `be_fill`s under the default policy and without a wake. Traced; the
+    `be_fill`s under the default policy, without a wake, and (busy-waiting
+    only) with a 60 and a 120 us hold. Traced; the
     table after the main one gives each row's submit lag. Then the CUDA-graph
     ResNet-50 as it is and busy-waiting, beside one and three training BEs
     under the default policy."""
@@ -536,9 +537,9 @@ def set_wakelag():
           for v, a in variants]
     info = {"GPUQOS_LOG": "info"}
     for nbe in (1, 3):
-        for pol in ("default", "nowake"):
+        for pol in ("default", "nowake", "wake100h60", "wake100h120"):
             for v, a in variants:
-                if nbe == 3 and v == " slack1":
+                if (nbe == 3 and v == " slack1") or (pol.startswith("wake") and v != " busy200"):
                     continue
                 s.append(sc(f"micro gq:{pol} {nbe}xfill{v}", "micro", "fill", nbe, f"gq:{pol}",
                             lc_args=a, lc_env=info, tag="wakelag", trace=True))
