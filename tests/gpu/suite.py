@@ -317,7 +317,8 @@ def set_key():
 def set_proof():
     """The rows the policy is judged by: one and three BEs of both kinds under
     the default policy (rotation) against the driver defaults and the
-    several-BE floor, an eager LC (a launch-bound LC must not cost the BE
+    several-BE floor, the micro LC submitting on time (busy-waiting the last
+    200 us), an eager LC (a launch-bound LC must not cost the BE
     more than at the defaults), and the node agent killed or stopped while
     it rotates (each BE's longest stall: be_fill's max_gap_ms)."""
     s = [sc("be alone fill", None, "fill", 1, "be_alone"),
@@ -327,6 +328,13 @@ def set_proof():
         for mode in ("defaults", "gq:default"):
             s.append(sc(f"micro {mode} {nbe}xfill", "micro", "fill", nbe, mode))
     s.append(sc("micro gq:floor 3xfill", "micro", "fill", 3, "gq:floor"))
+    # The same LC submitting on time (docs/PERF.md, "An LC that submits on
+    # time"): what the wake can do where the host does not make it late.
+    s.append(sc("micro alone busy200", "micro", nbe=0, mode="alone",
+                lc_args=["--busy-wait-us", "200"]))
+    for nbe in (1, 3):
+        s.append(sc(f"micro gq:default {nbe}xfill busy200", "micro", "fill", nbe, "gq:default",
+                    lc_args=["--busy-wait-us", "200"]))
     s.append(sc("micro gq:default 3xfill, agent killed at 2 s", "micro", "fill", 3,
                 "gq:default", event=("kill", 2.0)))
     s.append(sc("micro gq:default 3xfill, agent stopped 2 s at 1 s", "micro", "fill", 3,
