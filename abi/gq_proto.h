@@ -33,8 +33,9 @@ enum gq_type {
 	GQ_RESULT = 6,   /* P->A: the outcome of one COMMAND */
 	GQ_SYNCED = 7,   /* P->A: every live TSG has been reported since HELLO */
 	GQ_ACTIVITY = 8, /* P->A: the process's GPU launches so far */
+	GQ_WAKE = 9,     /* P->A: how the process's wakes went so far */
 };
-#define GQ_TYPE_MAX GQ_ACTIVITY
+#define GQ_TYPE_MAX GQ_WAKE
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -63,6 +64,8 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 /* The library counts the process's GPU launches and sends ACTIVITY when a
  * POLICY asks for it (GQ_POLICY_F_ACTIVITY). */
 #define GQ_HELLO_F_ACTIVITY 0x4u
+/* The library sends WAKE when a POLICY asks for it (GQ_POLICY_F_WAKE_STATS). */
+#define GQ_HELLO_F_WAKE_STATS 0x8u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -80,6 +83,11 @@ _Static_assert(sizeof(struct gq_policy) == 32, "gq_policy");
  * its low 16 bits and the hold (0..GQ_WAKE_MAX_US) in its high 16. Without
  * the bit, no wakes (unless the workload's own environment asks). */
 #define GQ_POLICY_F_WAKE 0x2u
+/* Send WAKE with each ACTIVITY period while this connection lasts, once
+ * the process has had wakes asked of it and its counts changed (a library
+ * without GQ_HELLO_F_WAKE_STATS ignores the bit; A sets it only for one
+ * with the flag, as an older A would close on the unknown type). */
+#define GQ_POLICY_F_WAKE_STATS 0x4u
 #define GQ_WAKE_MAX_US 1000u
 #define GQ_WAKE_WORD(lead_us, hold_us) ((rm_u32)(lead_us) | ((rm_u32)(hold_us) << 16))
 #define GQ_WAKE_LEAD(word) ((word) & 0xffffu)
@@ -190,6 +198,30 @@ _Static_assert(sizeof(struct gq_activity) == 56, "gq_activity");
 #define GQ_ACTIVITY_PERIOD_MS 250u
 #define GQ_ACTIVITY_TAIL_US 200u
 
+/* The wake's own counts since the library was loaded (docs/policy.md,
+ * "Waking a periodic LC"; docs/protocol.md, "Wake"): requests it saw while
+ * a wake was asked, wakes it issued and how the next request judged each
+ * (a hit, wasted, beaten by the request), wakes it did not issue because
+ * its thread ran late or libcuda failed, and the stops of its judging.
+ * Counters only grow. hits + wasted + beaten <= wakes, wakes <= requests
+ * + 1 and not_issued <= requests + 1 (a wake is for the request to come). */
+struct gq_wake {
+	struct gq_hdr hdr;
+	rm_u32 flags; /* GQ_WAKE_F_*; other bits reserved, 0 */
+	rm_u32 reserved;
+	rm_u64 requests RM_ALIGN8;
+	rm_u64 wakes RM_ALIGN8;
+	rm_u64 hits RM_ALIGN8;
+	rm_u64 wasted RM_ALIGN8;
+	rm_u64 beaten RM_ALIGN8;
+	rm_u64 not_issued RM_ALIGN8;
+	rm_u64 stops RM_ALIGN8;
+	rm_u64 at_ns RM_ALIGN8; /* the library's CLOCK_MONOTONIC when it read them */
+};
+_Static_assert(sizeof(struct gq_wake) == 88, "gq_wake");
+/* The judging has stopped the wakes for now (wasted ones came too often). */
+#define GQ_WAKE_F_STOPPED 0x1u
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -210,6 +242,8 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_synced);
 	case GQ_ACTIVITY:
 		return sizeof(struct gq_activity);
+	case GQ_WAKE:
+		return sizeof(struct gq_wake);
 	default:
 		return 0;
 	}

@@ -138,6 +138,13 @@ struct proc {
 		double launches_per_s; /* smoothed; < 0: unknown */
 		int always;            /* an LC at or above busyLcPercent: launch-bound */
 	} busy;
+	/* peer.c: its preempt agent's latest WAKE (how its wakes went). */
+	struct {
+		int have; /* the fields below hold a report */
+		int stopped;
+		uint64_t requests, wakes, hits, wasted, beaten, not_issued, stops;
+		uint64_t at_ns; /* library's clock */
+	} wake;
 };
 
 struct peer {
@@ -156,6 +163,7 @@ struct peer {
 	uint32_t policy_gr, policy_copy;
 	uint32_t policy_wake; /* GQ_WAKE_WORD, 0: none */
 	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
+	int wake_stats; /* its HELLO said GQ_HELLO_F_WAKE_STATS */
 };
 
 /* What the RM was last told about a TSG, by anyone: what the tracker saw
@@ -311,6 +319,7 @@ struct agent_hooks {
 struct counters {
 	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
 	uint64_t bad_activity; /* ACTIVITY reports ignored as inconsistent */
+	uint64_t bad_wake;     /* WAKE reports ignored as inconsistent */
 	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;

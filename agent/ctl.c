@@ -354,6 +354,29 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	return o;
 }
 
+/* How its wakes went, as its preempt agent last said (WAKE); null until a
+ * report. */
+static void wake_json(const struct proc *p, cJSON *o)
+{
+	cJSON *w;
+
+	if (!p->wake.have) {
+		cJSON_AddNullToObject(o, "wake");
+		return;
+	}
+	w = cJSON_AddObjectToObject(o, "wake");
+	if (!w)
+		return;
+	cJSON_AddNumberToObject(w, "requests", (double)p->wake.requests);
+	cJSON_AddNumberToObject(w, "wakes", (double)p->wake.wakes);
+	cJSON_AddNumberToObject(w, "hits", (double)p->wake.hits);
+	cJSON_AddNumberToObject(w, "wasted", (double)p->wake.wasted);
+	cJSON_AddNumberToObject(w, "beaten", (double)p->wake.beaten);
+	cJSON_AddNumberToObject(w, "notIssued", (double)p->wake.not_issued);
+	cJSON_AddNumberToObject(w, "stops", (double)p->wake.stops);
+	cJSON_AddBoolToObject(w, "stopped", p->wake.stopped);
+}
+
 static cJSON *proc_json(struct agent *a, const struct proc *p)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -379,6 +402,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	}
 	cJSON_AddBoolToObject(o, "launchBound", p->busy.always);
 	cJSON_AddNumberToObject(o, "wakeLeadUs", (double)proc_wake_lead_us(p));
+	wake_json(p, o);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;
@@ -396,6 +420,7 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "unknownResults", (double)n->unknown_result);
 	cJSON_AddNumberToObject(o, "unknownTsgGone", (double)n->unknown_tsg_gone);
 	cJSON_AddNumberToObject(o, "badActivity", (double)n->bad_activity);
+	cJSON_AddNumberToObject(o, "badWake", (double)n->bad_wake);
 	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
 	cJSON_AddNumberToObject(o, "results", (double)n->results);
 	cJSON_AddNumberToObject(o, "failures", (double)n->failures);

@@ -335,6 +335,7 @@ struct mrow {
 	double launch_active;
 	int launch_bound;
 	uint32_t wake_lead_us; /* the wake its preempt agent was asked for, 0: none */
+	const struct proc *proc; /* its process's WAKE counts (wake.have), or NULL */
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
 	char id[640]; /* its identity labels, rendered */
@@ -448,6 +449,7 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
 		r->launch_bound = p ? p->busy.always : 0;
 		r->wake_lead_us = proc_wake_lead_us(p);
+		r->proc = p && p->wake.have ? p : NULL;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
 		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;
@@ -554,6 +556,49 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 		     (double)rows[i].gated_longest_us / 1e6);
 }
 
+/* How its process's wakes went, from its preempt agent's WAKE (the same on
+ * every TSG of the process); absent until the process reported. */
+static void render_wakes(struct mbuf *b, const struct mrow *rows, size_t n)
+{
+	static const char *const judged[] = { "hit", "wasted", "beaten" };
+
+	bfamily(b, "gpuqos_tsg_wake_requests_total", "counter",
+		"Periodic-request starts its process's preempt agent saw while a wake was asked.");
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].proc)
+			bput(b, "gpuqos_tsg_wake_requests_total{%s} %llu\n", rows[i].id,
+			     (unsigned long long)rows[i].proc->wake.requests);
+	bfamily(b, "gpuqos_tsg_wakes_total", "counter",
+		"Wakes its process's preempt agent issued and judged by the next request: hit (it "
+		"came within the reach), wasted (later), beaten (before the wake).");
+	for (size_t i = 0; i < n; i++) {
+		const struct proc *p = rows[i].proc;
+		uint64_t v[3];
+
+		if (!p)
+			continue;
+		v[0] = p->wake.hits;
+		v[1] = p->wake.wasted;
+		v[2] = p->wake.beaten;
+		for (size_t k = 0; k < 3; k++)
+			bput(b, "gpuqos_tsg_wakes_total{%s,result=\"%s\"} %llu\n", rows[i].id,
+			     judged[k], (unsigned long long)v[k]);
+	}
+	bfamily(b, "gpuqos_tsg_wakes_not_issued_total", "counter",
+		"Wakes its process's preempt agent did not issue: its thread ran more than half a "
+		"lead late, or libcuda failed.");
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].proc)
+			bput(b, "gpuqos_tsg_wakes_not_issued_total{%s} %llu\n", rows[i].id,
+			     (unsigned long long)rows[i].proc->wake.not_issued);
+	bfamily(b, "gpuqos_tsg_wake_stopped", "gauge",
+		"1 while its process's wakes are stopped by their own judging (too many wasted).");
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].proc)
+			bput(b, "gpuqos_tsg_wake_stopped{%s} %d\n", rows[i].id,
+			     rows[i].proc->wake.stopped);
+}
+
 static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t n)
 {
 	bfamily(b, "gpuqos_tsg_launch_active_ratio", "gauge",
@@ -574,6 +619,7 @@ static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t 
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_wake_lead_seconds{%s} %.6f\n", rows[i].id,
 		     rows[i].wake_lead_us / 1e6);
+	render_wakes(b, rows, n);
 }
 
 static void render_tsgs(struct mbuf *b, const struct mrow *rows, size_t n)
@@ -870,6 +916,10 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 		"Launch reports (ACTIVITY) dropped as impossible: reserved bits, counters going "
 		"back, more active time than time passed.",
 		g->n.bad_activity);
+	counter(b, "gpuqos_wake_reports_dropped_total",
+		"Wake reports (WAKE) dropped as impossible: reserved bits, more wakes judged or not "
+		"issued than there could be, counts going back.",
+		g->n.bad_wake);
 	counter(b, "gpuqos_log_lines_suppressed_total", "Log lines dropped by the per-process limit.",
 		g->n.log_suppressed);
 	counter(b, "gpuqos_config_reloads_total", "Configuration reloads (SIGHUP) that took effect.",

@@ -108,7 +108,8 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	m.copy_timeslice_us = copy;
 	/* Every process's launches are read (ctl, metrics); only an LC's
 	 * change anything (lcbusy.c). */
-	m.flags = GQ_POLICY_F_ACTIVITY | (wake ? GQ_POLICY_F_WAKE : 0);
+	m.flags = GQ_POLICY_F_ACTIVITY | (wake ? GQ_POLICY_F_WAKE : 0) |
+		  (p->wake_stats ? GQ_POLICY_F_WAKE_STATS : 0);
 	m.wake = wake;
 	if (peer_send(a, p, &m, "POLICY") != 0)
 		return -1;
@@ -226,6 +227,7 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->gen = ++a->next_gen;
 	p->stalled = 0;
 	p->can_gate = (m->flags & GQ_HELLO_F_GATE) != 0;
+	p->wake_stats = (m->flags & GQ_HELLO_F_WAKE_STATS) != 0;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,
 		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "",
@@ -283,6 +285,66 @@ static void on_synced(struct agent *a, struct peer *p, const struct gq_synced *m
 	a->dirty = 1;
 }
 
+#define WAKE_COUNT_MAX (1ull << 53)
+
+/* Why a WAKE cannot be the counts of one library, or NULL. `prev`: the
+ * report before it from the same process, or NULL. */
+static const char *wake_bad(const struct gq_wake *m, const struct proc *prev)
+{
+	if ((m->flags & ~GQ_WAKE_F_STOPPED) != 0 || m->reserved != 0)
+		return "reserved bits set";
+	/* Shown as JSON numbers (doubles): whole up to 2^53. The requests
+	 * bound the rest once the checks below passed. */
+	if (m->requests > WAKE_COUNT_MAX || m->stops > WAKE_COUNT_MAX || m->wakes > WAKE_COUNT_MAX ||
+	    m->not_issued > WAKE_COUNT_MAX)
+		return "counts beyond 2^53";
+	/* Each judged wake was issued; each wake and each wake not issued
+	 * was for a request seen or the one to come. Written so that no sum
+	 * overflows. */
+	if (m->hits > m->wakes || m->wasted > m->wakes - m->hits ||
+	    m->beaten > m->wakes - m->hits - m->wasted)
+		return "more wakes judged than issued";
+	if (m->wakes > m->requests && m->wakes - m->requests > 1)
+		return "more wakes than requests";
+	if (m->wakes > m->requests ? m->not_issued != 0
+				   : m->not_issued > m->requests - m->wakes &&
+					     m->not_issued - (m->requests - m->wakes) > 1)
+		return "more wakes not issued than requests";
+	if (prev && prev->wake.have &&
+	    (m->at_ns < prev->wake.at_ns || m->requests < prev->wake.requests ||
+	     m->wakes < prev->wake.wakes || m->hits < prev->wake.hits ||
+	     m->wasted < prev->wake.wasted || m->beaten < prev->wake.beaten ||
+	     m->not_issued < prev->wake.not_issued || m->stops < prev->wake.stops))
+		return "counts went back";
+	return NULL;
+}
+
+/* A WAKE: kept for ctl and metrics, or dropped and counted; the
+ * connection stays either way (docs/protocol.md, "Wake"). */
+static void on_wake(struct agent *a, struct peer *p, const struct gq_wake *m)
+{
+	struct proc *pr = p->proc;
+	const char *why = wake_bad(m, pr);
+
+	if (why) {
+		a->n.bad_wake++;
+		proc_log(a, pr, LOG_LEVEL_WARN, "pid %d: WAKE ignored: %s", (int)p->pid, why);
+		/* The next report is read on its own. */
+		pr->wake.have = 0;
+		return;
+	}
+	pr->wake.have = 1;
+	pr->wake.stopped = (m->flags & GQ_WAKE_F_STOPPED) != 0;
+	pr->wake.requests = m->requests;
+	pr->wake.wakes = m->wakes;
+	pr->wake.hits = m->hits;
+	pr->wake.wasted = m->wasted;
+	pr->wake.beaten = m->beaten;
+	pr->wake.not_issued = m->not_issued;
+	pr->wake.stops = m->stops;
+	pr->wake.at_ns = m->at_ns;
+}
+
 /* Returns 0, or -1 when the message breaks the protocol. */
 static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_t n)
 {
@@ -317,6 +379,9 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		return 0;
 	case GQ_ACTIVITY:
 		lcbusy_report(a, p->proc, buf);
+		return 0;
+	case GQ_WAKE:
+		on_wake(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
 		proc_log(a, p->proc, LOG_LEVEL_WARN,

@@ -42,6 +42,10 @@ struct proc_view {
 	struct oint launch_pct, launch_rate; /* its launch reading, when known */
 	int launch_bound;
 	struct oint wake_lead; /* the wake its preempt agent was asked for (µs) */
+	/* How its wakes went (agents since 2026-11-26; null until reported). */
+	int has_wake, wake_stopped;
+	struct oint wake_requests, wakes, wake_hits, wake_wasted, wake_beaten, wake_not_issued,
+		wake_stops;
 };
 
 #define CELL 64
@@ -144,6 +148,9 @@ static int parse_tsg(struct jerr *e, const cJSON *o, const char *w, struct tsg_v
 
 static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc_view *v)
 {
+	const cJSON *wake;
+	char w2[80];
+
 	memset(v, 0, sizeof(*v));
 	if (!is_object(e, o, w))
 		return -1;
@@ -159,6 +166,18 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 	oint_get(e, o, w, "launchesPerSecond", J_ANY, &v->launch_rate);
 	j_bool(e, o, w, "launchBound", J_ANY, &v->launch_bound);
 	oint_get(e, o, w, "wakeLeadUs", J_ANY, &v->wake_lead);
+	if (j_obj(e, o, w, "wake", J_ANY, &wake) > 0) {
+		snprintf(w2, sizeof(w2), "%s.wake", w);
+		v->has_wake = 1;
+		oint_get(e, wake, w2, "requests", J_REQ, &v->wake_requests);
+		oint_get(e, wake, w2, "wakes", J_REQ, &v->wakes);
+		oint_get(e, wake, w2, "hits", J_REQ, &v->wake_hits);
+		oint_get(e, wake, w2, "wasted", J_REQ, &v->wake_wasted);
+		oint_get(e, wake, w2, "beaten", J_REQ, &v->wake_beaten);
+		oint_get(e, wake, w2, "notIssued", J_REQ, &v->wake_not_issued);
+		oint_get(e, wake, w2, "stops", J_REQ, &v->wake_stops);
+		j_bool(e, wake, w2, "stopped", J_REQ, &v->wake_stopped);
+	}
 	return e->msg[0] ? -1 : 0;
 }
 
@@ -456,6 +475,22 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 		else
 			snprintf(buf, sizeof(buf), "none asked");
 		detail(out, "wake", buf);
+	}
+	if (v->has_wake) {
+		char r[NUM], n[NUM], h[NUM], x[NUM], b[NUM], ni[NUM], st[NUM];
+
+		fmt_oint(r, sizeof(r), &v->wake_requests, "?");
+		fmt_oint(n, sizeof(n), &v->wakes, "?");
+		fmt_oint(h, sizeof(h), &v->wake_hits, "?");
+		fmt_oint(x, sizeof(x), &v->wake_wasted, "?");
+		fmt_oint(b, sizeof(b), &v->wake_beaten, "?");
+		fmt_oint(ni, sizeof(ni), &v->wake_not_issued, "?");
+		fmt_oint(st, sizeof(st), &v->wake_stops, "?");
+		snprintf(buf, sizeof(buf),
+			 "%s of %s requests woken: %s hit, %s wasted, %s beaten; %s not issued; "
+			 "%s stops%s",
+			 n, r, h, x, b, ni, st, v->wake_stopped ? ", stopped now" : "");
+		detail(out, "wakes", buf);
 	}
 }
 

@@ -47,6 +47,10 @@ static struct pa_event pa_batch[PA_QUEUE_LEN];
 /* ACTIVITY: asked for by this connection's POLICY; when the next is due. */
 static int pa_act_on;
 static rm_u64 pa_act_next_ns;
+/* WAKE: asked for by this connection's POLICY; the counts last sent on it. */
+static int pa_wake_on;
+static int pa_wake_sent;
+static struct pa_wake_counts pa_wake_last;
 
 /* ---- small helpers ---- */
 
@@ -192,8 +196,11 @@ static int pa_greet(int s)
 	pa_unlock();
 	pa_read_comm(comm);
 	pa_act_on = 0;
+	pa_wake_on = 0;
+	pa_wake_sent = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
-		     GQ_HELLO_F_GATE | (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY : 0) |
+		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS |
+			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
 	if (pa_send(s, &hello, sizeof(hello)) != 0)
@@ -518,6 +525,7 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		if (!pa_act_on && (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting())
 			pa_act_next_ns = received_ns; /* the first one at once */
 		pa_act_on = (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting();
+		pa_wake_on = (p->flags & GQ_POLICY_F_WAKE_STATS) != 0;
 		pa_debug("policy: gr %u us, copy %u us, flags 0x%x, wake 0x%x", p->gr_timeslice_us,
 			 p->copy_timeslice_us, p->flags, p->wake);
 		pa_policy_wake(p);
@@ -566,21 +574,49 @@ static int pa_receive(int s)
 	return 0;
 }
 
-/* Sends ACTIVITY if one is due; returns how long until the next (ms,
- * -1: none asked for), or -2 if the send failed. */
+/* Sends WAKE if it is asked for and the counts changed since the last
+ * one on this connection; 0, or -1 if the send failed. */
+static int pa_wake_send(int s)
+{
+	struct pa_wake_counts c;
+	struct gq_wake m;
+
+	if (!pa_wake_on || !pa_wake_counts(&c))
+		return 0;
+	if (pa_wake_sent && c.requests == pa_wake_last.requests &&
+	    c.wakes == pa_wake_last.wakes && c.not_issued == pa_wake_last.not_issued &&
+	    c.hits == pa_wake_last.hits && c.wasted == pa_wake_last.wasted &&
+	    c.beaten == pa_wake_last.beaten && c.stops == pa_wake_last.stops &&
+	    c.stopped == pa_wake_last.stopped)
+		return 0;
+	pa_msg_wake(&m, pa_seq++, &c);
+	if (pa_send(s, &m, sizeof(m)) != 0)
+		return -1;
+	pa_wake_last = c;
+	pa_wake_sent = 1;
+	return 0;
+}
+
+/* Sends ACTIVITY (and WAKE, "Wake" in docs/protocol.md) if one is due;
+ * returns how long until the next (ms, -1: none asked for), or -2 if a
+ * send failed. */
 static int pa_activity(int s)
 {
 	struct pa_launch_counts c;
 	struct gq_activity m;
 	rm_u64 now;
 
-	if (!pa_act_on)
+	if (!pa_act_on && !pa_wake_on)
 		return -1;
 	now = pa_now_ns();
 	if (now >= pa_act_next_ns) {
-		pa_launch_read(&c);
-		pa_msg_activity(&m, pa_seq++, c.launches, c.bursts, c.active_ns, c.at_ns);
-		if (pa_send(s, &m, sizeof(m)) != 0)
+		if (pa_act_on) {
+			pa_launch_read(&c);
+			pa_msg_activity(&m, pa_seq++, c.launches, c.bursts, c.active_ns, c.at_ns);
+			if (pa_send(s, &m, sizeof(m)) != 0)
+				return -2;
+		}
+		if (pa_wake_send(s) != 0)
 			return -2;
 		pa_act_next_ns = now + (rm_u64)GQ_ACTIVITY_PERIOD_MS * 1000000u;
 		return (int)GQ_ACTIVITY_PERIOD_MS;

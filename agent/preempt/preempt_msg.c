@@ -65,6 +65,21 @@ void pa_msg_activity(struct gq_activity *m, rm_u32 seq, rm_u64 launches, rm_u64 
 	m->at_ns = at_ns;
 }
 
+void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_WAKE, seq);
+	m->flags = c->stopped ? GQ_WAKE_F_STOPPED : 0;
+	m->requests = c->requests;
+	m->wakes = c->wakes;
+	m->hits = c->hits;
+	m->wasted = c->wasted;
+	m->beaten = c->beaten;
+	m->not_issued = c->not_issued;
+	m->stops = c->stops;
+	m->at_ns = c->at_ns;
+}
+
 rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)
 {
 	memset(out, 0, sizeof(*out));

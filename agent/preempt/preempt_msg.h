@@ -13,6 +13,7 @@
 #include "abi/gq_proto.h"
 #include "abi/rm_abi.h"
 #include "preempt_track.h"
+#include "preempt_wake.h"
 
 void pa_msg_hello(struct gq_hello *m, rm_u32 seq, rm_u32 pid, rm_u32 flags, rm_u32 ntsg,
 		  const char *comm);
@@ -21,6 +22,7 @@ void pa_msg_tsg_gone(struct gq_tsg_gone *m, rm_u32 seq, const struct pa_tsg *g);
 void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg);
 void pa_msg_activity(struct gq_activity *m, rm_u32 seq, rm_u64 launches, rm_u64 bursts,
 		     rm_u64 active_ns, rm_u64 at_ns);
+void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c);
 
 /* The one RM control a COMMAND turns into. */
 struct pa_ctrl {

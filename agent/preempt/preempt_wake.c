@@ -159,6 +159,24 @@ void pa_wake_ctx_gone(void)
 	pthread_mutex_unlock(&pw.lock);
 }
 
+int pa_wake_counts(struct pa_wake_counts *c)
+{
+	if (!atomic_load(&pw_thread_started))
+		return 0;
+	pthread_mutex_lock(&pw.lock);
+	c->requests = pw.pred.seq;
+	c->wakes = pw.pred.wakes;
+	c->hits = pw.pred.hits;
+	c->wasted = pw.pred.wasted;
+	c->beaten = pw.pred.early;
+	c->not_issued = pw.pred.skipped;
+	c->stops = pw.pred.stops;
+	c->stopped = pw.pred.hold != 0;
+	pthread_mutex_unlock(&pw.lock);
+	c->at_ns = pa_now_ns();
+	return 1;
+}
+
 static void pw_atexit(void)
 {
 	pthread_mutex_lock(&pw.cuda_lock);
@@ -317,6 +335,8 @@ static void *pw_main(void *arg)
 		pthread_mutex_lock(&pw.lock);
 		if (pw.pred.seq == seq)
 			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0);
+		else if (r > 0)
+			pa_wake_pred_overtaken(&pw.pred);
 		pthread_mutex_unlock(&pw.lock);
 	}
 }

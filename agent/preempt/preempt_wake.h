@@ -61,6 +61,7 @@ struct pa_wake_pred {
 	unsigned backoff;           /* doublings of the next hold */
 	unsigned calm;              /* hits since the latest hold or wasted wake */
 	rm_u64 wakes, hits, wasted, early, skipped;
+	rm_u64 stops;               /* holds the judging started */
 	int keep_waking;            /* judged, never stopped (GPUQOS_WAKE_STOPS=0) */
 };
 
@@ -77,6 +78,16 @@ rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
 /* A wake was issued at t for the start pa_wake_pred_target aimed at
  * (t 0: none was, and none will be for that start). */
 void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t);
+/* A wake was issued, but its request started before the thread could
+ * record it: counted as a wake the request beat, and not judged. */
+void pa_wake_pred_overtaken(struct pa_wake_pred *p);
+
+/* The counts the node agent is told (WAKE, abi/gq_proto.h). */
+struct pa_wake_counts {
+	rm_u64 requests, wakes, hits, wasted, beaten, not_issued, stops;
+	int stopped; /* the judging holds wakes off now */
+	rm_u64 at_ns;
+};
 
 /* The library's side (preempt_wake.c). */
 /* From the launch wrappers, at the first launch of a burst (a request). */
@@ -94,5 +105,8 @@ void pa_wake_init(void);
  * GPUQOS_WAKE_LEAD_US, and after wakes were turned off for good. */
 void pa_wake_policy(unsigned lead_us, unsigned hold_us);
 void pa_wake_child_reset(void);
+/* The counts so far: 1, or 0 while no wake was ever asked in this process
+ * (nothing to tell). */
+int pa_wake_counts(struct pa_wake_counts *c);
 
 #endif /* GPUQOS_PREEMPT_WAKE_H */

@@ -69,6 +69,7 @@ static void note_judged(struct pa_wake_pred *p, int wasted)
 	if (p->nwasted < PA_WAKE_MISS_LIMIT || p->keep_waking)
 		return;
 	p->hold = PA_WAKE_HOLD << p->backoff;
+	p->stops++;
 	if (p->backoff < PA_WAKE_BACKOFF_MAX)
 		p->backoff++;
 	p->njudged = 0;
@@ -112,6 +113,12 @@ void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t)
 	p->last = t;
 	p->seq++;
 	p->period = agreed_period(p);
+}
+
+void pa_wake_pred_overtaken(struct pa_wake_pred *p)
+{
+	p->wakes++;
+	p->early++;
 }
 
 rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns)

@@ -31,6 +31,7 @@ class Peer:
         self.answer = True  # answer COMMANDs
         self.status = {}  # op -> rm_status to answer with
         self.hello_pid = os.getpid()
+        self.hello_flags = 0  # more HELLO flags ("set" changes it before a reconnect)
         self.reconnect = True
         self.connects = 0
         self.held = []  # unanswered commands while silent
@@ -67,7 +68,7 @@ class Peer:
         self.sock = s
         self.sel.register(s, selectors.EVENT_READ, "sock")
         self.seq += 1
-        flags = 1 if self.connects else 0
+        flags = (1 if self.connects else 0) | self.hello_flags
         self.connects += 1
         self.send(hdr(HELLO, self.seq) + struct.pack("=4I16s", self.hello_pid, flags, 1,
                                                      len(self.tsgs), b"fake_peer"))

@@ -6,13 +6,15 @@ import os
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 
 from gpuqos_test import check, wait_for
 from gpuqos_test import gq_proto
 from gpuqos_test.agent import UNKNOWN, run, standard_process
-from gpuqos_test.gq_proto import POLICY_F_ACTIVITY, POLICY_F_WAKE, wake_word
+from gpuqos_test.gq_proto import (F_WAKE_STATS, POLICY_F_ACTIVITY, POLICY_F_WAKE,
+                                  POLICY_F_WAKE_STATS, wake_word)
 
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
 GR = 0x5C000010
@@ -905,6 +907,79 @@ def t_activity_liar(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_wake_report(make_agent):
+    """A preempt agent whose HELLO says it reports wakes is asked to
+    (POLICY_F_WAKE_STATS), one that does not is not; its WAKE shows in
+    gpuqosctl list (the process's "wake") and show. Reports no library can
+    make (reserved bits, more wakes judged or not issued than there could
+    be, counts beyond 2^53 or going back) are dropped, counted (badWake)
+    and forget the last one; the connection stays. A truncated one is
+    malformed and closes it."""
+    a = make_agent(config())
+    a.start()
+    be, lc = be_and_lc(a)
+    wait_for(lambda: lc.evs("policy") and be.evs("policy"), "both connected")
+    check(all(not e["flags"] & POLICY_F_WAKE_STATS for e in lc.evs("policy") + be.evs("policy")),
+          "no WAKE asked of a peer that did not offer it")
+    lc.send(op="set", hello_flags=F_WAKE_STATS)
+    lc.send(op="reconnect")
+    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and lc.evs("policy")
+             and lc.evs("policy")[-1]["flags"] & POLICY_F_WAKE_STATS, "WAKE asked of the LC")
+    check(lc.evs("policy")[-1]["flags"] & POLICY_F_WAKE, "and its wake: %r" % lc.evs("policy")[-1])
+
+    def row():
+        return next((p for p in a.list()["processes"] if p["pid"] == lc.pid), {})
+
+    check(row().get("wake", "absent") is None, "no report yet: %r" % row())
+    gone = len(lc.evs("disconnected"))  # the reconnect's
+    ms = 1000000
+
+    def send(*args, **kw):
+        lc.send(op="raw", hex=gq_proto.wake(1, *args, **kw).hex())
+
+    send(5000, 4800, 4700, 60, 20, 150, 2, 1000 * ms, flags=gq_proto.WAKE_F_STOPPED)
+    want = {"requests": 5000, "wakes": 4800, "hits": 4700, "wasted": 60, "beaten": 20,
+            "notIssued": 150, "stops": 2, "stopped": True}
+    wait_for(lambda: row().get("wake") == want, "the report in gpuqosctl list")
+    ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
+    out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(lc.pid)], capture_output=True,
+                         text=True, timeout=20).stdout
+    check("4800 of 5000 requests woken: 4700 hit, 60 wasted, 20 beaten; 150 not issued; "
+          "2 stops, stopped now" in out, "gpuqosctl show: %s" % out)
+    big = 2 ** 53 + 1
+    bad = [dict(flags=2), dict(reserved=1),
+           (5000, 4800, 4700, 90, 20, 150, 2, 1100 * ms),       # judged more than issued
+           (5000, 5002, 4700, 60, 20, 150, 2, 1100 * ms),       # more wakes than requests
+           (5000, 4800, 4700, 60, 20, 202, 2, 1100 * ms),       # not issued beyond the rest
+           (big, 4800, 4700, 60, 20, 150, 2, 1100 * ms),        # beyond a double's integers
+           (4999, 4800, 4700, 60, 20, 150, 2, 1100 * ms)]       # requests back
+    for i, b in enumerate(bad):
+        # A good one first, so each bad one has a report before it.
+        send(5000, 4800, 4700, 60, 20, 150, 2, 1050 * ms)
+        wait_for(lambda: row().get("wake", {}) and row()["wake"]["stopped"] is False,
+                 "good report before bad %d" % i)
+        if isinstance(b, dict):
+            send(5000, 4800, 4700, 60, 20, 150, 2, 1100 * ms, **b)
+        else:
+            send(*b)
+        wait_for(lambda: a.counters()["badWake"] == i + 1, "bad report %d counted" % i)
+        check(row().get("wake") is None, "bad report %d forgets the last: %r" % (i, row()))
+        lc.send(op="raw", hex=gq_proto.wake(1, 5000, 4800, 4700, 60, 20, 150, 2, 1000 * ms,
+                                             flags=gq_proto.WAKE_F_STOPPED).hex())
+        wait_for(lambda: (row().get("wake") or {}).get("stopped") is True,
+                 "after bad %d, a report is read on its own" % i)
+    # Exactly at the limit: wakes and those not issued one past the requests.
+    send(5200, 5050, 4700, 60, 20, 151, 2, 1200 * ms)
+    wait_for(lambda: (row().get("wake") or {}).get("wakes") == 5050,
+             "wakes + not issued = requests + 1")
+    check(len(lc.evs("disconnected")) == gone and a.counters()["malformed"] == 0,
+          "impossible reports keep the connection")
+    lc.send(op="raw", hex=gq_proto.wake(1, 5200, 5050, 4700, 60, 20, 151, 2, 1300 * ms).hex()[:-16])
+    wait_for(lambda: len(lc.evs("disconnected")) > gone, "a truncated WAKE closes the peer")
+    wait_for(lambda: a.counters()["malformed"] == 1, "counted as malformed")
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -914,7 +989,7 @@ TESTS = {
     "interleave": t_interleave, "options": t_options, "valgrind": t_valgrind,
     "belief_latest": t_belief_latest, "claims": t_claims, "claim_flood": t_claim_flood,
     "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
-    "activity_liar": t_activity_liar, "revert": t_revert,
+    "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
 }
 
 if __name__ == "__main__":

@@ -90,6 +90,19 @@ def t_standalone_metrics(node):
                  timeout=30, what="PromQL: the LC's wake lead")
         expect(sorted(v for _, v in prom.query('gpuqos_tsg_wake_lead_seconds{pid="%d"}' % be.pid))
                == [0.0] * 4, "the BE's wake lead")
+        # The LC's preempt agent reports how its wakes went (WAKE): it
+        # launches nothing, so no request yet, nothing stopped. The BE was
+        # never asked to wake: no such series.
+        wait_for(lambda: sorted(v for _, v in prom.query('gpuqos_tsg_wake_requests_total{pid="%d"}'
+                                                         % lc.pid)) == [0] * 4,
+                 timeout=30, what="PromQL: the LC's wake counts")
+        expect(sorted(v for _, v in prom.query('gpuqos_tsg_wakes_total{pid="%d",result="hit"}'
+                                               % lc.pid)) == [0] * 4
+               and sorted(v for _, v in prom.query('gpuqos_tsg_wake_stopped{pid="%d"}' % lc.pid))
+               == [0] * 4, "the LC's wakes: %r" % prom.query('{__name__=~"gpuqos_tsg_wake.*",pid="%d"}'
+                                                              % lc.pid))
+        expect(prom.query('gpuqos_tsg_wake_requests_total{pid="%d"}' % be.pid) == [],
+               "the BE has no wake counts")
         # A launch-bound LC: its readings, and the LC before it, in Prometheus.
         lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
         eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"],

@@ -29,6 +29,7 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   SYNCED, TSG, TSG_F_GATED, TSG_F_LEASED, TSG_F_NO_GATE,
                                   TSG_GONE, UNKNOWN, ACTIVITY, ACTIVITY_PERIOD_MS,
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
+                                  F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
                                   VERSION, command, hdr, policy, wake_word)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
@@ -205,7 +206,8 @@ def setup(args, tmp, preexec=None, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY and hello["ntsg"] == 0, "first HELLO: %r" % hello)
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS and hello["ntsg"] == 0,
+          "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
     check(conn.take(SYNCED)["ntsg"] == 0, "SYNCED")
@@ -388,7 +390,7 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY and hello["pid"] not in (0, w.p.pid),
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
     child.take(SYNCED)
@@ -750,6 +752,25 @@ def sc_activity(args, tmp):
     w.finish()
 
 
+def take_wake(conn, pred, what, timeout=5.0):
+    """WAKE reports until pred(latest); counts only grow on the way."""
+    end = time.monotonic() + timeout
+    prev = None
+    while True:
+        try:
+            d = conn.take(WAKE, timeout=max(end - time.monotonic(), 0.01))
+        except Failure as e:
+            raise Failure("%s: %s; the last WAKE %r" % (what, e, prev))
+        if prev:
+            check(all(d[k] >= prev[k] for k in ("requests", "wakes", "hits", "wasted", "beaten",
+                                                 "not_issued", "stops", "at_ns")),
+                  "WAKE counts went back: %r -> %r" % (prev, d))
+        prev = d
+        if pred(d):
+            return d
+        check(time.monotonic() < end, "%s: the last WAKE %r" % (what, d))
+
+
 def periodic(w, args, what):
     out = w.step("periodic %s %s" % (args.libcuda, what), timeout=15.0)
     m = re.match(r"periodic status=(\w+) wakes=(\d+) bad=(\d+) in_ctx=(\d+) stale=(\d+) "
@@ -817,14 +838,29 @@ def sc_wake_policy(args, tmp):
     the connection ends); a workload whose environment sets
     GPUQOS_WAKE_LEAD_US keeps its own choice."""
     agent, w, conn = setup(args, tmp, preexec=steady, GPUQOS_LOG="info")
+    # WAKE reports asked for, but no wake ever was: nothing to report.
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE_STATS))
     d = periodic(w, args, "40 3000")
     check(d["wakes"] == 0, "before any wake in a POLICY: %r" % d)
-    conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100, 20)))
+    quiet_for(conn, WAKE, 0.6)
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS, wake=wake_word(100, 20)))
     conn.barrier(901)
     d = periodic(w, args, "300 3000")
     check(d["wakes"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
           and d["stale"] == 0, "POLICY with a wake: %r" % d)
     check(30 <= d["median"] <= 250, "the lead: %r" % d)
+    # The library's own counts (WAKE): every wake the fake saw, judged by
+    # the request after it; sent only when they changed.
+    # (A wake for the request after the last may be issued after the
+    # workload counted its wakes.)
+    rep = take_wake(conn, lambda m: m["wakes"] >= d["wakes"], "the wakes counted")
+    check(rep["wakes"] - d["wakes"] <= 1, "the library's wakes %r, the workload's %r" % (rep, d))
+    check(rep["flags"] & ~WAKE_F_STOPPED == 0 and rep["reserved"] == 0
+          and 290 <= rep["requests"] <= 301
+          and rep["hits"] + rep["wasted"] + rep["beaten"] <= rep["wakes"] <= rep["requests"] + 1
+          and rep["wakes"] + rep["not_issued"] <= rep["requests"] + 1
+          and rep["hits"] >= 1, "the counts: %r" % rep)
+    quiet_for(conn, WAKE, 0.6)
     # A POLICY without the flag: off.
     conn.send(policy(0, 0))
     conn.barrier(902)

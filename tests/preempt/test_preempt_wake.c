@@ -152,6 +152,18 @@ static void test_judging(void)
 	CHECK_EQ_U(P.wakes, 2);
 	CHECK_EQ_U(P.hits + P.wasted + P.early, 2);
 
+	/* Issued while its request started (the thread found the start moved
+	 * on when it came to record it): a wake, counted as beaten, and the
+	 * next start is woken as usual. */
+	last += 2 * MS;
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_overtaken(&P);
+	CHECK_EQ_U(P.wakes, 3);
+	CHECK_EQ_U(P.early, 2);
+	CHECK_EQ_U(P.hits + P.wasted + P.early, 3);
+	CHECK(pa_wake_pred_target(&P, LEAD) != 0);
+
 	/* Wasted: the request came more than PA_WAKE_REACH_NS after its
 	 * wake, whatever the lead. At the reach exactly it is still a hit. */
 	last += 2 * MS;
@@ -165,6 +177,7 @@ static void test_judging(void)
 	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(P.hold, PA_WAKE_HOLD);
+	CHECK_EQ_U(P.stops, 1);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	last = plain_starts(last, PA_WAKE_HOLD - 1);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
@@ -174,6 +187,7 @@ static void test_judging(void)
 	 * PA_WAKE_BACKOFF_MAX doublings. */
 	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
 	CHECK_EQ_U(P.hold, 2 * PA_WAKE_HOLD);
+	CHECK_EQ_U(P.stops, 2);
 	for (unsigned k = 2; k <= PA_WAKE_BACKOFF_MAX + 1; k++) {
 		last = plain_starts(last, P.hold);
 		last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);

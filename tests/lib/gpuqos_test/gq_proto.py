@@ -10,9 +10,9 @@ from gpuqos_test import Failure
 
 MAGIC = 0x534F5147
 VERSION = 1
-HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY = range(1, 9)
+HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE = range(1, 10)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
-         ACTIVITY: 56}
+         ACTIVITY: 56, WAKE: 88}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -21,8 +21,11 @@ UNKNOWN = 0xFFFFFFFF
 F_RECONNECT = 1
 F_GATE = 2
 F_ACTIVITY = 4
+F_WAKE_STATS = 8
 POLICY_F_ACTIVITY = 1
 POLICY_F_WAKE = 2
+POLICY_F_WAKE_STATS = 4
+WAKE_F_STOPPED = 1
 WAKE_MAX_US = 1000
 ACTIVITY_PERIOD_MS, ACTIVITY_TAIL_US = 250, 200
 TSG_F_GATED, TSG_F_NO_GATE, TSG_F_LEASED = 1, 2, 4
@@ -39,6 +42,7 @@ BODIES = {
     RESULT: ("=IIIIIIQQ", "op h_client h_tsg rm_status err reserved value elapsed_ns"),
     SYNCED: ("=II", "ntsg reserved"),
     ACTIVITY: ("=IIQQQQ", "flags reserved launches bursts active_ns at_ns"),
+    WAKE: ("=II8Q", "flags reserved requests wakes hits wasted beaten not_issued stops at_ns"),
 }
 
 
@@ -88,6 +92,12 @@ def synced(seq, ntsg):
 def activity(seq, launches, bursts, active_ns, at_ns, flags=0):
     return hdr(ACTIVITY, seq) + struct.pack("=IIQQQQ", flags, 0, launches, bursts, active_ns,
                                             at_ns)
+
+
+def wake(seq, requests, wakes, hits, wasted, beaten, not_issued, stops, at_ns, flags=0,
+         reserved=0):
+    return hdr(WAKE, seq) + struct.pack("=II8Q", flags, reserved, requests, wakes, hits, wasted,
+                                        beaten, not_issued, stops, at_ns)
 
 
 class BadMessage(Failure):
