@@ -693,10 +693,11 @@ class Runner:
         return {"event": "stop", "at_s": ev[1], "for_s": ev[2], "done": True}
 
     def activity(self):
-        """Every process's launch reading now (gpuqosctl --json list)."""
+        """Every process's launch reading and its wake counts, as the agent
+        holds them now (gpuqosctl --json list)."""
         exe = os.path.join(self.build, "agent/cli/gpuqosctl")
         env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
-        keys = ("pid", "class", "launchActivePercent", "launchesPerSecond", "launchBound")
+        keys = ("pid", "class", "launchActivePercent", "launchesPerSecond", "launchBound", "wake")
         try:
             j = subprocess.run([exe, "--json", "list"], env=env, capture_output=True, text=True,
                                timeout=10)
@@ -859,6 +860,10 @@ class Runner:
                 self.say(f"{s['name']}: launches mid-window: " + ", ".join(
                     f"{x['class']} {x['launchActivePercent']} % {x['launchesPerSecond']}/s"
                     f"{' BOUND' if x['launchBound'] else ''}" for x in rec["activity_mid"]))
+                for x in rec["activity_mid"]:
+                    if x.get("wake"):
+                        self.say(f"{s['name']}: pid {x['pid']}'s wakes mid-window, as the agent "
+                                 f"holds them: {x['wake']}")
         deadline = time.monotonic() + dur + 60
         for _, p in procs + ([("eager", eager)] if eager else []):
             try:
