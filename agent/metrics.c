@@ -556,18 +556,42 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 		     (double)rows[i].gated_longest_us / 1e6);
 }
 
+static uint64_t wake_requests(const struct proc *p)
+{
+	return p->wake.requests;
+}
+
+static uint64_t wake_not_issued(const struct proc *p)
+{
+	return p->wake.not_issued;
+}
+
+static uint64_t wake_stopped(const struct proc *p)
+{
+	return (uint64_t)p->wake.stopped;
+}
+
+/* One family of its process's wake counts, on every TSG of a process that
+ * reported them. */
+static void wake_family(struct mbuf *b, const char *name, const char *type, const char *help,
+			const struct mrow *rows, size_t n, uint64_t (*get)(const struct proc *))
+{
+	bfamily(b, name, type, help);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].proc)
+			bput(b, "%s{%s} %llu\n", name, rows[i].id,
+			     (unsigned long long)get(rows[i].proc));
+}
+
 /* How its process's wakes went, from its preempt agent's WAKE (the same on
  * every TSG of the process); absent until the process reported. */
 static void render_wakes(struct mbuf *b, const struct mrow *rows, size_t n)
 {
 	static const char *const judged[] = { "hit", "wasted", "beaten" };
 
-	bfamily(b, "gpuqos_tsg_wake_requests_total", "counter",
-		"Periodic-request starts its process's preempt agent saw while a wake was asked.");
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].proc)
-			bput(b, "gpuqos_tsg_wake_requests_total{%s} %llu\n", rows[i].id,
-			     (unsigned long long)rows[i].proc->wake.requests);
+	wake_family(b, "gpuqos_tsg_wake_requests_total", "counter",
+		    "Periodic-request starts its process's preempt agent saw while a wake was asked.",
+		    rows, n, wake_requests);
 	bfamily(b, "gpuqos_tsg_wakes_total", "counter",
 		"Wakes its process's preempt agent issued and judged by the next request: hit (it "
 		"came within the reach), wasted (later), beaten (before the wake).");
@@ -584,19 +608,13 @@ static void render_wakes(struct mbuf *b, const struct mrow *rows, size_t n)
 			bput(b, "gpuqos_tsg_wakes_total{%s,result=\"%s\"} %llu\n", rows[i].id,
 			     judged[k], (unsigned long long)v[k]);
 	}
-	bfamily(b, "gpuqos_tsg_wakes_not_issued_total", "counter",
-		"Wakes its process's preempt agent did not issue: its thread ran more than half a "
-		"lead late, or libcuda failed.");
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].proc)
-			bput(b, "gpuqos_tsg_wakes_not_issued_total{%s} %llu\n", rows[i].id,
-			     (unsigned long long)rows[i].proc->wake.not_issued);
-	bfamily(b, "gpuqos_tsg_wake_stopped", "gauge",
-		"1 while its process's wakes are stopped by their own judging (too many wasted).");
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].proc)
-			bput(b, "gpuqos_tsg_wake_stopped{%s} %d\n", rows[i].id,
-			     rows[i].proc->wake.stopped);
+	wake_family(b, "gpuqos_tsg_wakes_not_issued_total", "counter",
+		    "Wakes its process's preempt agent did not issue: its thread ran more than half a "
+		    "lead late, or libcuda failed.",
+		    rows, n, wake_not_issued);
+	wake_family(b, "gpuqos_tsg_wake_stopped", "gauge",
+		    "1 while its process's wakes are stopped by their own judging (too many wasted).",
+		    rows, n, wake_stopped);
 }
 
 static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t n)
