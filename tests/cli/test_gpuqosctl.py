@@ -74,6 +74,8 @@ def line(obj):
 
 
 LIST = line({"ok": True, "agent": AGENT, "tsgs": TSGS, "processes": PROCS})
+WAKE = {"requests": 5000, "wakes": 4800, "hits": 4700, "wasted": 60, "beaten": 20,
+        "notIssued": 150, "stops": 2, "stopped": False}
 SHOW = line({"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [PROCS[0]]})
 RESULTS = line({"ok": True, "results": [
     {"tsg": "0x5c000013", "op": "GET_TIMESLICE", "rmStatus": 0, "rmStatusName": "NV_OK",
@@ -235,7 +237,11 @@ def t_table(env):
                         ({"launchActivePercent": 0, "launchesPerSecond": 0}, "active 0 %"),
                         ({}, "wake           none asked\n"),
                         ({"class": "latency-critical", "wakeLeadUs": 100},
-                         "wake           asked for, 100 µs ahead of its requests\n")]:
+                         "wake           asked for, 100 µs ahead of its requests\n"),
+                        ({"class": "latency-critical", "wakeLeadUs": 100, "wake": WAKE},
+                         "wakes          4800 of 5000 requests woken: 4700 hit, 60 wasted, "
+                         "20 beaten; 150 not issued; 2 stops\n"),
+                        ({"wake": dict(WAKE, stopped=True)}, "; 2 stops, stopped now\n")]:
         rc, out, err, _ = env.run("show", "1234", answer=line(
             {"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [dict(PROCS[0], **extra)]}))
         check(rc == 0 and says in out, f"show: {says!r} missing from\n{out}{err}")
@@ -243,6 +249,9 @@ def t_table(env):
         {"ok": True, "agent": AGENT, "tsgs": [], "processes": [PROCS[1]]}))
     check(rc == 0 and "launches       not known" in out, f"show: no launch keys\n{out}{err}")
     check("wake" not in out, f"show: an older agent's process says nothing of a wake\n{out}")
+    rc, out, err, _ = env.run("show", "1234", answer=line(
+        {"ok": True, "agent": AGENT, "tsgs": [TSGS[0]], "processes": [dict(PROCS[0], wake=None)]}))
+    check(rc == 0 and "wakes" not in out, f"show: no report yet, no wakes line\n{out}{err}")
     # The agent's read-backs of a TSG (agents since 2026-11-26; an older
     # one's TSG says nothing of them).
     for ts, says in [({"verifiedMsAgo": 5120, "verifyMismatches": 1},
@@ -426,6 +435,10 @@ def t_malformed(env):
          '"launchBound" is not true or false'),
         ("wake string", ["show", "1"], listing(processes=[dict(PROCS[0], wakeLeadUs="100")]),
          '"wakeLeadUs" is not an integer'),
+        ("wake counts string", ["show", "1"],
+         listing(processes=[dict(PROCS[0], wake=dict(WAKE, hits="4700"))]), '"hits" is not an integer'),
+        ("wake counts missing", ["show", "1"],
+         listing(processes=[dict(PROCS[0], wake={"requests": 1})]), '"wakes"'),
         ("read-back string", ["show", "1234"],
          listing(tsgs=[tsg(timeslice={"desired": 50, "applied": 50, "baseline": 2048,
                                       "verifiedMsAgo": "5", "verifyMismatches": 0})]),
