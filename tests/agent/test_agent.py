@@ -974,6 +974,18 @@ def t_wake_report(make_agent):
              "wakes + not issued = requests + 1")
     check(len(lc.evs("disconnected")) == gone and a.counters()["malformed"] == 0,
           "impossible reports keep the connection")
+    # A flood from a peer of its own: 5000 reports as fast as the socket
+    # takes them; nothing grows, the agent keeps answering and shows the last.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(a.sock)
+    s.send(gq_proto.hello(1, os.getpid()))
+    for i in range(5000):
+        s.send(gq_proto.wake(2 + i, i + 1, i + 1, i, 1, 0, 0, 0, 1000 * ms + i))
+    wait_for(lambda: (next((p for p in a.list()["processes"] if p["pid"] == os.getpid()), {})
+                      .get("wake") or {}).get("requests") == 5000,
+             "the flood read to its end")
+    check(a.counters()["badWake"] == len(bad) and a.alive(), "the flood: %r" % a.counters())
+    s.close()
     lc.send(op="raw", hex=gq_proto.wake(1, 5200, 5050, 4700, 60, 20, 151, 2, 1300 * ms).hex()[:-16])
     wait_for(lambda: len(lc.evs("disconnected")) > gone, "a truncated WAKE closes the peer")
     wait_for(lambda: a.counters()["malformed"] == 1, "counted as malformed")
