@@ -18,6 +18,11 @@ batch 1 (--batch), fp16, eval, no grad.
                  sleep only until N us before each due time (with a 1 ns
                  timer slack), then spin on the clock: the request is
                  submitted on time whatever the host's wakeup latency
+  --no-events    record no CUDA events around the submit: the request is
+                 the model's work alone on the GPU (gpu_us is then 0)
+  --trace FILE   one line per measured request, lc_micro's columns (index,
+                 due, submit, latency, GPU time; ns, times from the window's
+                 start) and a sixth: when the submit call returned
 
 Latency = CLOCK_MONOTONIC from just before the submit to the return of
 torch.cuda.synchronize(). CUDA events recorded before and after the submit
@@ -156,6 +161,8 @@ def main():
     ap.add_argument("--start-file")
     ap.add_argument("--start-timeout-s", type=float, default=300.0)
     ap.add_argument("--busy-wait-us", type=float, default=0.0)
+    ap.add_argument("--no-events", action="store_true")
+    ap.add_argument("--trace")
     a = ap.parse_args()
     if a.period_ms <= 0 or a.duration_s <= 0 or a.batch < 1 or not 1 <= a.seq <= 512 or \
             not 0 <= a.busy_wait_us <= a.period_ms * 1000:
@@ -200,13 +207,20 @@ def main():
         e1 = torch.cuda.Event(enable_timing=True)
 
         def request():
+            """(submit, submit returned, done, GPU time), ns."""
             t0 = time.monotonic_ns()
+            if a.no_events:
+                submit()
+                ts = time.monotonic_ns()
+                torch.cuda.synchronize()
+                return t0, ts, time.monotonic_ns(), 0.0
             e0.record()
             submit()
+            ts = time.monotonic_ns()
             e1.record()
             torch.cuda.synchronize()
             t1 = time.monotonic_ns()
-            return t0, t1, e0.elapsed_time(e1) * 1e6
+            return t0, ts, t1, e0.elapsed_time(e1) * 1e6
 
         def gap():
             if a.arrival == "poisson":
@@ -220,7 +234,7 @@ def main():
         ready = False
         while True:
             sleep_until(nxt, busy_ns)
-            _, t, _ = request()
+            _, _, t, _ = request()
             nxt += gap()
             nxt = max(nxt, t)
             if not ready and t >= warm_end:
@@ -232,7 +246,7 @@ def main():
                 print(f"lc_models: start file {a.start_file} did not appear", file=sys.stderr)
                 return 3
 
-        lat, gpu, outside = [], [], []
+        lat, gpu, outside, lag, ret, trace = [], [], [], [], [], []
         late = 0
         t_start = time.monotonic_ns()
         phases["window"] = time.time()
@@ -244,10 +258,13 @@ def main():
                 late += 1
             else:
                 sleep_until(nxt, busy_ns)
-            s, t, g = request()
+            s, sr, t, g = request()
             lat.append(t - s)
             gpu.append(g)
             outside.append(max(0.0, (t - s) - g))
+            lag.append(max(0, s - nxt))
+            ret.append(sr - s)
+            trace.append((nxt - t_start, s - t_start, t - s, int(g), sr - t_start))
             prev_done = t
             nxt += gap()
             if t >= t_end:
@@ -255,10 +272,20 @@ def main():
         t_stop = time.monotonic_ns()
         phases["end"] = time.time()
 
+    if a.trace:
+        with open(a.trace, "w") as f:
+            f.write("# i due_ns submit_ns latency_ns gpu_run_ns returned_ns\n")
+            for i, r in enumerate(trace):
+                f.write(f"{i} {r[0]} {r[1]} {r[2]} {r[3]} {r[4]}\n")
     lat.sort()
     gpu.sort()
     outside.sort()
+    lag.sort()
+    ret.sort()
     n = len(lat)
+    # Late: submitted more than 60 us past the median lag (lc_micro's rule).
+    lag_med = percentile_sorted(lag, 50)
+    lag_late = sum(1 for v in lag if v > lag_med + 60000)
 
     def us(v):
         return round(v / 1e3, 1)
@@ -276,6 +303,12 @@ def main():
         "gpu_p99_us": us(percentile_sorted(gpu, 99)),
         "outside_p50_us": us(percentile_sorted(outside, 50)),
         "outside_p99_us": us(percentile_sorted(outside, 99)),
+        "lag_p50_us": us(lag_med),
+        "lag_p99_us": us(percentile_sorted(lag, 99)),
+        "lag_late_pct": round(100.0 * lag_late / n, 2) if n else 0.0,
+        "submit_call_p50_us": us(percentile_sorted(ret, 50)),
+        "submit_call_p99_us": us(percentile_sorted(ret, 99)),
+        "events": not a.no_events,
         "late": late,
         "busy_wait_us": a.busy_wait_us,
         "period_us": round(a.period_ms * 1e3),

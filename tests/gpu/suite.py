@@ -110,8 +110,8 @@ def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_
     ("eager", AT_S, FOR_S) starts an eager ResNet-50 LC AT_S into the window
     that measures FOR_S seconds once built and warm (any mode).
     duration_s: this scenario's window instead of --duration-s.
-    trace: the micro LC writes one line per request (lc_micro --trace) to
-    trace-<scenario>-<rep>.txt in the output folder."""
+    trace: the LC writes one line per request (lc_micro or lc_models
+    --trace) to trace-<scenario>-<rep>.txt in the output folder."""
     if isinstance(be_env, dict) or be_env is None:
         be_env = [dict(be_env or {}) for _ in range(nbe)]
     return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
@@ -562,7 +562,39 @@ def set_wakelag():
     return s
 
 
-SETS = {"wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_graphwake():
+    """Why the wake does little for a CUDA-graph model (docs/PERF.md,
+    "A CUDA-graph model and the wake"): the ResNet-50 graph every 5 ms,
+    busy-waiting to each due time, beside one training BE under the default
+    policy (wake 100 us ahead), without a wake, with 60 and 120 us holds,
+    with every wake issued (GPUQOS_WAKE_STOPS=0), and without the CUDA
+    events around each request; beside three training BEs with and without
+    the wake. Every request traced (lc_models --trace: when it was due,
+    submitted, how long the submit call took, latency, GPU time)."""
+    busy = ["--busy-wait-us", "200"]
+    info = {"GPUQOS_LOG": "info"}
+    lc = "resnet50_graph"
+    s = [sc("be alone train", None, "train", 1, "be_alone"),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone"),
+         sc(f"{lc} alone busy200", lc, nbe=0, mode="alone", lc_args=busy, tag="graphwake",
+            trace=True),
+         sc(f"{lc} alone busy200 noevents", lc, nbe=0, mode="alone", lc_args=busy + ["--no-events"],
+            tag="graphwake", trace=True)]
+    for name, pol, env, extra in (("default", "default", {}, []), ("nowake", "nowake", {}, []),
+                                  ("wake100h60", "wake100h60", {}, []),
+                                  ("wake100h120", "wake100h120", {}, []),
+                                  ("default stops0", "default", {"GPUQOS_WAKE_STOPS": "0"}, []),
+                                  ("default noevents", "default", {}, ["--no-events"]),
+                                  ("nowake noevents", "nowake", {}, ["--no-events"])):
+        s.append(sc(f"{lc} gq:{name} 1xtrain busy200", lc, "train", 1, f"gq:{pol}",
+                    lc_args=busy + extra, lc_env=dict(info, **env), tag="graphwake", trace=True))
+    for pol in ("default", "nowake"):
+        s.append(sc(f"{lc} gq:{pol} 3xtrain busy200", lc, "train", 3, f"gq:{pol}", lc_args=busy,
+                    lc_env=info, tag="graphwake", trace=True))
+    return s
+
+
+SETS = {"graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -812,7 +844,7 @@ class Runner:
             procs.append((f"be{i}", self.spawn(self.be_cmd(s["be"], dur, s["be_args"]),
                                                s["be_env"][i], s["mode"], "be", tmp, f"be{i}")))
         lc_trace = []
-        if s.get("trace") and s["lc"] and s["lc"].startswith("micro"):
+        if s.get("trace") and s["lc"]:
             slug = re.sub(r"[^a-z0-9]+", "-", s["name"].lower()).strip("-")
             lc_trace = ["--trace", os.path.join(self.out, f"trace-{slug}-{rep}.txt")]
         if s["lc"]:
@@ -1138,6 +1170,15 @@ def table(recs, switch):
     if extra:
         rows += ["\n| scenario | rep | LC submit lag p50 µs | submitted > 60 µs past that |",
                  "| --- | --- | --- | --- |"] + extra
+    extra = [f"| {r['scenario']} | {r['rep']} | {fmt(lr.get('gpu_p50_us'))} / {fmt(lr.get('gpu_p99_us'))} | "
+             f"{fmt(lr.get('outside_p50_us'))} / {fmt(lr.get('outside_p99_us'))} | "
+             f"{fmt(lr.get('submit_call_p50_us'))} / {fmt(lr.get('submit_call_p99_us'))} | "
+             f"{((r.get('wake_log') or {}).get('lc') or ['–'])[-1]} |"
+             for r in recs for lr in [r.get("lc_result") or {}] if "submit_call_p50_us" in lr]
+    if extra:
+        rows += ["\n| scenario | rep | model GPU time p50 / p99 µs | outside p50 / p99 µs | "
+                 "submit call p50 / p99 µs | the wake, as the LC's library counted it |",
+                 "| --- | --- | --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:

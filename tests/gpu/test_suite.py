@@ -133,13 +133,14 @@ def main():
               and "| 19 |" in rows["0 .. 10"] and "400 / 400 / 400 / 400" in rows["50 .. 60"],
               f"wake_cliff.py: {p.stdout}{p.stderr}")
         # --summary: the late one, and a run of three slow on-time ones
-        # (24..26): 4 slow of 21, two of them after a slow one.
+        # (24..26): 4 slow of 21, two of them after a slow one. In
+        # lc_models' six columns (the sixth: when the submit call returned).
         with open(trace, "w") as f:
-            f.write("# i due_ns submit_ns latency_ns gpu_run_ns\n")
+            f.write("# i due_ns submit_ns latency_ns gpu_run_ns returned_ns\n")
             for i in range(30):
                 late = 55000 if i == 20 else 0
                 lat = 400000 if late else 300000 if 24 <= i <= 26 else 140000
-                f.write(f"{i} {i * 2000000} {i * 2000000 + late} {lat} 30000\n")
+                f.write(f"{i} {i * 2000000} {i * 2000000 + late} {lat} 30000 {i * 2000000 + late + 20000}\n")
         p = subprocess.run([sys.executable, os.path.join(HERE, "wake_cliff.py"), "--summary", trace],
                            capture_output=True, text=True, timeout=60)
         check(p.returncode == 0 and "21 requests" in p.stdout and "later than 50.0 us: 1 (4.8 %)" in p.stdout

@@ -4,7 +4,7 @@
 compared with where a wake aims (docs/PERF.md, "Where a wake's tail comes
 from").
 
-Reads lc_micro --trace files (suite.py's trace-*.txt). For each request the
+Reads lc_micro and lc_models --trace files (suite.py's trace-*.txt). For each request the
 offset is its submit time minus the previous submit plus the median of the
 last eight intervals: the start the preempt agent's predictor expects, so a
 wake with lead L was issued L before offset 0. Prints, per 10 us of offset,
@@ -41,7 +41,8 @@ def load(path):
         for ln in f:
             if ln.startswith("#") or not ln.strip():
                 continue
-            _, due, submit, latency, _ = map(int, ln.split())
+            # lc_micro's five columns; lc_models adds a sixth
+            _, due, submit, latency = map(int, ln.split()[:4])
             rows.append((due, submit, latency))
     return rows
 
