@@ -35,7 +35,10 @@ at once and counts as late. The same pattern runs for --warmup-s first, then
 until that file exists.
 
 Output: one JSON line on stdout (workload "<model>_<mode>", n, p50_us,
-p90_us, p99_us, p999_us, max_us, mean_us, late, gpu_p50_us, ...), with
+p90_us, p99_us, p999_us, max_us, mean_us, late, gpu_p50_us, ...; lag: from
+the due time to the submit; submit_call: the submit call itself (the CPU's
+part: PyTorch, libcuda); after_call: from its return to the end of the
+request), with
 phases_unix: the wall-clock seconds when the model was built, the warmup
 began, the window began and ended (to line them up with the node agent's
 log and the BEs' stalls).
@@ -246,7 +249,7 @@ def main():
                 print(f"lc_models: start file {a.start_file} did not appear", file=sys.stderr)
                 return 3
 
-        lat, gpu, outside, lag, ret, trace = [], [], [], [], [], []
+        lat, gpu, outside, lag, ret, after, trace = [], [], [], [], [], [], []
         late = 0
         t_start = time.monotonic_ns()
         phases["window"] = time.time()
@@ -264,6 +267,7 @@ def main():
             outside.append(max(0.0, (t - s) - g))
             lag.append(max(0, s - nxt))
             ret.append(sr - s)
+            after.append(t - sr)
             trace.append((nxt - t_start, s - t_start, t - s, int(g), sr - t_start))
             prev_done = t
             nxt += gap()
@@ -282,6 +286,7 @@ def main():
     outside.sort()
     lag.sort()
     ret.sort()
+    after.sort()
     n = len(lat)
     # Late: submitted more than 60 us past the median lag (lc_micro's rule).
     lag_med = percentile_sorted(lag, 50)
@@ -308,6 +313,8 @@ def main():
         "lag_late_pct": round(100.0 * lag_late / n, 2) if n else 0.0,
         "submit_call_p50_us": us(percentile_sorted(ret, 50)),
         "submit_call_p99_us": us(percentile_sorted(ret, 99)),
+        "after_call_p50_us": us(percentile_sorted(after, 50)),
+        "after_call_p99_us": us(percentile_sorted(after, 99)),
         "events": not a.no_events,
         "late": late,
         "busy_wait_us": a.busy_wait_us,

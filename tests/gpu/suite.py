@@ -103,7 +103,7 @@ PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+)
 
 
 def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
-       be_args=(), tag="", event=None, duration_s=None, trace=False):
+       be_args=(), tag="", event=None, duration_s=None, trace=False, pin=False):
     """One scenario. be_env: a dict for every BE or a list, one per BE.
     event (gq modes): ("kill", AT_S) sends the node agent SIGKILL AT_S into
     the window; ("stop", AT_S, FOR_S) stops it (SIGSTOP) for FOR_S seconds;
@@ -111,13 +111,26 @@ def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_
     that measures FOR_S seconds once built and warm (any mode).
     duration_s: this scenario's window instead of --duration-s.
     trace: the LC writes one line per request (lc_micro or lc_models
-    --trace) to trace-<scenario>-<rep>.txt in the output folder."""
+    --trace) to trace-<scenario>-<rep>.txt in the output folder.
+    pin: the LC runs on the machine's last two CPUs and the BEs on the
+    others, as a Kubernetes CPU manager's static policy gives a Guaranteed
+    LC pod cores of its own (lc_cpus)."""
     if isinstance(be_env, dict) or be_env is None:
         be_env = [dict(be_env or {}) for _ in range(nbe)]
     return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
             "lc_args": list(lc_args), "lc_env": dict(lc_env or {}), "be_env": be_env,
             "be_args": list(be_args), "tag": tag, "event": event, "duration_s": duration_s,
-            "trace": trace}
+            "trace": trace, "pin": pin}
+
+
+def lc_cpus():
+    """(the LC's CPUs, the others) for a pinned scenario: the last two the
+    process may use (the LC's thread and its preempt agent's wake thread),
+    or None where fewer than four are there."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 4:
+        return None
+    return set(cpus[-2:]), set(cpus[:-2])
 
 
 def set_quick():
@@ -594,7 +607,36 @@ def set_graphwake():
     return s
 
 
-SETS = {"graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_graphpin():
+    """The CUDA-graph models with the LC's CPU time out of the way (docs/
+    PERF.md, "A CUDA-graph model and the wake"): every LC busy-waits to its
+    due time, records no CUDA events around its request (lc_models
+    --no-events: the request is the model's graph alone on the GPU), and
+    runs on two CPUs of its own with the BEs on the others (pin). ResNet-50
+    alone, under the default policy and without a wake beside one and three
+    training BEs, and unpinned beside one; ViT-B/16 and BERT-base alone and
+    under the default policy beside one and three. Traced."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    for lc in ("resnet50_graph", "vit_b16_graph", "bert_base_graph"):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy, tag="graphpin",
+                    trace=True, pin=True))
+        pols = ("default", "nowake") if lc == "resnet50_graph" else ("default",)
+        for nbe in (1, 3):
+            for pol in pols:
+                s.append(sc(f"{lc} gq:{pol} {nbe}xtrain pinned", lc, "train", nbe, f"gq:{pol}",
+                            lc_args=busy, lc_env=info, tag="graphpin", trace=True, pin=True))
+        if lc == "resnet50_graph":
+            s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone", lc_args=busy, tag="graphpin",
+                        trace=True))
+            s.append(sc(f"{lc} gq:default 1xtrain", lc, "train", 1, "gq:default", lc_args=busy,
+                        lc_env=info, tag="graphpin", trace=True))
+    return s
+
+
+SETS = {"graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -794,7 +836,7 @@ class Runner:
             return f"gpuqosctl list failed: {e}"
 
     # --- one run --------------------------------------------------------
-    def spawn(self, cmd, env_extra, mode, cls, tmp, tag):
+    def spawn(self, cmd, env_extra, mode, cls, tmp, tag, cpus=None):
         env = dict(os.environ)
         prefix = []
         if mode.startswith("gq:"):
@@ -810,7 +852,8 @@ class Runner:
         err = open(os.path.join(tmp, f"{tag}.err"), "w")
         p = subprocess.Popen(prefix + cmd + ["--ready-file", os.path.join(tmp, f"{tag}.ready"),
                                              "--start-file", os.path.join(tmp, "go")],
-                             env=env, stdout=out, stderr=err)
+                             env=env, stdout=out, stderr=err,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         self.children.append(p)
         return p
 
@@ -840,20 +883,26 @@ class Runner:
             return None
         tmp = tempfile.mkdtemp(dir=self.tmp)
         procs, eager, trace = [], None, None
+        pin = lc_cpus() if s.get("pin") else None
+        if s.get("pin") and not pin:
+            self.say(f"{s['name']}: fewer than four CPUs; not pinned")
         for i in range(s["nbe"]):
             procs.append((f"be{i}", self.spawn(self.be_cmd(s["be"], dur, s["be_args"]),
-                                               s["be_env"][i], s["mode"], "be", tmp, f"be{i}")))
+                                               s["be_env"][i], s["mode"], "be", tmp, f"be{i}",
+                                               pin[1] if pin else None)))
         lc_trace = []
         if s.get("trace") and s["lc"]:
             slug = re.sub(r"[^a-z0-9]+", "-", s["name"].lower()).strip("-")
             lc_trace = ["--trace", os.path.join(self.out, f"trace-{slug}-{rep}.txt")]
         if s["lc"]:
             procs.append(("lc", self.spawn(self.lc_cmd(s["lc"], dur) + s["lc_args"] + lc_trace,
-                                           s["lc_env"], s["mode"], "lc", tmp, "lc")))
+                                           s["lc_env"], s["mode"], "lc", tmp, "lc",
+                                           pin[0] if pin else None)))
         rec = {"scenario": s["name"], "rep": rep, "lc": s["lc"], "be": s["be"], "nbe": s["nbe"],
                "pids": {t: p.pid for t, p in procs},
                "mode": s["mode"], "lc_args": s["lc_args"], "be_args": s["be_args"],
                "lc_env": s["lc_env"], "be_env": s["be_env"], "tag": s["tag"],
+               "pinned": {"lc": sorted(pin[0]), "be": sorted(pin[1])} if pin else None,
                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         torch = s["be"] == "train" or (s["lc"] and not s["lc"].startswith("micro"))
         ok = self.wait_ready(procs, tmp, 200 if torch else 45)
@@ -975,7 +1024,8 @@ def be_rate(r):
 def derive(recs, switch_override):
     """Ratios against alone, BE kept, switch cost and the physical limit."""
     def key(r):
-        return (r["lc"], json.dumps(r["lc_args"]))
+        # A pinned LC against the same LC pinned alone.
+        return (r["lc"], json.dumps(r["lc_args"]) + (" pinned" if r.get("pinned") else ""))
 
     alone = {}
     for r in recs:
@@ -1173,12 +1223,14 @@ def table(recs, switch):
     extra = [f"| {r['scenario']} | {r['rep']} | {fmt(lr.get('gpu_p50_us'))} / {fmt(lr.get('gpu_p99_us'))} | "
              f"{fmt(lr.get('outside_p50_us'))} / {fmt(lr.get('outside_p99_us'))} | "
              f"{fmt(lr.get('submit_call_p50_us'))} / {fmt(lr.get('submit_call_p99_us'))} | "
+             f"{fmt(lr.get('after_call_p50_us'))} / {fmt(lr.get('after_call_p99_us'))} | "
              f"{((r.get('wake_log') or {}).get('lc') or ['–'])[-1]} |"
              for r in recs for lr in [r.get("lc_result") or {}] if "submit_call_p50_us" in lr]
     if extra:
         rows += ["\n| scenario | rep | model GPU time p50 / p99 µs | outside p50 / p99 µs | "
-                 "submit call p50 / p99 µs | the wake, as the LC's library counted it |",
-                 "| --- | --- | --- | --- | --- | --- |"] + extra
+                 "submit call p50 / p99 µs | after the call p50 / p99 µs | "
+                 "the wake, as the LC's library counted it |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:
