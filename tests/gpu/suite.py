@@ -112,7 +112,7 @@ def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_
     duration_s: this scenario's window instead of --duration-s.
     trace: the LC writes one line per request (lc_micro or lc_models
     --trace) to trace-<scenario>-<rep>.txt in the output folder.
-    pin: the LC runs on the machine's last two CPUs and the BEs on the
+    pin: the LC runs on the machine's last LC_CPUS CPUs and the BEs on the
     others, as a Kubernetes CPU manager's static policy gives a Guaranteed
     LC pod cores of its own (lc_cpus)."""
     if isinstance(be_env, dict) or be_env is None:
@@ -123,14 +123,20 @@ def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_
             "trace": trace, "pin": pin}
 
 
+LC_CPUS = 4
+
+
 def lc_cpus():
-    """(the LC's CPUs, the others) for a pinned scenario: the last two the
-    process may use (the LC's thread and its preempt agent's wake thread),
-    or None where fewer than four are there."""
+    """(the LC's CPUs, the others) for a pinned scenario: the last LC_CPUS
+    the process may use, or None where fewer than twice as many are there.
+    Four: the LC's thread and its preempt agent's wake thread both spin
+    before each request, and PyTorch's and the agent's other threads must
+    not take the CPU from them (with two CPUs the wake made the LC's submit
+    slower; docs/PERF.md)."""
     cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 4:
+    if len(cpus) < 2 * LC_CPUS:
         return None
-    return set(cpus[-2:]), set(cpus[:-2])
+    return set(cpus[-LC_CPUS:]), set(cpus[:-LC_CPUS])
 
 
 def set_quick():
@@ -612,7 +618,7 @@ def set_graphpin():
     PERF.md, "A CUDA-graph model and the wake"): every LC busy-waits to its
     due time, records no CUDA events around its request (lc_models
     --no-events: the request is the model's graph alone on the GPU), and
-    runs on two CPUs of its own with the BEs on the others (pin). ResNet-50
+    runs on CPUs of its own with the BEs on the others (pin). ResNet-50
     alone, under the default policy and without a wake beside one and three
     training BEs, and unpinned beside one; ViT-B/16 and BERT-base alone and
     under the default policy beside one and three. Traced."""
