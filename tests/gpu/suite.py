@@ -642,7 +642,24 @@ def set_graphpin():
     return s
 
 
-SETS = {"graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_graphbe20():
+    """Whether a shorter BE slice (20 us, the be20 policy) takes off what
+    is left of the models' tail once they are woken, as graphpin runs them
+    (pinned, on time, no CUDA events): ResNet-50 beside three training BEs,
+    ViT-B/16 and BERT-base beside one, each against the default policy."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
+    for lc, nbe in (("resnet50_graph", 3), ("vit_b16_graph", 1), ("bert_base_graph", 1)):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy, tag="graphbe20",
+                    trace=True, pin=True))
+        for pol in ("default", "be20"):
+            s.append(sc(f"{lc} gq:{pol} {nbe}xtrain pinned", lc, "train", nbe, f"gq:{pol}",
+                        lc_args=busy, lc_env=info, tag="graphbe20", trace=True, pin=True))
+    return s
+
+
+SETS = {"graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
