@@ -46,6 +46,10 @@ typedef int pa_cures; /* CUresult: 0 is CUDA_SUCCESS */
 
 static _Atomic rm_u64 pa_launches, pa_bursts, pa_active_ns, pa_last_ns;
 static _Atomic unsigned long pa_missed;
+/* When the first CUDA event was recorded after the latest burst had ended
+ * (0: none since): the request's first GPU operation, if a launch follows
+ * (the wake's judging, preempt_wake_pred.c). */
+static _Atomic rm_u64 pa_first_op_ns;
 
 static void pa_launch_note(void)
 {
@@ -58,14 +62,33 @@ static void pa_launch_note(void)
 		/* A new burst: its first launch keeps the process active for
 		 * one tail. (A racing thread's older clock reading counts as
 		 * a new burst too: rare, and it only adds one tail.) */
+		rm_u64 first_op = atomic_exchange_explicit(&pa_first_op_ns, 0, memory_order_relaxed);
+
 		atomic_fetch_add_explicit(&pa_bursts, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&pa_active_ns, tail, memory_order_relaxed);
 		if (pa_wake_wanted())
-			pa_wake_request(now);
+			pa_wake_request(now, first_op);
 	} else {
 		/* Within the last launch's tail: the tail now ends a gap later. */
 		atomic_fetch_add_explicit(&pa_active_ns, now - prev, memory_order_relaxed);
 	}
+}
+
+/* A CUDA event recorded: not a launch (no activity), but GPU work of the
+ * request that may follow. Only the first one after a burst ended counts,
+ * and only while wakes are wanted. */
+static void pa_gpu_op_note(void)
+{
+	const rm_u64 tail = (rm_u64)GQ_ACTIVITY_TAIL_US * 1000u;
+	rm_u64 now, last, none = 0;
+
+	if (!pa_wake_wanted())
+		return;
+	now = pa_now_ns();
+	last = atomic_load_explicit(&pa_last_ns, memory_order_relaxed);
+	if (last && now > last && now - last > tail)
+		atomic_compare_exchange_strong_explicit(&pa_first_op_ns, &none, now,
+							memory_order_relaxed, memory_order_relaxed);
 }
 
 void pa_launch_read(struct pa_launch_counts *c)
@@ -102,6 +125,7 @@ void pa_launch_child_reset(void)
 	atomic_store(&pa_active_ns, 0);
 	atomic_store(&pa_last_ns, 0);
 	atomic_store(&pa_missed, 0);
+	atomic_store(&pa_first_op_ns, 0);
 }
 
 /* ---- the real dlsym ---- */
@@ -132,6 +156,10 @@ enum pa_kind {
 	PA_K_COOP,     /* cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shm, stream, params) */
 	PA_K_EX,       /* cuLaunchKernelEx(config, f, params, extra) */
 	PA_K_GRAPH,    /* cuGraphLaunch(exec, stream) */
+	/* cuEventRecord(event, stream) and cuEventRecordWithFlags(event,
+	 * stream, flags): the flags register is passed along, unread where
+	 * the function takes two. Not launches: pa_gpu_op_note. */
+	PA_K_EVREC,
 	PA_K_GPA,      /* cuGetProcAddress(_v2)(symbol, pfn, version, flags[, status]) */
 	/* cuCtxDestroy(ctx), cuDevicePrimaryCtxRelease(dev), cuDevicePrimaryCtxReset(dev):
 	 * a context goes away (preempt_wake.c must stop using it first). The
@@ -152,6 +180,7 @@ typedef pa_cures (*pa_coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, u
 			       unsigned, unsigned, void *, void **);
 typedef pa_cures (*pa_ex_fn)(const void *, void *, void **, void **);
 typedef pa_cures (*pa_graph_fn)(void *, void *);
+typedef pa_cures (*pa_evrec_fn)(void *, void *, unsigned);
 /* Both cuGetProcAddress versions go through the five-argument form: the
  * first takes four, and the fifth register is passed along unread. */
 typedef pa_cures (*pa_gpa_fn)(const char *, void **, int, unsigned long long, void *);
@@ -189,6 +218,12 @@ static void *pa_wrap(enum pa_kind k, void *real);
 		pa_launch_note();                                         \
 		return ((pa_graph_fn)PA_REAL(PA_K_GRAPH, i))(exec, st);   \
 	}
+#define PA_EVREC_W(i)                                                        \
+	static pa_cures pa_evrec_w##i(void *ev, void *st, unsigned flags)   \
+	{                                                                   \
+		pa_gpu_op_note();                                           \
+		return ((pa_evrec_fn)PA_REAL(PA_K_EVREC, i))(ev, st, flags); \
+	}
 #define PA_GPA_W(i)                                                                        \
 	static pa_cures pa_gpa_w##i(const char *sym, void **pfn, int ver,                 \
 				    unsigned long long flags, void *status)               \
@@ -213,6 +248,7 @@ PA_FOUR(PA_LAUNCH_W)
 PA_FOUR(PA_COOP_W)
 PA_FOUR(PA_EX_W)
 PA_FOUR(PA_GRAPH_W)
+PA_FOUR(PA_EVREC_W)
 PA_FOUR(PA_GPA_W)
 PA_FOUR(PA_CTXGONE_W)
 
@@ -225,6 +261,7 @@ static void *pa_wrapper(enum pa_kind k, unsigned i)
 	static void *const w[PA_K_COUNT][PA_SLOTS] = {
 		[PA_K_LAUNCH] = PA_PTRS(pa_launch_w), [PA_K_COOP] = PA_PTRS(pa_coop_w),
 		[PA_K_EX] = PA_PTRS(pa_ex_w),         [PA_K_GRAPH] = PA_PTRS(pa_graph_w),
+		[PA_K_EVREC] = PA_PTRS(pa_evrec_w),
 		[PA_K_GPA] = PA_PTRS(pa_gpa_w),       [PA_K_CTXGONE] = PA_PTRS(pa_ctxgone_w),
 	};
 #undef PA_PTRS
@@ -261,6 +298,8 @@ static void *pa_wrap(enum pa_kind k, void *real)
 				return pa_wrapper(k, i);
 		}
 	}
+	if (k == PA_K_EVREC)
+		return real; /* the wake's judging misses some events: no harm */
 	if (k == PA_K_CTXGONE) {
 		/* A context could go away unseen: the wake thread must not
 		 * keep one. */
@@ -285,6 +324,8 @@ static int pa_kind_of(const char *name, int with_suffixes, enum pa_kind *k)
 		{ "cuLaunchCooperativeKernel", PA_K_COOP },
 		{ "cuLaunchKernelEx", PA_K_EX },
 		{ "cuGraphLaunch", PA_K_GRAPH },
+		{ "cuEventRecord", PA_K_EVREC },
+		{ "cuEventRecordWithFlags", PA_K_EVREC },
 		{ "cuGetProcAddress", PA_K_GPA },
 		{ "cuCtxDestroy", PA_K_CTXGONE },
 		{ "cuDevicePrimaryCtxRelease", PA_K_CTXGONE },
@@ -484,6 +525,15 @@ PA_BYNAME(cuLaunchKernelEx_ptsz, pa_ex_fn,
 	  (const void *cfg, void *f, void **params, void **extra), (cfg, f, params, extra))
 PA_BYNAME(cuGraphLaunch, pa_graph_fn, (void *exec, void *st), (exec, st))
 PA_BYNAME(cuGraphLaunch_ptsz, pa_graph_fn, (void *exec, void *st), (exec, st))
+
+/* The CUDA event records (the wake's judging, pa_gpu_op_note). */
+typedef pa_cures (*pa_evrec2_fn)(void *, void *);
+PA_BYNAME_HOOK(cuEventRecord, pa_evrec2_fn, (void *ev, void *st), (ev, st), pa_gpu_op_note)
+PA_BYNAME_HOOK(cuEventRecord_ptsz, pa_evrec2_fn, (void *ev, void *st), (ev, st), pa_gpu_op_note)
+PA_BYNAME_HOOK(cuEventRecordWithFlags, pa_evrec_fn, (void *ev, void *st, unsigned flags),
+	       (ev, st, flags), pa_gpu_op_note)
+PA_BYNAME_HOOK(cuEventRecordWithFlags_ptsz, pa_evrec_fn, (void *ev, void *st, unsigned flags),
+	       (ev, st, flags), pa_gpu_op_note)
 
 /* The context teardown functions, for the wake thread (preempt_wake.c). */
 #define PA_CTXGONE_BYNAME(name) \

@@ -126,7 +126,7 @@ int pa_wake_wanted(void)
 	return atomic_load_explicit(&pw_lead_us, memory_order_relaxed) != 0;
 }
 
-void pa_wake_request(rm_u64 now)
+void pa_wake_request(rm_u64 now, rm_u64 first_op)
 {
 	cu_ctx_get_fn get = atomic_load_explicit(&pw_ctx_get, memory_order_acquire);
 	void *ctx = NULL;
@@ -139,7 +139,7 @@ void pa_wake_request(rm_u64 now)
 		pw.ctx = ctx;
 		pa_wake_pred_forget(&pw.pred);
 	}
-	pa_wake_pred_start(&pw.pred, now);
+	pa_wake_pred_start(&pw.pred, now, first_op);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }
@@ -183,11 +183,13 @@ static void pw_atexit(void)
 	pw.dead = 1;
 	pthread_mutex_unlock(&pw.cuda_lock);
 	pthread_mutex_lock(&pw.lock);
-	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted, %llu beaten by the "
-		"request; %llu not issued (late or failed)",
+	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted (%llu of them: kernels "
+		"long after the request's first operation), %llu beaten by the request; %llu not "
+		"issued (late or failed)",
 		(unsigned long long)pw.pred.seq, (unsigned long long)pw.pred.wakes,
 		(unsigned long long)pw.pred.hits, (unsigned long long)pw.pred.wasted,
-		(unsigned long long)pw.pred.early, (unsigned long long)pw.pred.skipped);
+		(unsigned long long)pw.pred.split, (unsigned long long)pw.pred.early,
+		(unsigned long long)pw.pred.skipped);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }

@@ -30,6 +30,16 @@
  * 60 us hold; docs/PERF.md). Such a wake cost the BE two switches and the
  * LC more than it gained. */
 #define PA_WAKE_REACH_NS 150000ull
+/* A request whose first GPU operation (a CUDA event recorded on its
+ * stream) reached the GPU around its wake, but whose kernels were launched
+ * more than this after that operation, had its context come in, run the
+ * operation and leave before the kernels: they pay a second switch. Such a
+ * wake is judged wasted too. Measured on an H100 with a CUDA-graph
+ * ResNet-50 recording an event before each graph: the graph's GPU time
+ * rose by 300-350 us when its launch came 200 us or more after the
+ * event, with the wake, and not without it (docs/PERF.md, "A CUDA-graph
+ * model and the wake"). */
+#define PA_WAKE_SPLIT_NS 100000ull
 /* Out of the last PA_WAKE_WINDOW judged wakes, PA_WAKE_MISS_LIMIT wasted
  * ones (3 %) stop wakes for PA_WAKE_HOLD << backoff requests; each stop
  * doubles the next one's length, up to PA_WAKE_BACKOFF_MAX doublings, and
@@ -61,6 +71,7 @@ struct pa_wake_pred {
 	unsigned backoff;           /* doublings of the next hold */
 	unsigned calm;              /* hits since the latest hold or wasted wake */
 	rm_u64 wakes, hits, wasted, early, skipped;
+	rm_u64 split;               /* wasted ones whose kernels came PA_WAKE_SPLIT_NS after their first operation */
 	rm_u64 stops;               /* holds the judging started */
 	int keep_waking;            /* judged, never stopped (GPUQOS_WAKE_STOPS=0) */
 };
@@ -70,8 +81,11 @@ void pa_wake_pred_reset(struct pa_wake_pred *p);
 /* The requests so far were in a context that is gone or no longer used:
  * forget their timing (the counts stay). */
 void pa_wake_pred_forget(struct pa_wake_pred *p);
-/* A request started at t (monotonic ns); the latest wake is judged by it. */
-void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t);
+/* A request's first launch came at t (monotonic ns); the latest wake is
+ * judged by it. first_op: when an earlier GPU operation of the same
+ * request was submitted (an event record after the previous request's
+ * launches had ended), or 0: none. */
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
  * (no agreed period, held off, or already woken for it). */
 rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
@@ -90,8 +104,9 @@ struct pa_wake_counts {
 };
 
 /* The library's side (preempt_wake.c). */
-/* From the launch wrappers, at the first launch of a burst (a request). */
-void pa_wake_request(rm_u64 now);
+/* From the launch wrappers, at the first launch of a burst (a request);
+ * first_op as for pa_wake_pred_start. */
+void pa_wake_request(rm_u64 now, rm_u64 first_op);
 /* Whether pa_wake_request wants to be called (a cheap atomic read). */
 int pa_wake_wanted(void);
 /* Before a context is destroyed, released or reset: forget it. */

@@ -77,14 +77,29 @@ static void note_judged(struct pa_wake_pred *p, int wasted)
 	p->nwasted = 0;
 }
 
+/* Whether the request's first operation came within the wake's reach
+ * (or up to one reach before it: the two switches merge) and its kernels
+ * more than PA_WAKE_SPLIT_NS after that operation. */
+static int split(const struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
+{
+	if (!first_op || first_op >= t || t - first_op <= PA_WAKE_SPLIT_NS)
+		return 0;
+	return first_op + PA_WAKE_REACH_NS >= p->woken_at &&
+	       first_op <= p->woken_at + PA_WAKE_REACH_NS;
+}
+
 /* Judge the wake issued for the start that just happened at t. */
-static void judge(struct pa_wake_pred *p, rm_u64 t)
+static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 {
 	int wasted = 0;
 
 	if (p->woken_for != p->seq + 1 || !p->woken_at)
 		return; /* no wake issued for this start */
-	if (t < p->woken_at)
+	if (split(p, t, first_op)) {
+		p->wasted++;
+		p->split++;
+		wasted = 1;
+	} else if (t < p->woken_at)
 		p->early++; /* the request beat its wake: nothing lost */
 	else if (t - p->woken_at <= PA_WAKE_REACH_NS)
 		p->hits++;
@@ -95,11 +110,11 @@ static void judge(struct pa_wake_pred *p, rm_u64 t)
 	note_judged(p, wasted);
 }
 
-void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t)
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 {
 	if (p->hold)
 		p->hold--;
-	judge(p, t);
+	judge(p, t, first_op);
 	if (p->last && t > p->last) {
 		p->iv[p->head] = t - p->last;
 		p->head = (p->head + 1) % PA_WAKE_HIST;

@@ -3,7 +3,8 @@
  * fake_libcuda.c - a stand-in for libcuda.so.1 with only what the CUDA
  * runtime uses to reach the launch functions: cuGetProcAddress (both
  * versions, the per-thread-stream flag included) and the launch entry
- * points themselves, which count the calls whose arguments arrived intact.
+ * points themselves, which count the calls whose arguments arrived intact
+ * (and cuEventRecord, counted apart).
  *
  * Owns: the table of names and the argument check. Does not own: any GPU
  * work. Tests load it the way cudart does (dlopen, then dlsym on the
@@ -25,11 +26,24 @@ enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_NOT_FOUND = 50
 #define ARG_PARAMS ((void **)0xa11)
 #define ARG_EXTRA ((void **)0xe47)
 
-static unsigned long calls_ok, calls_bad, calls_other;
+static unsigned long calls_ok, calls_bad, calls_other, events_ok, events_bad;
 
+/* 0, 1: launches with intact and damaged arguments; 2: other calls; 3, 4:
+ * event records with intact and damaged arguments. */
 EXPORT unsigned long fake_cuda_calls(int which)
 {
-	return which == 0 ? calls_ok : which == 1 ? calls_bad : calls_other;
+	switch (which) {
+	case 0:
+		return calls_ok;
+	case 1:
+		return calls_bad;
+	case 3:
+		return events_ok;
+	case 4:
+		return events_bad;
+	default:
+		return calls_other;
+	}
 }
 
 static int note(int ok)
@@ -269,6 +283,21 @@ EXPORT int cuGraphLaunch(void *exec, void *st)
 	return note(exec == (void *)0x6a && st == ARG_STREAM);
 }
 
+/* What rm_workload passes to every event record. */
+#define ARG_EVENT ((void *)0xe7e7)
+
+EXPORT int cuEventRecord(void *ev, void *st);
+EXPORT int cuEventRecord(void *ev, void *st)
+{
+	int ok = ev == ARG_EVENT && st == ARG_STREAM;
+
+	if (ok)
+		events_ok++;
+	else
+		events_bad++;
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 EXPORT int cuMemAlloc(void **p, unsigned long size);
 EXPORT int cuMemAlloc(void **p, unsigned long size)
 {
@@ -309,6 +338,8 @@ static void *lookup(const char *sym, int ver, unsigned long long flags)
 		return (void *)cuLaunchKernelEx;
 	if (strcmp(sym, "cuGraphLaunch") == 0)
 		return (void *)cuGraphLaunch;
+	if (strcmp(sym, "cuEventRecord") == 0)
+		return (void *)cuEventRecord;
 	if (strcmp(sym, "cuCtxDestroy") == 0)
 		return (void *)cuCtxDestroy_v2;
 	if (strcmp(sym, "cuCtxGetCurrent") == 0)

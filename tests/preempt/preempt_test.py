@@ -509,7 +509,8 @@ def sc_symbols(args, tmp):
         f = line.split()
         if len(f) >= 8 and f[4] in ("GLOBAL", "WEAK") and f[6] != "UND":
             exported.add(f[7].split("@")[0])
-    launch = {"cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
+    launch = {"cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuGraphLaunch",
+              "cuEventRecord", "cuEventRecordWithFlags"}
     ctxgone = {"cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"}
     want = {"ioctl", "close", "dlsym"} | launch | {n + "_ptsz" for n in launch} \
         | ctxgone | {n + "_v2" for n in ctxgone}
@@ -774,9 +775,9 @@ def take_wake(conn, pred, what, timeout=5.0):
 def periodic(w, args, what):
     out = w.step("periodic %s %s" % (args.libcuda, what), timeout=15.0)
     m = re.match(r"periodic status=(\w+) wakes=(\d+) bad=(\d+) in_ctx=(\d+) stale=(\d+) "
-                 r"leads=(\d+) min=(\d+) median=(\d+) max=(\d+)$", out)
+                 r"leads=(\d+) min=(\d+) median=(\d+) max=(\d+) events=(\d+)$", out)
     check(m, "periodic %s: %r" % (what, out))
-    keys = ("wakes", "bad", "in_ctx", "stale", "leads", "min", "median", "max")
+    keys = ("wakes", "bad", "in_ctx", "stale", "leads", "min", "median", "max", "events")
     d = dict(zip(keys, map(int, m.groups()[1:])))
     check(m.group(1) == "ok", "periodic %s: the application's launches: %r" % (what, out))
     return d
@@ -786,8 +787,10 @@ def sc_wake(args, tmp):
     """GPUQOS_WAKE_LEAD_US: requests that come at a steady period get a wake
     (one empty kernel on the library's own stream, in the application's
     context) about the lead ahead; Poisson arrivals get none; a context
-    destroyed or reset is never used again by the wake thread; bad values
-    and no value start nothing. No node agent is needed."""
+    destroyed or reset is never used again by the wake thread; a request
+    whose launch comes long after a CUDA event it recorded first has its
+    wake judged wasted; bad values and no value start nothing. No node
+    agent is needed."""
     sock = os.path.join(tmp, "none.sock")
     # Off: nothing is woken.
     w = Workload(args, tmp, preload_env(args, sock))
@@ -830,6 +833,23 @@ def sc_wake(args, tmp):
     check(re.search(r"wake: \d+ requests, \d+ wakes: \d+ hit", err), "the exit summary: %s" % err)
     check("wake: off" not in err and "failed" not in err.replace("late or failed", ""),
           "nothing failed: %s" % err)
+    # Each launch after a CUDA event recorded on its due time (through
+    # cuGetProcAddress): 20 us after it, woken as usual; 160 us after it,
+    # each wake is judged wasted (on a GPU the context would run the event
+    # and leave before the kernels), and the wasted ones stop the wakes.
+    split = {}
+    for gap in (20, 160):
+        w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
+                                            GPUQOS_LOG="info"), preexec=steady)
+        d = periodic(w, args, "300 3000 event %d" % gap)
+        err = w.finish()
+        m = re.search(r"wake: (\d+) requests, (\d+) wakes: (\d+) hit, (\d+) wasted \((\d+) of "
+                      r"them: kernels long after the request's first operation\)", err)
+        check(m and d["events"] == 300 and d["bad"] == 0 and int(m.group(1)) == 300,
+              "event %d: %r %s" % (gap, d, err))
+        split[gap] = (d["wakes"], int(m.group(5)))
+    check(split[20][0] >= 60 and split[20][1] <= 3, "launches 20 us after the event: %r" % split)
+    check(split[160][0] <= 30 and split[160][1] >= 4, "launches 160 us after the event: %r" % split)
 
 
 def sc_wake_policy(args, tmp):

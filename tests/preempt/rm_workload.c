@@ -41,17 +41,20 @@
  *                              a launch); prints LIB's counts of launches with
  *                              intact arguments and whether dlsym(RTLD_NEXT)
  *                              called in LIB still looked after LIB
- *   periodic LIB N PERIOD_US [poisson SEED | destroy K]
+ *   periodic LIB N PERIOD_US [poisson SEED | destroy K | event GAP_US]
  *                              cuLaunchKernel N times, one every PERIOD_US
  *                              (absolute times), or with exponential gaps of
  *                              that mean (poisson), or destroying the
  *                              context every K launches (alternately
  *                              cuCtxDestroy through cuGetProcAddress and
- *                              cuDevicePrimaryCtxReset_v2 through dlsym);
+ *                              cuDevicePrimaryCtxReset_v2 through dlsym), or
+ *                              each launch GAP_US after a cuEventRecord
+ *                              (through cuGetProcAddress) made on time;
  *                              prints LIB's count of the preempt agent's
  *                              wake launches, those on a destroyed
  *                              context's stream, and how long after a wake
  *                              the next launch came (min, median, max us)
+ *                              and its count of event records
  *   launchtime LIB N           the same cuLaunchKernel N times back to back;
  *                              prints the mean time of one call (the cost of
  *                              the library's launch wrapper, run with and
@@ -439,19 +442,23 @@ static void do_launch(const char *lib, unsigned long n, unsigned long gap_us)
 typedef int (*w_destroy_fn)(void *);
 typedef int (*w_reset_fn)(int);
 
+typedef int (*w_evrec_fn)(void *, void *);
+
 static void do_periodic(const char *lib, unsigned long n, unsigned long period_us, int poisson,
-			unsigned seed, unsigned long destroy_every)
+			unsigned seed, unsigned long destroy_every, long event_gap_us)
 {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
 	w_gpa_fn gpa = h ? (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
 	w_launch_fn lk = gpa ? (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0) : NULL;
+	w_evrec_fn evrec = gpa ? (w_evrec_fn)w_gpa(gpa, "cuEventRecord", 12000, 0) : NULL;
+	w_count_fn calls = h ? (w_count_fn)dlsym(h, "fake_cuda_calls") : NULL;
 	w_destroy_fn destroy = gpa ? (w_destroy_fn)w_gpa(gpa, "cuCtxDestroy", 12000, 0) : NULL;
 	w_reset_fn reset = h ? (w_reset_fn)dlsym(h, "cuDevicePrimaryCtxReset_v2") : NULL;
 	w_count_fn wakes = h ? (w_count_fn)dlsym(h, "fake_cuda_wakes") : NULL;
 	struct timespec t;
 	int bad = 0;
 
-	if (!lk || !wakes || !destroy || !reset) {
+	if (!lk || !wakes || !destroy || !reset || !evrec || !calls) {
 		printf("periodic failed: lookup\n");
 		return;
 	}
@@ -460,6 +467,13 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 	for (unsigned long i = 0; i < n; i++) {
 		double gap = (double)period_us;
 
+		if (event_gap_us >= 0) {
+			struct timespec d = { 0, event_gap_us * 1000L };
+
+			bad |= evrec((void *)0xe7e7, W_ST);
+			while (nanosleep(&d, &d) != 0 && errno == EINTR)
+				;
+		}
 		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
 		if (destroy_every && i % destroy_every == destroy_every - 1)
 			bad |= (i / destroy_every) % 2 ? reset(0) : destroy((void *)0xc7c7);
@@ -472,9 +486,9 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 			;
 	}
 	printf("periodic status=%s wakes=%lu bad=%lu in_ctx=%lu stale=%lu leads=%lu min=%lu "
-	       "median=%lu max=%lu\n",
-	       bad ? "error" : "ok", wakes(0), wakes(1), wakes(2), wakes(7), wakes(6), wakes(3),
-	       wakes(4), wakes(5));
+	       "median=%lu max=%lu events=%lu\n",
+	       bad || calls(4) ? "error" : "ok", wakes(0), wakes(1), wakes(2), wakes(7), wakes(6),
+	       wakes(3), wakes(4), wakes(5), calls(3));
 }
 
 static void do_launchtime(const char *lib, unsigned long n)
@@ -547,12 +561,15 @@ static void step(int argc, char **a)
 		do_launch(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0));
 	} else if (strcmp(cmd, "periodic") == 0 &&
 		   (argc == 4 || (argc == 6 && (strcmp(a[4], "poisson") == 0 ||
-						 strcmp(a[4], "destroy") == 0)))) {
+						 strcmp(a[4], "destroy") == 0 ||
+						 strcmp(a[4], "event") == 0)))) {
 		int p = argc == 6 && strcmp(a[4], "poisson") == 0;
+		int ev = argc == 6 && strcmp(a[4], "event") == 0;
 		unsigned long k = argc == 6 ? strtoul(a[5], NULL, 0) : 0;
 
 		do_periodic(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0), p,
-			    p ? (unsigned)k : 0, p ? 0 : k);
+			    p ? (unsigned)k : 0, p || ev ? 0 : k,
+			    ev && k < 1000000 ? (long)k : -1);
 	} else if (strcmp(cmd, "launchtime") == 0 && argc == 3) {
 		do_launchtime(a[1], strtoul(a[2], NULL, 0));
 	} else if (strcmp(cmd, "exit") == 0) {

@@ -2,7 +2,9 @@
 /*
  * test_preempt_wake.c - unit tests of the wake predictor
  * (agent/preempt/preempt_wake_pred.c): when a period is agreed, where the
- * wake is aimed, how each wake is judged, and the hold after wasted ones.
+ * wake is aimed, how each wake is judged (by the reach, and by a request
+ * whose kernels came long after its first operation), and the hold after
+ * wasted ones.
  */
 #include "agent/preempt/preempt_wake.h"
 #include "tests/check.h"
@@ -17,7 +19,7 @@ static struct pa_wake_pred P;
 static rm_u64 feed(rm_u64 t0, rm_u64 period, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		pa_wake_pred_start(&P, t0 + i * period);
+		pa_wake_pred_start(&P, t0 + i * period, 0);
 	return t0 + (n - 1) * period;
 }
 
@@ -29,7 +31,7 @@ static void test_agreement(void)
 	/* Eight intervals are needed: nine starts. */
 	last = feed(10 * MS, 2 * MS, PA_WAKE_HIST);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	last += 2 * MS;
 	CHECK_EQ_U(P.period, 2 * MS);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
@@ -38,11 +40,11 @@ static void test_agreement(void)
 	CHECK_EQ_U(pa_wake_pred_target(&P, 2 * MS), 0);
 
 	/* One late request (two odd intervals) keeps the period... */
-	pa_wake_pred_start(&P, last + 2 * MS + 400 * US);
-	pa_wake_pred_start(&P, last + 4 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS + 400 * US, 0);
+	pa_wake_pred_start(&P, last + 4 * MS, 0);
 	CHECK_EQ_U(P.period, 2 * MS);
 	/* ...three odd intervals out of eight do not. */
-	pa_wake_pred_start(&P, last + 6 * MS + 300 * US);
+	pa_wake_pred_start(&P, last + 6 * MS + 300 * US, 0);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 
@@ -50,11 +52,11 @@ static void test_agreement(void)
 	 * 50 us of the median, agree; 60 us late (120 apart) do not. */
 	pa_wake_pred_reset(&P);
 	for (unsigned i = 0; i < 9; i++)
-		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US);
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US, 0);
 	CHECK(P.period != 0);
 	pa_wake_pred_reset(&P);
 	for (unsigned i = 0; i < 9; i++)
-		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US);
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US, 0);
 	CHECK_EQ_U(P.period, 0);
 
 	/* Periods outside 1 ms .. 1 s are not predicted. */
@@ -69,7 +71,7 @@ static void test_agreement(void)
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
 	CHECK(P.period != 0);
-	pa_wake_pred_start(&P, last);
+	pa_wake_pred_start(&P, last, 0);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(P.n, 0);
 
@@ -78,13 +80,13 @@ static void test_agreement(void)
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
 	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	pa_wake_pred_forget(&P);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	CHECK_EQ_U(P.hits, 1);
 	last = feed(last + 50 * MS, 2 * MS, PA_WAKE_HIST);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 4 * MS - LEAD);
 }
 
@@ -95,7 +97,7 @@ static rm_u64 wasted_wakes(rm_u64 last, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
 		pa_wake_pred_woken(&P, last + 2 * MS - PA_WAKE_REACH_NS - 10 * US);
-		pa_wake_pred_start(&P, last + 2 * MS);
+		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
 	return last;
@@ -106,7 +108,7 @@ static rm_u64 hit_wakes(rm_u64 last, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-		pa_wake_pred_start(&P, last + 2 * MS);
+		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
 	return last;
@@ -116,7 +118,7 @@ static rm_u64 hit_wakes(rm_u64 last, unsigned n)
 static rm_u64 plain_starts(rm_u64 last, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		pa_wake_pred_start(&P, last + 2 * MS);
+		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
 	return last;
@@ -133,21 +135,21 @@ static void test_judging(void)
 	pa_wake_pred_woken(&P, target);
 	/* One wake per start. */
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	CHECK_EQ_U(P.hits, 1);
 	CHECK_EQ_U(P.wakes, 1);
 
 	/* The request beat its wake. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, last + 2 * MS + 10 * US);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	CHECK_EQ_U(P.early, 1);
 
 	/* Not issued (t 0): not judged, not counted as a wake. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	CHECK_EQ_U(P.skipped, 1);
 	CHECK_EQ_U(P.wakes, 2);
 	CHECK_EQ_U(P.hits + P.wasted + P.early, 2);
@@ -157,7 +159,7 @@ static void test_judging(void)
 	 * next start is woken as usual. */
 	last += 2 * MS;
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS);
+	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	pa_wake_pred_overtaken(&P);
 	CHECK_EQ_U(P.wakes, 3);
 	CHECK_EQ_U(P.early, 2);
@@ -168,7 +170,7 @@ static void test_judging(void)
 	 * wake, whatever the lead. At the reach exactly it is still a hit. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS);
+	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS, 0);
 	CHECK_EQ_U(P.wasted, 0);
 	CHECK_EQ_U(P.hits, 2);
 	last = P.last;
@@ -208,7 +210,7 @@ static void test_judging(void)
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
 		CHECK_EQ_U(pa_wake_pred_target(&P, 300 * US), last + 2 * MS - 300 * US);
 		pa_wake_pred_woken(&P, last + 2 * MS - 300 * US);
-		pa_wake_pred_start(&P, last + 2 * MS);
+		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
 	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
@@ -224,7 +226,7 @@ static void test_judging(void)
 		pa_wake_pred_woken(&P, next - LEAD);
 		if (i % (PA_WAKE_WINDOW / (PA_WAKE_MISS_LIMIT - 1) + 1) == 0)
 			next += PA_WAKE_REACH_NS; /* past its reach: wasted */
-		pa_wake_pred_start(&P, next);
+		pa_wake_pred_start(&P, next, 0);
 		last = next;
 	}
 	CHECK(P.wasted >= 4 * (PA_WAKE_MISS_LIMIT - 1) - 1);
@@ -242,9 +244,83 @@ static void test_judging(void)
 	CHECK(pa_wake_pred_target(&P, LEAD) == last + 2 * MS - LEAD);
 }
 
+/* A request whose first GPU operation (an event record) came around its
+ * wake but whose kernels came more than PA_WAKE_SPLIT_NS after it: the
+ * wake is wasted, even though the kernels came within the reach. */
+static void test_split(void)
+{
+	rm_u64 last, due, w;
+
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 9);
+	due = last + 2 * MS;
+	w = due - LEAD;
+	/* The event 10 us after the wake, the kernels 60 us later: a hit. */
+	pa_wake_pred_woken(&P, w);
+	pa_wake_pred_start(&P, w + 70 * US, w + 10 * US);
+	CHECK_EQ_U(P.hits, 1);
+	CHECK_EQ_U(P.wasted, 0);
+	/* The event on time, the kernels 140 us after it (130 after the
+	 * wake: within the reach): wasted, split. */
+	last = P.last;
+	due = last + 2 * MS;
+	w = due - LEAD;
+	pa_wake_pred_woken(&P, w);
+	pa_wake_pred_start(&P, w + 140 * US, w);
+	CHECK_EQ_U(P.wasted, 1);
+	CHECK_EQ_U(P.split, 1);
+	CHECK_EQ_U(P.hits, 1);
+	/* At PA_WAKE_SPLIT_NS exactly: a hit. */
+	last = P.last;
+	w = last + 2 * MS - LEAD;
+	pa_wake_pred_woken(&P, w);
+	pa_wake_pred_start(&P, w + 20 * US + PA_WAKE_SPLIT_NS, w + 20 * US);
+	CHECK_EQ_U(P.hits, 2);
+	CHECK_EQ_U(P.split, 1);
+	/* The event a reach before the wake or earlier: its own switch was
+	 * over before the wake's began; judged by the kernels alone. */
+	last = P.last;
+	w = last + 2 * MS - LEAD;
+	pa_wake_pred_woken(&P, w);
+	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS - 1);
+	CHECK_EQ_U(P.hits, 3);
+	CHECK_EQ_U(P.split, 1);
+	/* Just within a reach before the wake: the switches merge. */
+	last = P.last;
+	w = last + 2 * MS - LEAD;
+	pa_wake_pred_woken(&P, w);
+	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS + 10 * US);
+	CHECK_EQ_U(P.split, 2);
+	/* The event past the reach: wasted by the reach, not split. */
+	last = P.last;
+	w = last + 2 * MS - LEAD;
+	pa_wake_pred_woken(&P, w);
+	pa_wake_pred_start(&P, w + PA_WAKE_REACH_NS + 200 * US, w + PA_WAKE_REACH_NS + 1);
+	CHECK_EQ_U(P.wasted, 3);
+	CHECK_EQ_U(P.split, 2);
+	/* A request the wake was not issued for: not judged at all. */
+	last = P.last;
+	pa_wake_pred_woken(&P, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, last + 2 * MS - 500 * US);
+	CHECK_EQ_U(P.wasted, 3);
+	/* Split wakes stop the wakes like any wasted ones. */
+	CHECK_EQ_U(P.hold, 0);
+	last = P.last;
+	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
+		w = last + 2 * MS - LEAD;
+		pa_wake_pred_woken(&P, w);
+		pa_wake_pred_start(&P, w + 120 * US, w - 10 * US);
+		last = P.last;
+	}
+	CHECK_EQ_U(P.split, 2 + PA_WAKE_MISS_LIMIT);
+	CHECK(P.hold != 0);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+}
+
 int main(void)
 {
 	test_agreement();
 	test_judging();
+	test_split();
 	CHECK_DONE();
 }
