@@ -5,7 +5,9 @@
  * it all the time (docs/policy.md, "Launch-bound LCs").
  *
  * Owns: the interposed dlsym(), the wrappers of libcuda's launch entry
- * points and of cuGetProcAddress, and the counters (struct gq_activity).
+ * points, of its event records (not launches: when a request's first one
+ * came, for the wake's judging, preempt_wake_pred.c) and of
+ * cuGetProcAddress, and the counters (struct gq_activity).
  * Does not own: sending them (preempt_conn.c).
  *
  * How CUDA reaches the launch entry points: the runtime (cudart, static or
@@ -26,7 +28,7 @@
  * A launch costs one clock read and three atomic operations. Wrappers are
  * a fixed set of functions, each bound to one real entry point the first
  * time it is handed out; when a set is used up, the real function is
- * handed out unwrapped (counted as missed, logged once).
+ * handed out unwrapped (a launch function counted as missed, logged once).
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
