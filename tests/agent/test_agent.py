@@ -910,7 +910,8 @@ def t_activity_liar(make_agent):
 def t_wake_report(make_agent):
     """A preempt agent whose HELLO says it reports wakes is asked to
     (POLICY_F_WAKE_STATS), one that does not is not; its WAKE shows in
-    gpuqosctl list (the process's "wake") and show. Reports no library can
+    gpuqosctl list (the process's "wake") and show. A WAKE from a peer that
+    was not asked, and reports no library can
     make (reserved bits, more wakes judged or not issued than there could
     be, counts beyond 2^53 or going back) are dropped, counted (badWake)
     and forget the last one; the connection stays. A truncated one is
@@ -933,6 +934,12 @@ def t_wake_report(make_agent):
     check(row().get("wake", "absent") is None, "no report yet: %r" % row())
     gone = len(lc.evs("disconnected"))  # the reconnect's
     ms = 1000000
+    # From the BE, whose HELLO did not offer it: not asked for, so dropped
+    # and counted; its connection stays.
+    be.send(op="raw", hex=gq_proto.wake(1, 50, 40, 30, 1, 1, 2, 0, 1000 * ms).hex())
+    wait_for(lambda: a.counters()["badWake"] == 1, "an unasked WAKE counted")
+    check(all(p.get("wake") is None for p in a.list()["processes"])
+          and not be.evs("disconnected"), "an unasked WAKE is not shown: %r" % a.list())
 
     def send(*args, **kw):
         lc.send(op="raw", hex=gq_proto.wake(1, *args, **kw).hex())
@@ -962,7 +969,7 @@ def t_wake_report(make_agent):
             send(5000, 4800, 4700, 60, 20, 150, 2, 1100 * ms, **b)
         else:
             send(*b)
-        wait_for(lambda: a.counters()["badWake"] == i + 1, "bad report %d counted" % i)
+        wait_for(lambda: a.counters()["badWake"] == i + 2, "bad report %d counted" % i)
         check(row().get("wake") is None, "bad report %d forgets the last: %r" % (i, row()))
         lc.send(op="raw", hex=gq_proto.wake(1, 5000, 4800, 4700, 60, 20, 150, 2, 1000 * ms,
                                              flags=gq_proto.WAKE_F_STOPPED).hex())
@@ -978,13 +985,13 @@ def t_wake_report(make_agent):
     # takes them; nothing grows, the agent keeps answering and shows the last.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(a.sock)
-    s.send(gq_proto.hello(1, os.getpid()))
+    s.send(gq_proto.hello(1, os.getpid(), flags=gq_proto.F_WAKE_STATS))
     for i in range(5000):
         s.send(gq_proto.wake(2 + i, i + 1, i + 1, i, 1, 0, 0, 0, 1000 * ms + i))
     wait_for(lambda: (next((p for p in a.list()["processes"] if p["pid"] == os.getpid()), {})
                       .get("wake") or {}).get("requests") == 5000,
              "the flood read to its end")
-    check(a.counters()["badWake"] == len(bad) and a.alive(), "the flood: %r" % a.counters())
+    check(a.counters()["badWake"] == len(bad) + 1 and a.alive(), "the flood: %r" % a.counters())
     s.close()
     lc.send(op="raw", hex=gq_proto.wake(1, 5200, 5050, 4700, 60, 20, 151, 2, 1300 * ms).hex()[:-16])
     wait_for(lambda: len(lc.evs("disconnected")) > gone, "a truncated WAKE closes the peer")
