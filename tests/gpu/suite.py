@@ -1268,7 +1268,65 @@ def table(recs, switch):
     if extra:
         rows += ["\n| scenario | rep | process | disable n / p50 / p99 / max µs | preempt "
                  "| enable |", "| --- | --- | --- | --- | --- | --- |"] + extra
+    extra = targets(recs)
+    if extra:
+        rows += ["\n| target | scenario | rep | value | met |", "| --- | --- | --- | --- | --- |"] + [
+            f"| {t} | {n} | {rep} | {v} | {'yes' if ok else 'no'} |" for t, n, rep, v, ok in extra]
     return "\n".join(rows)
+
+
+# What gpuqos is held to (tests/gpu/README.md, "Targets"), by the rows of
+# a run under gpuqos (gq: modes).
+MICRO_P99_US = {1: 250, 3: 300}
+GRAPH_P99_X = {1: 1.05, 3: 1.10}
+BE_SHARE_SPREAD = 0.10
+BE_VS_LIMIT_MIN = 0.97
+
+
+def targets(recs):
+    """(target, scenario, rep, value, met) for every gq row a target is
+    about: the micro LC's p99 with one and three BEs, a CUDA graph's p99
+    against the same LC alone, several BEs' total against one BE beside
+    the same LC under the same policy and their shares within 10 % of each
+    other, one BE against its physical limit. Rows without the numbers a
+    target needs are left out."""
+    def key(r):
+        return (r["lc"], r["be"], r["mode"], json.dumps(r["lc_args"]), bool(r.get("pinned")))
+
+    def bes(n):
+        return f"{n} BE" + ("s" if n > 1 else "")
+
+    one_be = {}
+    for r in recs:
+        d = r.get("derived") or {}
+        if r["mode"].startswith("gq:") and r["nbe"] == 1 and d.get("be_kept") is not None:
+            one_be.setdefault(key(r), []).append(d["be_kept"])
+    out = []
+    for r in recs:
+        if not r["mode"].startswith("gq:") or not r["lc"]:
+            continue
+        lr, d, n = r.get("lc_result") or {}, r.get("derived") or {}, r["nbe"]
+        name, rep = r["scenario"], r["rep"]
+        if r["lc"] == "micro" and n in MICRO_P99_US and lr.get("p99_us") is not None:
+            out.append((f"micro LC p99 ≤ {MICRO_P99_US[n]} µs with {bes(n)}", name, rep,
+                        f"{lr['p99_us']:.0f} µs", lr["p99_us"] <= MICRO_P99_US[n]))
+        if r["lc"].endswith("_graph") and n in GRAPH_P99_X and d.get("p99_vs_alone") is not None:
+            out.append((f"CUDA graph p99 ≤ {GRAPH_P99_X[n]:.2f}× alone with {bes(n)}", name, rep,
+                        f"{d['p99_vs_alone']:.2f}×", d["p99_vs_alone"] <= GRAPH_P99_X[n]))
+        each = d.get("be_each") or []
+        if n >= 2 and len(each) == n and min(each) > 0:
+            spread = max(each) / min(each) - 1
+            out.append((f"{n} BEs' shares within {BE_SHARE_SPREAD * 100:.0f} % of each other", name,
+                        rep, f"{spread * 100:.1f} % apart", spread <= BE_SHARE_SPREAD))
+            base = sorted(one_be.get(key(r), []))
+            if base and d.get("be_kept") is not None:
+                ref = base[len(base) // 2]
+                out.append((f"{n} BEs' total ≥ one BE beside the same LC", name, rep,
+                            f"{d['be_kept']:.2f} vs {ref:.2f}", d["be_kept"] >= ref))
+        if n == 1 and d.get("be_vs_limit") is not None:
+            out.append((f"one BE ≥ {BE_VS_LIMIT_MIN * 100:.0f} % of its physical limit", name, rep,
+                        f"{d['be_vs_limit']:.2f}", d["be_vs_limit"] >= BE_VS_LIMIT_MIN))
+    return out
 
 
 def gpu_clocks():

@@ -55,6 +55,35 @@ def main():
     check(s.derive(recs, None) is None, "every row woken: no switch estimate")
     recs[1]["lc_env"] = {"GPUQOS_WAKE_LEAD_US": "0"}
     check(s.derive(recs, None) == 90.0, "the environment's 0 wins over the policy")
+    # The targets table: what each gq row is held to, from its numbers.
+    def trec(lc, nbe, p99=None, x=None, kept=None, each=None, limit=None, mode="gq:default",
+             rep=0):
+        return {"scenario": f"{lc} {mode} {nbe}", "rep": rep, "lc": lc, "be": "fill",
+                "mode": mode, "nbe": nbe, "lc_args": [],
+                "lc_result": {"p99_us": p99} if p99 is not None else {},
+                "derived": {k: v for k, v in (("p99_vs_alone", x), ("be_kept", kept),
+                                              ("be_each", each), ("be_vs_limit", limit))
+                            if v is not None}}
+    got = s.targets([trec("micro", 1, p99=250.0, kept=0.81, limit=0.98),
+                     trec("micro", 1, p99=251.0, kept=0.79, limit=0.96, rep=1),
+                     trec("micro", 3, p99=299.0, kept=0.81, each=[0.27, 0.27, 0.27]),
+                     trec("micro", 3, p99=301.0, kept=0.79, each=[0.25, 0.26, 0.28], rep=1),
+                     trec("resnet50_graph", 1, x=1.05), trec("resnet50_graph", 3, x=1.11),
+                     trec("micro", 1, p99=100.0, mode="alone"),
+                     trec("micro_poisson", 1, p99=900.0)])
+    want = [("micro LC p99 ≤ 250 µs with 1 BE", 0, "250 µs", True),
+            ("one BE ≥ 97 % of its physical limit", 0, "0.98", True),
+            ("micro LC p99 ≤ 250 µs with 1 BE", 1, "251 µs", False),
+            ("one BE ≥ 97 % of its physical limit", 1, "0.96", False),
+            ("micro LC p99 ≤ 300 µs with 3 BEs", 0, "299 µs", True),
+            ("3 BEs' shares within 10 % of each other", 0, "0.0 % apart", True),
+            ("3 BEs' total ≥ one BE beside the same LC", 0, "0.81 vs 0.81", True),
+            ("micro LC p99 ≤ 300 µs with 3 BEs", 1, "301 µs", False),
+            ("3 BEs' shares within 10 % of each other", 1, "12.0 % apart", False),
+            ("3 BEs' total ≥ one BE beside the same LC", 1, "0.79 vs 0.81", False),
+            ("CUDA graph p99 ≤ 1.05× alone with 1 BE", 0, "1.05×", True),
+            ("CUDA graph p99 ≤ 1.10× alone with 3 BEs", 0, "1.11×", False)]
+    check([(t, rep, v, ok) for t, _, rep, v, ok in got] == want, f"the targets: {got}")
     with tempfile.TemporaryDirectory() as d:
         bin_dir = os.path.join(d, "bin")
         os.makedirs(bin_dir)
