@@ -325,7 +325,8 @@ static void on_wake(struct agent *a, struct peer *p, const struct gq_wake *m)
 {
 	struct proc *pr = p->proc;
 	/* Asked only of a peer whose HELLO offered it (peer_send_policy). */
-	const char *why = p->wake_stats ? wake_bad(m, pr) : "not asked for (no WAKE_STATS in its HELLO)";
+	const char *why = p->wake_stats ? wake_bad(m, pr)
+					: "not asked for (no WAKE_STATS in its HELLO)";
 
 	if (why) {
 		a->n.bad_wake++;

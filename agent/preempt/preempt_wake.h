@@ -71,7 +71,7 @@ struct pa_wake_pred {
 	unsigned backoff;           /* doublings of the next hold */
 	unsigned calm;              /* hits since the latest hold or wasted wake */
 	rm_u64 wakes, hits, wasted, early, skipped;
-	rm_u64 split;               /* wasted ones whose kernels came PA_WAKE_SPLIT_NS after their first operation */
+	rm_u64 split;               /* of wasted: kernels PA_WAKE_SPLIT_NS after the first op */
 	rm_u64 stops;               /* holds the judging started */
 	int keep_waking;            /* judged, never stopped (GPUQOS_WAKE_STOPS=0) */
 };
