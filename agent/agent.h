@@ -164,6 +164,7 @@ struct peer {
 	uint32_t policy_wake; /* GQ_WAKE_WORD, 0: none */
 	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
 	int wake_stats; /* its HELLO said GQ_HELLO_F_WAKE_STATS */
+	int activity;   /* its HELLO said GQ_HELLO_F_ACTIVITY */
 };
 
 /* What the RM was last told about a TSG, by anyone: what the tracker saw

@@ -228,11 +228,12 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->stalled = 0;
 	p->can_gate = (m->flags & GQ_HELLO_F_GATE) != 0;
 	p->wake_stats = (m->flags & GQ_HELLO_F_WAKE_STATS) != 0;
+	p->activity = (m->flags & GQ_HELLO_F_ACTIVITY) != 0;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,
 		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "",
 		 p->can_gate ? ", gating" : "",
-		 (m->flags & GQ_HELLO_F_ACTIVITY) ? ", counting launches" : "");
+		 p->activity ? ", counting launches" : "");
 	/* Answered right after this batch (reconcile), before the loop waits
 	 * again, so TSGs created from here on get the right value at once. */
 	p->policy_valid = 0;
@@ -380,6 +381,14 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		on_synced(a, p, buf);
 		return 0;
 	case GQ_ACTIVITY:
+		if (!p->activity) {
+			/* A P counts launches only if its HELLO says so. */
+			a->n.bad_activity++;
+			proc_log(a, p->proc, LOG_LEVEL_WARN,
+				 "pid %d: ACTIVITY ignored: not counted (no ACTIVITY in its HELLO)",
+				 (int)p->pid);
+			return 0;
+		}
 		lcbusy_report(a, p->proc, buf);
 		return 0;
 	case GQ_WAKE:

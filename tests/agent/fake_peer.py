@@ -31,7 +31,9 @@ class Peer:
         self.answer = True  # answer COMMANDs
         self.status = {}  # op -> rm_status to answer with
         self.hello_pid = os.getpid()
-        self.hello_flags = 0  # more HELLO flags ("set" changes it before a reconnect)
+        # More HELLO flags ("set" changes them before a reconnect); ACTIVITY
+        # (0x4) as the preempt agent where it counts launches.
+        self.hello_flags = 4
         self.reconnect = True
         self.connects = 0
         self.held = []  # unanswered commands while silent

@@ -13,7 +13,7 @@ import time
 from gpuqos_test import check, wait_for
 from gpuqos_test import gq_proto
 from gpuqos_test.agent import UNKNOWN, run, standard_process
-from gpuqos_test.gq_proto import (F_WAKE_STATS, POLICY_F_ACTIVITY, POLICY_F_WAKE,
+from gpuqos_test.gq_proto import (F_ACTIVITY, F_WAKE_STATS, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   POLICY_F_WAKE_STATS, wake_word)
 
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT = 1, 2, 3, 4
@@ -852,7 +852,8 @@ def t_activity_liar(make_agent):
     going back, more active time than time passed, an absurd launch rate)
     are dropped and counted and keep the connection; a truncated one is
     malformed and closes it; a flood changes nothing but the reading; what
-    the agent shows stays readable (gpuqosctl parses integers)."""
+    the agent shows stays readable (gpuqosctl parses integers); ACTIVITY
+    from a peer whose HELLO did not offer it is dropped and counted."""
     a = make_agent(config(busyLcPercent=50))
     a.start()
     lc = a.peer(LC_ENV)
@@ -891,7 +892,7 @@ def t_activity_liar(make_agent):
     # takes them, all folded (under 100 ms apart); the agent keeps answering.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(a.sock)
-    s.send(gq_proto.hello(1, os.getpid()))
+    s.send(gq_proto.hello(1, os.getpid(), flags=F_ACTIVITY))
     for i in range(5000):
         s.send(bytes.fromhex(activity_msg(i, i, 3000 * ms + i)))
     # One more, 100 ms after the base: its reading shows the flood was read.
@@ -899,6 +900,20 @@ def t_activity_liar(make_agent):
     wait_for(lambda: next((p for p in a.list()["processes"] if p["pid"] == os.getpid()), {})
              .get("launchesPerSecond") == 50000, "the flood read to its end, the peer connected")
     check(a.counters()["badActivity"] == 3 and a.alive(), "the flood: %r" % a.counters())
+    s.close()
+    # From a peer whose HELLO did not say it counts launches: dropped and
+    # counted, nothing shown, the connection kept.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(a.sock)
+    s.send(gq_proto.hello(1, os.getpid()))
+    s.send(bytes.fromhex(activity_msg(0, 0, 4000 * ms)))
+    s.send(bytes.fromhex(activity_msg(10000, 240 * ms, 4250 * ms)))
+    wait_for(lambda: a.counters()["badActivity"] == 5, "ACTIVITY not offered: counted twice")
+    # (Read, the two would make 40000 launches/s; the flood's reading may
+    # still be shown for this pid.)
+    check(next((p for p in a.list()["processes"] if p["pid"] == os.getpid()), {})
+          .get("launchesPerSecond") in (None, 50000) and a.alive(),
+          "ACTIVITY not offered: not read: %r" % a.list())
     s.close()
     # Truncated: malformed, the connection closed.
     lc.send(op="raw", hex=activity_msg(2 ** 63, 900 * ms, 2300 * ms, length=48))
@@ -922,7 +937,7 @@ def t_wake_report(make_agent):
     wait_for(lambda: lc.evs("policy") and be.evs("policy"), "both connected")
     check(all(not e["flags"] & POLICY_F_WAKE_STATS for e in lc.evs("policy") + be.evs("policy")),
           "no WAKE asked of a peer that did not offer it")
-    lc.send(op="set", hello_flags=F_WAKE_STATS)
+    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY)
     lc.send(op="reconnect")
     wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and lc.evs("policy")
              and lc.evs("policy")[-1]["flags"] & POLICY_F_WAKE_STATS, "WAKE asked of the LC")
