@@ -845,7 +845,9 @@ def sc_wake(args, tmp):
         err = w.finish()
         m = re.search(r"wake: (\d+) requests, (\d+) wakes: (\d+) hit, (\d+) wasted \((\d+) of "
                       r"them: kernels long after the request's first operation\)", err)
-        check(m and d["events"] == 300 and d["bad"] == 0 and int(m.group(1)) == 300,
+        # (On a loaded machine a late request can fall within the next
+        # one's burst: a few fewer requests.)
+        check(m and d["events"] == 300 and d["bad"] == 0 and 290 <= int(m.group(1)) <= 300,
               "event %d: %r %s" % (gap, d, err))
         split[gap] = (d["wakes"], int(m.group(5)))
     check(split[20][0] >= 60 and split[20][1] <= 3, "launches 20 us after the event: %r" % split)
