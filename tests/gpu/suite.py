@@ -659,7 +659,26 @@ def set_graphbe20():
     return s
 
 
-SETS = {"graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_graphevents():
+    """The wake's judging of a request whose kernels come long after the
+    CUDA event it records first (docs/policy.md, "Waking a periodic LC"):
+    the CUDA-graph ResNet-50 with its events around each request, busy-
+    waiting, beside one training BE under the default policy and without a
+    wake, and beside three under the default policy. The LC's library logs
+    at exit how many wasted wakes were of that kind. Traced."""
+    busy = ["--busy-wait-us", "200"]
+    info = {"GPUQOS_LOG": "info"}
+    lc = "resnet50_graph"
+    s = [sc("be alone train", None, "train", 1, "be_alone"),
+         sc(f"{lc} alone busy200", lc, nbe=0, mode="alone", lc_args=busy, tag="graphevents",
+            trace=True)]
+    for nbe, pol in ((1, "default"), (1, "nowake"), (3, "default")):
+        s.append(sc(f"{lc} gq:{pol} {nbe}xtrain busy200", lc, "train", nbe, f"gq:{pol}",
+                    lc_args=busy, lc_env=info, tag="graphevents", trace=True))
+    return s
+
+
+SETS = {"graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
