@@ -64,12 +64,13 @@ static void pa_launch_note(void)
 		/* A new burst: its first launch keeps the process active for
 		 * one tail. (A racing thread's older clock reading counts as
 		 * a new burst too: rare, and it only adds one tail.) */
-		rm_u64 first_op = atomic_exchange_explicit(&pa_first_op_ns, 0, memory_order_relaxed);
-
 		atomic_fetch_add_explicit(&pa_bursts, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&pa_active_ns, tail, memory_order_relaxed);
+		/* (A first_op left from before wakes were turned off lies far
+		 * from any later wake: the judging ignores it.) */
 		if (pa_wake_wanted())
-			pa_wake_request(now, first_op);
+			pa_wake_request(now, atomic_exchange_explicit(&pa_first_op_ns, 0,
+								      memory_order_relaxed));
 	} else {
 		/* Within the last launch's tail: the tail now ends a gap later. */
 		atomic_fetch_add_explicit(&pa_active_ns, now - prev, memory_order_relaxed);
