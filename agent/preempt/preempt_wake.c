@@ -64,23 +64,15 @@ typedef int (*cu_launch_fn)(void *f, unsigned, unsigned, unsigned, unsigned, uns
 /* Failed CUDA calls before wakes stop for good. */
 #define PA_WAKE_FAIL_MAX 3
 
-/* Any GPU can JIT this. The kernel spins for `ns` of the GPU's own clock
- * (0: returns at once), so that a context that came in before the request
- * stays in until it arrives (GPUQOS_WAKE_HOLD_US). */
+/* Any GPU can JIT this: an empty kernel. Not one that spins until the
+ * request comes: a request queued behind a running kernel of its own
+ * context waited for that kernel to end and then paid a switch again
+ * (docs/PERF.md, "Keeping the woken context in"). */
 static const char pa_wake_ptx[] = ".version 6.0\n"
 				  ".target sm_50\n"
 				  ".address_size 64\n"
-				  ".visible .entry gpuqos_wake(.param .u64 ns)\n"
+				  ".visible .entry gpuqos_wake()\n"
 				  "{\n"
-				  "\t.reg .u64 %rd<4>;\n"
-				  "\t.reg .pred %p;\n"
-				  "\tld.param.u64 %rd1, [ns];\n"
-				  "\tmov.u64 %rd2, %globaltimer;\n"
-				  "\tadd.u64 %rd1, %rd1, %rd2;\n"
-				  "spin:\n"
-				  "\tmov.u64 %rd3, %globaltimer;\n"
-				  "\tsetp.lt.u64 %p, %rd3, %rd1;\n"
-				  "\t@%p bra spin;\n"
 				  "\tret;\n"
 				  "}\n";
 
@@ -264,10 +256,7 @@ static int pw_issue(rm_u64 seq, void *ctx)
 		if (pw_setup(ctx) != 0)
 			r = -1;
 		else {
-			unsigned long long ns = (unsigned long long)atomic_load(&pw_hold_us) * 1000u;
-			void *args[] = { &ns };
-
-			r = pw.cu.launch(pw.fn, 1, 1, 1, 32, 1, 1, 0, pw.stream, args, NULL);
+			r = pw.cu.launch(pw.fn, 1, 1, 1, 32, 1, 1, 0, pw.stream, NULL, NULL);
 			if (r != 0)
 				pa_info("wake: launch failed (CUDA error %d)", r);
 			r = r == 0 ? 1 : -1;
@@ -285,6 +274,21 @@ static int pw_issue(rm_u64 seq, void *ctx)
 	}
 	pthread_mutex_unlock(&pw.cuda_lock);
 	return r;
+}
+
+/* With a hold: the empty kernel again every PA_WAKE_TRAIN_NS after the
+ * wake until the request's first launch (pw_issue finds the start moved
+ * on) or `end`, the start the wake was aimed at plus the hold. */
+static void pw_train(rm_u64 seq, void *ctx, rm_u64 end)
+{
+	rm_u64 next = pa_now_ns() + PA_WAKE_TRAIN_NS;
+
+	for (; next <= end; next += PA_WAKE_TRAIN_NS) {
+		while (pa_now_ns() < next)
+			;
+		if (pw_issue(seq, ctx) <= 0)
+			return;
+	}
 }
 
 static void *pw_main(void *arg)
@@ -336,10 +340,12 @@ static void *pw_main(void *arg)
 		r = now - target <= lead / 2 ? pw_issue(seq, ctx) : 0;
 		pthread_mutex_lock(&pw.lock);
 		if (pw.pred.seq == seq)
-			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0);
+			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0, lead);
 		else if (r > 0)
 			pa_wake_pred_overtaken(&pw.pred);
 		pthread_mutex_unlock(&pw.lock);
+		if (r > 0 && atomic_load(&pw_hold_us))
+			pw_train(seq, ctx, target + lead + (rm_u64)atomic_load(&pw_hold_us) * 1000u);
 	}
 }
 

@@ -37,6 +37,12 @@
 //                       it gives up after L + 5000 us); L us before the
 //                       request's submit (0: just before it, inside the
 //                       timed request)
+//   --pre wake2|hold2|train [--train-us T]
+//                       the same on a second stream (a channel of its own
+//                       in the same context): wake2 an empty kernel, hold2
+//                       the spinning kernel, train an empty kernel every
+//                       T us (default 20) from L us before the request
+//                       until it is submitted
 //   --slack-ns N        the thread's timer slack (prctl PR_SET_TIMERSLACK;
 //                       Linux's default is 50000 ns: a sleep ends up to
 //                       50 us after its due time, as other timers fall)
@@ -126,11 +132,12 @@ struct options {
 	unsigned seed = 1;
 	int pre = 0; // PRE_*
 	double pre_lead_us = 0;
+	double train_us = 20; // --pre train: one empty kernel this often until the request
 	double busy_wait_us = 0;
 	long slack_ns = -1; // -1: leave the thread's timer slack
 };
 
-enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET, PRE_HOLD };
+enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET, PRE_HOLD, PRE_WAKE2, PRE_HOLD2, PRE_TRAIN };
 
 static void usage(const char *prog)
 {
@@ -140,7 +147,8 @@ static void usage(const char *prog)
 		"          [--wait spin|sync] [--no-calibrate] [--ready-file PATH]\n"
 		"          [--start-file PATH] [--start-timeout-s 300]\n"
 		"          [--arrival fixed|poisson] [--seed N]\n"
-		"          [--pre none|wake|copy|memset|hold] [--pre-lead-us 0]\n"
+		"          [--pre none|wake|copy|memset|hold|wake2|hold2|train]\n"
+		"          [--pre-lead-us 0] [--train-us 20]\n"
 		"          [--slack-ns N] [--busy-wait-us 0] [--trace FILE]\n",
 		prog);
 	exit(2);
@@ -191,6 +199,8 @@ static options parse(int argc, char **argv)
 			o.slack_ns = (long)arg_double(argc, argv, &i);
 		else if (arg_is(a, "--pre-lead-us"))
 			o.pre_lead_us = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--train-us"))
+			o.train_us = arg_double(argc, argv, &i);
 		else if (arg_is(a, "--arrival")) {
 			const char *v = arg_value(argc, argv, &i);
 			if (strcmp(v, "fixed") == 0)
@@ -211,6 +221,12 @@ static options parse(int argc, char **argv)
 				o.pre = PRE_MEMSET;
 			else if (strcmp(v, "hold") == 0)
 				o.pre = PRE_HOLD;
+			else if (strcmp(v, "wake2") == 0)
+				o.pre = PRE_WAKE2;
+			else if (strcmp(v, "hold2") == 0)
+				o.pre = PRE_HOLD2;
+			else if (strcmp(v, "train") == 0)
+				o.pre = PRE_TRAIN;
 			else
 				usage(argv[0]);
 		} else
@@ -219,6 +235,7 @@ static options parse(int argc, char **argv)
 	if (o.period_us <= 0 || o.duration_s <= 0 || o.kernel_us < 0 ||
 	    o.warmup_s < 0 || o.blocks < 1 || o.threads < 1 || o.threads > 1024 ||
 	    o.pre_lead_us < 0 || o.pre_lead_us > o.period_us || o.busy_wait_us < 0 ||
+	    o.train_us < 5 || o.train_us > o.period_us ||
 	    o.busy_wait_us > o.period_us || o.slack_ns < -1 || o.slack_ns > 1000000000L)
 		usage(argv[0]);
 	if (o.busy_wait_us > 0 && o.slack_ns < 0)
@@ -244,6 +261,7 @@ static void wait_until_ns(const options &o, uint64_t t)
 struct lc {
 	options o;
 	cudaStream_t stream;
+	cudaStream_t side; // --pre wake2, hold2, train: a stream (channel) of its own
 	cudaEvent_t done;
 	cudaGraphExec_t exec = nullptr;
 	unsigned int *sink;
@@ -279,9 +297,15 @@ static void pre_op(lc &w)
 		CK(cudaMemsetAsync(w.sink, 0, sizeof(unsigned int), w.stream));
 		break;
 	case PRE_HOLD:
+	case PRE_HOLD2:
 		*w.hold_flag = 0;
-		hold_kernel<<<1, 32, 0, w.stream>>>(w.hold_flag_dev,
-						    (uint64_t)(w.o.pre_lead_us * 1000.0) + 5000000ull);
+		hold_kernel<<<1, 32, 0, w.o.pre == PRE_HOLD ? w.stream : w.side>>>(
+			w.hold_flag_dev, (uint64_t)(w.o.pre_lead_us * 1000.0) + 5000000ull);
+		CK_LAUNCH();
+		break;
+	case PRE_WAKE2:
+	case PRE_TRAIN:
+		wake_kernel<<<1, 32, 0, w.side>>>();
 		CK_LAUNCH();
 		break;
 	default:
@@ -310,7 +334,7 @@ static uint64_t request(lc &w, uint64_t *start)
 	if (w.o.pre != PRE_NONE && w.o.pre_lead_us == 0)
 		pre_op(w);
 	launch(w);
-	if (w.o.pre == PRE_HOLD)
+	if (w.o.pre == PRE_HOLD || w.o.pre == PRE_HOLD2)
 		*w.hold_flag = 1;
 	if (w.o.wait_spin) {
 		CK(cudaEventRecord(w.done, w.stream));
@@ -366,6 +390,7 @@ int main(int argc, char **argv)
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	CK(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&w.side, cudaStreamNonBlocking));
 	CK(cudaEventCreateWithFlags(&w.done, cudaEventDisableTiming));
 	CK(cudaMalloc(&w.sink, sizeof(unsigned int) * (size_t)o.blocks));
 	uint64_t *stamp_host;
@@ -459,6 +484,13 @@ int main(int argc, char **argv)
 			if (lead) {
 				wait_until_ns(o, next - lead);
 				pre_op(w);
+				// A train: an empty kernel every train_us until the request.
+				const uint64_t step = (uint64_t)(o.train_us * 1000.0);
+				for (uint64_t at = next - lead + step; o.pre == PRE_TRAIN && at < next;
+				     at += step) {
+					wait_until_ns(o, at);
+					pre_op(w);
+				}
 			}
 			wait_until_ns(o, next);
 		}
@@ -529,7 +561,7 @@ int main(int argc, char **argv)
 	qsort(outside, nstamp, sizeof(uint64_t), cmp_u64);
 	// start_gt may be negative (clock offset): sort as signed.
 	qsort(start_gt, nstamp, sizeof(int64_t), cmp_i64);
-	const char *pre_names[] = {"none", "wake", "copy", "memset", "hold"};
+	const char *pre_names[] = {"none", "wake", "copy", "memset", "hold", "wake2", "hold2", "train"};
 
 	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p10_us\":%.1f,\"p25_us\":%.1f,"
 	       "\"p75_us\":%.1f,\"p999_us\":%.1f,\"run_p50_us\":%.1f,\"run_p99_us\":%.1f,"

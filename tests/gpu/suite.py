@@ -678,7 +678,141 @@ def set_graphevents():
     return s
 
 
-SETS = {"graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_graphlead():
+    """Whether a lead as long as the switch, with a hold that keeps the
+    woken context in until the request comes, hides the rest of the switch
+    for the models the 100 us lead left at 1.11-1.15x (docs/PERF.md, "A
+    CUDA-graph model and the wake"): ViT-B/16 and BERT-base pinned, on
+    time, no CUDA events, beside one training BE under the default policy
+    with the wake from the LC's environment: lead/hold 100/0 (the default),
+    150/100, 200/100 and 200/150; the micro LC beside one be_fill at
+    100/0 and 200/150."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone fill", None, "fill", 1, "be_alone", pin=True)]
+    rows = [("vit_b16_graph", "train", ((100, 0), (150, 100), (200, 100), (200, 150))),
+            ("bert_base_graph", "train", ((100, 0), (150, 100), (200, 100), (200, 150))),
+            ("micro", "fill", ((100, 0), (200, 150)))]
+    for lc, be, leads in rows:
+        args = busy if lc != "micro" else []
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                    tag="graphlead", trace=True, pin=True))
+        for lead, hold in leads:
+            s.append(sc(f"{lc} gq:default 1x{be} pinned lead {lead} hold {hold}", lc, be, 1,
+                        "gq:default", lc_args=args,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
+                        tag="graphlead", trace=True, pin=True))
+    return s
+
+
+def set_graphhold():
+    """What a longer lead and a hold do when every wake is issued
+    (GPUQOS_WAKE_STOPS=0; graphlead's 150 and 200 us leads were judged
+    wasted, as reaching past PA_WAKE_REACH_NS, and stopped): ViT-B/16
+    pinned, on time, no CUDA events, beside one training BE, lead/hold
+    100/0, 200/0, 200/150 and 250/300; the micro LC beside one be_fill at
+    100/0, 200/150 and 200/300."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = []
+    rows = [("vit_b16_graph", "train", ((100, 0), (200, 0), (200, 150), (250, 300))),
+            ("micro", "fill", ((100, 0), (200, 150), (200, 300)))]
+    for lc, be, leads in rows:
+        args = busy if lc != "micro" else []
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                    tag="graphhold", trace=True, pin=True))
+        for lead, hold in leads:
+            s.append(sc(f"{lc} gq:default 1x{be} pinned stops0 lead {lead} hold {hold}", lc, be,
+                        1, "gq:default", lc_args=args,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_WAKE_STOPS": "0",
+                                "GPUQOS_LOG": "info"},
+                        tag="graphhold", trace=True, pin=True))
+    return s
+
+
+def set_holdprobe():
+    """Whether a request finds the LC's context on the GPU when something
+    of the same context keeps it there until the request is submitted
+    (docs/PERF.md, "Keeping the woken context in"): the micro LC beside one
+    be_fill, each process setting its own timeslice (LC 100 ms, BE 50 us,
+    no node agent), with an empty kernel 100 us ahead on the request's
+    stream and on a second stream; a kernel spinning until the request is
+    submitted, 150 and 300 us ahead, on either stream; and a train of empty
+    kernels on the second stream, 200 and 300 us ahead, every 20 or 50 us
+    until the request."""
+    be50 = {"GQP_TIMESLICE_US": "50"}
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone", trace=True),
+         sc("micro probe BE 50", "micro", "fill", 1, "probe", lc_env=LC_TS, be_env=be50,
+            tag="holdprobe", trace=True)]
+    for pre, lead, extra in (("wake", 100, []), ("wake2", 100, []), ("hold", 300, []),
+                             ("hold2", 300, []), ("hold2", 150, []), ("train", 200, []),
+                             ("train", 300, []), ("train", 300, ["--train-us", "50"])):
+        name = f"micro probe BE 50 pre {pre} lead {lead}" + (" every 50" if extra else "")
+        s.append(sc(name, "micro", "fill", 1, "probe",
+                    lc_args=["--pre", pre, "--pre-lead-us", str(lead)] + extra, lc_env=LC_TS,
+                    be_env=be50, tag="holdprobe", trace=True))
+    return s
+
+
+def set_holdprobe2():
+    """holdprobe's train and hold at more leads, beside be_fill and beside a
+    training BE, each process printing its context-switch counts every
+    second (GET_CTXSW_STATS: whether the LC's context was saved while it
+    spun or ran its train, and how)."""
+    stats = {"GQP_CTXSW_STATS_MS": "1000"}
+    lc_env = dict(LC_TS, **stats)
+    be50 = dict(stats, GQP_TIMESLICE_US="50")
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone", trace=True)]
+    rows = [("fill", "train", 150), ("fill", "train", 175), ("fill", "train", 200),
+            ("fill", "hold2", 100), ("fill", "hold2", 200), ("fill", "hold2", 300),
+            ("fill", "wake2", 150),
+            ("train", "none", 0), ("train", "wake2", 100), ("train", "train", 150),
+            ("train", "train", 200)]
+    for be, pre, lead in rows:
+        args = ["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else []
+        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
+                    lc_args=args, lc_env=lc_env, be_env=be50, tag="holdprobe2", trace=True))
+    return s
+
+
+def set_graphtrain():
+    """The preempt agent's wake with a hold (the empty kernel again every
+    20 us from the wake until the request's first launch, at most the hold
+    past the start it was aimed at) against today's default (lead 100, no
+    hold), from the LC's environment, everything pinned: the micro LC
+    beside one be_fill, one training BE and three be_fills; the CUDA-graph
+    models on time without CUDA events beside one training BE (ResNet-50
+    also beside three)."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    rows = [("micro", "fill", 1, ((100, 0), (150, 50), (175, 50))),
+            ("micro", "train", 1, ((100, 0), (175, 50))),
+            ("micro", "fill", 3, ((100, 0), (175, 50))),
+            ("resnet50_graph", "train", 1, ((100, 0), (175, 50))),
+            ("resnet50_graph", "train", 3, ((100, 0), (175, 50))),
+            ("vit_b16_graph", "train", 1, ((100, 0), (150, 50), (175, 50))),
+            ("bert_base_graph", "train", 1, ((100, 0), (150, 50), (175, 50)))]
+    for lc, be, nbe, leads in rows:
+        args = busy if lc != "micro" else []
+        if not any(x["name"] == f"{lc} alone pinned" for x in s):
+            s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                        tag="graphtrain", trace=True, pin=True))
+        for lead, hold in leads:
+            s.append(sc(f"{lc} gq:default {nbe}x{be} pinned lead {lead} hold {hold}", lc, be,
+                        nbe, "gq:default", lc_args=args,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
+                        tag="graphtrain", trace=True, pin=True))
+    return s
+
+
+SETS = {"graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}

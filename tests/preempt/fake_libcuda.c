@@ -112,7 +112,7 @@ EXPORT int cuThreadExchangeStreamCaptureMode(int *mode)
 EXPORT int cuModuleLoadData(void **mod, const void *image);
 EXPORT int cuModuleLoadData(void **mod, const void *image)
 {
-	if (!image || !strstr((const char *)image, ".entry gpuqos_wake(.param .u64 ns)"))
+	if (!image || !strstr((const char *)image, ".entry gpuqos_wake()"))
 		return CUDA_ERROR_INVALID_VALUE;
 	*mod = FAKE_MOD;
 	return CUDA_SUCCESS;
@@ -166,9 +166,11 @@ EXPORT int cuDevicePrimaryCtxReset_v2(int dev)
 	return dev == 0 ? ctx_gone() : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* wakes, wakes with wrong arguments, wakes from a thread whose current
- * context was the application's, and the leads seen (p: 0 min, 1 median,
- * 2 max, 3 count). */
+/* wake launches (a hold's train included), wakes with wrong arguments,
+ * wakes from a thread whose current context was the application's, and
+ * the leads seen, from the first wake launch since the application's
+ * latest launch to its next one (p: 0 min, 1 median, 2 max, 3 count: the
+ * requests woken). */
 EXPORT unsigned long fake_cuda_wakes(int which);
 EXPORT unsigned long fake_cuda_wakes(int which)
 {
@@ -210,12 +212,14 @@ static int wake_launch(void *f, unsigned gx, unsigned bx, void *st, void **param
 		pthread_mutex_unlock(&wake_lock);
 		return 400; /* CUDA_ERROR_INVALID_HANDLE */
 	}
-	if (f == FAKE_WAKE_FN && gx == 1 && bx >= 1 && params && params[0])
+	if (f == FAKE_WAKE_FN && gx == 1 && bx >= 1 && !params)
 		wakes++;
 	else
 		wakes_bad++;
 	wake_ctx_ok += cur_ctx == FAKE_CTX;
-	last_wake_ns = now_ns();
+	/* The lead is the first launch's (a hold adds a train after it). */
+	if (!last_wake_ns)
+		last_wake_ns = now_ns();
 	pthread_mutex_unlock(&wake_lock);
 	return CUDA_SUCCESS;
 }

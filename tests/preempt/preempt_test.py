@@ -813,13 +813,18 @@ def sc_wake(args, tmp):
     # On a loaded machine the workload's own timing is not steady, and
     # fewer are woken: that is the predictor doing its job.
     d = periodic(w, args, "300 3000")
-    check(d["wakes"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
+    check(d["leads"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
           and d["stale"] == 0, "steady requests: %r" % d)
     check(30 <= d["median"] <= 250, "the lead: %r" % d)
+    # The 20 us hold: after each wake, the empty kernel again every 20 us
+    # until the request's launch, or until 20 us past the start the wake
+    # was aimed at: about five more launches per woken request, never more
+    # than the train's length allows.
+    check(3 * d["leads"] <= d["wakes"] <= 8 * d["leads"], "the hold's train: %r" % d)
     # Poisson arrivals of the same mean: no period, no wake.
     before = d
     d = periodic(w, args, "300 3000 poisson 7")
-    check(d["wakes"] - before["wakes"] <= 3, "Poisson requests: %r -> %r" % (before, d))
+    check(d["leads"] - before["leads"] <= 3, "Poisson requests: %r -> %r" % (before, d))
     # The context destroyed (cuCtxDestroy through cuGetProcAddress) or
     # reset (cuDevicePrimaryCtxReset_v2 through dlsym) every 20 requests:
     # no wake ever lands on a stream of a context that went away, and the
@@ -850,7 +855,11 @@ def sc_wake(args, tmp):
         check(m and d["events"] == 300 and d["bad"] == 0 and 290 <= int(m.group(1)) <= 300,
               "event %d: %r %s" % (gap, d, err))
         split[gap] = (d["wakes"], int(m.group(5)))
-    check(split[20][0] >= 60 and split[20][1] <= 3, "launches 20 us after the event: %r" % split)
+        # No hold, no train: one launch per woken request.
+        check(d["wakes"] <= d["leads"] + 2, "event %d, no hold: %r" % (gap, d))
+    # (On a loaded machine a few launches come late after their event.)
+    check(split[20][0] >= 60 and 10 * split[20][1] <= split[20][0],
+          "launches 20 us after the event: %r" % split)
     check(split[160][0] <= 30 and split[160][1] >= 4, "launches 160 us after the event: %r" % split)
 
 
@@ -868,7 +877,7 @@ def sc_wake_policy(args, tmp):
     conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS, wake=wake_word(100, 20)))
     conn.barrier(901)
     d = periodic(w, args, "300 3000")
-    check(d["wakes"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
+    check(d["leads"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
           and d["stale"] == 0, "POLICY with a wake: %r" % d)
     check(30 <= d["median"] <= 250, "the lead: %r" % d)
     # The library's own counts (WAKE): every wake the fake saw, judged by
@@ -876,9 +885,12 @@ def sc_wake_policy(args, tmp):
     # (A wake for the request after the last may be issued after the
     # workload counted its wakes; and where wasted wakes stopped them, the
     # wakes are all counted before the last requests are.)
-    rep = take_wake(conn, lambda m: m["wakes"] >= d["wakes"] and m["requests"] >= 290,
+    rep = take_wake(conn, lambda m: m["wakes"] >= d["leads"] and m["requests"] >= 290,
                     "the wakes counted")
-    check(rep["wakes"] - d["wakes"] <= 1, "the library's wakes %r, the workload's %r" % (rep, d))
+    # (The fake counts a request woken at its launch: a wake its request
+    # beat is counted with the next request's.)
+    check(0 <= rep["wakes"] - d["leads"] <= 1 + rep["beaten"],
+          "the library's wakes %r, the workload's %r" % (rep, d))
     check(rep["flags"] & ~WAKE_F_STOPPED == 0 and rep["reserved"] == 0
           and 290 <= rep["requests"] <= 301
           and rep["hits"] + rep["wasted"] + rep["beaten"] <= rep["wakes"] <= rep["requests"] + 1
@@ -890,14 +902,14 @@ def sc_wake_policy(args, tmp):
     conn.barrier(902)
     before = d
     d = periodic(w, args, "100 3000")
-    check(d["wakes"] - before["wakes"] <= 1, "POLICY without a wake: %r -> %r" % (before, d))
+    check(d["leads"] - before["leads"] <= 1, "POLICY without a wake: %r -> %r" % (before, d))
     # Out of range: ignored, and no wakes.
     for i, word in enumerate((wake_word(0, 0), wake_word(1001), wake_word(100, 1001))):
         conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=word))
         conn.barrier(903 + i)
     before = d
     d = periodic(w, args, "100 3000")
-    check(d["wakes"] - before["wakes"] <= 1, "bad wakes in POLICY: %r -> %r" % (before, d))
+    check(d["leads"] - before["leads"] <= 1, "bad wakes in POLICY: %r -> %r" % (before, d))
     # On again; then the node agent goes away: off.
     conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100)))
     conn.barrier(910)
@@ -905,12 +917,12 @@ def sc_wake_policy(args, tmp):
     # (Wakes judged wasted earlier may hold them off for a while: on a
     # loaded machine the workload's own timing is not steady.)
     d = periodic(w, args, "300 3000")
-    check(d["wakes"] - before["wakes"] >= 10, "POLICY with a wake again: %r -> %r" % (before, d))
+    check(d["leads"] - before["leads"] >= 10, "POLICY with a wake again: %r -> %r" % (before, d))
     conn.close()
     time.sleep(0.3)
     before = d
     d = periodic(w, args, "100 3000")
-    check(d["wakes"] - before["wakes"] <= 1, "after the connection ended: %r -> %r" % (before, d))
+    check(d["leads"] - before["leads"] <= 1, "after the connection ended: %r -> %r" % (before, d))
     err = w.finish()
     agent.close()
     check("wake: lead 100 us, hold 20 us (the node agent's policy)" in err
