@@ -101,7 +101,7 @@ static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 		wasted = 1;
 	} else if (t < p->woken_at)
 		p->early++; /* the request beat its wake: nothing lost */
-	else if (t - p->woken_at <= p->woken_lead + PA_WAKE_LATE_NS)
+	else if (t - p->woken_at <= PA_WAKE_REACH_NS)
 		p->hits++;
 	else {
 		p->wasted++;
@@ -145,11 +145,10 @@ rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns)
 	return p->last + p->period - lead_ns;
 }
 
-void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns)
+void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t)
 {
 	p->woken_for = p->seq + 1;
 	p->woken_at = t;
-	p->woken_lead = lead_ns;
 	if (t)
 		p->wakes++;
 	else

@@ -812,7 +812,31 @@ def set_graphtrain():
     return s
 
 
-SETS = {"graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_trainhold():
+    """The hold's train at the default lead (100 us, hold 50: the empty
+    kernel again every 20 us until the request, at most 50 us past the
+    start aimed at) against no hold, pinned: the micro LC beside one
+    be_fill (two reps of each), ViT-B/16 and BERT-base on time without CUDA
+    events beside one training BE."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True)]
+    for lc, be in (("micro", "fill"), ("vit_b16_graph", "train"), ("bert_base_graph", "train")):
+        args = busy if lc != "micro" else []
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                    tag="trainhold", trace=True, pin=True))
+        for rep in ((0, 1) if lc == "micro" else (0,)):
+            for hold in (0, 50):
+                s.append(sc(f"{lc} gq:default 1x{be} pinned lead 100 hold {hold}"
+                            + (f" rep {rep}" if rep else ""), lc, be, 1, "gq:default",
+                            lc_args=args,
+                            lc_env={"GPUQOS_WAKE_LEAD_US": "100",
+                                    "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
+                            tag="trainhold", trace=True, pin=True))
+    return s
+
+
+SETS = {"trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}

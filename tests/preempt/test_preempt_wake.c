@@ -79,7 +79,7 @@ static void test_agreement(void)
 	 * starts agree; the counts stay. */
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
-	pa_wake_pred_woken(&P, last + 2 * MS - LEAD, LEAD);
+	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
 	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	pa_wake_pred_forget(&P);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
@@ -90,14 +90,13 @@ static void test_agreement(void)
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 4 * MS - LEAD);
 }
 
-/* n wakes, each issued 10 us more than its reach (lead plus
- * PA_WAKE_LATE_NS) ahead of its start (which comes on time, so the period
- * holds). */
+/* n wakes, each issued 10 us past the reach ahead of its start (which
+ * comes on time, so the period holds). */
 static rm_u64 wasted_wakes(rm_u64 last, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
-		pa_wake_pred_woken(&P, last + 2 * MS - LEAD - PA_WAKE_LATE_NS - 10 * US, LEAD);
+		pa_wake_pred_woken(&P, last + 2 * MS - PA_WAKE_REACH_NS - 10 * US);
 		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
@@ -108,7 +107,7 @@ static rm_u64 wasted_wakes(rm_u64 last, unsigned n)
 static rm_u64 hit_wakes(rm_u64 last, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		pa_wake_pred_woken(&P, last + 2 * MS - LEAD, LEAD);
+		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
 		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
@@ -133,7 +132,7 @@ static void test_judging(void)
 	last = feed(10 * MS, 2 * MS, 9);
 	target = pa_wake_pred_target(&P, LEAD);
 	CHECK_EQ_U(target, last + 2 * MS - LEAD);
-	pa_wake_pred_woken(&P, target, LEAD);
+	pa_wake_pred_woken(&P, target);
 	/* One wake per start. */
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	pa_wake_pred_start(&P, last + 2 * MS, 0);
@@ -142,13 +141,13 @@ static void test_judging(void)
 
 	/* The request beat its wake. */
 	last += 2 * MS;
-	pa_wake_pred_woken(&P, last + 2 * MS + 10 * US, LEAD);
+	pa_wake_pred_woken(&P, last + 2 * MS + 10 * US);
 	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	CHECK_EQ_U(P.early, 1);
 
 	/* Not issued (t 0): not judged, not counted as a wake. */
 	last += 2 * MS;
-	pa_wake_pred_woken(&P, 0, LEAD);
+	pa_wake_pred_woken(&P, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	pa_wake_pred_start(&P, last + 2 * MS, 0);
 	CHECK_EQ_U(P.skipped, 1);
@@ -167,11 +166,11 @@ static void test_judging(void)
 	CHECK_EQ_U(P.hits + P.wasted + P.early, 3);
 	CHECK(pa_wake_pred_target(&P, LEAD) != 0);
 
-	/* Wasted: the request came more than PA_WAKE_LATE_NS after the start
-	 * its wake was aimed at. At the reach exactly it is still a hit. */
+	/* Wasted: the request came more than PA_WAKE_REACH_NS after its
+	 * wake, whatever the lead. At the reach exactly it is still a hit. */
 	last += 2 * MS;
-	pa_wake_pred_woken(&P, last + 2 * MS - LEAD, LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS + PA_WAKE_LATE_NS, 0);
+	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
+	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS, 0);
 	CHECK_EQ_U(P.wasted, 0);
 	CHECK_EQ_U(P.hits, 2);
 	last = P.last;
@@ -210,7 +209,7 @@ static void test_judging(void)
 	last = feed(10 * MS, 2 * MS, 9);
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
 		CHECK_EQ_U(pa_wake_pred_target(&P, 300 * US), last + 2 * MS - 300 * US);
-		pa_wake_pred_woken(&P, last + 2 * MS - 300 * US, LEAD);
+		pa_wake_pred_woken(&P, last + 2 * MS - 300 * US);
 		pa_wake_pred_start(&P, last + 2 * MS, 0);
 		last += 2 * MS;
 	}
@@ -224,9 +223,9 @@ static void test_judging(void)
 	for (unsigned i = 0; i < 4 * PA_WAKE_WINDOW; i++) {
 		rm_u64 next = last + 2 * MS;
 
-		pa_wake_pred_woken(&P, next - LEAD, LEAD);
+		pa_wake_pred_woken(&P, next - LEAD);
 		if (i % (PA_WAKE_WINDOW / (PA_WAKE_MISS_LIMIT - 1) + 1) == 0)
-			next += PA_WAKE_LATE_NS + US; /* past its reach: wasted */
+			next += PA_WAKE_REACH_NS; /* past its reach: wasted */
 		pa_wake_pred_start(&P, next, 0);
 		last = next;
 	}
@@ -248,36 +247,6 @@ static void test_judging(void)
 /* A request whose first GPU operation (an event record) came around its
  * wake but whose kernels came more than PA_WAKE_SPLIT_NS after it: the
  * wake is wasted, even though the kernels came within the reach. */
-/* The reach follows the lead: a wake 175 us ahead hits a request on time
- * and one PA_WAKE_LATE_NS late, not one later still. */
-static void test_reach_follows_lead(void)
-{
-	const rm_u64 lead = 175 * US;
-	rm_u64 last;
-
-	pa_wake_pred_reset(&P);
-	last = feed(10 * MS, 2 * MS, 9);
-	CHECK_EQ_U(pa_wake_pred_target(&P, lead), last + 2 * MS - lead);
-	pa_wake_pred_woken(&P, last + 2 * MS - lead, lead);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
-	CHECK_EQ_U(P.hits, 1);
-	last += 2 * MS;
-	pa_wake_pred_woken(&P, last + 2 * MS - lead, lead);
-	pa_wake_pred_start(&P, last + 2 * MS + PA_WAKE_LATE_NS, 0);
-	CHECK_EQ_U(P.hits, 2);
-	last = P.last;
-	pa_wake_pred_woken(&P, last + 2 * MS - lead, lead);
-	pa_wake_pred_start(&P, last + 2 * MS + PA_WAKE_LATE_NS + 1, 0);
-	CHECK_EQ_U(P.hits, 2);
-	CHECK_EQ_U(P.wasted, 1);
-	/* The same late request after a 100 us wake: wasted too, and one
-	 * on time after it a hit (the lead is the wake's, not a setting). */
-	last = P.last;
-	pa_wake_pred_woken(&P, last + 2 * MS - LEAD, LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS + PA_WAKE_LATE_NS + 1, 0);
-	CHECK_EQ_U(P.wasted, 2);
-}
-
 static void test_split(void)
 {
 	rm_u64 last, due, w;
@@ -287,7 +256,7 @@ static void test_split(void)
 	due = last + 2 * MS;
 	w = due - LEAD;
 	/* The event 10 us after the wake, the kernels 60 us later: a hit. */
-	pa_wake_pred_woken(&P, w, LEAD);
+	pa_wake_pred_woken(&P, w);
 	pa_wake_pred_start(&P, w + 70 * US, w + 10 * US);
 	CHECK_EQ_U(P.hits, 1);
 	CHECK_EQ_U(P.wasted, 0);
@@ -296,7 +265,7 @@ static void test_split(void)
 	last = P.last;
 	due = last + 2 * MS;
 	w = due - LEAD;
-	pa_wake_pred_woken(&P, w, LEAD);
+	pa_wake_pred_woken(&P, w);
 	pa_wake_pred_start(&P, w + 140 * US, w);
 	CHECK_EQ_U(P.wasted, 1);
 	CHECK_EQ_U(P.split, 1);
@@ -304,7 +273,7 @@ static void test_split(void)
 	/* At PA_WAKE_SPLIT_NS exactly: a hit. */
 	last = P.last;
 	w = last + 2 * MS - LEAD;
-	pa_wake_pred_woken(&P, w, LEAD);
+	pa_wake_pred_woken(&P, w);
 	pa_wake_pred_start(&P, w + 20 * US + PA_WAKE_SPLIT_NS, w + 20 * US);
 	CHECK_EQ_U(P.hits, 2);
 	CHECK_EQ_U(P.split, 1);
@@ -312,26 +281,26 @@ static void test_split(void)
 	 * over before the wake's began; judged by the kernels alone. */
 	last = P.last;
 	w = last + 2 * MS - LEAD;
-	pa_wake_pred_woken(&P, w, LEAD);
+	pa_wake_pred_woken(&P, w);
 	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS - 1);
 	CHECK_EQ_U(P.hits, 3);
 	CHECK_EQ_U(P.split, 1);
 	/* Just within a reach before the wake: the switches merge. */
 	last = P.last;
 	w = last + 2 * MS - LEAD;
-	pa_wake_pred_woken(&P, w, LEAD);
+	pa_wake_pred_woken(&P, w);
 	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS + 10 * US);
 	CHECK_EQ_U(P.split, 2);
 	/* The event past the reach: wasted by the reach, not split. */
 	last = P.last;
 	w = last + 2 * MS - LEAD;
-	pa_wake_pred_woken(&P, w, LEAD);
+	pa_wake_pred_woken(&P, w);
 	pa_wake_pred_start(&P, w + PA_WAKE_REACH_NS + 200 * US, w + PA_WAKE_REACH_NS + 1);
 	CHECK_EQ_U(P.wasted, 3);
 	CHECK_EQ_U(P.split, 2);
 	/* A request the wake was not issued for: not judged at all. */
 	last = P.last;
-	pa_wake_pred_woken(&P, 0, LEAD);
+	pa_wake_pred_woken(&P, 0);
 	pa_wake_pred_start(&P, last + 2 * MS, last + 2 * MS - 500 * US);
 	CHECK_EQ_U(P.wasted, 3);
 	/* Split wakes stop the wakes like any wasted ones. */
@@ -339,7 +308,7 @@ static void test_split(void)
 	last = P.last;
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
 		w = last + 2 * MS - LEAD;
-		pa_wake_pred_woken(&P, w, LEAD);
+		pa_wake_pred_woken(&P, w);
 		pa_wake_pred_start(&P, w + 120 * US, w - 10 * US);
 		last = P.last;
 	}
@@ -352,7 +321,6 @@ int main(void)
 {
 	test_agreement();
 	test_judging();
-	test_reach_follows_lead();
 	test_split();
 	CHECK_DONE();
 }
