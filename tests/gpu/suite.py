@@ -836,7 +836,32 @@ def set_trainhold():
     return s
 
 
-SETS = {"trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_exactlead():
+    """Whether a lead of 150-175 us works through the preempt agent for an
+    LC that submits exactly on time (the micro LC busy-waiting the last
+    200 us, pinned), as it did when the LC woke its own context
+    (holdprobe2): beside one be_fill, one training BE and three be_fills,
+    lead/hold 100/0 against 150/0, 175/0 and 175/50. Run with a preempt
+    agent whose reach is the lead plus 50 us (else such leads are judged
+    wasted and stopped)."""
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy, tag="exactlead",
+            trace=True, pin=True)]
+    for be, nbe, leads in (("fill", 1, ((100, 0), (150, 0), (175, 0), (175, 50))),
+                           ("train", 1, ((100, 0), (175, 50))),
+                           ("fill", 3, ((100, 0), (175, 50)))):
+        for lead, hold in leads:
+            s.append(sc(f"micro gq:default {nbe}x{be} pinned busy200 lead {lead} hold {hold}",
+                        "micro", be, nbe, "gq:default", lc_args=busy,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
+                        tag="exactlead", trace=True, pin=True))
+    return s
+
+
+SETS = {"exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
