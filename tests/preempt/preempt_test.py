@@ -806,8 +806,7 @@ def sc_wake(args, tmp):
         check(bad == "" or "GPUQOS_WAKE_LEAD_US=%s is not a whole number" % bad in err,
               "GPUQOS_WAKE_LEAD_US=%r: %s" % (bad, err))
     w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
-                                        GPUQOS_WAKE_HOLD_US="20", GPUQOS_LOG="info"),
-                 preexec=steady)
+                                        GPUQOS_LOG="info"), preexec=steady)
     # A request every 3 ms: once nine agree, they get a wake about 100 us
     # ahead (the fake measures from the wake's launch to the request's).
     # On a loaded machine the workload's own timing is not steady, and
@@ -816,11 +815,9 @@ def sc_wake(args, tmp):
     check(d["leads"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
           and d["stale"] == 0, "steady requests: %r" % d)
     check(30 <= d["median"] <= 250, "the lead: %r" % d)
-    # The 20 us hold: after each wake, the empty kernel again every 20 us
-    # until the request's launch, or until 20 us past the start the wake
-    # was aimed at: about five more launches per woken request, never more
-    # than the train's length allows.
-    check(3 * d["leads"] <= d["wakes"] <= 8 * d["leads"], "the hold's train: %r" % d)
+    # No hold: one launch per woken request. (A wake its request beat is
+    # counted with the next request, which then shows two launches.)
+    check(d["wakes"] <= d["leads"] * 21 // 20 + 2, "no hold, no train: %r" % d)
     # Poisson arrivals of the same mean: no period, no wake.
     before = d
     d = periodic(w, args, "300 3000 poisson 7")
@@ -842,6 +839,17 @@ def sc_wake(args, tmp):
     # cuGetProcAddress): 20 us after it, woken as usual; 160 us after it,
     # each wake is judged wasted (on a GPU the context would run the event
     # and leave before the kernels), and the wasted ones stop the wakes.
+    # A 20 us hold: after each wake, the empty kernel again every 20 us
+    # until the request's launch, or until 20 us past the start the wake
+    # was aimed at: about five more launches per woken request, never more
+    # than the train's length allows. (The wake thread spins meanwhile: on
+    # a loaded machine fewer requests are woken.)
+    w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
+                                        GPUQOS_WAKE_HOLD_US="20"), preexec=steady)
+    d = periodic(w, args, "150 3000")
+    w.finish()
+    check(d["leads"] >= 10 and d["bad"] == 0 and d["stale"] == 0
+          and 3 * d["leads"] <= d["wakes"] <= 8 * d["leads"], "the hold's train: %r" % d)
     split = {}
     for gap in (20, 160):
         w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
@@ -856,9 +864,9 @@ def sc_wake(args, tmp):
               "event %d: %r %s" % (gap, d, err))
         split[gap] = (d["wakes"], int(m.group(5)))
         # No hold, no train: one launch per woken request.
-        check(d["wakes"] <= d["leads"] + 2, "event %d, no hold: %r" % (gap, d))
+        check(d["wakes"] <= d["leads"] * 21 // 20 + 2, "event %d, no hold: %r" % (gap, d))
     # (On a loaded machine a few launches come late after their event.)
-    check(split[20][0] >= 60 and 10 * split[20][1] <= split[20][0],
+    check(split[20][0] >= 40 and 10 * split[20][1] <= split[20][0],
           "launches 20 us after the event: %r" % split)
     check(split[160][0] <= 30 and split[160][1] >= 4, "launches 160 us after the event: %r" % split)
 
@@ -874,7 +882,7 @@ def sc_wake_policy(args, tmp):
     d = periodic(w, args, "40 3000")
     check(d["wakes"] == 0, "before any wake in a POLICY: %r" % d)
     quiet_for(conn, WAKE, 0.6)
-    conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS, wake=wake_word(100, 20)))
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS, wake=wake_word(100)))
     conn.barrier(901)
     d = periodic(w, args, "300 3000")
     check(d["leads"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
@@ -911,7 +919,8 @@ def sc_wake_policy(args, tmp):
     d = periodic(w, args, "100 3000")
     check(d["leads"] - before["leads"] <= 1, "bad wakes in POLICY: %r -> %r" % (before, d))
     # On again; then the node agent goes away: off.
-    conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100)))
+    # (With a 20 us hold this time: the log below says POLICY carried it.)
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100, 20)))
     conn.barrier(910)
     before = d
     # (Wakes judged wasted earlier may hold them off for a while: on a
