@@ -340,7 +340,7 @@ static void *pw_main(void *arg)
 		r = now - target <= lead / 2 ? pw_issue(seq, ctx) : 0;
 		pthread_mutex_lock(&pw.lock);
 		if (pw.pred.seq == seq)
-			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0, lead);
+			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0);
 		else if (r > 0)
 			pa_wake_pred_overtaken(&pw.pred);
 		pthread_mutex_unlock(&pw.lock);

@@ -22,16 +22,16 @@
  * one wasted wake is cheap but a prediction means little. */
 #define PA_WAKE_MIN_PERIOD_NS 1000000ull
 #define PA_WAKE_MAX_PERIOD_NS 1000000000ull
-/* A request that starts more than this after the start its wake was aimed
- * at misses the switch the wake started: the context comes in, finds only
- * the wake, and the request waits for it to leave and come back (measured
- * on an H100 beside a busy BE: about 400 us instead of about 245 without a
- * wake, for requests 140-160 us or more after a wake 100 us ahead;
- * docs/PERF.md). Such a wake cost the BE two switches and the LC more than
- * it gained. A wake's reach is its lead plus this. */
-#define PA_WAKE_LATE_NS 50000ull
-/* How near the wake a request's first GPU operation must come for the two
- * switches to merge or split (split judging below). */
+/* A request that starts later than this after its wake misses the switch
+ * the wake started: the context comes in, finds only the wake, and the
+ * request waits for it to leave and come back (measured on an H100 beside
+ * a busy BE: about 400 us instead of about 245 without a wake, for requests
+ * 140-160 us or more after the wake, with a 100 us lead, with or without a
+ * 60 us hold; docs/PERF.md). Such a wake cost the BE two switches and the
+ * LC more than it gained. The reach does not grow with the lead: with a
+ * lead of 150 or 175 us, requests on time were as slow at the p99 (docs/
+ * PERF.md, "Keeping the woken context in"), so a lead over the reach has
+ * its wakes judged wasted and stopped. */
 #define PA_WAKE_REACH_NS 150000ull
 /* With a hold, the thread launches the empty kernel again this often from
  * the wake until the request's first launch, so that the context has work
@@ -73,7 +73,6 @@ struct pa_wake_pred {
 	rm_u64 seq;                 /* request starts seen */
 	rm_u64 woken_for;           /* seq + 1 of the start the latest wake was for; 0 */
 	rm_u64 woken_at;            /* when that wake was issued */
-	rm_u64 woken_lead;          /* its lead (ns) */
 	unsigned char judged[PA_WAKE_WINDOW]; /* the latest judged wakes, a ring: 1 wasted */
 	unsigned njudged, jhead, nwasted;     /* held, next slot, wasted among them */
 	unsigned hold;              /* starts left before wakes resume */
@@ -98,9 +97,9 @@ void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
  * (no agreed period, held off, or already woken for it). */
 rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
-/* A wake was issued at t, lead_ns ahead of the start pa_wake_pred_target
- * aimed at (t 0: none was, and none will be for that start). */
-void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t, rm_u64 lead_ns);
+/* A wake was issued at t for the start pa_wake_pred_target aimed at
+ * (t 0: none was, and none will be for that start). */
+void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t);
 /* A wake was issued, but its request started before the thread could
  * record it: counted as a wake the request beat, and not judged. */
 void pa_wake_pred_overtaken(struct pa_wake_pred *p);

@@ -861,7 +861,30 @@ def set_exactlead():
     return s
 
 
-SETS = {"exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_targets():
+    """The issue's targets under the default policy, as an LC that meets
+    the wake's needs runs (pinned, on time; the models without CUDA
+    events): the micro LC beside one and three be_fills, the CUDA-graph
+    ResNet-50 beside one and three training BEs, ViT-B/16 and BERT-base
+    beside one; each LC alone, pinned, and the BEs alone."""
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone 3xfill", None, "fill", 3, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    for lc, be, nbes in (("micro", "fill", (1, 3)), ("resnet50_graph", "train", (1, 3)),
+                         ("vit_b16_graph", "train", (1,)), ("bert_base_graph", "train", (1,))):
+        args = busy + (["--no-events"] if lc != "micro" else [])
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                    tag="targets", trace=True, pin=True))
+        for nbe in nbes:
+            s.append(sc(f"{lc} gq:default {nbe}x{be} pinned", lc, be, nbe, "gq:default",
+                        lc_args=args, lc_env={"GPUQOS_LOG": "info"}, tag="targets",
+                        trace=True, pin=True))
+    return s
+
+
+SETS = {"targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
