@@ -884,7 +884,34 @@ def set_targets():
     return s
 
 
-SETS = {"targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_be20multi():
+    """Whether a 20 us BE slice (the be20 policy) should be the default
+    for several BEs (one run on 2026-11-26 gave the CUDA-graph ResNet-50
+    1.02x beside three training BEs against 1.20x): ResNet-50 beside three
+    training BEs under both policies, two reps each in turn; the micro LC
+    beside three be_fills and ResNet-50 beside one training BE under both;
+    pinned, on time, no CUDA events."""
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True),
+         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy, tag="be20multi",
+            trace=True, pin=True),
+         sc("resnet50_graph alone pinned", "resnet50_graph", nbe=0, mode="alone",
+            lc_args=busy + ["--no-events"], tag="be20multi", trace=True, pin=True)]
+    rows = [("resnet50_graph", "train", 3, "default", 0), ("resnet50_graph", "train", 3, "be20", 0),
+            ("resnet50_graph", "train", 3, "default", 1), ("resnet50_graph", "train", 3, "be20", 1),
+            ("micro", "fill", 3, "default", 0), ("micro", "fill", 3, "be20", 0),
+            ("resnet50_graph", "train", 1, "be20", 0)]
+    for lc, be, nbe, pol, rep in rows:
+        args = busy + (["--no-events"] if lc != "micro" else [])
+        s.append(sc(f"{lc} gq:{pol} {nbe}x{be} pinned" + (f" rep {rep}" if rep else ""), lc, be,
+                    nbe, f"gq:{pol}", lc_args=args, lc_env={"GPUQOS_LOG": "info"},
+                    tag="be20multi", trace=True, pin=True))
+    return s
+
+
+SETS = {"be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
