@@ -911,7 +911,31 @@ def set_be20multi():
     return s
 
 
-SETS = {"be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_alonewake():
+    """Why a model runs faster beside a busy BE than alone (docs/PERF.md,
+    "What hid it for ResNet-50"), and faster still when its woken context
+    was in ahead of it ("Keeping the woken context in"): each LC alone,
+    pinned, on time, with its CUDA events (the GPU time), without and with
+    a wake from its own environment 100, 300 and 1000 us ahead (no BE: the
+    wake only brings the GPU out of its idle state)."""
+    busy = ["--busy-wait-us", "200"]
+    s = []
+    for lc, leads in (("vit_b16_graph", (0, 100, 300, 1000)), ("resnet50_graph", (0, 100, 300)),
+                      ("micro", (0, 100))):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="alonewake", trace=True, pin=True))
+        for lead in leads:
+            # Under the node agent and gpuqos run (the preempt agent
+            # loaded), alone on the GPU; the environment's wake is followed
+            # whatever the policy says.
+            s.append(sc(f"{lc} gq:default alone pinned wake {lead}", lc, nbe=0, mode="gq:default",
+                        lc_args=busy,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_LOG": "info"},
+                        tag="alonewake", trace=True, pin=True))
+    return s
+
+
+SETS = {"alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
