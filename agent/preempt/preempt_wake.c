@@ -12,7 +12,9 @@
  * whose requests arrive at a steady period: it learns the period from the
  * starts of the process's launch bursts (preempt_wake_pred.c) and, from a
  * thread of its own, launches one empty kernel on a stream of its own in
- * the application's context `lead` before the next start. A wake that
+ * the application's context `lead` before the next start; with a hold, it
+ * launches it again every PA_WAKE_TRAIN_NS, spinning in between, until the
+ * request's first launch or the hold past the predicted start. A wake that
  * turned out wasted (the request came too late) counts against further
  * ones (PA_WAKE_MISS_LIMIT).
  *
