@@ -935,7 +935,34 @@ def set_alonewake():
     return s
 
 
-SETS = {"alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_keepin():
+    """lc_micro's own train 175 us ahead (holdprobe2's best row) and the
+    preempt agent's (lead 175, hold 50, the LC busy-waiting), in turn on
+    one host, each against its own 100 us wake: whether the two differ by
+    who launches the train or by the host. Run with a preempt agent whose
+    reach is the lead plus 50 us, as exactlead."""
+    be50 = {"GQP_TIMESLICE_US": "50"}
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone", trace=True)]
+    for rep in (0, 1):
+        r = f" rep {rep}" if rep else ""
+        s.append(sc(f"micro probe BE 50 pre wake2 lead 100{r}", "micro", "fill", 1, "probe",
+                    lc_args=["--pre", "wake2", "--pre-lead-us", "100"] + busy, lc_env=LC_TS,
+                    be_env=be50, tag="keepin", trace=True))
+        s.append(sc(f"micro probe BE 50 pre train lead 175{r}", "micro", "fill", 1, "probe",
+                    lc_args=["--pre", "train", "--pre-lead-us", "175"] + busy, lc_env=LC_TS,
+                    be_env=be50, tag="keepin", trace=True))
+        for lead, hold in ((100, 0), (175, 50)):
+            s.append(sc(f"micro gq:default 1xfill busy200 lead {lead} hold {hold}{r}", "micro",
+                        "fill", 1, "gq:default", lc_args=busy,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
+                        tag="keepin", trace=True))
+    return s
+
+
+SETS = {"keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
