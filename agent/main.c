@@ -174,6 +174,20 @@ static int parse_options(struct agent *a, int argc, char **argv)
 
 /* A configured file that does not exist yet means defaults until a SIGHUP
  * finds it; one that exists but is invalid stops the start. */
+/* Valid settings the measurements advise against: a warning each, at load
+ * and reload (docs/policy.md, "Waking a periodic LC"). */
+static void config_advise(const struct agent_config *c)
+{
+	if (c->policy.wake_lead_us > POLICY_WAKE_REACH_US)
+		log_warn("config: wake.leadUs %u us is longer than the %u us a wake reaches: "
+			 "the preempt agents will judge these wakes wasted and stop them",
+			 c->policy.wake_lead_us, POLICY_WAKE_REACH_US);
+	if (c->policy.wake_hold_us)
+		log_warn("config: wake.holdUs %u us: a hold was measured not to help "
+			 "(docs/policy.md, \"Waking a periodic LC\"); 0 is the default",
+			 c->policy.wake_hold_us);
+}
+
 static int config_initial(struct agent *a)
 {
 	char err[512];
@@ -192,6 +206,7 @@ static int config_initial(struct agent *a)
 		return -1;
 	}
 	log_info("config %s loaded", a->opt.config);
+	config_advise(a->cfg);
 	return 0;
 }
 
@@ -220,6 +235,7 @@ static void config_reload(struct agent *a)
 	a->cfg = next;
 	a->n.config_reloads++;
 	log_info("config %s reloaded", a->opt.config);
+	config_advise(a->cfg);
 	tick_rearm(a);
 	proc_reclassify_all(a);
 }

@@ -60,6 +60,10 @@ enum policy_several_be {
 /* The wake's lead and hold (docs/policy.md, "Waking a periodic LC"); the
  * preempt agent accepts no more (GQ_WAKE_MAX_US). */
 #define POLICY_WAKE_MAX_US 1000u
+/* How far after its wake a request may start and still be judged a hit
+ * (the preempt agent's PA_WAKE_REACH_NS): a longer lead has its wakes
+ * judged wasted and stopped, so the node agent warns of one. */
+#define POLICY_WAKE_REACH_US 150u
 
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */

@@ -1014,6 +1014,34 @@ def t_wake_report(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_config_advice(make_agent):
+    """Valid settings the measurements advise against (a wake lead past the
+    150 us a wake reaches, any hold) are taken, with a warning each, at
+    start and at each reload; the defaults get none."""
+    a = make_agent(config(wake={"leadUs": 200, "holdUs": 50}))
+    a.start()
+    wait_for(lambda: a.try_ctl({"cmd": "list"}), "agent up")
+
+    def log():
+        with open(os.path.join(a.dir, "agent.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+    lead = "wake.leadUs %d us is longer than the 150 us a wake reaches"
+    hold = "wake.holdUs %d us: a hold was measured not to help"
+    wait_for(lambda: lead % 200 in log() and hold % 50 in log(), "warnings at start")
+    a.write_config(config())
+    a.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: a.counters()["configReloads"] == 1, "defaults reloaded")
+    a.write_config(config(wake={"leadUs": 150, "holdUs": 20}))
+    a.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: a.counters()["configReloads"] == 2, "a hold reloaded")
+    wait_for(lambda: hold % 20 in log(), "the hold's warning at reload")
+    text = log()
+    check(text.count("wake.leadUs") == 1 and text.count("wake.holdUs") == 2,
+          "one warning per setting and load, none for the defaults or a lead of 150 us:\n"
+          + text[-3000:])
+    check(a.stop() == 0, "SIGTERM exits 0")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1024,6 +1052,7 @@ TESTS = {
     "belief_latest": t_belief_latest, "claims": t_claims, "claim_flood": t_claim_flood,
     "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
+    "config_advice": t_config_advice,
 }
 
 if __name__ == "__main__":

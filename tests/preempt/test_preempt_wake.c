@@ -6,8 +6,12 @@
  * whose kernels came long after its first operation), and the hold after
  * wasted ones.
  */
+#include "agent/policy.h"
 #include "agent/preempt/preempt_wake.h"
 #include "tests/check.h"
+
+/* The node agent warns of a lead past the reach the preempt agent judges by. */
+_Static_assert(PA_WAKE_REACH_NS == POLICY_WAKE_REACH_US * 1000ull, "the wake's reach, twice");
 
 #define US 1000ull
 #define MS 1000000ull
