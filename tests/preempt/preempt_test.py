@@ -839,13 +839,14 @@ def sc_wake(args, tmp):
     # cuGetProcAddress): 20 us after it, woken as usual; 160 us after it,
     # each wake is judged wasted (on a GPU the context would run the event
     # and leave before the kernels), and the wasted ones stop the wakes.
-    # A 20 us hold: after each wake, the empty kernel again every 20 us
-    # until the request's launch, or until 20 us past the start the wake
-    # was aimed at: about five more launches per woken request, never more
-    # than the train's length allows. (The wake thread spins meanwhile: on
-    # a loaded machine fewer requests are woken.)
+    # A 500 us hold: after each wake, the empty kernel again every 20 us
+    # until the request's launch (at most 500 us past the start the wake
+    # was aimed at): about five more launches per woken request. A train
+    # that ran on past the request to the hold's end would make about 30.
+    # (The wake thread spins meanwhile: on a loaded machine fewer requests
+    # are woken.)
     w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
-                                        GPUQOS_WAKE_HOLD_US="20"), preexec=steady)
+                                        GPUQOS_WAKE_HOLD_US="500"), preexec=steady)
     d = periodic(w, args, "150 3000")
     w.finish()
     check(d["leads"] >= 10 and d["bad"] == 0 and d["stale"] == 0
