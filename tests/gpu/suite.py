@@ -962,7 +962,60 @@ def set_keepin():
     return s
 
 
-SETS = {"keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_keepin2():
+    """Whether the preempt agent's train from 175 us ahead loses more
+    requests than lc_micro's own (keepin: 2.4 % against 0.3-1.0 %, the
+    agent's slow requests in runs of two and three) because of who
+    launches the train or because of what gq mode adds (the node agent's
+    settings through the preempt agents, their launch counting): beside
+    one be_fill, the LC busy-waiting, two reps in turn: lc_micro's own
+    train in probe mode and in gq mode (the agent's wake off), the agent's
+    train (lead 175, hold 50, every wake issued) and the agent's default
+    wake."""
+    be50 = {"GQP_TIMESLICE_US": "50"}
+    busy = ["--busy-wait-us", "200"]
+    own = ["--pre", "train", "--pre-lead-us", "175"] + busy
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True)]
+    for rep in (0, 1):
+        r = f" rep {rep}" if rep else ""
+        s.append(sc(f"micro probe BE 50 pre train lead 175{r}", "micro", "fill", 1, "probe",
+                    lc_args=own, lc_env=LC_TS, be_env=be50, tag="keepin2", trace=True))
+        s.append(sc(f"micro gq:default 1xfill pre train lead 175 agent wake off{r}", "micro",
+                    "fill", 1, "gq:default", lc_args=own,
+                    lc_env={"GPUQOS_WAKE_LEAD_US": "0", "GPUQOS_LOG": "info"},
+                    tag="keepin2", trace=True))
+        for lead, hold in ((175, 50), (100, 0)):
+            s.append(sc(f"micro gq:default 1xfill busy200 lead {lead} hold {hold}{r}", "micro",
+                        "fill", 1, "gq:default", lc_args=busy,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_WAKE_STOPS": "0",
+                                "GPUQOS_LOG": "info"},
+                        tag="keepin2", trace=True))
+    return s
+
+
+def set_alonewake2():
+    """alonewake again with every wake issued (GPUQOS_WAKE_STOPS=0; in
+    alonewake the judging held most wakes off): whether a model alone on
+    the GPU runs faster with its context woken ahead of each request.
+    ViT-B/16 and ResNet-50 graphs alone, pinned, on time, with their CUDA
+    events (the GPU time), wake 0, 100 and 300 us."""
+    busy = ["--busy-wait-us", "200"]
+    s = []
+    for lc in ("vit_b16_graph", "resnet50_graph"):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="alonewake2", trace=True, pin=True))
+        for lead in (0, 100, 300):
+            s.append(sc(f"{lc} gq:default alone pinned wake {lead}", lc, nbe=0, mode="gq:default",
+                        lc_args=busy,
+                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_WAKE_STOPS": "0",
+                                "GPUQOS_LOG": "info"},
+                        tag="alonewake2", trace=True, pin=True))
+    return s
+
+
+SETS = {"keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
