@@ -90,6 +90,11 @@ POLICIES = {
     "wake100h120": {"wake": {"leadUs": 100, "holdUs": 120}},
     "nowake": {"wake": {"leadUs": 0}},
 }
+# Policies a named set runs, kept out of POLICIES (which the full matrix
+# runs every one of).
+SET_POLICIES = {
+    "rot250": {"rotation": {"periodMs": 250, "leaseMs": 600}},
+}
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
 
@@ -1015,7 +1020,50 @@ def set_alonewake2():
     return s
 
 
-SETS = {"keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_rotperiod():
+    """Whether a longer rotation turn (rotation.periodMs 250 against the
+    default 100) lets three BEs keep in total what one BE keeps beside the
+    LC (run 8 of 2026-11-26: 0.80 against 0.81; each turn costs two
+    channel controls and a switch among BEs): the micro LC beside one and
+    three be_fills and the CUDA-graph ResNet-50 beside three training BEs,
+    both policies in turn, two reps, pinned, on time."""
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone 3xfill", None, "fill", 3, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True),
+         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy, tag="rotperiod",
+            trace=True, pin=True)]
+    for rep in (0, 1):
+        r = f" rep {rep}" if rep else ""
+        s.append(sc(f"micro gq:default 1xfill pinned{r}", "micro", "fill", 1, "gq:default",
+                    lc_args=busy, tag="rotperiod", trace=True, pin=True))
+        for lc, be in (("micro", "fill"), ("resnet50_graph", "train")):
+            args = busy + (["--no-events"] if lc != "micro" else [])
+            for pol in ("default", "rot250"):
+                s.append(sc(f"{lc} gq:{pol} 3x{be} pinned{r}", lc, be, 3, f"gq:{pol}",
+                            lc_args=args, lc_env={"GPUQOS_LOG": "info"}, tag="rotperiod",
+                            trace=True, pin=True))
+    return s
+
+
+def set_modelbe20():
+    """Whether the 20 us BE slice (be20) brings ViT-B/16 and BERT-base,
+    woken, nearer their solo p99 beside one training BE than the default
+    50 us (run 8 of 2026-11-26: 1.10x and 1.14x): each alone, then both
+    policies in turn; pinned, on time, no CUDA events."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
+    for lc in ("vit_b16_graph", "bert_base_graph"):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="modelbe20", trace=True, pin=True))
+        for pol in ("default", "be20"):
+            s.append(sc(f"{lc} gq:{pol} 1xtrain pinned", lc, "train", 1, f"gq:{pol}",
+                        lc_args=busy, lc_env={"GPUQOS_LOG": "info"}, tag="modelbe20",
+                        trace=True, pin=True))
+    return s
+
+
+SETS = {"modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -1090,7 +1138,7 @@ class Runner:
         os.makedirs(d, exist_ok=True)
         os.chmod(d, 0o755)
         pol = {"version": 1, "defaultClass": "unmanaged", "trustRunClass": True}
-        pol.update(POLICIES[policy])
+        pol.update(dict(POLICIES, **SET_POLICIES)[policy])
         pfile = os.path.join(d, f"policy-{policy}.json")
         with open(pfile, "w") as f:
             json.dump(pol, f)
