@@ -1063,7 +1063,30 @@ def set_modelbe20():
     return s
 
 
-SETS = {"modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_betotal():
+    """Whether three rotated BEs keep in total what one BE keeps beside the
+    LC, over 30 s windows (6 s windows count whole BE kernels and steps
+    only, and each BE loses its unfinished one at the window's end, which
+    hits three BEs three times): the micro LC beside one and three
+    be_fills (default and rot250), the CUDA-graph ResNet-50 beside one and
+    three training BEs; pinned, on time."""
+    busy = ["--busy-wait-us", "200"]
+    g = busy + ["--no-events"]
+    return [sc("be alone fill", None, "fill", 1, "be_alone", pin=True, duration_s=30),
+            sc("be alone train", None, "train", 1, "be_alone", pin=True, duration_s=30),
+            sc("micro gq:default 1xfill pinned", "micro", "fill", 1, "gq:default", lc_args=busy,
+               tag="betotal", pin=True, duration_s=30),
+            sc("micro gq:default 3xfill pinned", "micro", "fill", 3, "gq:default", lc_args=busy,
+               tag="betotal", pin=True, duration_s=30),
+            sc("micro gq:rot250 3xfill pinned", "micro", "fill", 3, "gq:rot250", lc_args=busy,
+               tag="betotal", pin=True, duration_s=30),
+            sc("resnet50_graph gq:default 1xtrain pinned", "resnet50_graph", "train", 1,
+               "gq:default", lc_args=g, tag="betotal", pin=True, duration_s=30),
+            sc("resnet50_graph gq:default 3xtrain pinned", "resnet50_graph", "train", 3,
+               "gq:default", lc_args=g, tag="betotal", pin=True, duration_s=30)]
+
+
+SETS = {"betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
