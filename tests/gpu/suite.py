@@ -94,6 +94,8 @@ POLICIES = {
 # runs every one of).
 SET_POLICIES = {
     "rot250": {"rotation": {"periodMs": 250, "leaseMs": 600}},
+    "rot250l500": {"rotation": {"periodMs": 250, "leaseMs": 500}},
+    "rot500": {"rotation": {"periodMs": 500, "leaseMs": 1000}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1086,7 +1088,25 @@ def set_betotal():
                "gq:default", lc_args=g, tag="betotal", pin=True, duration_s=30)]
 
 
-SETS = {"betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_rotconfirm():
+    """betotal's rotation turns again over 30 s windows: the CUDA-graph
+    ResNet-50 beside three training BEs with 100 and 250 ms turns (and
+    alone), the micro LC beside three be_fills with 250 ms turns under the
+    default 500 ms lease, and 500 ms turns; pinned, on time."""
+    busy = ["--busy-wait-us", "200"]
+    g = busy + ["--no-events"]
+    s = [sc("resnet50_graph alone pinned", "resnet50_graph", nbe=0, mode="alone", lc_args=g,
+            tag="rotconfirm", pin=True, duration_s=30)]
+    for pol in ("default", "rot250"):
+        s.append(sc(f"resnet50_graph gq:{pol} 3xtrain pinned", "resnet50_graph", "train", 3,
+                    f"gq:{pol}", lc_args=g, tag="rotconfirm", pin=True, duration_s=30))
+    for pol in ("rot250l500", "rot500"):
+        s.append(sc(f"micro gq:{pol} 3xfill pinned", "micro", "fill", 3, f"gq:{pol}",
+                    lc_args=busy, tag="rotconfirm", pin=True, duration_s=30))
+    return s
+
+
+SETS = {"rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
