@@ -27,7 +27,8 @@ def main():
     time.sleep(dur)
     if os.path.basename(sys.argv[0]) == "be_fill":
         print(json.dumps({"workload": "be_fill", "kernels": 40, "kernels_per_s": 20.0,
-                          "duration_s": dur, "iters": 7, "start_unix": round(start_unix, 3),
+                          "duration_s": dur, "iters": int(opt(args, "--iters", "7")),
+                          "iters_given": "--iters" in args, "start_unix": round(start_unix, 3),
                           "max_gap_ms": 321.5,
                           "max_gap_at_s": 0.5, "long_gaps_total": 1, "long_gaps": [[0.5, 321.5]]}))
     else:

@@ -1148,6 +1148,21 @@ class Runner:
                      str(MODEL_PERIOD_MS[m.group(1)]), "--duration-s", str(dur),
                      "--warmup-s", "2"] + (["--arrival", "poisson"] if m.group(3) else [])
 
+    def calibrate_fill(self):
+        """be_fill's iteration count, calibrated once with the GPU to itself,
+        for every later be_fill: a be_fill that calibrates beside others (or
+        while gated) picks far fewer iterations, and its kernels per second
+        mean nothing beside the others'. A set without a 'be alone fill' row
+        gets it here."""
+        try:
+            r = subprocess.run([os.path.join(self.bin, "be_fill"), "--duration-s", "1"],
+                               capture_output=True, text=True, timeout=60)
+            j = json.loads(r.stdout.strip().splitlines()[-1])
+            self.be_iters = int(j["iters"])
+            self.say(f"be_fill calibrated alone: {self.be_iters} iterations a kernel")
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError) as e:
+            raise SystemExit(f"suite: be_fill calibration failed: {e}")
+
     def be_cmd(self, be, dur, extra):
         if be == "fill":
             c = [os.path.join(self.bin, "be_fill"), "--duration-s", str(dur)]
@@ -1351,6 +1366,9 @@ class Runner:
         dur = s.get("duration_s") or a.duration_s
         if s["mode"].startswith("gq:") and not self.ensure_agent(s["mode"][3:]):
             return None
+        if s["be"] == "fill" and s["nbe"] and not self.be_iters and \
+                not any("--kernel-ms" in x for x in s["be_args"]):
+            self.calibrate_fill()
         tmp = tempfile.mkdtemp(dir=self.tmp)
         procs, eager, trace = [], None, None
         pin = lc_cpus() if s.get("pin") else None

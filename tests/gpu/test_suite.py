@@ -108,6 +108,16 @@ def main():
         check(gq.get("activity_mid") == [], f"the agent's launch readings: {gq.get('activity_mid')}")
         check("| micro gq:default 3xfill | 0 | 55 | 77 |" in out, f"the table:\n{out}")
         check("322@0.5" in out, f"the long stalls in the table:\n{out}")
+        # A set without a "be alone fill" row: be_fill is calibrated alone
+        # first, and every be_fill of the row gets that iteration count.
+        out_dir = os.path.join(d, "nocal")
+        rc, out, err = suite("--sets", "rotconfirm", "--only", "micro gq:rot500", "--bin",
+                             bin_dir, "--build", a.build, "--out", out_dir, "--duration-s", "1")
+        check(rc == 0 and "be_fill calibrated alone: 7 iterations" in out + err,
+              f"rotconfirm: rc {rc}\n{out}\n{err}")
+        recs = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))]
+        check([[b.get("iters_given") for b in r["be_results"]] for r in recs] == [[True] * 3],
+              f"be_fill's iterations passed to each: {recs}")
         # The eager-LC event, at driver defaults (30 s windows).
         out_dir = os.path.join(d, "stall")
         rc, out, err = suite("--sets", "stall", "--only", "defaults", "--bin", bin_dir,
