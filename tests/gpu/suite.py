@@ -1106,7 +1106,26 @@ def set_rotconfirm():
     return s
 
 
-SETS = {"rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_rotturn():
+    """Each rotation turn's change lands on an LC request now and then
+    (rotperiod's traces: the slow requests come at multiples of the turn):
+    the CUDA-graph ResNet-50 beside three training BEs with turns of 100,
+    250 (under the default 500 ms lease) and 500 ms, two reps in turn,
+    30 s windows, every request traced; pinned, on time."""
+    g = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True, duration_s=30),
+         sc("resnet50_graph alone pinned", "resnet50_graph", nbe=0, mode="alone", lc_args=g,
+            tag="rotturn", trace=True, pin=True, duration_s=30)]
+    for rep in (0, 1):
+        r = f" rep {rep}" if rep else ""
+        for pol in ("default", "rot250l500", "rot500"):
+            s.append(sc(f"resnet50_graph gq:{pol} 3xtrain pinned{r}", "resnet50_graph", "train",
+                        3, f"gq:{pol}", lc_args=g, tag="rotturn", trace=True, pin=True,
+                        duration_s=30))
+    return s
+
+
+SETS = {"rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
