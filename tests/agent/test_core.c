@@ -674,6 +674,8 @@ static void test_rotation(void)
 	unsigned turns[3] = { 0, 0, 0 };
 	size_t n;
 
+	/* 100 ms turns (not the default) keep the steps below short. */
+	a->cfg->policy.rotate_period_ms = 100;
 	tl = report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
 	for (int i = 0; i < 3; i++) {
 		struct proc *p = proc_with_peer(a, pids[i], "best-effort");

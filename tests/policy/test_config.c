@@ -51,7 +51,7 @@ static void test_example(const char *path)
 	CHECK_EQ_U(c.policy.be_timeslice_us, 50);
 	CHECK_EQ_U(c.policy.several_be_timeslice_us, 1000);
 	CHECK_EQ_U(c.policy.several_be, POLICY_SEVERAL_BE_ROTATE);
-	CHECK_EQ_U(c.policy.rotate_period_ms, 100);
+	CHECK_EQ_U(c.policy.rotate_period_ms, 250);
 	CHECK_EQ_U(c.policy.gate_lease_ms, 500);
 	CHECK_EQ_U(c.policy.busy_lc_percent, 50);
 	CHECK(c.policy.lc_interleave == POLICY_INTERLEAVE_LEAVE);

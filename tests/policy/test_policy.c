@@ -39,7 +39,7 @@ static void test_defaults(void)
 	CHECK_EQ_U(c.several_be_timeslice_us, 1000);
 	CHECK(c.several_be_timeslice_us >= POLICY_SEVERAL_BE_SAFE_MIN_US);
 	CHECK_EQ_U(c.several_be, POLICY_SEVERAL_BE_ROTATE);
-	CHECK_EQ_U(c.rotate_period_ms, 100);
+	CHECK_EQ_U(c.rotate_period_ms, 250);
 	CHECK_EQ_U(c.gate_lease_ms, 500);
 	CHECK(c.lc_interleave == POLICY_INTERLEAVE_LEAVE);
 	CHECK(c.be_interleave == POLICY_INTERLEAVE_LEAVE);
