@@ -40,6 +40,9 @@
 /* A TSG we set is read back this long after (then every verifyIntervalS):
  * past libcuda's own SET, which follows the TSG's creation by ~70 ms. */
 #define AGENT_VERIFY_SETTLE_MS 1000u
+/* A lease's end as the agent counts it: the preempt agent starts its lease
+ * when the command arrives and enables a lapsed TSG within one 20 ms retry. */
+#define AGENT_GATE_LAPSE_SLACK_US 20000u
 #define IL_REFUSED_NONE (-2)           /* no refused interleave level recorded */
 /* A TSG whose timeslice or interleave level someone sets back after a SET
  * of ours took (docs/policy.md, "A process that sets its timeslice back"): the first
@@ -216,6 +219,10 @@ struct tsg_gate {
 	uint64_t turn_start;    /* now_us(): when its turn began (0: not its turn) */
 	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
 	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
+	/* When its preempt agent ends the gate by itself at the latest: the
+	 * last lease-bearing command's send time, plus its lease, plus
+	 * AGENT_GATE_LAPSE_SLACK_US (0: no lease sent). */
+	uint64_t lapse_by;
 	/* How long it has been held off, from its preempt agent's word
 	 * (tsg_gate_note): in a rotation of n BEs, n - 1 turns at a time. */
 	uint64_t since;         /* now_us() when it was last said gated; 0: not gated */

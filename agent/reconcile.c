@@ -256,6 +256,8 @@ static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int hold
 	}
 	/* A gate, its turn, or the renewal of either. */
 	*sent = send_one(a, t, &ch, t->gate.want ? GQ_OP_GATE : GQ_OP_UNGATE, lease);
+	if (*sent)
+		t->gate.lapse_by = now + lease * 1000u + AGENT_GATE_LAPSE_SLACK_US;
 	return 1;
 }
 

@@ -466,9 +466,22 @@ int tsg_gate_differs(const struct tsg *t)
 	return t->gate.want != t->gate.gated;
 }
 
+/* When a gate believed in at `now` ended at the latest: a leased gate's
+ * preempt agent enables the TSG by itself once the lease of the last
+ * renewal runs out, so an agent that hears of it late (it was stopped, or
+ * its loop was) does not count the time it was away as gated. */
+static uint64_t gate_end_bound(const struct tsg *t, uint64_t now)
+{
+	if (!t->gate.leased || !t->gate.lapse_by || now <= t->gate.lapse_by)
+		return now;
+	return t->gate.lapse_by > t->gate.since ? t->gate.lapse_by : t->gate.since;
+}
+
 void tsg_gate_note(struct tsg *t, int gated, uint64_t now)
 {
 	gated = gated != 0;
+	if (!gated)
+		now = gate_end_bound(t, now);
 	if (gated && !t->gate.gated) {
 		t->gate.since = now;
 		t->gate.count++;
@@ -485,6 +498,7 @@ void tsg_gate_note(struct tsg *t, int gated, uint64_t now)
 
 static uint64_t gated_now_us(const struct tsg *t, uint64_t now)
 {
+	now = gate_end_bound(t, now);
 	return t->gate.gated && t->gate.since && now > t->gate.since ? now - t->gate.since : 0;
 }
 

@@ -754,6 +754,44 @@ static void test_rotation(void)
 		}
 		CHECK(worst > 0 && worst <= 250000);
 	}
+	/* The agent stopped for 2 s (no tick, no message read): each gated
+	 * BE's preempt agent ends its gate when the lease (800 ms here) runs
+	 * out, and its report of that is read only when the agent runs
+	 * again. The agent counts the gate up to the lease's end, not up to
+	 * when it read the report. */
+	{
+		int g = be[0]->gate.gated ? 0 : be[1]->gate.gated ? 1 : 2;
+		uint64_t since = be[g]->gate.since, lapse = be[g]->gate.lapse_by;
+		uint64_t total = tsg_gated_total_us(be[g], fake_now);
+		struct gq_tsg m;
+
+		CHECK(be[g]->gate.gated && be[g]->gate.leased && lapse > since);
+		CHECK(lapse <= fake_now + 800000 + AGENT_GATE_LAPSE_SLACK_US);
+		fake_now += 2000000;
+		/* Read meanwhile (a scrape): the open gate ends at the lapse too. */
+		CHECK_EQ_U(tsg_gated_total_us(be[g], fake_now), total + (lapse - (fake_now - 2000000)));
+		memset(&m, 0, sizeof(m));
+		m.h_client = 0xc1d00000u + (uint32_t)pids[g];
+		m.h_tsg = 0x10;
+		m.h_device = 0x5c000001;
+		m.engine_type = RM_ENGINE_GR0;
+		m.fd = 3;
+		m.timeslice_us = 2048;
+		m.app_timeslice_us = 2048;
+		m.interleave = GQ_UNKNOWN;
+		m.flags = 0; /* the lease lapsed: enabled, out of the rotation */
+		CHECK(tsg_upsert(a, be[g]->proc, &m, 1) == be[g]);
+		CHECK(!be[g]->gate.gated && !be[g]->gate.leased);
+		CHECK(be[g]->gate.longest_us <= 800000 + 50000 + AGENT_GATE_LAPSE_SLACK_US);
+		CHECK_EQ_U(tsg_gated_total_us(be[g], fake_now), total + (lapse - (fake_now - 2000000)));
+		/* Back in the rotation at the next ticks. */
+		for (int round = 0; round < 4; round++) {
+			n = nsent;
+			reconcile_new_tick(a);
+			reconcile(a);
+			answer_all(a, n);
+		}
+	}
 	/* The LC goes: nobody rotates, every lease ends with UNGATE 0. */
 	tsg_drop(a, tl);
 	n = nsent;
