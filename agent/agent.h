@@ -168,6 +168,7 @@ struct peer {
 	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
 	int wake_stats; /* its HELLO said GQ_HELLO_F_WAKE_STATS */
 	int activity;   /* its HELLO said GQ_HELLO_F_ACTIVITY */
+	uint32_t accept_seq; /* accept order: the later of one process's wins */
 };
 
 /* What the RM was last told about a TSG, by anyone: what the tracker saw
@@ -366,6 +367,7 @@ struct agent {
 	size_t ntsgs;            /* in the table, all sources */
 	struct uid_use *uids;
 	unsigned npeers, peers_max; /* connected; the limit in force */
+	uint32_t peer_accepts; /* connections accepted: each peer's accept_seq */
 	struct ratelimit refuse_log; /* peers refused by a limit */
 	int spare_fd;            /* closed to accept and drop a peer at EMFILE */
 	struct cmd *cmds;

@@ -481,6 +481,15 @@ static int peer_admit(struct agent *a, pid_t pid, struct uid_use *u)
 static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *pi, const char *why,
 			    void *arg);
 
+/* The connection and its place in accept order, through procinfo's one
+ * pointer: its reads end in any order, so two connections of one process
+ * (a reconnect) can be identified the other way round. */
+_Static_assert(sizeof(uintptr_t) >= 8, "fd and accept order in one pointer");
+static void *accept_arg(int fd, uint32_t seq)
+{
+	return (void *)(((uintptr_t)seq << 32) | (uint32_t)fd);
+}
+
 /* A peer whose process we cannot read in /proc cannot be classified or
  * checked: refuse it (fail open: the workload runs untouched). */
 static void peer_accept_one(struct agent *a, int fd)
@@ -502,7 +511,8 @@ static void peer_accept_one(struct agent *a, int fd)
 	/* ---- procinfo hook: the facts of its process are read off the loop
 	 * (procinfo.h); the rest of the accept waits for them in
 	 * peer_identified. The connection is not watched until then. */
-	if (procinfo_read_async(a, cred.pid, peer_identified, (void *)(intptr_t)fd) != 0) {
+	if (procinfo_read_async(a, cred.pid, peer_identified, accept_arg(fd, ++a->peer_accepts)) !=
+	    0) {
 		log_warn("pid %d: preempt agent refused: its /proc cannot be read now (%s)",
 			 (int)cred.pid, errno == EPIPE ? "every reader is stuck" : "too many waiting");
 		close(fd);
@@ -513,7 +523,8 @@ static void peer_accept_one(struct agent *a, int fd)
 static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *pi, const char *why,
 			    void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	int fd = (int)(uint32_t)(uintptr_t)arg;
+	uint32_t seq = (uint32_t)((uintptr_t)arg >> 32);
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct uid_use *u;
@@ -541,7 +552,16 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	p->w.fd = fd;
 	p->w.fn = on_peer;
 	p->w.ctx = a;
+	p->accept_seq = seq;
 	p->proc = proc_attach(a, pid, pi);
+	if (p->proc && p->proc->peer && (int32_t)(p->proc->peer->accept_seq - seq) > 0) {
+		/* Identified after a connection its process made later: stale. */
+		log_info("pid %d: an older connection of its preempt agent closed (a newer one is "
+			 "connected)", (int)pid);
+		close(fd);
+		free(p);
+		return;
+	}
 	if (!p->proc || loop_add(&a->loop, &p->w, EPOLLIN | EPOLLRDHUP) != 0) {
 		close(fd);
 		free(p);

@@ -259,6 +259,42 @@ def t_reconnect(make_agent):
     check(procs[be.pid]["connected"], "connected")
 
 
+def t_reconnect_order(make_agent):
+    """Two connections of one process made back to back (a reconnect): the
+    agent keeps the later one and closes the earlier, whichever of the two
+    its /proc reads identify first (they run on worker threads, in any
+    order)."""
+    a = make_agent(config())
+    a.start()
+
+    def closed(s):
+        try:
+            while True:
+                if s.recv(4096, socket.MSG_DONTWAIT) == b"":
+                    return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    for i in range(30):
+        first = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        first.connect(a.sock)
+        first.send(gq_proto.hello(1, os.getpid()))
+        second = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        second.connect(a.sock)
+        second.send(gq_proto.hello(1, os.getpid()))
+        wait_for(lambda: closed(first) or closed(second), "one of the two closed (%d)" % i)
+        time.sleep(0.02)
+        check(closed(first) and not closed(second),
+              "round %d: the earlier connection closed, the later kept" % i)
+        second.close()
+        first.close()
+        wait_for(lambda: not any(p["pid"] == os.getpid() and p["connected"]
+                                 for p in a.list()["processes"]), "gone (%d)" % i)
+    check(a.alive(), "agent alive")
+
+
 def t_restart(make_agent):
     a = make_agent(config())
     a.start()
@@ -1053,6 +1089,7 @@ TESTS = {
     "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
+    "reconnect_order": t_reconnect_order,
 }
 
 if __name__ == "__main__":
