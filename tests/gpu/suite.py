@@ -1125,7 +1125,34 @@ def set_rotturn():
     return s
 
 
-SETS = {"rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_lead125():
+    """Whether a wake lead between the default 100 us and the 150 us
+    reach (125, 140) hides more of the switch for ViT-B/16 and BERT-base
+    (1.10-1.15x their solo p99 at 100) without the losses of 150 and up:
+    beside one training BE, pinned, on time, no CUDA events, leads 100
+    and 125 twice in turn and 140 once; the micro LC beside one be_fill
+    at 100 and 125."""
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone fill", None, "fill", 1, "be_alone", pin=True)]
+    for lc, be, leads in (("vit_b16_graph", "train", (100, 125, 100, 125, 140)),
+                          ("bert_base_graph", "train", (100, 125, 100, 125, 140)),
+                          ("micro", "fill", (100, 125))):
+        args = busy + (["--no-events"] if lc != "micro" else [])
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                    tag="lead125", trace=True, pin=True))
+        seen = {}
+        for lead in leads:
+            seen[lead] = seen.get(lead, 0) + 1
+            r = f" rep {seen[lead] - 1}" if seen[lead] > 1 else ""
+            s.append(sc(f"{lc} gq:default 1x{be} pinned lead {lead}{r}", lc, be, 1, "gq:default",
+                        lc_args=args, lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
+                                              "GPUQOS_LOG": "info"},
+                        tag="lead125", trace=True, pin=True))
+    return s
+
+
+SETS = {"lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
