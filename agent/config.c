@@ -440,7 +440,16 @@ static int parse_rotation(const struct ctx *x, const cJSON *j, struct state *st)
 		{ "leaseMs", POLICY_GATE_LEASE_MIN_MS, POLICY_GATE_LEASE_MAX_MS, &p->gate_lease_ms },
 	};
 
-	return get_uint_object(x, "rotation", j, m, sizeof(m) / sizeof(m[0]));
+	if (get_uint_object(x, "rotation", j, m, sizeof(m) / sizeof(m[0])))
+		return -1;
+	/* A file that sets only the lease, valid under the former 100 ms
+	 * default turn, stays valid: the turn defaults to half the lease
+	 * where 250 ms would be more. */
+	if (!cJSON_GetObjectItemCaseSensitive(j, "periodMs") &&
+	    cJSON_GetObjectItemCaseSensitive(j, "leaseMs") &&
+	    p->gate_lease_ms < 2u * p->rotate_period_ms)
+		p->rotate_period_ms = p->gate_lease_ms / 2u;
+	return 0;
 }
 
 static int parse_busy_lc(const struct ctx *x, const cJSON *j, struct state *st)

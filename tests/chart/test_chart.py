@@ -237,6 +237,7 @@ def t_render(args):
         for bad, why in ((["--set", "devicePlugin.replicas=65"], "less than or equal to 64"),
                          (["--set", "devicePlugin.mode=exclusive"], "devicePlugin.mode"),
                          (["--set", "policy.timeslices.severalBeUs=200"], "safe floor"),
+                         (["--set", "policy.rotation.leaseMs=400"], "below twice policy.rotation.periodMs"),
                          (["--set", "policy.timeslice.beUs=20"], "policy"),
                          (["--set", "devicePlugin.resourceName=kubernetes.io/gpu"], "resourceName"),
                          (["--set", "host.socketDir=run/gpuqos"], "socketDir"),

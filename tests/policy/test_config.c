@@ -120,6 +120,16 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.policy.rotate_period_ms, 250);
 	CHECK_EQ_U(d.policy.gate_lease_ms, 1000);
 	CHECK_EQ_U(d.policy.wake_lead_us, 100); /* the default */
+	/* Only a lease below twice the default turn: the turn is half of it
+	 * (a file valid under the former 100 ms turn stays valid); a lease
+	 * that allows the default keeps it. */
+	CHECK(config_parse("{\"version\":1,\"rotation\":{\"leaseMs\":300}}", &d, err,
+			   sizeof(err)) == 0);
+	CHECK_EQ_U(d.policy.rotate_period_ms, 150);
+	CHECK_EQ_U(d.policy.gate_lease_ms, 300);
+	CHECK(config_parse("{\"version\":1,\"rotation\":{\"leaseMs\":2000}}", &d, err,
+			   sizeof(err)) == 0);
+	CHECK_EQ_U(d.policy.rotate_period_ms, 250);
 	CHECK(config_parse("{\"version\":1,\"wake\":{\"leadUs\":100,\"holdUs\":60}}", &d, err,
 			   sizeof(err)) == 0);
 	CHECK_EQ_U(d.policy.wake_lead_us, 100);
@@ -168,6 +178,8 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 10}}", { "rotation.periodMs", "from 20" } },
 	{ "{\"version\": 1, \"rotation\": {\"leaseMs\": 20000}}", { "rotation.leaseMs", "10000" } },
 	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 400}}", { "rotation.leaseMs", "twice" } },
+	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 250, \"leaseMs\": 400}}",
+	  { "rotation.leaseMs", "twice" } },
 	{ "{\"version\": 1, \"rotation\": {\"period\": 100}}", { "\"rotation\"", "\"period\"" } },
 	{ "{\"version\": 1, \"rotation\": 100}", { "rotation", "an object" } },
 	{ "{\"version\": 1, \"busyLcPercent\": 101}", { "busyLcPercent", "from 0 to 100" } },

@@ -75,6 +75,9 @@ capabilities:
 {{- if and (lt (int $p.timeslices.severalBeUs) 500) (not $p.allowUnsafeSeveralBe) -}}
 {{- fail (printf "policy.timeslices.severalBeUs %v is below the safe floor of 500 us (docs/policy.md); set policy.allowUnsafeSeveralBe=true to use it anyway" $p.timeslices.severalBeUs) -}}
 {{- end -}}
+{{- if lt (int $p.rotation.leaseMs) (mul 2 (int $p.rotation.periodMs)) -}}
+{{- fail (printf "policy.rotation.leaseMs %v is below twice policy.rotation.periodMs (%v ms): the node agent refuses such a file (docs/policy.md)" $p.rotation.leaseMs $p.rotation.periodMs) -}}
+{{- end -}}
 {{- $doc := dict "version" 1
   "kubernetes" (dict "defaultClass" $p.defaultClass)
   "timeslices" (dict "lcUs" (int $p.timeslices.lcUs) "beUs" (int $p.timeslices.beUs) "severalBeUs" (int $p.timeslices.severalBeUs))
