@@ -528,6 +528,7 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct uid_use *u;
+	struct proc *old;
 	struct peer *p;
 
 	if (!pi) {
@@ -553,15 +554,17 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	p->w.fn = on_peer;
 	p->w.ctx = a;
 	p->accept_seq = seq;
-	p->proc = proc_attach(a, pid, pi);
-	if (p->proc && p->proc->peer && (int32_t)(p->proc->peer->accept_seq - seq) > 0) {
-		/* Identified after a connection its process made later: stale. */
+	/* Identified after a connection its pid made later: stale. Checked
+	 * before proc_attach, which would take this one's /proc facts. */
+	old = proc_find(a, pid);
+	if (old && old->peer && (int32_t)(old->peer->accept_seq - seq) > 0) {
 		log_info("pid %d: an older connection of its preempt agent closed (a newer one is "
 			 "connected)", (int)pid);
 		close(fd);
 		free(p);
 		return;
 	}
+	p->proc = proc_attach(a, pid, pi);
 	if (!p->proc || loop_add(&a->loop, &p->w, EPOLLIN | EPOLLRDHUP) != 0) {
 		close(fd);
 		free(p);
