@@ -1638,6 +1638,10 @@ def derive(recs, switch_override):
     return switch
 
 
+# ctltrace samples every 20 ms; a hole longer than this is not read across.
+SAMPLE_HOLE_S = 0.1
+
+
 def gating(path, rec):
     """What the agent held while each BE waited, from an event row's
     ctltrace samples (every 20 ms): each BE's longest gated run (its gate
@@ -1659,8 +1663,14 @@ def gating(path, rec):
     out = {"samples": len(samples), "longest_gated_ms": [], "agent_longest_ms": [], "stalls": []}
     for i, be in enumerate(rec["be_results"]):
         pid = rec["pids"].get(f"be{i}")
-        longest, since, own = 0.0, None, None
+        longest, since, own, prev = 0.0, None, None, None
         for x in samples:
+            # No sample for a while (the agent stopped answering, as while
+            # SIGSTOPped): what it held meanwhile is unknown, so a gated
+            # run ends at the last sample before the hole.
+            if since is not None and prev is not None and x["t"] - prev > SAMPLE_HOLE_S:
+                longest, since = max(longest, prev - since), None
+            prev = x["t"]
             if gated(x, pid) and since is None:
                 since = x["t"]
             elif not gated(x, pid) and since is not None:

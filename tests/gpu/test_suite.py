@@ -84,6 +84,17 @@ def main():
             ("CUDA graph p99 ≤ 1.05× alone with 1 BE", 0, "1.05×", True),
             ("CUDA graph p99 ≤ 1.10× alone with 3 BEs", 0, "1.11×", False)]
     check([(t, rep, v, ok) for t, _, rep, v, ok in got] == want, f"the targets: {got}")
+    # The gated runs from the agent's samples: a hole in the samples (the
+    # agent stopped answering) ends a run; without one, a run is read whole.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "ctl.jsonl")
+        with open(path, "w") as f:
+            for t, g in ((0.0, 0), (0.02, 1), (0.04, 1), (0.06, 1), (2.06, 1), (2.08, 0),
+                         (3.00, 1), (3.02, 1), (3.30, 1), (3.32, 0)):
+                f.write(json.dumps({"t": t, "tsg": [[7, "be", 0, g, 0, 400]], "proc": []}) + "\n")
+        g = s.gating(path, {"be_results": [{}], "pids": {"be0": 7}})
+        check(g["longest_gated_ms"] == [40] and g["agent_longest_ms"] == [400],
+              f"gated runs split at a hole in the samples: {g}")
     with tempfile.TemporaryDirectory() as d:
         bin_dir = os.path.join(d, "bin")
         os.makedirs(bin_dir)
