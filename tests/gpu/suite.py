@@ -1242,7 +1242,10 @@ class Runner:
         os.makedirs(d, exist_ok=True)
         os.chmod(d, 0o755)
         pol = {"version": 1, "defaultClass": "unmanaged", "trustRunClass": True}
-        pol.update(dict(POLICIES, **SET_POLICIES)[policy])
+        known = dict(POLICIES, **SET_POLICIES)
+        if policy not in known:
+            raise SystemExit(f"suite: unknown policy {policy}")
+        pol.update(known[policy])
         pfile = os.path.join(d, f"policy-{policy}.json")
         with open(pfile, "w") as f:
             json.dump(pol, f)
