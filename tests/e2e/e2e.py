@@ -1062,6 +1062,13 @@ def t_rotate(node):
     wait_for(lambda: len(schedulable(node, pids)) == 1
              and all(gr_timeslice(node, pid) == [50] for pid in pids), timeout=20,
              what="rotating again after SIGCONT")
+    # The agent's own count of how long each BE was gated does not take in
+    # the 2 s it was stopped: a gate that lapsed is counted to its lease's
+    # end (at most two turns before the stop, 500 ms, and one lease after
+    # the last renewal), not to when the agent read of it.
+    gates = [t["gate"] for t in agent_tsgs(node) if t["pid"] in pids and t["engine"] == 1]
+    expect(len(gates) == 3 and all(g["longestMs"] < 500 + 520 + 300 for g in gates),
+           "gate counts across the stop: %r" % gates)
     # The LC goes: every BE enabled, back at libcuda's 2048.
     lc.kill()
     lc.wait()
