@@ -172,8 +172,6 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	return 0;
 }
 
-/* A configured file that does not exist yet means defaults until a SIGHUP
- * finds it; one that exists but is invalid stops the start. */
 /* Valid settings the measurements advise against: a warning each, at load
  * and reload (docs/policy.md, "Waking a periodic LC"). */
 static void config_advise(const struct agent_config *c)
@@ -188,6 +186,8 @@ static void config_advise(const struct agent_config *c)
 			 c->policy.wake_hold_us);
 }
 
+/* A configured file that does not exist yet means defaults until a SIGHUP
+ * finds it; one that exists but is invalid stops the start. */
 static int config_initial(struct agent *a)
 {
 	char err[512];
