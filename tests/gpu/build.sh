@@ -23,9 +23,12 @@ if [[ -z $nvcc ]]; then
 fi
 
 mkdir -p "$out"
+# lc_micro also calls the driver API (--pre latch: cuStreamWriteValue32).
 for prog in lc_micro be_fill; do
+	libs=()
+	[[ $prog == lc_micro ]] && libs=(-lcuda)
 	"$nvcc" -O2 -arch="$arch" -std=c++17 -Xcompiler -Wall \
-		-o "$out/$prog" "$here/$prog.cu"
+		-o "$out/$prog" "$here/$prog.cu" "${libs[@]}"
 	echo "built $out/$prog"
 done
 # Tracer-cost workloads: context creation (driver API) and raw RM ioctls.

@@ -37,6 +37,23 @@
 //                       it gives up after L + 5000 us); L us before the
 //                       request's submit (0: just before it, inside the
 //                       timed request)
+//   --pre latch [--latch-max-us M]
+//                       a kernel on a second stream that spins, from L us
+//                       before the request, until the request's own stream
+//                       writes its sequence number into device memory
+//                       (cuStreamWriteValue32 just before the request's
+//                       launch), or at most M us (default L + 500): the LC's
+//                       context has work from the latch until the request's
+//                       kernel is queued behind the write, with no idle gap
+//   --pre waitv         from L us ahead, on a second stream, an empty kernel
+//                       and then a stream wait (cuStreamWaitValue32, GEQ)
+//                       for the number the request's own stream writes just
+//                       before its kernel: the context's channels have a
+//                       method pending from the wake to the request
+//   --pre gate          the same wait on the request's own stream: from L us
+//                       ahead an empty kernel and a wait on mapped host
+//                       memory; the request's kernel queues behind it and
+//                       the host writes the number after launching it
 //   --pre wake2|hold2|train [--train-us T]
 //                       the same on a second stream (a channel of its own
 //                       in the same context): wake2 an empty kernel, hold2
@@ -66,6 +83,7 @@
 
 #include "bench_common.h"
 
+#include <cuda.h>
 #include <math.h>
 #include <sys/prctl.h>
 
@@ -102,6 +120,15 @@ __global__ void spin_kernel(uint64_t ns, unsigned int *sink, volatile uint64_t *
 	}
 }
 
+// Spins until *flag has reached seq (a stream write of the request's) or
+// until max_ns of %globaltimer have passed.
+__global__ void latch_kernel(volatile unsigned int *flag, unsigned int seq, uint64_t max_ns)
+{
+	uint64_t start = global_timer_ns();
+	while ((int)(*flag - seq) < 0 && global_timer_ns() - start < max_ns)
+		;
+}
+
 __global__ void wake_kernel(void)
 {
 }
@@ -133,11 +160,26 @@ struct options {
 	int pre = 0; // PRE_*
 	double pre_lead_us = 0;
 	double train_us = 20; // --pre train: one empty kernel this often until the request
+	double latch_max_us = -1; // --pre latch: the latch's longest spin (-1: lead + 500)
 	double busy_wait_us = 0;
 	long slack_ns = -1; // -1: leave the thread's timer slack
 };
 
-enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET, PRE_HOLD, PRE_WAKE2, PRE_HOLD2, PRE_TRAIN };
+enum { PRE_NONE, PRE_WAKE, PRE_COPY, PRE_MEMSET, PRE_HOLD, PRE_WAKE2, PRE_HOLD2, PRE_TRAIN,
+       PRE_LATCH, PRE_WAITV, PRE_GATE };
+
+// A CUDA driver call (--pre latch's stream write), checked as CK() does.
+#define CU(call)                                                               \
+	do {                                                                   \
+		CUresult cu_err_ = (call);                                     \
+		if (cu_err_ != CUDA_SUCCESS) {                                 \
+			const char *cu_name_ = "?";                            \
+			cuGetErrorName(cu_err_, &cu_name_);                    \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__,    \
+				__LINE__, #call, cu_name_);                    \
+			exit(2);                                               \
+		}                                                              \
+	} while (0)
 
 static void usage(const char *prog)
 {
@@ -147,7 +189,7 @@ static void usage(const char *prog)
 		"          [--wait spin|sync] [--no-calibrate] [--ready-file PATH]\n"
 		"          [--start-file PATH] [--start-timeout-s 300]\n"
 		"          [--arrival fixed|poisson] [--seed N]\n"
-		"          [--pre none|wake|copy|memset|hold|wake2|hold2|train]\n"
+		"          [--pre none|wake|copy|memset|hold|wake2|hold2|train|latch|waitv|gate]\n"
 		"          [--pre-lead-us 0] [--train-us 20]\n"
 		"          [--slack-ns N] [--busy-wait-us 0] [--trace FILE]\n",
 		prog);
@@ -201,6 +243,8 @@ static options parse(int argc, char **argv)
 			o.pre_lead_us = arg_double(argc, argv, &i);
 		else if (arg_is(a, "--train-us"))
 			o.train_us = arg_double(argc, argv, &i);
+		else if (arg_is(a, "--latch-max-us"))
+			o.latch_max_us = arg_double(argc, argv, &i);
 		else if (arg_is(a, "--arrival")) {
 			const char *v = arg_value(argc, argv, &i);
 			if (strcmp(v, "fixed") == 0)
@@ -227,6 +271,12 @@ static options parse(int argc, char **argv)
 				o.pre = PRE_HOLD2;
 			else if (strcmp(v, "train") == 0)
 				o.pre = PRE_TRAIN;
+			else if (strcmp(v, "latch") == 0)
+				o.pre = PRE_LATCH;
+			else if (strcmp(v, "waitv") == 0)
+				o.pre = PRE_WAITV;
+			else if (strcmp(v, "gate") == 0)
+				o.pre = PRE_GATE;
 			else
 				usage(argv[0]);
 		} else
@@ -237,6 +287,10 @@ static options parse(int argc, char **argv)
 	    o.pre_lead_us < 0 || o.pre_lead_us > o.period_us || o.busy_wait_us < 0 ||
 	    o.train_us < 5 || o.train_us > o.period_us ||
 	    o.busy_wait_us > o.period_us || o.slack_ns < -1 || o.slack_ns > 1000000000L)
+		usage(argv[0]);
+	if (o.latch_max_us < 0)
+		o.latch_max_us = o.pre_lead_us + 500;
+	if (o.latch_max_us > 1e6)
 		usage(argv[0]);
 	if (o.busy_wait_us > 0 && o.slack_ns < 0)
 		o.slack_ns = 1;
@@ -271,6 +325,11 @@ struct lc {
 	unsigned int *pre_host; // pinned source of the 4-byte copy
 	volatile unsigned int *hold_flag; // mapped: set by the host after the submit
 	unsigned int *hold_flag_dev;
+	unsigned int *latch_flag; // device memory: the request's stream writes latch_seq
+	unsigned int latch_seq = 0;
+	volatile unsigned int *gate_flag; // mapped: --pre gate's number, written by the host
+	unsigned int *gate_flag_dev;
+	bool latch_armed = false; // a latch was launched for the coming request
 	uint64_t submit_rt;      // CLOCK_REALTIME at the last submit
 };
 
@@ -308,6 +367,28 @@ static void pre_op(lc &w)
 		wake_kernel<<<1, 32, 0, w.side>>>();
 		CK_LAUNCH();
 		break;
+	case PRE_LATCH:
+		w.latch_seq++;
+		latch_kernel<<<1, 32, 0, w.side>>>(w.latch_flag, w.latch_seq,
+						    (uint64_t)(w.o.latch_max_us * 1000.0));
+		CK_LAUNCH();
+		w.latch_armed = true;
+		break;
+	case PRE_WAITV:
+		w.latch_seq++;
+		wake_kernel<<<1, 32, 0, w.side>>>();
+		CK_LAUNCH();
+		CU(cuStreamWaitValue32((CUstream)w.side, (CUdeviceptr)w.latch_flag, w.latch_seq,
+				       CU_STREAM_WAIT_VALUE_GEQ));
+		w.latch_armed = true;
+		break;
+	case PRE_GATE:
+		w.latch_seq++;
+		wake_kernel<<<1, 32, 0, w.stream>>>();
+		CK_LAUNCH();
+		CU(cuStreamWaitValue32((CUstream)w.stream, (CUdeviceptr)w.gate_flag_dev, w.latch_seq,
+				       CU_STREAM_WAIT_VALUE_GEQ));
+		break;
 	default:
 		break;
 	}
@@ -333,9 +414,16 @@ static uint64_t request(lc &w, uint64_t *start)
 	uint64_t t0 = now_ns();
 	if (w.o.pre != PRE_NONE && w.o.pre_lead_us == 0)
 		pre_op(w);
+	if (w.latch_armed) {
+		CU(cuStreamWriteValue32((CUstream)w.stream, (CUdeviceptr)w.latch_flag, w.latch_seq,
+					CU_STREAM_WRITE_VALUE_DEFAULT));
+		w.latch_armed = false;
+	}
 	launch(w);
 	if (w.o.pre == PRE_HOLD || w.o.pre == PRE_HOLD2)
 		*w.hold_flag = 1;
+	if (w.o.pre == PRE_GATE)
+		*w.gate_flag = w.latch_seq;
 	if (w.o.wait_spin) {
 		CK(cudaEventRecord(w.done, w.stream));
 		cudaError_t e;
@@ -393,6 +481,13 @@ int main(int argc, char **argv)
 	CK(cudaStreamCreateWithFlags(&w.side, cudaStreamNonBlocking));
 	CK(cudaEventCreateWithFlags(&w.done, cudaEventDisableTiming));
 	CK(cudaMalloc(&w.sink, sizeof(unsigned int) * (size_t)o.blocks));
+	CK(cudaMalloc(&w.latch_flag, sizeof(unsigned int)));
+	CK(cudaMemset(w.latch_flag, 0, sizeof(unsigned int)));
+	unsigned int *gate_host;
+	CK(cudaHostAlloc(&gate_host, sizeof(unsigned int), cudaHostAllocMapped));
+	*gate_host = 0;
+	w.gate_flag = gate_host;
+	CK(cudaHostGetDevicePointer(&w.gate_flag_dev, gate_host, 0));
 	uint64_t *stamp_host;
 	CK(cudaHostAlloc(&stamp_host, 2 * sizeof(uint64_t), cudaHostAllocMapped));
 	w.stamp = stamp_host;
@@ -561,7 +656,8 @@ int main(int argc, char **argv)
 	qsort(outside, nstamp, sizeof(uint64_t), cmp_u64);
 	// start_gt may be negative (clock offset): sort as signed.
 	qsort(start_gt, nstamp, sizeof(int64_t), cmp_i64);
-	const char *pre_names[] = {"none", "wake", "copy", "memset", "hold", "wake2", "hold2", "train"};
+	const char *pre_names[] = {"none", "wake", "copy", "memset", "hold", "wake2", "hold2", "train",
+				   "latch", "waitv", "gate"};
 
 	printf("{\"workload\":\"lc_micro\",\"n\":%zu,\"p10_us\":%.1f,\"p25_us\":%.1f,"
 	       "\"p75_us\":%.1f,\"p999_us\":%.1f,\"run_p50_us\":%.1f,\"run_p99_us\":%.1f,"

@@ -1152,7 +1152,95 @@ def set_lead125():
     return s
 
 
-SETS = {"lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_latch():
+    """Does a woken LC context stay on the GPU while it has work, all the way
+    to its request? lc_micro's latch (--pre latch): from L us ahead a kernel
+    on a second stream spins until the request's own stream writes its
+    number (cuStreamWriteValue32 queued just before the request's kernel),
+    so the context is never idle between the latch and the request. The
+    hold of holdprobe2 (hold2: released by the host after the submit) and
+    the empty kernel 100 us ahead beside it; the LC and the latch alone
+    (what the latch costs with no BE); be_fill and a training BE at 50 us.
+    Every process prints its context-switch counts every second: one LC
+    save per request means the context stayed."""
+    stats = {"GQP_CTXSW_STATS_MS": "1000"}
+    lc_env = dict(LC_TS, **stats)
+    be50 = dict(stats, GQP_TIMESLICE_US="50")
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True, pin=True),
+         sc("micro alone latch 300", "micro", nbe=0, mode="alone",
+            lc_args=busy + ["--pre", "latch", "--pre-lead-us", "300"], trace=True, pin=True)]
+    rows = [("fill", "none", 0), ("fill", "wake2", 100), ("fill", "hold2", 300),
+            ("fill", "latch", 200), ("fill", "latch", 250), ("fill", "latch", 300),
+            ("fill", "latch", 400), ("train", "wake2", 100), ("train", "latch", 300)]
+    for be, pre, lead in rows:
+        args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
+        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
+                    lc_args=args, lc_env=lc_env, be_env=be50, tag="latch", trace=True,
+                    pin=True))
+    return s
+
+
+def set_acquire():
+    """latch's question with a stream wait instead of a spinning kernel
+    (the latch run: a context whose channels have no method left is
+    switched out at its next idle point, its kernel still running, and the
+    latch then spun to its limit). waitv: an empty kernel and a wait
+    (cuStreamWaitValue32) on a second stream from L us ahead, released by
+    the request's own stream; gate: the same on the request's stream, the
+    request queued behind it and released by the host after the launch.
+    One LC save per request means the context stayed."""
+    stats = {"GQP_CTXSW_STATS_MS": "1000"}
+    lc_env = dict(LC_TS, **stats)
+    be50 = dict(stats, GQP_TIMESLICE_US="50")
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True, pin=True)]
+    for pre in ("waitv", "gate"):
+        s.append(sc(f"micro alone {pre} 300", "micro", nbe=0, mode="alone",
+                    lc_args=busy + ["--pre", pre, "--pre-lead-us", "300"], trace=True, pin=True))
+    rows = [("fill", "none", 0), ("fill", "wake2", 100),
+            ("fill", "waitv", 200), ("fill", "waitv", 300), ("fill", "waitv", 400),
+            ("fill", "gate", 200), ("fill", "gate", 300), ("fill", "gate", 400),
+            ("train", "waitv", 300), ("train", "gate", 300)]
+    for be, pre, lead in rows:
+        args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
+        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
+                    lc_args=args, lc_env=lc_env, be_env=be50, tag="acquire", trace=True,
+                    pin=True))
+    return s
+
+
+def set_graphsaves():
+    """How often is a CUDA-graph model's context saved per request beside a
+    BE (rm_probe's context-switch counts every second; the suite keeps the
+    series)? One save per request: the context stays from its first kernel
+    to its last. More: it is switched out within the request, at an idle
+    point between kernels, and pays the switch again (the acquire run: a
+    context whose channels have no method left is switched out at its next
+    idle point). LC at 100 ms, BE at 50 us, no wake (probe mode), pinned,
+    on time, no CUDA events; the micro LC for reference."""
+    stats = {"GQP_CTXSW_STATS_MS": "1000"}
+    lc_env = dict(LC_TS, **stats)
+    be50 = dict(stats, GQP_TIMESLICE_US="50")
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone fill", None, "fill", 1, "be_alone", pin=True)]
+    for lc in ("resnet50_graph", "vit_b16_graph", "bert_base_graph"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone", lc_args=busy, pin=True))
+    for lc, be in (("micro", "train"), ("resnet50_graph", "train"), ("vit_b16_graph", "train"),
+                   ("bert_base_graph", "train"), ("vit_b16_graph", "fill"),
+                   ("bert_base_graph", "fill")):
+        args = ["--busy-wait-us", "200"] if lc == "micro" else busy
+        s.append(sc(f"{lc} probe BE {be} 50", lc, be, 1, "probe", lc_args=args, lc_env=lc_env,
+                    be_env=be50, tag="graphsaves", trace=True, pin=True))
+    return s
+
+
+SETS = {"graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -1514,6 +1602,10 @@ class Runner:
                 cs = [m.group(1) for m in map(PROBE_CTXSW.match, lines) if m]
                 if cs:
                     rec.setdefault("ctxsw", {})[t] = cs[-1]
+                    # Every second's cumulative saves: saves a second, against
+                    # the LC's requests a second, is saves per request.
+                    rec.setdefault("ctxsw_saves", {})[t] = [int(c.split()[1]) for c in cs
+                                                            if c.startswith("saves ")]
                 pm = sorted({f"{m.group(1)}:{m.group(3)}" for m in map(PROBE_PMODE.match, lines) if m})
                 if pm:
                     rec.setdefault("preemption_modes", {})[t] = pm
