@@ -34,8 +34,9 @@ enum gq_type {
 	GQ_SYNCED = 7,   /* P->A: every live TSG has been reported since HELLO */
 	GQ_ACTIVITY = 8, /* P->A: the process's GPU launches so far */
 	GQ_WAKE = 9,     /* P->A: how the process's wakes went so far */
+	GQ_PHASE = 10,   /* P->A: the period and last start of its requests */
 };
-#define GQ_TYPE_MAX GQ_WAKE
+#define GQ_TYPE_MAX GQ_PHASE
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -66,6 +67,8 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 #define GQ_HELLO_F_ACTIVITY 0x4u
 /* The library sends WAKE when a POLICY asks for it (GQ_POLICY_F_WAKE_STATS). */
 #define GQ_HELLO_F_WAKE_STATS 0x8u
+/* The library sends PHASE when a POLICY asks for it (GQ_POLICY_F_PHASE). */
+#define GQ_HELLO_F_PHASE 0x10u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -88,6 +91,10 @@ _Static_assert(sizeof(struct gq_policy) == 32, "gq_policy");
  * without GQ_HELLO_F_WAKE_STATS ignores the bit; A sets it only for one
  * with the flag, as an older A would close on the unknown type). */
 #define GQ_POLICY_F_WAKE_STATS 0x4u
+/* Send PHASE with each WAKE while the wake's prediction has a period
+ * (docs/protocol.md, "Phase"). A library without GQ_HELLO_F_PHASE ignores
+ * the bit; A sets it only for one whose HELLO has it. */
+#define GQ_POLICY_F_PHASE 0x8u
 #define GQ_WAKE_MAX_US 1000u
 #define GQ_WAKE_WORD(lead_us, hold_us) ((rm_u32)(lead_us) | ((rm_u32)(hold_us) << 16))
 #define GQ_WAKE_LEAD(word) ((word) & 0xffffu)
@@ -222,6 +229,23 @@ _Static_assert(sizeof(struct gq_wake) == 88, "gq_wake");
 /* The judging has stopped the wakes for now (wasted ones came too often). */
 #define GQ_WAKE_F_STOPPED 0x1u
 
+/* When the process's requests come (docs/protocol.md, "Phase"): the period
+ * its wake predicts from (the median of its last intervals) and the start
+ * of its latest request, on the library's CLOCK_MONOTONIC, as read at
+ * at_ns. The node agent changes a rotation's turn in the gap between two
+ * requests of an LC it knows this of. */
+struct gq_phase {
+	struct gq_hdr hdr;
+	rm_u32 flags;    /* none defined; 0 */
+	rm_u32 reserved; /* 0 */
+	rm_u64 period_ns RM_ALIGN8;
+	rm_u64 last_start_ns RM_ALIGN8;
+	rm_u64 at_ns RM_ALIGN8;
+};
+_Static_assert(sizeof(struct gq_phase) == 48, "gq_phase");
+#define GQ_PHASE_PERIOD_MIN_NS 1000000ull    /* 1 ms */
+#define GQ_PHASE_PERIOD_MAX_NS 1000000000ull /* 1 s */
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -244,6 +268,8 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_activity);
 	case GQ_WAKE:
 		return sizeof(struct gq_wake);
+	case GQ_PHASE:
+		return sizeof(struct gq_phase);
 	default:
 		return 0;
 	}

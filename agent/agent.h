@@ -148,6 +148,13 @@ struct proc {
 		uint64_t requests, wakes, hits, wasted, beaten, not_issued, stops;
 		uint64_t at_ns; /* library's clock */
 	} wake;
+	/* peer.c: its preempt agent's latest PHASE (when its requests come);
+	 * rotate.c changes a turn between two of them. */
+	struct {
+		int have;
+		uint64_t period_us, last_start_us; /* now_us() clock */
+		uint64_t rx_us;                    /* now_us() when it came */
+	} phase;
 };
 
 struct peer {
@@ -168,6 +175,7 @@ struct peer {
 	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
 	int wake_stats; /* its HELLO said GQ_HELLO_F_WAKE_STATS */
 	int activity;   /* its HELLO said GQ_HELLO_F_ACTIVITY */
+	int phase;      /* its HELLO said GQ_HELLO_F_PHASE */
 	uint32_t accept_seq; /* accept order: the later of one process's wins */
 };
 
@@ -218,6 +226,9 @@ struct tsg_gate {
 	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
 	int leased;             /* its preempt agent holds a rotation lease on it */
 	uint64_t turn_start;    /* now_us(): when its turn began (0: not its turn) */
+	/* Its turn was held past turn_start + the period until this moment, in
+	 * an LC's gap between requests (rotate.c); 0: not held. */
+	uint64_t turn_end;
 	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
 	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
 	/* When its preempt agent ends the gate by itself at the latest: the
@@ -329,6 +340,7 @@ struct counters {
 	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
 	uint64_t bad_activity; /* ACTIVITY reports ignored as inconsistent */
 	uint64_t bad_wake;     /* WAKE reports ignored as inconsistent */
+	uint64_t bad_phase;    /* PHASE reports ignored (unasked, out of range, another clock) */
 	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
@@ -517,6 +529,11 @@ int rotate_gateable(const struct tsg *t);
 void rotate_plan(struct agent *a, uint64_t now);
 /* A gated TSG's lease needs renewing. */
 int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
+/* The first middle of an LC's gap (half its period after a start, the
+ * latest at last_us) at or after end; all now_us() clock. */
+uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us);
+/* A PHASE older than this is not used to place a turn's change. */
+#define ROTATE_PHASE_FRESH_US 1000000u
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);
 

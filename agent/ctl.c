@@ -377,6 +377,27 @@ static void wake_json(const struct proc *p, cJSON *o)
 	cJSON_AddBoolToObject(w, "stopped", p->wake.stopped);
 }
 
+/* When its requests come, as its preempt agent last said (PHASE): the
+ * period, and how long before this answer the latest one started; null
+ * without a report, or one older than a rotation would use. */
+static void phase_json(const struct proc *p, cJSON *o)
+{
+	uint64_t now = now_us();
+	cJSON *ph;
+
+	if (!p->phase.have || p->phase.rx_us > now || now - p->phase.rx_us > ROTATE_PHASE_FRESH_US) {
+		cJSON_AddNullToObject(o, "phase");
+		return;
+	}
+	ph = cJSON_AddObjectToObject(o, "phase");
+	if (!ph)
+		return;
+	cJSON_AddNumberToObject(ph, "periodUs", (double)p->phase.period_us);
+	cJSON_AddNumberToObject(ph, "lastStartAgoUs",
+				p->phase.last_start_us <= now ? (double)(now - p->phase.last_start_us)
+							      : 0.0);
+}
+
 static cJSON *proc_json(struct agent *a, const struct proc *p)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -403,6 +424,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddBoolToObject(o, "launchBound", p->busy.always);
 	cJSON_AddNumberToObject(o, "wakeLeadUs", (double)proc_wake_lead_us(p));
 	wake_json(p, o);
+	phase_json(p, o);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;
@@ -421,6 +443,7 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "unknownTsgGone", (double)n->unknown_tsg_gone);
 	cJSON_AddNumberToObject(o, "badActivity", (double)n->bad_activity);
 	cJSON_AddNumberToObject(o, "badWake", (double)n->bad_wake);
+	cJSON_AddNumberToObject(o, "badPhase", (double)n->bad_phase);
 	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
 	cJSON_AddNumberToObject(o, "results", (double)n->results);
 	cJSON_AddNumberToObject(o, "failures", (double)n->failures);

@@ -938,6 +938,10 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 		"Wake reports (WAKE) dropped as impossible: reserved bits, more wakes judged or not "
 		"issued than there could be, counts going back.",
 		g->n.bad_wake);
+	counter(b, "gpuqos_phase_reports_dropped_total",
+		"Request phase reports (PHASE) dropped: not asked for, reserved bits, a period out "
+		"of range, a start after the report or stale, or a clock that is not the agent's.",
+		g->n.bad_phase);
 	counter(b, "gpuqos_log_lines_suppressed_total", "Log lines dropped by the per-process limit.",
 		g->n.log_suppressed);
 	counter(b, "gpuqos_config_reloads_total", "Configuration reloads (SIGHUP) that took effect.",

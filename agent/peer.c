@@ -109,7 +109,8 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	/* Every process's launches are read (ctl, metrics); only an LC's
 	 * change anything (lcbusy.c). */
 	m.flags = GQ_POLICY_F_ACTIVITY | (wake ? GQ_POLICY_F_WAKE : 0) |
-		  (p->wake_stats ? GQ_POLICY_F_WAKE_STATS : 0);
+		  (p->wake_stats ? GQ_POLICY_F_WAKE_STATS : 0) |
+		  (p->wake_stats && p->phase ? GQ_POLICY_F_PHASE : 0);
 	m.wake = wake;
 	if (peer_send(a, p, &m, "POLICY") != 0)
 		return -1;
@@ -229,6 +230,8 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->can_gate = (m->flags & GQ_HELLO_F_GATE) != 0;
 	p->wake_stats = (m->flags & GQ_HELLO_F_WAKE_STATS) != 0;
 	p->activity = (m->flags & GQ_HELLO_F_ACTIVITY) != 0;
+	p->phase = (m->flags & GQ_HELLO_F_PHASE) != 0;
+	p->proc->phase.have = 0;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,
 		 (m->flags & GQ_HELLO_F_RECONNECT) ? ", reconnect" : "",
@@ -348,6 +351,51 @@ static void on_wake(struct agent *a, struct peer *p, const struct gq_wake *m)
 	pr->wake.at_ns = m->at_ns;
 }
 
+/* How far the library's clock may read from ours when its PHASE is read:
+ * more, and it is not the same CLOCK_MONOTONIC (a time namespace) or the
+ * report sat in the socket too long to place a gap by. */
+#define PHASE_CLOCK_SLACK_NS 100000000ull
+/* A latest start older than this at the report is no phase. */
+#define PHASE_STALE_NS 2000000000ull
+
+/* Why a PHASE cannot place the process's requests on our clock, or NULL. */
+static const char *phase_bad(const struct gq_phase *m, uint64_t now_ns)
+{
+	if (m->flags != 0 || m->reserved != 0)
+		return "reserved bits set";
+	if (m->period_ns < GQ_PHASE_PERIOD_MIN_NS || m->period_ns > GQ_PHASE_PERIOD_MAX_NS)
+		return "period out of range (1 ms .. 1 s)";
+	if (m->last_start_ns == 0 || m->last_start_ns > m->at_ns)
+		return "latest start after the report";
+	if (m->at_ns - m->last_start_ns > PHASE_STALE_NS)
+		return "latest start more than 2 s before the report";
+	if (m->at_ns > now_ns ? m->at_ns - now_ns > PHASE_CLOCK_SLACK_NS
+			      : now_ns - m->at_ns > PHASE_CLOCK_SLACK_NS)
+		return "its clock is not ours (more than 100 ms apart)";
+	return NULL;
+}
+
+/* A PHASE: kept for the rotation (rotate.c), or dropped and counted; the
+ * connection stays either way (docs/protocol.md, "Phase"). */
+static void on_phase(struct agent *a, struct peer *p, const struct gq_phase *m)
+{
+	struct proc *pr = p->proc;
+	uint64_t now = now_us();
+	const char *why = p->phase ? phase_bad(m, now * 1000u)
+				   : "not asked for (no PHASE in its HELLO)";
+
+	if (why) {
+		a->n.bad_phase++;
+		proc_log(a, pr, LOG_LEVEL_WARN, "pid %d: PHASE ignored: %s", (int)p->pid, why);
+		pr->phase.have = 0;
+		return;
+	}
+	pr->phase.have = 1;
+	pr->phase.period_us = m->period_ns / 1000u;
+	pr->phase.last_start_us = m->last_start_ns / 1000u;
+	pr->phase.rx_us = now;
+}
+
 /* Returns 0, or -1 when the message breaks the protocol. */
 static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_t n)
 {
@@ -393,6 +441,9 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		return 0;
 	case GQ_WAKE:
 		on_wake(a, p, buf);
+		return 0;
+	case GQ_PHASE:
+		on_phase(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
 		proc_log(a, p->proc, LOG_LEVEL_WARN,

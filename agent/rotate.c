@@ -58,9 +58,57 @@ static int by_runlist(const void *x, const void *y)
 	return a->h_client < b->h_client ? -1 : (a->h_client > b->h_client);
 }
 
+/* When an LC's requests come, for the turn changes on its GPU: its
+ * period and latest start (now_us() clock), from its preempt agent's
+ * PHASE (peer.c). */
+struct gap {
+	uint64_t period_us, last_us; /* period_us 0: none known */
+};
+
+/* The gap of the one LC process on `gpu` whose PHASE is fresh, if its
+ * period is at most a quarter of a turn; none when no LC or several LC
+ * processes have one (a change cannot fall in the gaps of two). */
+static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint64_t period_us)
+{
+	const struct proc *lc = NULL;
+	struct gap none = { 0, 0 }, g;
+
+	for (const struct tsg *t = a->tsgs; t; t = t->next) {
+		const struct proc *pr = t->proc;
+
+		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !pr->phase.have ||
+		    pr->phase.rx_us > now || now - pr->phase.rx_us > ROTATE_PHASE_FRESH_US)
+			continue;
+		if (lc && lc != pr)
+			return none;
+		lc = pr;
+	}
+	if (!lc || lc->phase.period_us == 0 || lc->phase.period_us > period_us / 4)
+		return none;
+	g.period_us = lc->phase.period_us;
+	g.last_us = lc->phase.last_start_us;
+	return g;
+}
+
+/* The first middle of a gap between two of the LC's requests (half a
+ * period after a start) at or after `end`. */
+uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us)
+{
+	uint64_t mid = last_us + period_us / 2;
+
+	if (end <= mid)
+		return mid;
+	return mid + (end - mid + period_us - 1) / period_us * period_us;
+}
+
 /* The member of g[0..n) whose turn it is now; starts a new turn when the
- * current one has lasted a period (or there is none). */
-static struct tsg *turn_of(struct tsg **g, size_t n, uint64_t now, uint64_t period_us)
+ * current one has lasted a period (or there is none). With an LC's gap
+ * known, a turn that has lasted its period goes on to the middle of the
+ * LC's next gap: changing a turn takes the RM about a millisecond of
+ * controls, and a request that meets them waits 150 µs or more
+ * (docs/PERF.md). */
+static struct tsg *turn_of(struct tsg **g, size_t n, uint64_t now, uint64_t period_us,
+			   struct gap gap)
 {
 	struct tsg *cur = NULL, *next = NULL;
 
@@ -74,15 +122,25 @@ static struct tsg *turn_of(struct tsg **g, size_t n, uint64_t now, uint64_t peri
 	}
 	if (cur && now < cur->gate.turn_start + period_us)
 		return cur;
+	if (cur && gap.period_us) {
+		if (cur->gate.turn_end == 0)
+			cur->gate.turn_end = rotate_gap_point(cur->gate.turn_start + period_us,
+							      gap.period_us, gap.last_us);
+		if (now < cur->gate.turn_end)
+			return cur;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (g[i] == cur && n > 1)
 			continue;
 		if (next == NULL || g[i]->gate.last_turn < next->gate.last_turn)
 			next = g[i];
 	}
-	if (cur)
+	if (cur) {
 		cur->gate.turn_start = 0;
+		cur->gate.turn_end = 0;
+	}
 	next->gate.turn_start = now;
+	next->gate.turn_end = 0;
 	next->gate.last_turn = now;
 	if (next != cur)
 		log_debug("rotation: GPU %u engine %u: turn of pid %d TSG 0x%x (%zu BEs)", next->gpu,
@@ -99,7 +157,7 @@ void rotate_plan(struct agent *a, uint64_t now)
 	for (struct tsg *t = a->tsgs; t; t = t->next) {
 		t->gate.want = 0;
 		if (!t->gate.rotate)
-			t->gate.turn_start = 0;
+			t->gate.turn_start = t->gate.turn_end = 0;
 		else
 			n++;
 	}
@@ -121,7 +179,7 @@ void rotate_plan(struct agent *a, uint64_t now)
 
 		for (j = i + 1; j < n && g[j]->gpu == g[i]->gpu && g[j]->engine == g[i]->engine; j++)
 			;
-		turn = turn_of(g + i, j - i, now, period_us);
+		turn = turn_of(g + i, j - i, now, period_us, lc_gap(a, g[i]->gpu, now, period_us));
 		for (size_t k = i; k < j; k++)
 			g[k]->gate.want = g[k] != turn;
 	}
@@ -136,7 +194,7 @@ uint64_t rotate_next_deadline(const struct agent *a)
 		uint64_t due = 0;
 
 		if (t->gate.rotate && t->gate.turn_start)
-			due = t->gate.turn_start + period_us;
+			due = t->gate.turn_end ? t->gate.turn_end : t->gate.turn_start + period_us;
 		if (t->gate.leased) {
 			uint64_t renew = t->gate.renewed + renew_after_us(a);
 

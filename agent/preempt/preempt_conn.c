@@ -49,6 +49,8 @@ static int pa_act_on;
 static rm_u64 pa_act_next_ns;
 /* WAKE: asked for by this connection's POLICY; the counts last sent on it. */
 static int pa_wake_on;
+/* PHASE: asked for by this connection's POLICY; sent with each WAKE. */
+static int pa_phase_on;
 static int pa_wake_sent;
 static struct pa_wake_counts pa_wake_last;
 
@@ -197,9 +199,10 @@ static int pa_greet(int s)
 	pa_read_comm(comm);
 	pa_act_on = 0;
 	pa_wake_on = 0;
+	pa_phase_on = 0;
 	pa_wake_sent = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
-		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS |
+		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS | GQ_HELLO_F_PHASE |
 			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
@@ -526,6 +529,7 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 			pa_act_next_ns = received_ns; /* the first one at once */
 		pa_act_on = (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting();
 		pa_wake_on = (p->flags & GQ_POLICY_F_WAKE_STATS) != 0;
+		pa_phase_on = pa_wake_on && (p->flags & GQ_POLICY_F_PHASE) != 0;
 		pa_debug("policy: gr %u us, copy %u us, flags 0x%x, wake 0x%x", p->gr_timeslice_us,
 			 p->copy_timeslice_us, p->flags, p->wake);
 		pa_policy_wake(p);
@@ -575,11 +579,13 @@ static int pa_receive(int s)
 }
 
 /* Sends WAKE if it is asked for and the counts changed since the last
- * one on this connection; 0, or -1 if the send failed. */
+ * one on this connection, and PHASE after it if that is asked for and a
+ * period is agreed; 0, or -1 if a send failed. */
 static int pa_wake_send(int s)
 {
 	struct pa_wake_counts c;
 	struct gq_wake m;
+	struct gq_phase ph;
 
 	if (!pa_wake_on || !pa_wake_counts(&c))
 		return 0;
@@ -594,7 +600,11 @@ static int pa_wake_send(int s)
 		return -1;
 	pa_wake_last = c;
 	pa_wake_sent = 1;
-	return 0;
+	if (!pa_phase_on || c.period_ns < GQ_PHASE_PERIOD_MIN_NS ||
+	    c.period_ns > GQ_PHASE_PERIOD_MAX_NS)
+		return 0;
+	pa_msg_phase(&ph, pa_seq++, &c);
+	return pa_send(s, &ph, sizeof(ph));
 }
 
 /* Sends ACTIVITY (and WAKE, "Wake" in docs/protocol.md) if one is due;

@@ -80,6 +80,15 @@ void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c)
 	m->at_ns = c->at_ns;
 }
 
+void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_PHASE, seq);
+	m->period_ns = c->period_ns;
+	m->last_start_ns = c->last_start_ns;
+	m->at_ns = c->at_ns;
+}
+
 rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)
 {
 	memset(out, 0, sizeof(*out));

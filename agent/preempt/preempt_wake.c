@@ -166,6 +166,8 @@ int pa_wake_counts(struct pa_wake_counts *c)
 	c->not_issued = pw.pred.skipped;
 	c->stops = pw.pred.stops;
 	c->stopped = pw.pred.hold != 0;
+	c->period_ns = pw.pred.last ? pw.pred.period : 0;
+	c->last_start_ns = pw.pred.last;
 	pthread_mutex_unlock(&pw.lock);
 	c->at_ns = pa_now_ns();
 	return 1;

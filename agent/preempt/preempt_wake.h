@@ -109,6 +109,9 @@ struct pa_wake_counts {
 	rm_u64 requests, wakes, hits, wasted, beaten, not_issued, stops;
 	int stopped; /* the judging holds wakes off now */
 	rm_u64 at_ns;
+	/* PHASE (abi/gq_proto.h): the agreed period and the latest request
+	 * start, on this clock; period_ns 0 while none is agreed. */
+	rm_u64 period_ns, last_start_ns;
 };
 
 /* The library's side (preempt_wake.c). */

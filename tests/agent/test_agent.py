@@ -1078,6 +1078,77 @@ def t_config_advice(make_agent):
     check(a.stop() == 0, "SIGTERM exits 0")
 
 
+def t_phase_report(make_agent):
+    """A preempt agent whose HELLO offers PHASE (with WAKE) is asked for it
+    (POLICY_F_PHASE), one that does not is not; its PHASE shows in
+    gpuqosctl list (the process's "phase"). A PHASE from a peer that was
+    not asked, with reserved bits, a period outside 1 ms .. 1 s, a latest
+    start after the report or more than 2 s before it, or read at a clock
+    100 ms or more from the agent's (another CLOCK_MONOTONIC) is dropped,
+    counted (badPhase) and forgets the last; the connection stays. A
+    truncated one is malformed and closes it."""
+    a = make_agent(config())
+    a.start()
+    be, lc = be_and_lc(a)
+    wait_for(lambda: lc.evs("policy") and be.evs("policy"), "both connected")
+    check(all(not e["flags"] & gq_proto.POLICY_F_PHASE for e in lc.evs("policy") + be.evs("policy")),
+          "no PHASE asked of a peer that did not offer it")
+    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE)
+    lc.send(op="reconnect")
+    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and lc.evs("policy")
+             and lc.evs("policy")[-1]["flags"] & gq_proto.POLICY_F_PHASE, "PHASE asked of the LC")
+
+    def row():
+        return next((p for p in a.list()["processes"] if p["pid"] == lc.pid), {})
+
+    check(row().get("phase", "absent") is None, "no report yet: %r" % row())
+    gone = len(lc.evs("disconnected"))
+    ms = 1000000
+
+    def now():
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def send(period, ago, late=0, **kw):
+        t = now()
+        lc.send(op="raw", hex=gq_proto.phase(1, period, t - ago, t + late, **kw).hex())
+
+    send(5 * ms, 2 * ms)
+    wait_for(lambda: (row().get("phase") or {}).get("periodUs") == 5000, "the report in list")
+    check(row()["phase"]["lastStartAgoUs"] >= 2000, "its latest start: %r" % row())
+    t = now()
+    be.send(op="raw", hex=gq_proto.phase(1, 5 * ms, t - ms, t).hex())
+    wait_for(lambda: a.counters()["badPhase"] == 1, "an unasked PHASE counted")
+    check(not be.evs("disconnected") and
+          next(p for p in a.list()["processes"] if p["pid"] == be.pid).get("phase") is None,
+          "an unasked PHASE is not kept and keeps the connection")
+    bad = [dict(flags=1), dict(reserved=1),
+           dict(period=ms - 1), dict(period=1000 * ms + 1),
+           dict(ago=-ms),                       # the latest start after the report
+           dict(ago=2001 * ms),                 # more than 2 s before it
+           dict(ago=501 * ms, late=-500 * ms),  # read on a clock 500 ms behind ours
+           dict(ago=ms - 3600 * 1000 * ms, late=3600 * 1000 * ms)]  # an hour ahead
+    for i, b in enumerate(bad):
+        send(4 * ms, ms)
+        wait_for(lambda: (row().get("phase") or {}).get("periodUs") == 4000,
+                 "good report before bad %d" % i)
+        kw = dict(b)
+        send(kw.pop("period", 5 * ms), kw.pop("ago", ms), kw.pop("late", 0), **kw)
+        wait_for(lambda: a.counters()["badPhase"] == i + 2, "bad report %d counted" % i)
+        check(row().get("phase") is None, "bad report %d forgets the last: %r" % (i, row()))
+    # At the limits: 1 ms and 1 s periods, a start 1.9 s back.
+    for period in (ms, 1000 * ms):
+        send(period, 1900 * ms)
+        wait_for(lambda: (row().get("phase") or {}).get("periodUs") == period // 1000,
+                 "a %d ns period kept" % period)
+    check(len(lc.evs("disconnected")) == gone and a.counters()["malformed"] == 0,
+          "bad reports keep the connection")
+    t = now()
+    lc.send(op="raw", hex=gq_proto.phase(1, 5 * ms, t - ms, t).hex()[:-16])
+    wait_for(lambda: len(lc.evs("disconnected")) > gone, "a truncated PHASE closes the peer")
+    wait_for(lambda: a.counters()["malformed"] == 1, "counted as malformed")
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1089,7 +1160,7 @@ TESTS = {
     "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
-    "reconnect_order": t_reconnect_order,
+    "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,
 }
 
 if __name__ == "__main__":

@@ -814,6 +814,150 @@ static void test_rotation(void)
 	agent_free(a);
 }
 
+/* The turn changes of a rotation fall in the middle of an LC's gap
+ * between requests once its preempt agent said when they come (PHASE):
+ * each at the first gap middle after the turn's period, never past it by
+ * more than one LC period. No placement without a fresh phase, with a
+ * period over a quarter of the turn, or with two LC processes. */
+static void test_rotation_gap(void)
+{
+	static const pid_t pids[3] = { 1, 4, 5 };
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct tsg *be[3];
+	uint64_t start, last = 0;
+	unsigned changes = 0;
+	size_t n;
+
+	CHECK_EQ_U(rotate_gap_point(100, 10, 0), 105);
+	CHECK_EQ_U(rotate_gap_point(105, 10, 0), 105);
+	CHECK_EQ_U(rotate_gap_point(106, 10, 0), 115);
+	CHECK_EQ_U(rotate_gap_point(100, 10, 200), 205); /* a start after the end */
+
+	a->cfg->policy.rotate_period_ms = 100;
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	for (int i = 0; i < 3; i++) {
+		struct proc *p = proc_with_peer(a, pids[i], "best-effort");
+
+		p->peer->can_gate = 1;
+		be[i] = report(a, p, 0x10, RM_ENGINE_GR0, 2048);
+	}
+	reconcile(a);
+	confirm_all(a, 0);
+	for (int round = 0; round < 4; round++) {
+		n = nsent;
+		reconcile(a);
+		answer_all(a, n);
+	}
+	/* The LC's requests every 5 ms, the latest 1.5 ms ago (its gaps'
+	 * middles fall on the 1 ms steps below). */
+	lc->phase.have = 1;
+	lc->phase.period_us = 5000;
+	lc->phase.last_start_us = fake_now - 1500;
+	start = fake_now;
+	for (int step = 0; step < 1000; step++) { /* 1 s in 1 ms steps */
+		unsigned before = gated_mask(be);
+		uint64_t due;
+
+		lc->phase.rx_us = fake_now; /* a report every step */
+		fake_now += 1000;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		answer_all(a, n);
+		due = rotate_next_deadline(a);
+		if (gated_mask(be) == before) {
+			CHECK(due > fake_now);
+			continue;
+		}
+		changes++;
+		/* In the gap's middle: 2.5 ms after a request's start. */
+		CHECK_EQ_U((fake_now - lc->phase.last_start_us) % 5000, 2500);
+		if (last) {
+			CHECK(fake_now - last >= 100000 && fake_now - last < 105000);
+		}
+		last = fake_now;
+	}
+	CHECK(changes >= 9 && changes <= 10);
+	CHECK(fake_now - start == 1000000);
+
+	/* A period over a quarter of the turn: changes every 100 ms again. */
+	lc->phase.period_us = 30000;
+	last = 0;
+	changes = 0;
+	for (int step = 0; step < 400; step++) {
+		unsigned before = gated_mask(be);
+
+		lc->phase.rx_us = fake_now;
+		fake_now += 1000;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		answer_all(a, n);
+		if (gated_mask(be) == before)
+			continue;
+		if (last) {
+			CHECK_EQ_U(fake_now - last, 100000);
+			changes++;
+		}
+		last = fake_now;
+	}
+	CHECK(changes >= 2);
+
+	/* A stale phase (no report for over a second) places nothing. */
+	lc->phase.period_us = 5000;
+	lc->phase.rx_us = fake_now - ROTATE_PHASE_FRESH_US - 1;
+	last = 0;
+	changes = 0;
+	for (int step = 0; step < 400; step++) {
+		unsigned before = gated_mask(be);
+
+		fake_now += 1000;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		answer_all(a, n);
+		if (gated_mask(be) == before)
+			continue;
+		if (last) {
+			CHECK_EQ_U(fake_now - last, 100000);
+			changes++;
+		}
+		last = fake_now;
+	}
+	CHECK(changes >= 2);
+
+	/* Two LC processes with phases: no gap suits both, none is used. */
+	{
+		struct proc *lc2 = proc_with_peer(a, 7, "latency-critical");
+
+		report(a, lc2, 0x30, RM_ENGINE_GR0, 2048);
+		lc2->phase = lc->phase;
+		lc2->phase.last_start_us += 1700;
+		last = 0;
+		changes = 0;
+		for (int step = 0; step < 400; step++) {
+			unsigned before = gated_mask(be);
+
+			lc->phase.rx_us = lc2->phase.rx_us = fake_now;
+			fake_now += 1000;
+			n = nsent;
+			reconcile_new_tick(a);
+			reconcile(a);
+			answer_all(a, n);
+			if (gated_mask(be) == before)
+				continue;
+			if (last) {
+				CHECK_EQ_U(fake_now - last, 100000);
+				changes++;
+			}
+			last = fake_now;
+		}
+		CHECK(changes >= 2);
+	}
+	agent_free(a);
+}
+
 /* A BE whose preempt agent cannot gate (an older library, or its report
  * says so) keeps the whole runlist at the floor, and nobody is gated. */
 static void test_rotation_needs_every_be(void)
@@ -1111,6 +1255,7 @@ int main(void)
 	test_rotation();
 	test_gate_time();
 	test_rotation_needs_every_be();
+	test_rotation_gap();
 	test_restart_grace();
 	test_claim_limits();
 	test_launch_readings();

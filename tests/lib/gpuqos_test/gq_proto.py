@@ -10,9 +10,9 @@ from gpuqos_test import Failure
 
 MAGIC = 0x534F5147
 VERSION = 1
-HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE = range(1, 10)
+HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE = range(1, 11)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
-         ACTIVITY: 56, WAKE: 88}
+         ACTIVITY: 56, WAKE: 88, PHASE: 48}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -22,9 +22,11 @@ F_RECONNECT = 1
 F_GATE = 2
 F_ACTIVITY = 4
 F_WAKE_STATS = 8
+F_PHASE = 16
 POLICY_F_ACTIVITY = 1
 POLICY_F_WAKE = 2
 POLICY_F_WAKE_STATS = 4
+POLICY_F_PHASE = 8
 WAKE_F_STOPPED = 1
 WAKE_MAX_US = 1000
 ACTIVITY_PERIOD_MS, ACTIVITY_TAIL_US = 250, 200
@@ -43,6 +45,7 @@ BODIES = {
     SYNCED: ("=II", "ntsg reserved"),
     ACTIVITY: ("=IIQQQQ", "flags reserved launches bursts active_ns at_ns"),
     WAKE: ("=II8Q", "flags reserved requests wakes hits wasted beaten not_issued stops at_ns"),
+    PHASE: ("=IIQQQ", "flags reserved period_ns last_start_ns at_ns"),
 }
 
 
@@ -98,6 +101,11 @@ def wake(seq, requests, wakes, hits, wasted, beaten, not_issued, stops, at_ns, f
          reserved=0):
     return hdr(WAKE, seq) + struct.pack("=II8Q", flags, reserved, requests, wakes, hits, wasted,
                                         beaten, not_issued, stops, at_ns)
+
+
+def phase(seq, period_ns, last_start_ns, at_ns, flags=0, reserved=0):
+    return hdr(PHASE, seq) + struct.pack("=IIQQQ", flags, reserved, period_ns, last_start_ns,
+                                         at_ns)
 
 
 class BadMessage(Failure):
