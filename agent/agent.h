@@ -341,6 +341,8 @@ struct counters {
 	uint64_t bad_activity; /* ACTIVITY reports ignored as inconsistent */
 	uint64_t bad_wake;     /* WAKE reports ignored as inconsistent */
 	uint64_t bad_phase;    /* PHASE reports ignored (unasked, out of range, another clock) */
+	uint64_t turns;        /* rotation turns begun (rotate.c) */
+	uint64_t turns_in_gap; /* ... of them, held to the middle of an LC's gap */
 	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;

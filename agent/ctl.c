@@ -444,6 +444,8 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "badActivity", (double)n->bad_activity);
 	cJSON_AddNumberToObject(o, "badWake", (double)n->bad_wake);
 	cJSON_AddNumberToObject(o, "badPhase", (double)n->bad_phase);
+	cJSON_AddNumberToObject(o, "turns", (double)n->turns);
+	cJSON_AddNumberToObject(o, "turnsInGap", (double)n->turns_in_gap);
 	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
 	cJSON_AddNumberToObject(o, "results", (double)n->results);
 	cJSON_AddNumberToObject(o, "failures", (double)n->failures);

@@ -107,8 +107,8 @@ uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us)
  * LC's next gap: changing a turn takes the RM about a millisecond of
  * controls, and a request that meets them waits 150 µs or more
  * (docs/PERF.md). */
-static struct tsg *turn_of(struct tsg **g, size_t n, uint64_t now, uint64_t period_us,
-			   struct gap gap)
+static struct tsg *turn_of(struct counters *cnt, struct tsg **g, size_t n, uint64_t now,
+			   uint64_t period_us, struct gap gap)
 {
 	struct tsg *cur = NULL, *next = NULL;
 
@@ -136,9 +136,11 @@ static struct tsg *turn_of(struct tsg **g, size_t n, uint64_t now, uint64_t peri
 			next = g[i];
 	}
 	if (cur) {
+		cnt->turns_in_gap += cur->gate.turn_end != 0;
 		cur->gate.turn_start = 0;
 		cur->gate.turn_end = 0;
 	}
+	cnt->turns++;
 	next->gate.turn_start = now;
 	next->gate.turn_end = 0;
 	next->gate.last_turn = now;
@@ -179,7 +181,8 @@ void rotate_plan(struct agent *a, uint64_t now)
 
 		for (j = i + 1; j < n && g[j]->gpu == g[i]->gpu && g[j]->engine == g[i]->engine; j++)
 			;
-		turn = turn_of(g + i, j - i, now, period_us, lc_gap(a, g[i]->gpu, now, period_us));
+		turn = turn_of(&a->n, g + i, j - i, now, period_us,
+			       lc_gap(a, g[i]->gpu, now, period_us));
 		for (size_t k = i; k < j; k++)
 			g[k]->gate.want = g[k] != turn;
 	}

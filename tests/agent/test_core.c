@@ -825,7 +825,7 @@ static void test_rotation_gap(void)
 	struct agent *a = agent_new();
 	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
 	struct tsg *be[3];
-	uint64_t start, last = 0;
+	uint64_t start, last = 0, in_gap;
 	unsigned changes = 0;
 	size_t n;
 
@@ -880,6 +880,7 @@ static void test_rotation_gap(void)
 	}
 	CHECK(changes >= 9 && changes <= 10);
 	CHECK(fake_now - start == 1000000);
+	CHECK(a->n.turns_in_gap >= changes - 1 && a->n.turns_in_gap <= changes);
 
 	/* A period over a quarter of the turn: changes every 100 ms again. */
 	lc->phase.period_us = 30000;
@@ -905,6 +906,7 @@ static void test_rotation_gap(void)
 	CHECK(changes >= 2);
 
 	/* A stale phase (no report for over a second) places nothing. */
+	in_gap = a->n.turns_in_gap;
 	lc->phase.period_us = 5000;
 	lc->phase.rx_us = fake_now - ROTATE_PHASE_FRESH_US - 1;
 	last = 0;
@@ -926,6 +928,7 @@ static void test_rotation_gap(void)
 		last = fake_now;
 	}
 	CHECK(changes >= 2);
+	CHECK(a->n.turns_in_gap <= in_gap + 1);
 
 	/* Two LC processes with phases: no gap suits both, none is used. */
 	{

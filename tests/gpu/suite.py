@@ -1450,7 +1450,11 @@ class Runner:
                 busy = "\n".join(f"pid {p.get('pid')} {p.get('class')}: launches keep it active "
                                  f"{p.get('launchActivePercent')} %, "
                                  f"{p.get('launchesPerSecond')}/s, launch-bound "
-                                 f"{p.get('launchBound')}" for p in procs)
+                                 f"{p.get('launchBound')}, phase {p.get('phase')}"
+                                 for p in procs)
+                cnt = json.loads(j.stdout).get("agent", {}).get("counters", {})
+                busy += (f"\nturns {cnt.get('turns')}, in an LC's gap {cnt.get('turnsInGap')}, "
+                         f"badPhase {cnt.get('badPhase')}")
             except ValueError:
                 busy = "gpuqosctl --json list: " + j.stdout[:200]
             return r.stdout + r.stderr + busy + "\n"
