@@ -232,7 +232,7 @@ _Static_assert(sizeof(struct gq_wake) == 88, "gq_wake");
 /* When the process's requests come (docs/protocol.md, "Phase"): the period
  * its wake predicts from (the median of its last intervals) and the start
  * of its latest request, on the library's CLOCK_MONOTONIC, as read at
- * at_ns. The node agent changes a rotation's turn in the gap between two
+ * at_ns. The node agent changes a rotation's turn in a gap between two
  * requests of an LC it knows this of. */
 struct gq_phase {
 	struct gq_hdr hdr;

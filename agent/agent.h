@@ -226,8 +226,9 @@ struct tsg_gate {
 	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
 	int leased;             /* its preempt agent holds a rotation lease on it */
 	uint64_t turn_start;    /* now_us(): when its turn began (0: not its turn) */
-	/* Its turn was held past turn_start + the period until this moment, in
-	 * an LC's gap between requests (rotate.c); 0: not held. */
+	/* Its turn was held past turn_start + the period until this moment, for
+	 * the change to fit in an LC's gap between requests (rotate.c); 0: not
+	 * held. */
 	uint64_t turn_end;
 	uint64_t last_turn;     /* when its last turn began: the oldest goes next */
 	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
@@ -342,7 +343,7 @@ struct counters {
 	uint64_t bad_wake;     /* WAKE reports ignored as inconsistent */
 	uint64_t bad_phase;    /* PHASE reports ignored (unasked, out of range, another clock) */
 	uint64_t turns;        /* rotation turns begun (rotate.c) */
-	uint64_t turns_in_gap; /* ... of them, held to the middle of an LC's gap */
+	uint64_t turns_in_gap; /* ... of them, held until the change fit in an LC's gap */
 	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
@@ -531,11 +532,20 @@ int rotate_gateable(const struct tsg *t);
 void rotate_plan(struct agent *a, uint64_t now);
 /* A gated TSG's lease needs renewing. */
 int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
-/* The first middle of an LC's gap (half its period after a start, the
- * latest at last_us) at or after end; all now_us() clock. */
-uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us);
+/* The first point offset_us after one of an LC's request starts (every
+ * period_us from last_us) at or after end; all now_us() clock. */
+uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us);
 /* A PHASE older than this is not used to place a turn's change. */
 #define ROTATE_PHASE_FRESH_US 1000000u
+/* How long a turn's change keeps the RM busy: GATE (disable 0.8-1.2 ms,
+ * then preempt 0.3-0.4 ms) in one BE's process while UNGATE (enable
+ * 0.4-0.6 ms) runs in the next's, plus the messages (docs/PERF.md). A
+ * placed change begins this long, and the LC's wake lead, before the LC's
+ * next predicted request. */
+#define ROTATE_CHANGE_US 1500u
+/* ... and not sooner than this after a request's start: a period shorter
+ * than the change, the lead and this leaves no gap to place it in. */
+#define ROTATE_CHANGE_MIN_OFFSET_US 200u
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);
 

@@ -941,7 +941,7 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 	counter(b, "gpuqos_rotation_turns_total", "Rotation turns begun (one BE made schedulable).",
 		g->n.turns);
 	counter(b, "gpuqos_rotation_turns_in_gap_total",
-		"Rotation turns whose change was held to the middle of an LC's gap between requests.",
+		"Rotation turns whose change was held until it fit in an LC's gap between requests.",
 		g->n.turns_in_gap);
 	counter(b, "gpuqos_phase_reports_dropped_total",
 		"Request phase reports (PHASE) dropped: not asked for, reserved bits, a period out "

@@ -59,19 +59,21 @@ static int by_runlist(const void *x, const void *y)
 }
 
 /* When an LC's requests come, for the turn changes on its GPU: its
- * period and latest start (now_us() clock), from its preempt agent's
- * PHASE (peer.c). */
+ * period, latest start and where in its period a change begins (now_us()
+ * clock), from its preempt agent's PHASE (peer.c). */
 struct gap {
-	uint64_t period_us, last_us; /* period_us 0: none known */
+	uint64_t period_us, last_us, offset_us; /* period_us 0: none known */
 };
 
 /* The gap of the one LC process on `gpu` whose PHASE is fresh, if its
- * period is at most a quarter of a turn; none when no LC or several LC
- * processes have one (a change cannot fall in the gaps of two). */
+ * period is at most a quarter of a turn and leaves room for a change
+ * before its next request; none when no LC or several LC processes have
+ * one (a change cannot fall in the gaps of two). */
 static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint64_t period_us)
 {
 	const struct proc *lc = NULL;
-	struct gap none = { 0, 0 }, g;
+	struct gap none = { 0, 0, 0 }, g;
+	uint64_t before;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		const struct proc *pr = t->proc;
@@ -85,27 +87,32 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 	}
 	if (!lc || lc->phase.period_us == 0 || lc->phase.period_us > period_us / 4)
 		return none;
+	/* The change must be over before the next request's wake. */
+	before = ROTATE_CHANGE_US + a->cfg->policy.wake_lead_us;
+	if (lc->phase.period_us < before + ROTATE_CHANGE_MIN_OFFSET_US)
+		return none;
 	g.period_us = lc->phase.period_us;
 	g.last_us = lc->phase.last_start_us;
+	g.offset_us = lc->phase.period_us - before;
 	return g;
 }
 
-/* The first middle of a gap between two of the LC's requests (half a
- * period after a start) at or after `end`. */
-uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us)
+/* The first point `offset` after one of the LC's request starts (every
+ * period from last_us) at or after `end`. */
+uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us)
 {
-	uint64_t mid = last_us + period_us / 2;
+	uint64_t at = last_us + offset_us;
 
-	if (end <= mid)
-		return mid;
-	return mid + (end - mid + period_us - 1) / period_us * period_us;
+	if (end <= at)
+		return at;
+	return at + (end - at + period_us - 1) / period_us * period_us;
 }
 
 /* The member of g[0..n) whose turn it is now; starts a new turn when the
  * current one has lasted a period (or there is none). With an LC's gap
- * known, a turn that has lasted its period goes on to the middle of the
- * LC's next gap: changing a turn takes the RM about a millisecond of
- * controls, and a request that meets them waits 150 µs or more
+ * known, a turn that has lasted its period goes on until the change's
+ * controls fit between the LC's requests (ROTATE_CHANGE_US before its
+ * next wake): a request that meets them waits 150 µs or more
  * (docs/PERF.md). */
 static struct tsg *turn_of(struct counters *cnt, struct tsg **g, size_t n, uint64_t now,
 			   uint64_t period_us, struct gap gap)
@@ -125,7 +132,8 @@ static struct tsg *turn_of(struct counters *cnt, struct tsg **g, size_t n, uint6
 	if (cur && gap.period_us) {
 		if (cur->gate.turn_end == 0)
 			cur->gate.turn_end = rotate_gap_point(cur->gate.turn_start + period_us,
-							      gap.period_us, gap.last_us);
+							      gap.period_us, gap.last_us,
+							      gap.offset_us);
 		if (now < cur->gate.turn_end)
 			return cur;
 	}

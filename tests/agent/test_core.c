@@ -829,10 +829,11 @@ static void test_rotation_gap(void)
 	unsigned changes = 0;
 	size_t n;
 
-	CHECK_EQ_U(rotate_gap_point(100, 10, 0), 105);
-	CHECK_EQ_U(rotate_gap_point(105, 10, 0), 105);
-	CHECK_EQ_U(rotate_gap_point(106, 10, 0), 115);
-	CHECK_EQ_U(rotate_gap_point(100, 10, 200), 205); /* a start after the end */
+	CHECK_EQ_U(rotate_gap_point(100, 10, 0, 5), 105);
+	CHECK_EQ_U(rotate_gap_point(105, 10, 0, 5), 105);
+	CHECK_EQ_U(rotate_gap_point(106, 10, 0, 5), 115);
+	CHECK_EQ_U(rotate_gap_point(100, 10, 200, 5), 205); /* a start after the end */
+	CHECK_EQ_U(rotate_gap_point(100, 10, 0, 8), 108);
 
 	a->cfg->policy.rotate_period_ms = 100;
 	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
@@ -849,11 +850,12 @@ static void test_rotation_gap(void)
 		reconcile(a);
 		answer_all(a, n);
 	}
-	/* The LC's requests every 5 ms, the latest 1.5 ms ago (its gaps'
-	 * middles fall on the 1 ms steps below). */
+	/* The LC's requests every 5 ms, the latest 1.4 ms ago: a change
+	 * begins 3.4 ms after a start (1.5 ms of controls and the 100 µs
+	 * wake lead before the next), on the 1 ms steps below. */
 	lc->phase.have = 1;
 	lc->phase.period_us = 5000;
-	lc->phase.last_start_us = fake_now - 1500;
+	lc->phase.last_start_us = fake_now - 1400;
 	start = fake_now;
 	for (int step = 0; step < 1000; step++) { /* 1 s in 1 ms steps */
 		unsigned before = gated_mask(be);
@@ -871,8 +873,9 @@ static void test_rotation_gap(void)
 			continue;
 		}
 		changes++;
-		/* In the gap's middle: 2.5 ms after a request's start. */
-		CHECK_EQ_U((fake_now - lc->phase.last_start_us) % 5000, 2500);
+		/* ROTATE_CHANGE_US and the lead before the next request. */
+		CHECK_EQ_U((fake_now - lc->phase.last_start_us) % 5000,
+			   5000 - ROTATE_CHANGE_US - a->cfg->policy.wake_lead_us);
 		if (last) {
 			CHECK(fake_now - last >= 100000 && fake_now - last < 105000);
 		}
@@ -882,28 +885,33 @@ static void test_rotation_gap(void)
 	CHECK(fake_now - start == 1000000);
 	CHECK(a->n.turns_in_gap >= changes - 1 && a->n.turns_in_gap <= changes);
 
-	/* A period over a quarter of the turn: changes every 100 ms again. */
-	lc->phase.period_us = 30000;
-	last = 0;
-	changes = 0;
-	for (int step = 0; step < 400; step++) {
-		unsigned before = gated_mask(be);
+	/* A period over a quarter of the turn, or too short for the change
+	 * and the lead (1.7 ms: 100 µs left): changes every 100 ms again. */
+	for (int k = 0; k < 2; k++) {
+		lc->phase.period_us = k ? 1700 : 30000;
+		last = 0;
+		changes = 0;
+		in_gap = a->n.turns_in_gap;
+		for (int step = 0; step < 400; step++) {
+			unsigned before = gated_mask(be);
 
-		lc->phase.rx_us = fake_now;
-		fake_now += 1000;
-		n = nsent;
-		reconcile_new_tick(a);
-		reconcile(a);
-		answer_all(a, n);
-		if (gated_mask(be) == before)
-			continue;
-		if (last) {
-			CHECK_EQ_U(fake_now - last, 100000);
-			changes++;
+			lc->phase.rx_us = fake_now;
+			fake_now += 1000;
+			n = nsent;
+			reconcile_new_tick(a);
+			reconcile(a);
+			answer_all(a, n);
+			if (gated_mask(be) == before)
+				continue;
+			if (last) {
+				CHECK_EQ_U(fake_now - last, 100000);
+				changes++;
+			}
+			last = fake_now;
 		}
-		last = fake_now;
+		CHECK(changes >= 2);
+		CHECK(a->n.turns_in_gap <= in_gap + 1);
 	}
-	CHECK(changes >= 2);
 
 	/* A stale phase (no report for over a second) places nothing. */
 	in_gap = a->n.turns_in_gap;

@@ -30,6 +30,7 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   TSG_GONE, UNKNOWN, ACTIVITY, ACTIVITY_PERIOD_MS,
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
+                                  F_PHASE, POLICY_F_PHASE, PHASE,
                                   VERSION, command, hdr, policy, wake_word)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
@@ -206,7 +207,7 @@ def setup(args, tmp, preexec=None, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS and hello["ntsg"] == 0,
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE and hello["ntsg"] == 0,
           "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
@@ -390,7 +391,8 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS and hello["pid"] not in (0, w.p.pid),
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE
+          and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
     child.take(SYNCED)
@@ -906,6 +908,21 @@ def sc_wake_policy(args, tmp):
           and rep["wakes"] + rep["not_issued"] <= rep["requests"] + 1
           and rep["hits"] >= 1, "the counts: %r" % rep)
     quiet_for(conn, WAKE, 0.6)
+    check(all(m["type"] != PHASE for m in conn.pending), "PHASE not asked for, yet sent")
+    # PHASE asked for as well: with each WAKE, the period the wake agreed
+    # (3 ms) and the latest start, on this machine's CLOCK_MONOTONIC.
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS | POLICY_F_PHASE,
+                     wake=wake_word(100)))
+    conn.barrier(930)
+    d = periodic(w, args, "100 3000")
+    ph = conn.take(PHASE)
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    check(ph["flags"] == 0 and ph["reserved"] == 0
+          and 2900000 <= ph["period_ns"] <= 3100000
+          and 0 < ph["last_start_ns"] <= ph["at_ns"] <= now
+          and now - ph["at_ns"] < 2000000000, "PHASE: %r (now %d)" % (ph, now))
+    quiet_for(conn, -1, 0.6)  # the last reports of that run, set aside
+    conn.pending = [m for m in conn.pending if m["type"] not in (WAKE, PHASE)]
     # A POLICY without the flag: off.
     conn.send(policy(0, 0))
     conn.barrier(902)
