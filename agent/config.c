@@ -440,7 +440,21 @@ static int parse_rotation(const struct ctx *x, const cJSON *j, struct state *st)
 		{ "leaseMs", POLICY_GATE_LEASE_MIN_MS, POLICY_GATE_LEASE_MAX_MS, &p->gate_lease_ms },
 	};
 
-	if (get_uint_object(x, "rotation", j, m, sizeof(m) / sizeof(m[0])))
+	static const char *const keys[] = { "periodMs", "leaseMs", "inGap" };
+	const cJSON *gap;
+
+	if (want_object(x, "rotation", j) || check_keys(x, "rotation", j, keys, 3))
+		return -1;
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, m[i].key);
+		char field[32];
+
+		snprintf(field, sizeof(field), "rotation.%s", m[i].key);
+		if (v && get_uint(x, field, v, m[i].min, m[i].max, m[i].dst))
+			return -1;
+	}
+	gap = cJSON_GetObjectItemCaseSensitive(j, "inGap");
+	if (gap && get_bool(x, "rotation.inGap", gap, &p->rotate_in_gap))
 		return -1;
 	/* A file that sets only the lease, valid under the former 100 ms
 	 * default turn, stays valid: the turn defaults to half the lease

@@ -37,6 +37,7 @@ void policy_config_defaults(struct policy_config *cfg)
 	 * BEs keeping 79 % either way (docs/PERF.md). */
 	cfg->several_be = POLICY_SEVERAL_BE_ROTATE;
 	cfg->rotate_period_ms = 250;
+	cfg->rotate_in_gap = 1;
 	/* How long a BE stalls at most if the node agent hangs. */
 	cfg->gate_lease_ms = 500;
 	/* An eager (launch-bound) ResNet-50 beside a training BE on an H200

@@ -75,6 +75,9 @@ struct policy_config {
 	int manage_copy; /* also apply to copy-engine runlists */
 	uint32_t rotate_period_ms; /* POLICY_SEVERAL_BE_ROTATE: each BE's turn */
 	uint32_t gate_lease_ms;    /* a gate lapses after this without renewal */
+	/* Hold a turn's change until it fits in an LC's gap between requests
+	 * (rotate.c), where the LC's preempt agent says when they come. */
+	int rotate_in_gap;
 	/* An LC process whose launches keep it active at least this share of
 	 * the time (percent, 0: never; lcbusy.c) is launch-bound: its BEs keep
 	 * their baseline. */

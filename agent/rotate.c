@@ -85,7 +85,8 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 			return none;
 		lc = pr;
 	}
-	if (!lc || lc->phase.period_us == 0 || lc->phase.period_us > period_us / 4)
+	if (!a->cfg->policy.rotate_in_gap || !lc || lc->phase.period_us == 0 ||
+	    lc->phase.period_us > period_us / 4)
 		return none;
 	/* The change must be over before the next request's wake. */
 	before = ROTATE_CHANGE_US + a->cfg->policy.wake_lead_us;

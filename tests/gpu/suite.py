@@ -96,6 +96,7 @@ SET_POLICIES = {
     "rot250": {"rotation": {"periodMs": 250, "leaseMs": 600}},
     "rot250l500": {"rotation": {"periodMs": 250, "leaseMs": 500}},
     "rot500": {"rotation": {"periodMs": 500, "leaseMs": 1000}},
+    "nogap": {"rotation": {"inGap": False}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1240,7 +1241,27 @@ def set_graphsaves():
     return s
 
 
-SETS = {"graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_turngap():
+    """Turn changes held until they fit in the LC's gap (rotation.inGap,
+    the default) against changes at the turn's period (nogap), in turn on
+    one machine: the micro LC beside three be_fills, the CUDA-graph
+    ResNet-50 beside three training BEs, pinned, on time; each LC alone.
+    The suite keeps every request (trace) to find the ones that met a
+    change."""
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone 3xfill", None, "fill", 3, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    for lc, be in (("micro", "fill"), ("resnet50_graph", "train")):
+        args = busy + (["--no-events"] if lc != "micro" else [])
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
+                    tag="turngap", trace=True, pin=True))
+        for pol in ("default", "nogap"):
+            s.append(sc(f"{lc} gq:{pol} 3x{be} pinned", lc, be, 3, f"gq:{pol}", lc_args=args,
+                        lc_env={"GPUQOS_LOG": "info"}, tag="turngap", trace=True, pin=True))
+    return s
+
+
+SETS = {"turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}

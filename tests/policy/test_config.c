@@ -53,6 +53,7 @@ static void test_example(const char *path)
 	CHECK_EQ_U(c.policy.several_be, POLICY_SEVERAL_BE_ROTATE);
 	CHECK_EQ_U(c.policy.rotate_period_ms, 250);
 	CHECK_EQ_U(c.policy.gate_lease_ms, 500);
+	CHECK(c.policy.rotate_in_gap);
 	CHECK_EQ_U(c.policy.busy_lc_percent, 50);
 	CHECK(c.policy.lc_interleave == POLICY_INTERLEAVE_LEAVE);
 	CHECK(c.policy.be_interleave == POLICY_INTERLEAVE_LEAVE);
@@ -120,6 +121,10 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.policy.rotate_period_ms, 250);
 	CHECK_EQ_U(d.policy.gate_lease_ms, 1000);
 	CHECK_EQ_U(d.policy.wake_lead_us, 100); /* the default */
+	CHECK(d.policy.rotate_in_gap); /* the default */
+	CHECK(config_parse("{\"version\":1,\"rotation\":{\"inGap\":false}}", &d, err,
+			   sizeof(err)) == 0);
+	CHECK(!d.policy.rotate_in_gap);
 	/* Only a lease below twice the default turn: the turn is half of it
 	 * (a file valid under the former 100 ms turn stays valid); a lease
 	 * that allows the default keeps it. */
@@ -176,6 +181,8 @@ static const struct bad bads[] = {
 	  { "timeslices.severalBeUs", "from 1" } },
 	{ "{\"version\": 1, \"severalBe\": \"shorten\"}", { "severalBe", "\"floor\" or \"leave\"" } },
 	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 10}}", { "rotation.periodMs", "from 20" } },
+	{ "{\"version\": 1, \"rotation\": {\"inGap\": 1}}", { "rotation.inGap", "true or false" } },
+	{ "{\"version\": 1, \"rotation\": {\"inGaps\": true}}", { "rotation", "inGaps" } },
 	{ "{\"version\": 1, \"rotation\": {\"leaseMs\": 20000}}", { "rotation.leaseMs", "10000" } },
 	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 400}}", { "rotation.leaseMs", "twice" } },
 	{ "{\"version\": 1, \"rotation\": {\"periodMs\": 250, \"leaseMs\": 400}}",

@@ -82,7 +82,7 @@ capabilities:
   "kubernetes" (dict "defaultClass" $p.defaultClass)
   "timeslices" (dict "lcUs" (int $p.timeslices.lcUs) "beUs" (int $p.timeslices.beUs) "severalBeUs" (int $p.timeslices.severalBeUs))
   "severalBe" $p.severalBe
-  "rotation" (dict "periodMs" (int $p.rotation.periodMs) "leaseMs" (int $p.rotation.leaseMs))
+  "rotation" (dict "periodMs" (int $p.rotation.periodMs) "leaseMs" (int $p.rotation.leaseMs) "inGap" $p.rotation.inGap)
   "busyLcPercent" (int $p.busyLcPercent)
   "wake" (dict "leadUs" (int $p.wake.leadUs) "holdUs" (int $p.wake.holdUs))
   "allowUnsafeSeveralBe" $p.allowUnsafeSeveralBe
