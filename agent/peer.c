@@ -366,7 +366,7 @@ static const char *phase_bad(const struct gq_phase *m, uint64_t now_ns)
 	if (m->period_ns < GQ_PHASE_PERIOD_MIN_NS || m->period_ns > GQ_PHASE_PERIOD_MAX_NS)
 		return "period out of range (1 ms .. 1 s)";
 	if (m->last_start_ns == 0 || m->last_start_ns > m->at_ns)
-		return "latest start after the report";
+		return "no latest start, or one after the report";
 	if (m->at_ns - m->last_start_ns > PHASE_STALE_NS)
 		return "latest start more than 2 s before the report";
 	if (m->at_ns > now_ns ? m->at_ns - now_ns > PHASE_CLOCK_SLACK_NS
