@@ -814,6 +814,40 @@ static void test_rotation(void)
 	agent_free(a);
 }
 
+/* Runs the rotation in 1 ms steps for `steps` ms, the phases of lcs[0..n)
+ * refreshed each step (a report every millisecond), and checks that every
+ * turn changed exactly at its 100 ms period and none was placed (but the
+ * one that may have been held when this began); returns how many changes
+ * it saw after the first. */
+static unsigned unplaced_changes(struct agent *a, struct tsg *const be[3], struct proc *const *lcs,
+				 size_t nlcs, int steps)
+{
+	uint64_t last = 0, in_gap = a->n.turns_in_gap;
+	unsigned changes = 0;
+
+	for (int step = 0; step < steps; step++) {
+		unsigned before = gated_mask(be);
+		size_t n;
+
+		for (size_t i = 0; i < nlcs; i++)
+			lcs[i]->phase.rx_us = fake_now;
+		fake_now += 1000;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		answer_all(a, n);
+		if (gated_mask(be) == before)
+			continue;
+		if (last) {
+			CHECK_EQ_U(fake_now - last, 100000);
+			changes++;
+		}
+		last = fake_now;
+	}
+	CHECK(a->n.turns_in_gap <= in_gap + 1);
+	return changes;
+}
+
 /* The turn changes of a rotation fall in the middle of an LC's gap
  * between requests once its preempt agent said when they come (PHASE):
  * each at the first gap middle after the turn's period, never past it by
@@ -825,7 +859,7 @@ static void test_rotation_gap(void)
 	struct agent *a = agent_new();
 	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
 	struct tsg *be[3];
-	uint64_t start, last = 0, in_gap;
+	uint64_t start, last = 0;
 	unsigned changes = 0;
 	size_t n;
 
@@ -876,9 +910,8 @@ static void test_rotation_gap(void)
 		/* ROTATE_CHANGE_US and the lead before the next request. */
 		CHECK_EQ_U((fake_now - lc->phase.last_start_us) % 5000,
 			   5000 - ROTATE_CHANGE_US - a->cfg->policy.wake_lead_us);
-		if (last) {
+		if (last)
 			CHECK(fake_now - last >= 100000 && fake_now - last < 105000);
-		}
 		last = fake_now;
 	}
 	CHECK(changes >= 9 && changes <= 10);
@@ -889,82 +922,22 @@ static void test_rotation_gap(void)
 	 * and the lead (1.7 ms: 100 µs left): changes every 100 ms again. */
 	for (int k = 0; k < 2; k++) {
 		lc->phase.period_us = k ? 1700 : 30000;
-		last = 0;
-		changes = 0;
-		in_gap = a->n.turns_in_gap;
-		for (int step = 0; step < 400; step++) {
-			unsigned before = gated_mask(be);
-
-			lc->phase.rx_us = fake_now;
-			fake_now += 1000;
-			n = nsent;
-			reconcile_new_tick(a);
-			reconcile(a);
-			answer_all(a, n);
-			if (gated_mask(be) == before)
-				continue;
-			if (last) {
-				CHECK_EQ_U(fake_now - last, 100000);
-				changes++;
-			}
-			last = fake_now;
-		}
-		CHECK(changes >= 2);
-		CHECK(a->n.turns_in_gap <= in_gap + 1);
+		CHECK(unplaced_changes(a, be, &lc, 1, 400) >= 2);
 	}
 
 	/* A stale phase (no report for over a second) places nothing. */
-	in_gap = a->n.turns_in_gap;
 	lc->phase.period_us = 5000;
 	lc->phase.rx_us = fake_now - ROTATE_PHASE_FRESH_US - 1;
-	last = 0;
-	changes = 0;
-	for (int step = 0; step < 400; step++) {
-		unsigned before = gated_mask(be);
-
-		fake_now += 1000;
-		n = nsent;
-		reconcile_new_tick(a);
-		reconcile(a);
-		answer_all(a, n);
-		if (gated_mask(be) == before)
-			continue;
-		if (last) {
-			CHECK_EQ_U(fake_now - last, 100000);
-			changes++;
-		}
-		last = fake_now;
-	}
-	CHECK(changes >= 2);
-	CHECK(a->n.turns_in_gap <= in_gap + 1);
+	CHECK(unplaced_changes(a, be, NULL, 0, 400) >= 2);
 
 	/* Two LC processes with phases: no gap suits both, none is used. */
 	{
-		struct proc *lc2 = proc_with_peer(a, 7, "latency-critical");
+		struct proc *lcs[2] = { lc, proc_with_peer(a, 7, "latency-critical") };
 
-		report(a, lc2, 0x30, RM_ENGINE_GR0, 2048);
-		lc2->phase = lc->phase;
-		lc2->phase.last_start_us += 1700;
-		last = 0;
-		changes = 0;
-		for (int step = 0; step < 400; step++) {
-			unsigned before = gated_mask(be);
-
-			lc->phase.rx_us = lc2->phase.rx_us = fake_now;
-			fake_now += 1000;
-			n = nsent;
-			reconcile_new_tick(a);
-			reconcile(a);
-			answer_all(a, n);
-			if (gated_mask(be) == before)
-				continue;
-			if (last) {
-				CHECK_EQ_U(fake_now - last, 100000);
-				changes++;
-			}
-			last = fake_now;
-		}
-		CHECK(changes >= 2);
+		report(a, lcs[1], 0x30, RM_ENGINE_GR0, 2048);
+		lcs[1]->phase = lc->phase;
+		lcs[1]->phase.last_start_us += 1700;
+		CHECK(unplaced_changes(a, be, lcs, 2, 400) >= 2);
 	}
 	agent_free(a);
 }

@@ -1153,6 +1153,18 @@ def set_lead125():
     return s
 
 
+def pre_rows(rows, busy, lc_env, be_env, tag):
+    """Probe-mode micro rows, pinned and traced: (BE kind, lc_micro's --pre,
+    its lead in us) each beside one BE."""
+    out = []
+    for be, pre, lead in rows:
+        args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
+        out.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
+                      lc_args=args, lc_env=lc_env, be_env=be_env, tag=tag, trace=True,
+                      pin=True))
+    return out
+
+
 def set_latch():
     """Does a woken LC context stay on the GPU while it has work, all the way
     to its request? lc_micro's latch (--pre latch): from L us ahead a kernel
@@ -1176,12 +1188,7 @@ def set_latch():
     rows = [("fill", "none", 0), ("fill", "wake2", 100), ("fill", "hold2", 300),
             ("fill", "latch", 200), ("fill", "latch", 250), ("fill", "latch", 300),
             ("fill", "latch", 400), ("train", "wake2", 100), ("train", "latch", 300)]
-    for be, pre, lead in rows:
-        args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
-        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
-                    lc_args=args, lc_env=lc_env, be_env=be50, tag="latch", trace=True,
-                    pin=True))
-    return s
+    return s + pre_rows(rows, busy, lc_env, be50, "latch")
 
 
 def set_acquire():
@@ -1207,12 +1214,7 @@ def set_acquire():
             ("fill", "waitv", 200), ("fill", "waitv", 300), ("fill", "waitv", 400),
             ("fill", "gate", 200), ("fill", "gate", 300), ("fill", "gate", 400),
             ("train", "waitv", 300), ("train", "gate", 300)]
-    for be, pre, lead in rows:
-        args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
-        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
-                    lc_args=args, lc_env=lc_env, be_env=be50, tag="acquire", trace=True,
-                    pin=True))
-    return s
+    return s + pre_rows(rows, busy, lc_env, be50, "acquire")
 
 
 def set_graphsaves():
