@@ -1153,16 +1153,27 @@ def set_lead125():
     return s
 
 
-def pre_rows(rows, busy, lc_env, be_env, tag):
-    """Probe-mode micro rows, pinned and traced: (BE kind, lc_micro's --pre,
-    its lead in us) each beside one BE."""
-    out = []
+def keepin_set(alone_pres, rows, tag):
+    """A probe-mode micro set: the BEs alone, the micro LC alone (busy-
+    waiting, pinned) and with each of alone_pres 300 us ahead, then rows of
+    (BE kind, lc_micro's --pre, its lead in us) each beside one BE at
+    50 us, the LC at 100 ms, every process printing its context-switch
+    counts every second."""
+    stats = {"GQP_CTXSW_STATS_MS": "1000"}
+    lc_env = dict(LC_TS, **stats)
+    be50 = dict(stats, GQP_TIMESLICE_US="50")
+    busy = ["--busy-wait-us", "200"]
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True, pin=True)]
+    for pre in alone_pres:
+        s.append(sc(f"micro alone {pre} 300", "micro", nbe=0, mode="alone",
+                    lc_args=busy + ["--pre", pre, "--pre-lead-us", "300"], trace=True, pin=True))
     for be, pre, lead in rows:
         args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
-        out.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
-                      lc_args=args, lc_env=lc_env, be_env=be_env, tag=tag, trace=True,
-                      pin=True))
-    return out
+        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
+                    lc_args=args, lc_env=lc_env, be_env=be50, tag=tag, trace=True, pin=True))
+    return s
 
 
 def set_latch():
@@ -1176,19 +1187,10 @@ def set_latch():
     (what the latch costs with no BE); be_fill and a training BE at 50 us.
     Every process prints its context-switch counts every second: one LC
     save per request means the context stayed."""
-    stats = {"GQP_CTXSW_STATS_MS": "1000"}
-    lc_env = dict(LC_TS, **stats)
-    be50 = dict(stats, GQP_TIMESLICE_US="50")
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True, pin=True),
-         sc("micro alone latch 300", "micro", nbe=0, mode="alone",
-            lc_args=busy + ["--pre", "latch", "--pre-lead-us", "300"], trace=True, pin=True)]
     rows = [("fill", "none", 0), ("fill", "wake2", 100), ("fill", "hold2", 300),
             ("fill", "latch", 200), ("fill", "latch", 250), ("fill", "latch", 300),
             ("fill", "latch", 400), ("train", "wake2", 100), ("train", "latch", 300)]
-    return s + pre_rows(rows, busy, lc_env, be50, "latch")
+    return keepin_set(("latch",), rows, "latch")
 
 
 def set_acquire():
@@ -1200,21 +1202,11 @@ def set_acquire():
     the request's own stream; gate: the same on the request's stream, the
     request queued behind it and released by the host after the launch.
     One LC save per request means the context stayed."""
-    stats = {"GQP_CTXSW_STATS_MS": "1000"}
-    lc_env = dict(LC_TS, **stats)
-    be50 = dict(stats, GQP_TIMESLICE_US="50")
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True, pin=True)]
-    for pre in ("waitv", "gate"):
-        s.append(sc(f"micro alone {pre} 300", "micro", nbe=0, mode="alone",
-                    lc_args=busy + ["--pre", pre, "--pre-lead-us", "300"], trace=True, pin=True))
     rows = [("fill", "none", 0), ("fill", "wake2", 100),
             ("fill", "waitv", 200), ("fill", "waitv", 300), ("fill", "waitv", 400),
             ("fill", "gate", 200), ("fill", "gate", 300), ("fill", "gate", 400),
             ("train", "waitv", 300), ("train", "gate", 300)]
-    return s + pre_rows(rows, busy, lc_env, be50, "acquire")
+    return keepin_set(("waitv", "gate"), rows, "acquire")
 
 
 def set_graphsaves():
