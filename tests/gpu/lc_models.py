@@ -18,6 +18,9 @@ batch 1 (--batch), fp16, eval, no grad.
                  sleep only until N us before each due time (with a 1 ns
                  timer slack), then spin on the clock: the request is
                  submitted on time whatever the host's wakeup latency
+  --phase-us X   with fixed arrivals, the measured requests are due at X us
+                 past each multiple of the period on CLOCK_MONOTONIC (to
+                 line them up with another process's windows on that clock)
   --no-events    record no CUDA events around the submit: the request is
                  the model's work alone on the GPU (gpu_us is then 0)
   --trace FILE   one line per measured request, lc_micro's columns (index,
@@ -166,10 +169,14 @@ def main():
     ap.add_argument("--busy-wait-us", type=float, default=0.0)
     ap.add_argument("--no-events", action="store_true")
     ap.add_argument("--trace")
+    ap.add_argument("--phase-us", type=float)
     a = ap.parse_args()
     if a.period_ms <= 0 or a.duration_s <= 0 or a.batch < 1 or not 1 <= a.seq <= 512 or \
             not 0 <= a.busy_wait_us <= a.period_ms * 1000:
         ap.error("bad --period-ms, --duration-s, --batch, --seq or --busy-wait-us")
+    if a.phase_us is not None and (a.arrival != "fixed" or
+                                   not 0 <= a.phase_us < a.period_ms * 1000):
+        ap.error("--phase-us needs fixed arrivals and 0 <= X < the period")
     busy_ns = int(a.busy_wait_us * 1000)
     if busy_ns:
         set_timer_slack(1)
@@ -256,6 +263,9 @@ def main():
         t_end = t_start + int(a.duration_s * 1e9)
         prev_done = 0
         nxt = t_start
+        if a.phase_us is not None:
+            per, ph = int(a.period_ms * 1e6), int(a.phase_us * 1e3)
+            nxt = ((t_start - ph) // per + 1) * per + ph
         while nxt < t_end:
             if prev_done > nxt:
                 late += 1

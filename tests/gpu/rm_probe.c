@@ -28,6 +28,12 @@
  *                        slots s = floor(CLOCK_MONOTONIC / period) with
  *                        s mod N == I; otherwise its GR channels are
  *                        disabled (DISABLE_CHANNELS, then PREEMPT)
+ *   GQP_WIN_PERIOD_US=P, GQP_WIN_OFF_US=A, GQP_WIN_LEN_US=L
+ *                        windows: the process's GR channels are disabled
+ *                        (DISABLE_CHANNELS, then PREEMPT) from A to A + L
+ *                        us into every P us of CLOCK_MONOTONIC, enabled
+ *                        otherwise (a BE kept off the GPU around each
+ *                        request of an LC aligned to the same clock)
  *   GQP_ROT_STATIC=1     no rotation: I == 0 stays enabled, others stay
  *                        disabled for the whole run
  *   GQP_ROT_START_FILE=P rotation (or the static disable) begins once file
@@ -137,6 +143,7 @@ static struct {
 	long interleave;          /* -1: leave */
 	int early, rebuild, only_sched, no_preempt, rot_static;
 	long rot_n, rot_i, rot_period_ms, settle_ms;
+	long win_period_us, win_off_us, win_len_us; /* GQP_WIN_*: 0 period: none */
 	long compute_preempt;     /* -1: leave libcuda's */
 	long stats_ms;            /* 0: no context-switch counts */
 	long reapply_ms;          /* 0: the timeslice is set once */
@@ -292,6 +299,27 @@ static int slot_enabled(uint64_t now)
 	return (long)(slot % (uint64_t)P.rot_n) == P.rot_i;
 }
 
+/* Windows (GQP_WIN_*): whether `now` is outside every window, and when
+ * the current window or gap ends. */
+static int win_enabled(uint64_t now, uint64_t *until)
+{
+	uint64_t per = (uint64_t)P.win_period_us * 1000u, off = (uint64_t)P.win_off_us * 1000u;
+	uint64_t len = (uint64_t)P.win_len_us * 1000u;
+	uint64_t base = now < off ? 0 : (now - off) / per * per + off;
+	uint64_t in = now - base;
+
+	if (now < off) {
+		*until = off;
+		return 1;
+	}
+	if (in < len) {
+		*until = base + len;
+		return 0;
+	}
+	*until = base + per;
+	return 1;
+}
+
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
@@ -328,8 +356,8 @@ static void *probe_thread(void *arg)
 	if (P.stats_ms > 0)
 		ctxsw_stats();
 	pthread_mutex_unlock(&P.lock);
-	while (P.rot_n <= 0 && P.reapply_ms > 0 && (P.timeslice_us >= 0 || P.interleave >= 0) &&
-	       !P.stop) {
+	while (P.rot_n <= 0 && P.win_period_us <= 0 && P.reapply_ms > 0 &&
+	       (P.timeslice_us >= 0 || P.interleave >= 0) && !P.stop) {
 		struct rm_tsg_timeslice t = {.timesliceUs = (rm_u64)P.timeslice_us};
 		struct rm_tsg_interleave il = {.tsgInterleaveLevel = (rm_u32)P.interleave};
 		uint32_t us;
@@ -349,7 +377,7 @@ static void *probe_thread(void *arg)
 				P.reapplied, P.reapply_failed);
 		pthread_mutex_unlock(&P.lock);
 	}
-	if (P.rot_n <= 0) {
+	if (P.rot_n <= 0 && P.win_period_us <= 0) {
 		/* Workloads may _exit(): the counts are printed as they go. */
 		while (P.stats_ms > 0 && !P.stop) {
 			sleep_ms(P.stats_ms);
@@ -362,8 +390,8 @@ static void *probe_thread(void *arg)
 	while (P.rot_start_file && !P.stop && access(P.rot_start_file, F_OK) != 0)
 		sleep_ms(5);
 	while (!P.stop) {
-		uint64_t now = mono_ns();
-		int want = slot_enabled(now);
+		uint64_t now = mono_ns(), until = 0;
+		int want = P.win_period_us > 0 ? win_enabled(now, &until) : slot_enabled(now);
 		pthread_mutex_lock(&P.lock);
 		if (!P.stop && want == P.disabled) {
 			switch_state(!want);
@@ -383,7 +411,7 @@ static void *probe_thread(void *arg)
 			continue;
 		}
 		uint64_t per = (uint64_t)P.rot_period_ms * 1000000ull;
-		uint64_t next = (now / per + 1) * per;
+		uint64_t next = P.win_period_us > 0 ? until : (now / per + 1) * per;
 		struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
 				      .tv_nsec = (long)(next % 1000000000ull)};
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
@@ -423,6 +451,9 @@ __attribute__((constructor)) static void probe_init(void)
 	P.rot_n = env_long("GQP_ROT_N", 0);
 	P.rot_i = env_long("GQP_ROT_I", 0);
 	P.rot_period_ms = env_long("GQP_ROT_PERIOD_MS", 100);
+	P.win_period_us = env_long("GQP_WIN_PERIOD_US", 0);
+	P.win_off_us = env_long("GQP_WIN_OFF_US", 0);
+	P.win_len_us = env_long("GQP_WIN_LEN_US", 0);
 	P.settle_ms = env_long("GQP_SETTLE_MS", 500);
 	P.rot_start_file = getenv("GQP_ROT_START_FILE");
 	P.stats_ms = env_long("GQP_CTXSW_STATS_MS", 0);
@@ -444,13 +475,17 @@ __attribute__((constructor)) static void probe_init(void)
 	if (P.stats_ms < 0)
 		P.stats_ms = 0;
 	if (P.interleave > 2 || P.rot_n < 0 || P.rot_n > 64 || P.rot_i < 0 ||
-	    (P.rot_n && P.rot_i >= P.rot_n) || P.rot_period_ms < 1 || P.settle_ms < 0) {
+	    (P.rot_n && P.rot_i >= P.rot_n) || P.rot_period_ms < 1 || P.settle_ms < 0 ||
+	    P.win_period_us < 0 || P.win_period_us > 10000000 ||
+	    (P.win_period_us && (P.rot_n || P.win_off_us < 0 || P.win_off_us >= P.win_period_us ||
+				 P.win_len_us <= 0 || P.win_len_us >= P.win_period_us))) {
 		fprintf(stderr, "rm_probe: bad GQP_* settings; the probe only watches\n");
 		P.interleave = P.timeslice_us = -1;
 		P.rot_n = 0;
+		P.win_period_us = 0;
 	}
 	int act = P.timeslice_us >= 0 || P.interleave >= 0 || P.rebuild || P.rot_n > 0 ||
-		  P.stats_ms > 0;
+		  P.win_period_us > 0 || P.stats_ms > 0;
 	if (P.real && act && pthread_create(&P.thread, NULL, probe_thread, NULL) == 0)
 		P.thread_started = 1;
 }

@@ -1255,7 +1255,35 @@ def set_turngap():
     return s
 
 
-SETS = {"turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+def set_windows():
+    """What keeping the BE off the GPU around each request would give a
+    CUDA-graph model and cost the BE (the one switch ViT-B/16 and BERT-base
+    still pay): rm_probe disables the BE's channels (and preempts it) from
+    the start of every window on CLOCK_MONOTONIC, for WIN us, and enables
+    them again; the model's requests are due PHASE us into the same
+    windows (lc_models --phase-us). LC at 100 ms, BE at 50 us (probe mode:
+    no wake), pinned, on time, no CUDA events; beside the same BE without
+    windows, and each model alone."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
+    rows = (("vit_b16_graph", 10000, ((1500, 2600), (1200, 2300))),
+            ("bert_base_graph", 5000, ((1500, 2400),)))
+    for lc, per, wins in rows:
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="windows", trace=True, pin=True))
+        s.append(sc(f"{lc} probe BE train 50", lc, "train", 1, "probe", lc_args=busy,
+                    lc_env=LC_TS, be_env={"GQP_TIMESLICE_US": "50"}, tag="windows",
+                    trace=True, pin=True))
+        for phase, win in wins:
+            env = {"GQP_TIMESLICE_US": "50", "GQP_WIN_PERIOD_US": str(per),
+                   "GQP_WIN_OFF_US": "0", "GQP_WIN_LEN_US": str(win)}
+            s.append(sc(f"{lc} probe BE train 50 off {win} us from 0, request at {phase}",
+                        lc, "train", 1, "probe", lc_args=busy + ["--phase-us", str(phase)],
+                        lc_env=LC_TS, be_env=env, tag="windows", trace=True, pin=True))
+    return s
+
+
+SETS = {"windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
