@@ -46,6 +46,9 @@ struct proc_view {
 	int has_wake, wake_stopped;
 	struct oint wake_requests, wakes, wake_hits, wake_wasted, wake_beaten, wake_not_issued,
 		wake_stops;
+	/* When its requests come (agents since 2026-11-26; null without). */
+	int has_phase;
+	struct oint phase_period, phase_ago;
 };
 
 #define CELL 64
@@ -148,7 +151,7 @@ static int parse_tsg(struct jerr *e, const cJSON *o, const char *w, struct tsg_v
 
 static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc_view *v)
 {
-	const cJSON *wake;
+	const cJSON *wake, *phase;
 	char w2[80];
 
 	memset(v, 0, sizeof(*v));
@@ -177,6 +180,12 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 		oint_get(e, wake, w2, "notIssued", J_REQ, &v->wake_not_issued);
 		oint_get(e, wake, w2, "stops", J_REQ, &v->wake_stops);
 		j_bool(e, wake, w2, "stopped", J_REQ, &v->wake_stopped);
+	}
+	if (j_obj(e, o, w, "phase", J_ANY, &phase) > 0) {
+		snprintf(w2, sizeof(w2), "%s.phase", w);
+		v->has_phase = 1;
+		oint_get(e, phase, w2, "periodUs", J_REQ, &v->phase_period);
+		oint_get(e, phase, w2, "lastStartAgoUs", J_REQ, &v->phase_ago);
 	}
 	return e->msg[0] ? -1 : 0;
 }
@@ -491,6 +500,14 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 			 "%s stops%s",
 			 n, r, h, x, b, ni, st, v->wake_stopped ? ", stopped now" : "");
 		detail(out, "wakes", buf);
+	}
+	if (v->has_phase) {
+		char per[NUM], ago[NUM];
+
+		fmt_oint(per, sizeof(per), &v->phase_period, "?");
+		fmt_oint(ago, sizeof(ago), &v->phase_ago, "?");
+		snprintf(buf, sizeof(buf), "a request every %s µs, the latest %s µs ago", per, ago);
+		detail(out, "phase", buf);
 	}
 }
 

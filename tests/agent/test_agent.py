@@ -2,6 +2,7 @@
 """test_agent.py - scenario tests of the real gpuqos-agent against fake
 preempt agents. Usage: GPUQOS_AGENT_BIN=... test_agent.py <test-name>."""
 import json
+import re
 import os
 import signal
 import socket
@@ -1115,6 +1116,11 @@ def t_phase_report(make_agent):
     send(5 * ms, 2 * ms)
     wait_for(lambda: (row().get("phase") or {}).get("periodUs") == 5000, "the report in list")
     check(row()["phase"]["lastStartAgoUs"] >= 2000, "its latest start: %r" % row())
+    ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
+    out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(lc.pid)], capture_output=True,
+                         text=True, timeout=20).stdout
+    check(re.search(r"phase\s+a request every 5000 µs, the latest \d+ µs ago", out),
+          "gpuqosctl show: %s" % out)
     t = now()
     be.send(op="raw", hex=gq_proto.phase(1, 5 * ms, t - ms, t).hex())
     wait_for(lambda: a.counters()["badPhase"] == 1, "an unasked PHASE counted")
