@@ -543,9 +543,12 @@ uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, ui
  * placed change begins this long, and the LC's wake lead, before the LC's
  * next predicted request. */
 #define ROTATE_CHANGE_US 1500u
-/* ... and not sooner than this after a request's start: a period shorter
- * than the change, the lead and this leaves no gap to place it in. */
-#define ROTATE_CHANGE_MIN_OFFSET_US 200u
+/* ... and not sooner than this after a request's start, by when a short
+ * request has ended: a period shorter than the change, the lead and this
+ * (2.6 ms) leaves no gap to place it in. A micro LC every 2 ms, its
+ * changes placed 400 us after its starts, did worse than unplaced on one
+ * machine (docs/PERF.md, run 7 of the afternoon). */
+#define ROTATE_CHANGE_MIN_OFFSET_US 1000u
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);
 

@@ -918,10 +918,11 @@ static void test_rotation_gap(void)
 	CHECK(fake_now - start == 1000000);
 	CHECK(a->n.turns_in_gap >= changes - 1 && a->n.turns_in_gap <= changes);
 
-	/* A period over a quarter of the turn, or too short for the change
-	 * and the lead (1.7 ms: 100 µs left): changes every 100 ms again. */
-	for (int k = 0; k < 2; k++) {
-		lc->phase.period_us = k ? 1700 : 30000;
+	/* A period over a quarter of the turn, or too short for the change,
+	 * the lead and a short request (2 ms, 2.5 ms: under 2.6 ms): changes
+	 * every 100 ms again. */
+	for (int k = 0; k < 3; k++) {
+		lc->phase.period_us = k == 0 ? 30000 : k == 1 ? 2000 : 2500;
 		CHECK(unplaced_changes(a, be, &lc, 1, 400) >= 2);
 	}
 
