@@ -324,19 +324,23 @@ struct uint_member {
 
 #define UINT_MEMBERS_MAX 4
 
-/* An object of optional whole-number members only; an error names the
+/* An object of optional whole-number members, and of the other keys in
+ * extra[0..nextra) that the caller reads itself; an error names the
  * member as "name.key". */
-static int get_uint_object(const struct ctx *x, const char *name, const cJSON *j,
-			   const struct uint_member *m, size_t n)
+static int get_uint_members(const struct ctx *x, const char *name, const cJSON *j,
+			    const struct uint_member *m, size_t n, const char *const *extra,
+			    size_t nextra)
 {
 	const char *keys[UINT_MEMBERS_MAX];
 	char field[48];
 
-	if (n > UINT_MEMBERS_MAX)
+	if (n + nextra > UINT_MEMBERS_MAX)
 		return fail(x, name, "has more members than the parser holds");
 	for (size_t i = 0; i < n; i++)
 		keys[i] = m[i].key;
-	if (want_object(x, name, j) || check_keys(x, name, j, keys, n))
+	for (size_t i = 0; i < nextra; i++)
+		keys[n + i] = extra[i];
+	if (want_object(x, name, j) || check_keys(x, name, j, keys, n + nextra))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, m[i].key);
@@ -346,6 +350,13 @@ static int get_uint_object(const struct ctx *x, const char *name, const cJSON *j
 			return -1;
 	}
 	return 0;
+}
+
+/* An object of optional whole-number members only. */
+static int get_uint_object(const struct ctx *x, const char *name, const cJSON *j,
+			   const struct uint_member *m, size_t n)
+{
+	return get_uint_members(x, name, j, m, n, NULL, 0);
 }
 
 static int parse_timeslices(const struct ctx *x, const cJSON *j, struct state *st)
@@ -440,19 +451,11 @@ static int parse_rotation(const struct ctx *x, const cJSON *j, struct state *st)
 		{ "leaseMs", POLICY_GATE_LEASE_MIN_MS, POLICY_GATE_LEASE_MAX_MS, &p->gate_lease_ms },
 	};
 
-	static const char *const keys[] = { "periodMs", "leaseMs", "inGap" };
+	static const char *const other[] = { "inGap" };
 	const cJSON *gap;
 
-	if (want_object(x, "rotation", j) || check_keys(x, "rotation", j, keys, 3))
+	if (get_uint_members(x, "rotation", j, m, sizeof(m) / sizeof(m[0]), other, 1))
 		return -1;
-	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, m[i].key);
-		char field[32];
-
-		snprintf(field, sizeof(field), "rotation.%s", m[i].key);
-		if (v && get_uint(x, field, v, m[i].min, m[i].max, m[i].dst))
-			return -1;
-	}
 	gap = cJSON_GetObjectItemCaseSensitive(j, "inGap");
 	if (gap && get_bool(x, "rotation.inGap", gap, &p->rotate_in_gap))
 		return -1;
