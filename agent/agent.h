@@ -537,6 +537,8 @@ int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
 uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us);
 /* A PHASE older than this is not used to place a turn's change. */
 #define ROTATE_PHASE_FRESH_US 1000000u
+/* The process's last PHASE came at most ROTATE_PHASE_FRESH_US ago. */
+int rotate_phase_fresh(const struct proc *p, uint64_t now);
 /* How long a turn's change keeps the RM busy: GATE (disable 0.8-1.2 ms,
  * then preempt 0.3-0.4 ms) in one BE's process while UNGATE (enable
  * 0.4-0.6 ms) runs in the next's, plus the messages (docs/PERF.md). A

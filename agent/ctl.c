@@ -385,7 +385,7 @@ static void phase_json(const struct proc *p, cJSON *o)
 	uint64_t now = now_us();
 	cJSON *ph;
 
-	if (!p->phase.have || p->phase.rx_us > now || now - p->phase.rx_us > ROTATE_PHASE_FRESH_US) {
+	if (!rotate_phase_fresh(p, now)) {
 		cJSON_AddNullToObject(o, "phase");
 		return;
 	}

@@ -65,6 +65,12 @@ struct gap {
 	uint64_t period_us, last_us, offset_us; /* period_us 0: none known */
 };
 
+int rotate_phase_fresh(const struct proc *p, uint64_t now)
+{
+	return p->phase.have && p->phase.rx_us <= now &&
+	       now - p->phase.rx_us <= ROTATE_PHASE_FRESH_US;
+}
+
 /* The gap of the one LC process on `gpu` whose PHASE is fresh, if its
  * period is at most a quarter of a turn and leaves room for a change
  * before its next request; none when no LC or several LC processes have
@@ -78,8 +84,7 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		const struct proc *pr = t->proc;
 
-		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !pr->phase.have ||
-		    pr->phase.rx_us > now || now - pr->phase.rx_us > ROTATE_PHASE_FRESH_US)
+		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !rotate_phase_fresh(pr, now))
 			continue;
 		if (lc && lc != pr)
 			return none;
@@ -110,13 +115,13 @@ uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, ui
 }
 
 /* The member of g[0..n) whose turn it is now; starts a new turn when the
- * current one has lasted a period (or there is none). With an LC's gap
- * known, a turn that has lasted its period goes on until the change's
- * controls fit between the LC's requests (ROTATE_CHANGE_US before its
- * next wake): a request that meets them waits 150 µs or more
+ * current one has lasted a period (or there is none). Where an LC's gap is
+ * known when the period ends, the turn goes on until the change's controls
+ * fit between the LC's requests (ROTATE_CHANGE_US before its next wake),
+ * at most one LC period: a request that meets them waits 150 µs or more
  * (docs/PERF.md). */
-static struct tsg *turn_of(struct counters *cnt, struct tsg **g, size_t n, uint64_t now,
-			   uint64_t period_us, struct gap gap)
+static struct tsg *turn_of(struct agent *a, struct tsg **g, size_t n, uint64_t now,
+			   uint64_t period_us)
 {
 	struct tsg *cur = NULL, *next = NULL;
 
@@ -130,14 +135,16 @@ static struct tsg *turn_of(struct counters *cnt, struct tsg **g, size_t n, uint6
 	}
 	if (cur && now < cur->gate.turn_start + period_us)
 		return cur;
-	if (cur && gap.period_us) {
-		if (cur->gate.turn_end == 0)
+	if (cur && cur->gate.turn_end == 0) {
+		struct gap gap = lc_gap(a, cur->gpu, now, period_us);
+
+		if (gap.period_us)
 			cur->gate.turn_end = rotate_gap_point(cur->gate.turn_start + period_us,
 							      gap.period_us, gap.last_us,
 							      gap.offset_us);
-		if (now < cur->gate.turn_end)
-			return cur;
 	}
+	if (cur && now < cur->gate.turn_end)
+		return cur;
 	for (size_t i = 0; i < n; i++) {
 		if (g[i] == cur && n > 1)
 			continue;
@@ -145,11 +152,11 @@ static struct tsg *turn_of(struct counters *cnt, struct tsg **g, size_t n, uint6
 			next = g[i];
 	}
 	if (cur) {
-		cnt->turns_in_gap += cur->gate.turn_end != 0;
+		a->n.turns_in_gap += cur->gate.turn_end != 0;
 		cur->gate.turn_start = 0;
 		cur->gate.turn_end = 0;
 	}
-	cnt->turns++;
+	a->n.turns++;
 	next->gate.turn_start = now;
 	next->gate.turn_end = 0;
 	next->gate.last_turn = now;
@@ -190,8 +197,7 @@ void rotate_plan(struct agent *a, uint64_t now)
 
 		for (j = i + 1; j < n && g[j]->gpu == g[i]->gpu && g[j]->engine == g[i]->engine; j++)
 			;
-		turn = turn_of(&a->n, g + i, j - i, now, period_us,
-			       lc_gap(a, g[i]->gpu, now, period_us));
+		turn = turn_of(a, g + i, j - i, now, period_us);
 		for (size_t k = i; k < j; k++)
 			g[k]->gate.want = g[k] != turn;
 	}
