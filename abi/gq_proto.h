@@ -35,8 +35,9 @@ enum gq_type {
 	GQ_ACTIVITY = 8, /* P->A: the process's GPU launches so far */
 	GQ_WAKE = 9,     /* P->A: how the process's wakes went so far */
 	GQ_PHASE = 10,   /* P->A: the period and last start of its requests */
+	GQ_WINDOW = 11,  /* A->P: keep this BE off the GPU around an LC's requests */
 };
-#define GQ_TYPE_MAX GQ_PHASE
+#define GQ_TYPE_MAX GQ_WINDOW
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -69,6 +70,9 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 #define GQ_HELLO_F_WAKE_STATS 0x8u
 /* The library sends PHASE when a POLICY asks for it (GQ_POLICY_F_PHASE). */
 #define GQ_HELLO_F_PHASE 0x10u
+/* The library runs WINDOW schedules and ends them by itself (docs/protocol.md,
+ * "Windows"). A never sends WINDOW to a peer without it. */
+#define GQ_HELLO_F_WINDOW 0x20u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -246,6 +250,41 @@ _Static_assert(sizeof(struct gq_phase) == 48, "gq_phase");
 #define GQ_PHASE_PERIOD_MIN_NS 1000000ull    /* 1 ms */
 #define GQ_PHASE_PERIOD_MAX_NS 1000000000ull /* 1 s */
 
+/* Keep this BE process's GR TSGs on one GPU off the GPU around each
+ * request of a periodic LC (docs/protocol.md, "Windows"): from before_us
+ * ahead of each predicted start (start_ns + k * period_ns, on A's
+ * CLOCK_MONOTONIC) to after_us past it, the library disables the TSGs'
+ * channels and preempts them, then enables them again. The schedule ends
+ * lease_ms after the message unless renewed, at once without
+ * GQ_WINDOW_F_ON, and when the connection ends. */
+struct gq_window {
+	struct gq_hdr hdr;
+	rm_u32 flags;           /* GQ_WINDOW_F_*; other bits reserved, 0 */
+	rm_u32 device_instance; /* the GPU whose TSGs it applies to */
+	rm_u64 period_ns RM_ALIGN8;
+	rm_u64 start_ns RM_ALIGN8; /* one predicted request start */
+	rm_u64 sent_ns RM_ALIGN8;  /* A's CLOCK_MONOTONIC when it sent this */
+	rm_u32 before_us;
+	rm_u32 after_us;
+	rm_u32 lease_ms;
+	rm_u32 reserved; /* 0 */
+};
+_Static_assert(sizeof(struct gq_window) == 64, "gq_window");
+#define GQ_WINDOW_F_ON 0x1u
+/* Limits the library enforces (a WINDOW outside them ends the schedule):
+ * the window opens at most GQ_WINDOW_BEFORE_MAX_US ahead of a start and
+ * ends at most GQ_WINDOW_AFTER_MAX_US past it, and keeps the BE on at
+ * least GQ_WINDOW_ON_MIN_PERCENT of each period. */
+#define GQ_WINDOW_BEFORE_MAX_US 10000u
+#define GQ_WINDOW_AFTER_MAX_US 100000u
+#define GQ_WINDOW_ON_MIN_PERCENT 10u
+#define GQ_WINDOW_LEASE_MAX_MS 2000u
+/* sent_ns further than this from the library's own clock: not the same
+ * CLOCK_MONOTONIC, or the message waited too long to place windows by. */
+#define GQ_WINDOW_CLOCK_SLACK_NS 50000000ull
+/* start_ns further than this from the library's clock: not a start. */
+#define GQ_WINDOW_START_SLACK_NS 10000000000ull
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -270,6 +309,8 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_wake);
 	case GQ_PHASE:
 		return sizeof(struct gq_phase);
+	case GQ_WINDOW:
+		return sizeof(struct gq_window);
 	default:
 		return 0;
 	}

@@ -157,6 +157,16 @@ struct proc {
 	} phase;
 };
 
+/* A BE's window schedule (window.c). */
+struct peer_window {
+	int on;
+	uint32_t gpu;
+	uint64_t period_us, start_us; /* now_us() clock */
+	uint32_t before_us, after_us;
+	pid_t lc_pid;     /* whose requests it is placed around */
+	uint64_t sent_us; /* when it was last sent or renewed */
+};
+
 struct peer {
 	struct peer *next;
 	struct loop_watch w;
@@ -176,6 +186,9 @@ struct peer {
 	int wake_stats; /* its HELLO said GQ_HELLO_F_WAKE_STATS */
 	int activity;   /* its HELLO said GQ_HELLO_F_ACTIVITY */
 	int phase;      /* its HELLO said GQ_HELLO_F_PHASE */
+	int can_window; /* its HELLO said GQ_HELLO_F_WINDOW */
+	/* window.c: the schedule last sent to it (on 0: none, or ended). */
+	struct peer_window win;
 	uint32_t accept_seq; /* accept order: the later of one process's wins */
 };
 
@@ -324,6 +337,8 @@ struct agent_hooks {
 			 const struct cmd_outcome *o);
 	int (*send_policy)(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy,
 			   uint32_t wake);
+	/* Send p the schedule in p->win (window.c); 0, or -1. */
+	int (*send_window)(struct agent *a, struct peer *p);
 	/* A process's class where the config's rules do not decide it
 	 * (Kubernetes mode: its pod's annotation). */
 	void (*classify)(struct agent *a, struct proc *p);
@@ -344,6 +359,8 @@ struct counters {
 	uint64_t bad_phase;    /* PHASE reports ignored (unasked, out of range, another clock) */
 	uint64_t turns;        /* rotation turns begun (rotate.c) */
 	uint64_t turns_in_gap; /* ... of them, held until the change fit in an LC's gap */
+	uint64_t windows_sent;  /* WINDOW schedules sent or renewed (window.c) */
+	uint64_t windows_ended; /* ... and ended by a WINDOW without its on flag */
 	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
 	 * said do not exist; log lines suppressed by the per-process limit */
 	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
@@ -494,6 +511,7 @@ int unix_listen(const char *path, int type, mode_t mode);
 int peer_listen(struct agent *a);
 int peer_send_command(struct agent *a, struct peer *p, struct cmd *c);
 int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy, uint32_t wake);
+int peer_send_window(struct agent *a, struct peer *p);
 /* The wake lead (us) the last POLICY sent to p's preempt agent asked for;
  * 0: none, or no POLICY sent. */
 uint32_t proc_wake_lead_us(const struct proc *p);
@@ -553,6 +571,20 @@ int rotate_phase_fresh(const struct proc *p, uint64_t now);
 #define ROTATE_CHANGE_MIN_OFFSET_US 1000u
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);
+/* The one LC process with a TSG on gpu whose PHASE is fresh; NULL when
+ * there is none or there are several. */
+const struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
+
+/* window.c */
+/* A schedule is renewed this often and lapses in the preempt agent after
+ * WINDOW_LEASE_MS without one. */
+#define WINDOW_LEASE_MS 1000u
+#define WINDOW_RENEW_US (WINDOW_LEASE_MS * 1000u / 4u)
+/* Send, renew or end each BE preempt agent's window schedule (after
+ * rotate_plan, every reconcile). */
+void window_plan(struct agent *a, uint64_t now);
+/* When the next renewal is due, or 0. */
+uint64_t window_next_deadline(const struct agent *a);
 
 /* lcbusy.c */
 /* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent

@@ -486,6 +486,18 @@ static int parse_wake(const struct ctx *x, const cJSON *j, struct state *st)
 	return get_uint_object(x, "wake", j, m, sizeof(m) / sizeof(m[0]));
 }
 
+static int parse_windows(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	struct policy_config *p = &st->cfg.policy;
+	const struct uint_member m[] = {
+		{ "beforeUs", 0, POLICY_WINDOW_BEFORE_MAX_US, &p->window_before_us },
+		{ "afterUs", 0, POLICY_WINDOW_AFTER_MAX_US, &p->window_after_us },
+		{ "maxOffPercent", 1, POLICY_WINDOW_OFF_PERCENT_MAX, &p->window_max_off_percent },
+	};
+
+	return get_uint_object(x, "windows", j, m, sizeof(m) / sizeof(m[0]));
+}
+
 static int parse_allow_unsafe(const struct ctx *x, const cJSON *j, struct state *st)
 {
 	return get_bool(x, "allowUnsafeSeveralBe", j, &st->allow_unsafe);
@@ -596,6 +608,7 @@ static const struct {
 	{ "rotation", parse_rotation },
 	{ "busyLcPercent", parse_busy_lc },
 	{ "wake", parse_wake },
+	{ "windows", parse_windows },
 	{ "allowUnsafeSeveralBe", parse_allow_unsafe },
 	{ "interleave", parse_interleave },
 	{ "manageCopyEngines", parse_manage_copy },

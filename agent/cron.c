@@ -81,6 +81,7 @@ static void hooks_install(struct agent *a)
 		.direct_stalled = direct_stalled,
 		.cmd_done = cmd_done,
 		.send_policy = peer_send_policy,
+		.send_window = peer_send_window,
 		/* Kubernetes mode started before: the pod's annotation, never
 		 * the process, says its class. */
 		.classify = a->kube ? kmode_classify : NULL,

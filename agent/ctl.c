@@ -398,6 +398,26 @@ static void phase_json(const struct proc *p, cJSON *o)
 							      : 0.0);
 }
 
+/* The window schedule its preempt agent runs now (window.c), or null. */
+static void window_json(const struct proc *p, cJSON *o)
+{
+	const struct peer_window *w = p->peer ? &p->peer->win : NULL;
+	cJSON *j;
+
+	if (!w || !w->on) {
+		cJSON_AddNullToObject(o, "window");
+		return;
+	}
+	j = cJSON_AddObjectToObject(o, "window");
+	if (!j)
+		return;
+	cJSON_AddNumberToObject(j, "gpu", (double)w->gpu);
+	cJSON_AddNumberToObject(j, "periodUs", (double)w->period_us);
+	cJSON_AddNumberToObject(j, "beforeUs", (double)w->before_us);
+	cJSON_AddNumberToObject(j, "afterUs", (double)w->after_us);
+	cJSON_AddNumberToObject(j, "lcPid", (double)w->lc_pid);
+}
+
 static cJSON *proc_json(struct agent *a, const struct proc *p)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -425,6 +445,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddNumberToObject(o, "wakeLeadUs", (double)proc_wake_lead_us(p));
 	wake_json(p, o);
 	phase_json(p, o);
+	window_json(p, o);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;
@@ -446,6 +467,8 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "badPhase", (double)n->bad_phase);
 	cJSON_AddNumberToObject(o, "turns", (double)n->turns);
 	cJSON_AddNumberToObject(o, "turnsInGap", (double)n->turns_in_gap);
+	cJSON_AddNumberToObject(o, "windowsSent", (double)n->windows_sent);
+	cJSON_AddNumberToObject(o, "windowsEnded", (double)n->windows_ended);
 	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
 	cJSON_AddNumberToObject(o, "results", (double)n->results);
 	cJSON_AddNumberToObject(o, "failures", (double)n->failures);

@@ -943,6 +943,14 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 	counter(b, "gpuqos_rotation_turns_in_gap_total",
 		"Rotation turns whose change was held until it fit in an LC's gap between requests.",
 		g->n.turns_in_gap);
+	counter(b, "gpuqos_windows_sent_total",
+		"Window schedules sent or renewed to BE preempt agents (keeping the BE off around "
+		"an LC's requests).",
+		g->n.windows_sent);
+	counter(b, "gpuqos_windows_ended_total",
+		"Window schedules ended by the node agent (no single periodic LC, or windows "
+		"turned off).",
+		g->n.windows_ended);
 	counter(b, "gpuqos_phase_reports_dropped_total",
 		"Request phase reports (PHASE) dropped: not asked for, reserved bits, a period out "
 		"of range, a start after the report or stale, or a clock that is not the agent's.",

@@ -123,6 +123,23 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	return 0;
 }
 
+int peer_send_window(struct agent *a, struct peer *p)
+{
+	struct gq_window m;
+
+	memset(&m, 0, sizeof(m));
+	gq_hdr_init(&m.hdr, GQ_WINDOW, ++p->send_seq);
+	m.flags = p->win.on ? GQ_WINDOW_F_ON : 0;
+	m.device_instance = p->win.gpu;
+	m.period_ns = p->win.period_us * 1000u;
+	m.start_ns = p->win.start_us * 1000u;
+	m.sent_ns = now_us() * 1000u;
+	m.before_us = p->win.before_us;
+	m.after_us = p->win.after_us;
+	m.lease_ms = WINDOW_LEASE_MS;
+	return peer_send(a, p, &m, "WINDOW");
+}
+
 uint32_t proc_wake_lead_us(const struct proc *p)
 {
 	return p && p->peer && p->peer->policy_valid ? GQ_WAKE_LEAD(p->peer->policy_wake) : 0;
@@ -231,6 +248,10 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->wake_stats = (m->flags & GQ_HELLO_F_WAKE_STATS) != 0;
 	p->activity = (m->flags & GQ_HELLO_F_ACTIVITY) != 0;
 	p->phase = (m->flags & GQ_HELLO_F_PHASE) != 0;
+	p->can_window = (m->flags & GQ_HELLO_F_WINDOW) != 0;
+	/* A new connection has no schedule: the library ended it with the
+	 * last one. */
+	memset(&p->win, 0, sizeof(p->win));
 	p->proc->phase.have = 0;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d (%s): HELLO lib %u, %u TSGs%s%s%s", (int)p->pid,
 		 p->proc->comm, m->lib_version, m->ntsg,

@@ -52,6 +52,14 @@ void policy_config_defaults(struct policy_config *cfg)
 	 * switch is lose-lose (docs/PERF.md). */
 	cfg->wake_lead_us = 100;
 	cfg->wake_hold_us = 0;
+	/* Off: a window costs the BE its length in every LC period, and
+	 * must outlast the LC's request, which only the operator knows
+	 * (ViT-B/16 every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, the
+	 * BE 7-14 % less, docs/PERF.md). The lead covers a disable and a
+	 * preempt at their p99 (about 1.2 ms). */
+	cfg->window_before_us = 1200;
+	cfg->window_after_us = 0;
+	cfg->window_max_off_percent = 50;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
 	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
 	cfg->be_interleave = POLICY_INTERLEAVE_LEAVE;
@@ -107,6 +115,13 @@ int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_sev
 		return bad(err, errlen, "wake_hold_us", "must be from 0 to 1000 us");
 	if (cfg->wake_hold_us && !cfg->wake_lead_us)
 		return bad(err, errlen, "wake_hold_us", "needs a wake_lead_us (a hold without a wake)");
+	if (cfg->window_before_us > POLICY_WINDOW_BEFORE_MAX_US)
+		return bad(err, errlen, "window_before_us", "must be from 0 to 10000 us");
+	if (cfg->window_after_us > POLICY_WINDOW_AFTER_MAX_US)
+		return bad(err, errlen, "window_after_us", "must be from 0 to 100000 us");
+	if (cfg->window_max_off_percent < 1 ||
+	    cfg->window_max_off_percent > POLICY_WINDOW_OFF_PERCENT_MAX)
+		return bad(err, errlen, "window_max_off_percent", "must be from 1 to 90");
 	if (cfg->gate_lease_ms < 2u * cfg->rotate_period_ms)
 		return bad(err, errlen, "gate_lease_ms",
 			   "must be at least twice rotate_period_ms (a lease outlasts a renewal)");

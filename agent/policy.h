@@ -64,6 +64,13 @@ enum policy_several_be {
  * (the preempt agent's PA_WAKE_REACH_NS): a longer lead has its wakes
  * judged wasted and stopped, so the node agent warns of one. */
 #define POLICY_WAKE_REACH_US 150u
+/* Windows (docs/policy.md, "Windows"): the BE is taken off at most 10 ms
+ * before an LC's request and kept off at most 100 ms past its start (the
+ * preempt agent's GQ_WINDOW_*_MAX_US), and never more than 90 % of the
+ * LC's period. */
+#define POLICY_WINDOW_BEFORE_MAX_US 10000u
+#define POLICY_WINDOW_AFTER_MAX_US 100000u
+#define POLICY_WINDOW_OFF_PERCENT_MAX 90u
 
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
@@ -86,6 +93,11 @@ struct policy_config {
 	 * periodic requests by its own preempt agent (0: no wakes), with a
 	 * kernel that holds the context this long (0: an empty one). */
 	uint32_t wake_lead_us, wake_hold_us;
+	/* Windows (window.c): with after_us > 0, every BE beside one periodic
+	 * LC is kept off its GPU from before_us ahead of each of the LC's
+	 * predicted requests to after_us past its start, where the window
+	 * is at most max_off_percent of the LC's period. after_us 0: none. */
+	uint32_t window_before_us, window_after_us, window_max_off_percent;
 };
 
 struct policy_tsg_in {

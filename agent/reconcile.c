@@ -448,6 +448,7 @@ void reconcile(struct agent *a)
 		return;
 	}
 	rotate_plan(a, now);
+	window_plan(a, now);
 	/* Outside the loop over TSGs: with none, the grace must still end. */
 	holding = holding_now(a, now);
 	/* POLICY before the commands: a preempt agent handles its messages in
@@ -476,6 +477,7 @@ void reconcile_new_tick(struct agent *a)
 uint64_t reconcile_next_deadline(const struct agent *a)
 {
 	uint64_t next = cmd_next_deadline(a), now = now_us(), turn = rotate_next_deadline(a);
+	uint64_t win = window_next_deadline(a);
 	/* The grace ends in reconcile (holding_now): be there when it does. */
 	uint64_t grace_end = a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
 
@@ -492,5 +494,7 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 		next = grace_end;
 	if (turn && (next == 0 || turn < next))
 		next = turn;
+	if (win && (next == 0 || win < next))
+		next = win;
 	return next;
 }

@@ -75,11 +75,9 @@ int rotate_phase_fresh(const struct proc *p, uint64_t now)
  * period is at most a quarter of a turn and leaves room for a change
  * before its next request; none when no LC or several LC processes have
  * one (a change cannot fall in the gaps of two). */
-static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint64_t period_us)
+const struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
 {
 	const struct proc *lc = NULL;
-	struct gap none = { 0, 0, 0 }, g;
-	uint64_t before;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		const struct proc *pr = t->proc;
@@ -87,9 +85,18 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !rotate_phase_fresh(pr, now))
 			continue;
 		if (lc && lc != pr)
-			return none;
+			return NULL;
 		lc = pr;
 	}
+	return lc;
+}
+
+static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint64_t period_us)
+{
+	const struct proc *lc = rotate_phase_lc(a, gpu, now);
+	struct gap none = { 0, 0, 0 }, g;
+	uint64_t before;
+
 	if (!a->cfg->policy.rotate_in_gap || !lc || lc->phase.period_us == 0 ||
 	    lc->phase.period_us > period_us / 4)
 		return none;

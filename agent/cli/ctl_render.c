@@ -49,6 +49,9 @@ struct proc_view {
 	/* When its requests come (agents since 2026-11-26; null without). */
 	int has_phase;
 	struct oint phase_period, phase_ago;
+	/* The window schedule it runs (a BE; agents since 2026-11-26). */
+	int has_window;
+	struct oint win_gpu, win_period, win_before, win_after, win_lc;
 };
 
 #define CELL 64
@@ -151,7 +154,7 @@ static int parse_tsg(struct jerr *e, const cJSON *o, const char *w, struct tsg_v
 
 static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc_view *v)
 {
-	const cJSON *wake, *phase;
+	const cJSON *wake, *phase, *win;
 	char w2[80];
 
 	memset(v, 0, sizeof(*v));
@@ -186,6 +189,15 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 		v->has_phase = 1;
 		oint_get(e, phase, w2, "periodUs", J_REQ, &v->phase_period);
 		oint_get(e, phase, w2, "lastStartAgoUs", J_REQ, &v->phase_ago);
+	}
+	if (j_obj(e, o, w, "window", J_ANY, &win) > 0) {
+		snprintf(w2, sizeof(w2), "%s.window", w);
+		v->has_window = 1;
+		oint_get(e, win, w2, "gpu", J_REQ, &v->win_gpu);
+		oint_get(e, win, w2, "periodUs", J_REQ, &v->win_period);
+		oint_get(e, win, w2, "beforeUs", J_REQ, &v->win_before);
+		oint_get(e, win, w2, "afterUs", J_REQ, &v->win_after);
+		oint_get(e, win, w2, "lcPid", J_REQ, &v->win_lc);
 	}
 	return e->msg[0] ? -1 : 0;
 }
@@ -508,6 +520,20 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 		fmt_oint(ago, sizeof(ago), &v->phase_ago, "?");
 		snprintf(buf, sizeof(buf), "a request every %s µs, the latest %s µs ago", per, ago);
 		detail(out, "phase", buf);
+	}
+	if (v->has_window) {
+		char g[NUM], per[NUM], bf[NUM], af[NUM], lc[NUM];
+
+		fmt_oint(g, sizeof(g), &v->win_gpu, "?");
+		fmt_oint(per, sizeof(per), &v->win_period, "?");
+		fmt_oint(bf, sizeof(bf), &v->win_before, "?");
+		fmt_oint(af, sizeof(af), &v->win_after, "?");
+		fmt_oint(lc, sizeof(lc), &v->win_lc, "?");
+		snprintf(buf, sizeof(buf),
+			 "off GPU %s from %s µs before to %s µs after each request of LC pid %s "
+			 "(every %s µs)",
+			 g, bf, af, lc, per);
+		detail(out, "window", buf);
 	}
 }
 

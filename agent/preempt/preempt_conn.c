@@ -26,6 +26,7 @@
 
 #include "preempt.h"
 #include "preempt_gate.h"
+#include "preempt_window.h"
 #include "preempt_launch.h"
 #include "preempt_msg.h"
 #include "preempt_wake.h"
@@ -203,6 +204,7 @@ static int pa_greet(int s)
 	pa_wake_sent = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
 		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS | GQ_HELLO_F_PHASE |
+			     GQ_HELLO_F_WINDOW |
 			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
@@ -536,6 +538,9 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		return 0;
 	case GQ_COMMAND:
 		return pa_command(s, buf, received_ns);
+	case GQ_WINDOW:
+		pa_window_set(buf, received_ns);
+		return 0;
 	default:
 		pa_bad_msgs++;
 		pa_info("ignored a message of type %u: not one the node agent sends (%lu so far)",
@@ -685,6 +690,7 @@ static void *pa_main(void *unused)
 				backoff = PA_BACKOFF_MIN_MS;
 				pa_serve(s);
 			}
+			pa_window_stop("ended (the node agent went away)");
 			pa_gate_conn_down();
 			pa_drop(s);
 		}
@@ -781,6 +787,8 @@ void pa_conn_child_reset(void)
 	pa_greetings = 0;
 	pa_act_on = 0;
 	pa_gate_conn_up();
+	pa_gate_child_reset();
+	pa_window_child_reset();
 	pa_bad_msgs = 0;
 	atomic_store(&pa.thread_started, 0);
 }

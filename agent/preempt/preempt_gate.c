@@ -6,7 +6,9 @@
  * them.
  *
  * Owns: issuing DISABLE_CHANNELS (disable or enable) and the PREEMPT that
- * follows a disable; the rotation lease of every TSG; when a lease lapses
+ * follows a disable, for a gate and for a window (preempt_window.c says
+ * when one opens and closes; a TSG is off while either holds it); the
+ * rotation lease of every TSG; when a lease lapses
  * or the connection ends, enabling the TSG and putting back the timeslice
  * the application chose; after a longer outage of the node agent, putting
  * back every TSG's timeslice. Does not own: the tables (preempt_track.c),
@@ -18,9 +20,11 @@
  * that are no longer gated loses nearly all its time (three BEs at 50 us,
  * all schedulable: 4 kernels/s each against 184 alone, docs/PERF.md). So
  * a rotation never outlives the node agent's renewals by more than one
- * lease. Runs on the library's own thread only.
+ * lease. Runs on the library's own thread, and the window thread
+ * (pa_gate_window); pa_chan_lock keeps their controls of one TSG in order.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +43,11 @@
  * agent to restart (its preempt agents reconnect within about 2 s). */
 #define PA_RESTORE_GRACE_MS_DEFAULT 10000u
 #define PA_RESTORE_GRACE_MS_MAX 3600000u
+
+/* Held across the disable or enable of a TSG and the record of it, by
+ * the library's thread and the window thread: a gate and a window never
+ * interleave their controls of one TSG. Taken before pa.lock. */
+static pthread_mutex_t pa_chan_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static unsigned long pa_gate_lapses; /* leases that ended without renewal */
 static rm_u64 pa_down_since_ns;       /* the connection ended then; 0: up */
@@ -71,6 +80,7 @@ struct pa_gate_job {
 	int fd;
 	rm_handle h_client, h_tsg, h_subdevice;
 	int gated, leased, gateable;
+	int windowed; /* a window holds its channels disabled */
 	rm_u32 timeslice_us, app_timeslice_us;
 	struct rm_disable_channels params;
 };
@@ -102,6 +112,7 @@ static rm_u32 pa_gate_prepare(rm_handle h_client, rm_handle h_tsg, struct pa_gat
 	j->h_subdevice = g->h_subdevice;
 	j->gated = g->gated;
 	j->leased = g->leased;
+	j->windowed = g->windowed;
 	j->timeslice_us = g->timeslice_us;
 	j->app_timeslice_us = g->app_timeslice_us;
 	pa_unlock();
@@ -130,13 +141,19 @@ static void pa_gate_note(rm_handle h_client, rm_handle h_tsg, int gated, int lea
 	pa_wake(wake);
 }
 
-/* Enable the job's TSG. On failure it stays gated with a short lease, so
- * the lapse path tries again. Returns 0 once enabled (or gone). */
+/* Enable the job's TSG (under pa_chan_lock). On failure it stays gated
+ * with a short lease, so the lapse path tries again. Returns 0 once
+ * enabled (or gone). A TSG a window holds only stops being gated: the
+ * window's end enables it. */
 static rm_u32 pa_gate_enable(struct pa_gate_job *j, int leased, rm_u64 lease_end_ns,
 			     rm_u32 *status, rm_u64 *elapsed_ns)
 {
 	rm_u32 err;
 
+	if (j->windowed) {
+		pa_gate_note(j->h_client, j->h_tsg, 0, leased, lease_end_ns);
+		return 0;
+	}
 	j->params.bDisable = 0;
 	err = pa_rm_control(j->fd, j->h_client, j->h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
 			    &j->params, sizeof(j->params), status, elapsed_ns);
@@ -188,8 +205,9 @@ static rm_u32 pa_gate_on(const struct gq_command *c, rm_u32 *status, rm_u64 *ela
 		return err;
 	if (!j.gateable)
 		return GQ_ERR_NOT_GATEABLE;
-	if (j.gated) {
-		/* A renewal: the channels are already disabled. */
+	if (j.gated || j.windowed) {
+		/* A renewal, or a window already took it off: the channels are
+		 * disabled. */
 		pa_gate_note(c->h_client, c->h_tsg, 1, 1, lease_end);
 		return 0;
 	}
@@ -224,11 +242,17 @@ static rm_u32 pa_gate_off(const struct gq_command *c, rm_u32 *status, rm_u64 *el
 
 rm_u32 pa_gate_command(const struct gq_command *c, rm_u32 *status, rm_u64 *elapsed_ns)
 {
+	rm_u32 err;
+
 	*status = 0;
 	*elapsed_ns = 0;
+	pthread_mutex_lock(&pa_chan_lock);
 	if (c->op == GQ_OP_GATE)
-		return pa_gate_on(c, status, elapsed_ns);
-	return pa_gate_off(c, status, elapsed_ns);
+		err = pa_gate_on(c, status, elapsed_ns);
+	else
+		err = pa_gate_off(c, status, elapsed_ns);
+	pthread_mutex_unlock(&pa_chan_lock);
+	return err;
 }
 
 /* The earliest lease end among leased TSGs, 0 if none is leased. */
@@ -280,20 +304,149 @@ static void pa_gate_sweep(rm_u64 until, int all, const char *why)
 		rm_u64 elapsed = 0;
 		rm_u32 status = 0;
 
-		if (!due || pa_gate_prepare(h_client, h_tsg, &j) != 0)
+		if (!due)
 			continue;
+		pthread_mutex_lock(&pa_chan_lock);
+		if (pa_gate_prepare(h_client, h_tsg, &j) != 0) {
+			pthread_mutex_unlock(&pa_chan_lock);
+			continue;
+		}
 		if (j.leased) {
 			pa_gate_lapses++;
 			pa_info("TSG 0x%x of client 0x%x: %s; ending its rotation (%lu so far)", h_tsg,
 				h_client, why, pa_gate_lapses);
 		}
-		if (j.gated && pa_gate_enable(&j, 0, 0, &status, &elapsed) != 0)
+		if (j.gated && pa_gate_enable(&j, 0, 0, &status, &elapsed) != 0) {
+			pthread_mutex_unlock(&pa_chan_lock);
 			continue;
+		}
 		if (!j.gated)
 			pa_gate_note(h_client, h_tsg, 0, 0, 0);
+		pthread_mutex_unlock(&pa_chan_lock);
 		if (j.leased || all)
 			pa_restore_timeslice(&j);
 	}
+}
+
+/* Slot i's handles, and whether a window acts on it: to disable, a
+ * gateable GR TSG of GPU dev that neither a gate nor a window holds; to
+ * enable, one a window holds. Returns -1 past the end of the table. */
+static int pa_window_due(unsigned i, rm_u32 dev, int off, rm_handle *h_client, rm_handle *h_tsg)
+{
+	struct rm_disable_channels params;
+	const struct pa_tsg *g;
+	int due;
+
+	pa_lock();
+	if (i >= pa.track.tsg_hi) {
+		pa_unlock();
+		return -1;
+	}
+	g = &pa.track.tsgs[i];
+	if (off)
+		due = g->used && !g->gated && !g->windowed && g->device_instance == dev &&
+		      rm_engine_is_gr(g->engine_type) && pa_gate_params(g, 1, &params) == 0;
+	else
+		due = g->used && g->windowed;
+	*h_client = g->h_client;
+	*h_tsg = g->h;
+	pa_unlock();
+	return due;
+}
+
+static void pa_window_note(rm_handle h_client, rm_handle h_tsg, int windowed)
+{
+	struct pa_tsg *g;
+
+	pa_lock();
+	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
+	if (g != NULL)
+		g->windowed = windowed;
+	pa_unlock();
+}
+
+/* Take one TSG off for a window (under pa_chan_lock): disable, then
+ * preempt it off the engine. Returns 1 if it was taken off. */
+static int pa_window_off(struct pa_gate_job *j, rm_u64 *elapsed_ns)
+{
+	struct rm_tsg_preempt pr = { .bWait = 1, .bManualTimeout = 1,
+				     .timeoutUs = PA_GATE_PREEMPT_TIMEOUT_US };
+	rm_u32 status = 0, pst = 0;
+
+	if (j->gated || j->windowed || !j->gateable)
+		return 0;
+	if (pa_rm_control(j->fd, j->h_client, j->h_subdevice, RM_CTRL_FIFO_DISABLE_CHANNELS,
+			  &j->params, sizeof(j->params), &status, elapsed_ns) != 0 ||
+	    status != RM_OK) {
+		pa_debug("window: disabling TSG 0x%x failed: %s", j->h_tsg, rm_status_name(status));
+		return 0;
+	}
+	pa_window_note(j->h_client, j->h_tsg, 1);
+	if (pa_rm_control(j->fd, j->h_client, j->h_tsg, RM_CTRL_TSG_PREEMPT, &pr, sizeof(pr), &pst,
+			  elapsed_ns) != 0 ||
+	    pst != RM_OK)
+		pa_debug("window: preempt of TSG 0x%x: %s", j->h_tsg, rm_status_name(pst));
+	return 1;
+}
+
+/* Put one TSG a window holds back on (under pa_chan_lock): enabled unless
+ * a gate holds it now. An enable that fails leaves it held, for the next
+ * close to try again. Returns 1 if it is no longer held. */
+static int pa_window_on(struct pa_gate_job *j, rm_u64 *elapsed_ns)
+{
+	rm_u32 status = 0;
+
+	if (!j->windowed)
+		return 0;
+	if (!j->gated) {
+		j->params.bDisable = 0;
+		if (pa_rm_control(j->fd, j->h_client, j->h_subdevice,
+				  RM_CTRL_FIFO_DISABLE_CHANNELS, &j->params, sizeof(j->params),
+				  &status, elapsed_ns) != 0 ||
+		    (status != RM_OK && !pa_gate_gone(status))) {
+			pa_info("window: enabling TSG 0x%x of client 0x%x failed (%s); retrying",
+				j->h_tsg, j->h_client, rm_status_name(status));
+			return 0;
+		}
+	}
+	pa_window_note(j->h_client, j->h_tsg, 0);
+	return 1;
+}
+
+unsigned pa_gate_window(rm_u32 dev, int off, rm_u64 *elapsed_ns)
+{
+	rm_handle h_client, h_tsg;
+	unsigned n = 0;
+	int due;
+
+	for (unsigned i = 0; (due = pa_window_due(i, dev, off, &h_client, &h_tsg)) >= 0; i++) {
+		struct pa_gate_job j;
+
+		if (!due)
+			continue;
+		pthread_mutex_lock(&pa_chan_lock);
+		if (pa_gate_prepare(h_client, h_tsg, &j) == 0)
+			n += (unsigned)(off ? pa_window_off(&j, elapsed_ns)
+					    : pa_window_on(&j, elapsed_ns));
+		pthread_mutex_unlock(&pa_chan_lock);
+	}
+	return n;
+}
+
+unsigned pa_gate_windowed(void)
+{
+	unsigned n = 0;
+
+	pa_lock();
+	for (unsigned i = 0; i < pa.track.tsg_hi; i++)
+		n += pa.track.tsgs[i].used && pa.track.tsgs[i].windowed;
+	pa_unlock();
+	return n;
+}
+
+void pa_gate_child_reset(void)
+{
+	pthread_mutex_init(&pa_chan_lock, NULL);
 }
 
 static unsigned pa_restore_grace_ms(void)

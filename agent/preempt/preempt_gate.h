@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * preempt_gate.h - gating TSGs of this process for a lease (preempt_gate.c).
- * Called from the library's own thread only.
+ * Called from the library's own thread, and pa_gate_window from the
+ * window thread.
  */
 #ifndef GPUQOS_PREEMPT_GATE_H
 #define GPUQOS_PREEMPT_GATE_H
@@ -32,5 +33,18 @@ void pa_gate_conn_down(void);
 
 /* Connected (again): no restore is due. Also in a forked child. */
 void pa_gate_conn_up(void);
+
+/* For a window (preempt_window.c, its thread): off, disable and preempt
+ * every gateable GR TSG of GPU dev that no gate or window holds; on (off
+ * 0), enable every TSG a window holds that no gate holds, and end the
+ * window's hold of the others. Returns how many TSGs changed; elapsed_ns
+ * grows by the time spent in ioctl(). */
+unsigned pa_gate_window(rm_u32 dev, int off, rm_u64 *elapsed_ns);
+
+/* TSGs a window holds now. */
+unsigned pa_gate_windowed(void);
+
+/* In a forked child. */
+void pa_gate_child_reset(void);
 
 #endif /* GPUQOS_PREEMPT_GATE_H */

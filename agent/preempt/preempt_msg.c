@@ -143,6 +143,36 @@ int pa_deadline_passed(rm_u64 received_ns, rm_u64 now_ns, rm_u32 deadline_us)
 	return now_ns - received_ns >= (rm_u64)deadline_us * 1000u;
 }
 
+const char *pa_window_bad(const struct gq_window *w, rm_u64 now_ns)
+{
+	rm_u64 span = ((rm_u64)w->before_us + w->after_us) * 1000u;
+
+	if ((w->flags & ~GQ_WINDOW_F_ON) != 0 || w->reserved != 0)
+		return "reserved bits set";
+	if (w->period_ns < GQ_PHASE_PERIOD_MIN_NS || w->period_ns > GQ_PHASE_PERIOD_MAX_NS)
+		return "period out of range (1 ms .. 1 s)";
+	if (w->before_us > GQ_WINDOW_BEFORE_MAX_US || w->after_us > GQ_WINDOW_AFTER_MAX_US)
+		return "window reaches too far (before at most 10 ms, after at most 100 ms)";
+	if (span == 0 || span * 100u > w->period_ns * (100u - GQ_WINDOW_ON_MIN_PERCENT))
+		return "window empty, or longer than 90 % of the period";
+	if (w->lease_ms == 0 || w->lease_ms > GQ_WINDOW_LEASE_MAX_MS)
+		return "lease out of range (1 .. 2000 ms)";
+	if (w->sent_ns > now_ns ? w->sent_ns - now_ns > GQ_WINDOW_CLOCK_SLACK_NS
+				: now_ns - w->sent_ns > GQ_WINDOW_CLOCK_SLACK_NS)
+		return "its clock is not ours (more than 50 ms apart)";
+	if (w->start_ns == 0 || (w->start_ns > now_ns ? w->start_ns - now_ns : now_ns - w->start_ns) >
+					GQ_WINDOW_START_SLACK_NS)
+		return "start more than 10 s from now";
+	return NULL;
+}
+
+rm_u64 pa_window_next_start(rm_u64 now_ns, rm_u64 start_ns, rm_u64 period_ns)
+{
+	if (start_ns > now_ns)
+		return start_ns - (start_ns - now_ns - 1) / period_ns * period_ns;
+	return start_ns + ((now_ns - start_ns) / period_ns + 1) * period_ns;
+}
+
 void pa_msg_result(struct gq_result *m, const struct gq_command *c, rm_u32 rm_status, rm_u32 err,
 		   rm_u64 value, rm_u64 elapsed_ns)
 {

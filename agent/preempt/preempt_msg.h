@@ -54,6 +54,13 @@ rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl);
  * A budget of 0 has always passed: a command must carry a real deadline. */
 int pa_deadline_passed(rm_u64 received_ns, rm_u64 now_ns, rm_u32 deadline_us);
 
+/* Why a WINDOW with GQ_WINDOW_F_ON cannot be run, received at now_ns on
+ * the library's clock, or NULL (docs/protocol.md, "Windows"). */
+const char *pa_window_bad(const struct gq_window *w, rm_u64 now_ns);
+
+/* The first start (start_ns + k * period_ns, any whole k) after now_ns. */
+rm_u64 pa_window_next_start(rm_u64 now_ns, rm_u64 start_ns, rm_u64 period_ns);
+
 void pa_msg_result(struct gq_result *m, const struct gq_command *c, rm_u32 rm_status, rm_u32 err,
 		   rm_u64 value, rm_u64 elapsed_ns);
 

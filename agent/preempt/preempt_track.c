@@ -306,6 +306,7 @@ static void pa_add_tsg(struct pa_track *t, int fd, const struct rm_alloc_view *v
 	g->gated = 0;
 	g->leased = 0;
 	g->lease_end_ns = 0;
+	g->windowed = 0;
 	g->engine_type = GQ_UNKNOWN;
 	if (rm_alloc_params_size(v) >= engine_end) {
 		memcpy(&a, pa_ptr(v->pAllocParms), engine_end);

@@ -64,6 +64,9 @@ struct pa_tsg {
 	int gated;
 	int leased;
 	rm_u64 lease_end_ns;
+	/* A window (preempt_window.c) disabled its channels: off until the
+	 * window ends, and then on unless gated. */
+	int windowed;
 };
 
 struct pa_track_counters {

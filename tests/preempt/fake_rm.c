@@ -45,6 +45,7 @@ struct fake_object {
 	rm_u64 timeslice_us;
 	int disabled; /* channels: DISABLE_CHANNELS */
 	unsigned disables, enables;
+	unsigned long long disabled_at_ns; /* CLOCK_MONOTONIC of the last disable */
 };
 
 typedef int (*ioctl_fn)(int, unsigned long, ...);
@@ -226,8 +227,14 @@ static rm_u32 fake_disable_channels(int fd, const struct rm_disable_channels *d)
 		struct fake_object *ch = fake_find(d->hClientList[i], d->hChannelList[i]);
 
 		ch->disabled = d->bDisable != 0;
-		if (d->bDisable)
+		if (d->bDisable) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ch->disabled_at_ns = (unsigned long long)ts.tv_sec * 1000000000ull +
+					     (unsigned long long)ts.tv_nsec;
 			ch->disables++;
+		}
 		else
 			ch->enables++;
 	}
@@ -246,6 +253,23 @@ int fake_rm_channel_state(rm_handle h_client, rm_handle h)
 	ch = fake_find(h_client, h);
 	if (ch != NULL && rm_class_is_channel(ch->cls))
 		v = ch->disabled + 2 * (int)ch->disables + 2000 * (int)ch->enables;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
+/* For tests: CLOCK_MONOTONIC (ns) of the channel's last disable, 0 if
+ * none or unknown. */
+__attribute__((visibility("default"))) unsigned long long
+fake_rm_channel_disabled_at(rm_handle h_client, rm_handle h);
+unsigned long long fake_rm_channel_disabled_at(rm_handle h_client, rm_handle h)
+{
+	struct fake_object *ch;
+	unsigned long long v = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	ch = fake_find(h_client, h);
+	if (ch != NULL && rm_class_is_channel(ch->cls))
+		v = ch->disabled_at_ns;
 	pthread_mutex_unlock(&fake_lock);
 	return v;
 }

@@ -30,7 +30,8 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   TSG_GONE, UNKNOWN, ACTIVITY, ACTIVITY_PERIOD_MS,
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
-                                  F_PHASE, POLICY_F_PHASE, PHASE,
+                                  F_PHASE, POLICY_F_PHASE, PHASE, F_WINDOW, window,
+                                  WINDOW_BEFORE_MAX_US, WINDOW_LEASE_MAX_MS,
                                   VERSION, command, hdr, policy, wake_word)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
@@ -207,8 +208,8 @@ def setup(args, tmp, preexec=None, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE and hello["ntsg"] == 0,
-          "first HELLO: %r" % hello)
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW
+          and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
     check(conn.take(SYNCED)["ntsg"] == 0, "SYNCED")
@@ -391,7 +392,7 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW
           and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
@@ -624,6 +625,102 @@ def sc_gate(args, tmp):
     w.expect("free tsg 0 00", "free tsg 0 ret=0 status=0x0")
     conn.take(TSG_GONE, lambda d: d["h_tsg"] == TSGS[0])
     w.finish()
+
+def chancounts(w):
+    m = re.fullmatch(r"chanstate disabled=(\d+) disables=(\d+) enables=(\d+)",
+                     w.step("chanstate 0"))
+    check(m, "chanstate")
+    return tuple(int(x) for x in m.groups())
+
+
+def wait_chan(w, pred, what, timeout=2.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        c = chancounts(w)
+        if pred(c):
+            return c
+        check(time.monotonic() < deadline, "%s: channel %r" % (what, c))
+        time.sleep(0.01)
+
+
+def sc_window(args, tmp):
+    """WINDOW (docs/protocol.md, "Windows"): the BE's own GR TSG disabled
+    and enabled on the schedule, on the schedule's phase; a bad schedule,
+    a lapsed lease, an end, a gate and a lost connection each leave it as
+    the protocol says."""
+    agent, w, conn = setup(args, tmp, GPUQOS_LOG="info")
+    w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
+    w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
+    take_flags(conn, 0)
+    period, before, after = 40000000, 5000, 5000
+    now = time.monotonic_ns
+    # Schedules the library must refuse change nothing.
+    bad = [dict(sent_ns=now() - 10 ** 9), dict(period_ns=500000),
+           dict(before_us=WINDOW_BEFORE_MAX_US + 1), dict(after_us=37000),
+           dict(lease_ms=0), dict(lease_ms=WINDOW_LEASE_MAX_MS + 1), dict(reserved=1),
+           dict(flags=3), dict(start_ns=now() + 11 * 10 ** 9)]
+    for i, b in enumerate(bad):
+        m = dict(period_ns=period, start_ns=now(), sent_ns=now(), before_us=before,
+                 after_us=after, lease_ms=1000)
+        m.update(b)
+        conn.send(window(900 + i, **m))
+    conn.barrier(950)
+    time.sleep(0.3)
+    check(chancounts(w) == (0, 0, 0), "a bad WINDOW took the BE off: %r" % (chancounts(w),))
+
+    # A schedule: the channel is off around every start, and only then.
+    start = now() + 100000000
+    conn.send(window(960, period, start, now(), before, after, 2000))
+    t0 = time.monotonic()
+    c = wait_chan(w, lambda c: c[1] >= 2, "no window opened")
+    time.sleep(max(1.0 - (time.monotonic() - t0), 0))
+    c = chancounts(w)
+    check(12 <= c[1] <= 30 and c[2] >= c[1] - 1, "1 s of 40 ms windows: %r" % (c,))
+    for _ in range(5):
+        at = int(w.step("chantime 0").split("=")[1])
+        into = (at - (start - before * 1000)) % period
+        check(into < 3000000, "a window opened %d us after its time" % (into // 1000))
+        time.sleep(0.037)
+    # Its lease lapses: the windows stop and the channel is on.
+    conn.send(window(961, period, start, now(), before, after, 200))
+    time.sleep(0.5)
+    c1 = wait_chan(w, lambda c: c[0] == 0, "on after the lease lapsed")
+    time.sleep(0.3)
+    c2 = chancounts(w)
+    check(c2 == c1, "windows after the lease lapsed: %r then %r" % (c1, c2))
+
+    # A gate holds it off through the windows; its end gives it back to them.
+    conn.send(window(962, period, start, now(), before, after, 2000))
+    wait_chan(w, lambda c: c[1] > c2[1], "windows again")
+    r = conn.command(963, OP_GATE, TSGS[0], arg=GATE_LEASE_MAX_MS)
+    check(r["err"] == 0, "GATE beside windows: %r" % r)
+    take_flags(conn, TSG_F_GATED | TSG_F_LEASED)
+    g0 = wait_chan(w, lambda c: c[0] == 1, "gated")
+    for _ in range(10):
+        c = chancounts(w)
+        check(c[0] == 1 and c[2] == g0[2], "a window enabled a gated TSG: %r" % (c,))
+        time.sleep(0.03)
+    conn.send(window(964, period, start, now(), before, after, 2000))
+    check(conn.command(965, OP_UNGATE, TSGS[0])["err"] == 0, "UNGATE")
+    take_flags(conn, 0)
+    wait_chan(w, lambda c: c[2] >= g0[2] + 2, "windows after the gate")
+    # Ended by the node agent: on at once, and no more windows.
+    conn.send(window(966, period, start, now(), before, after, 2000, flags=0))
+    c1 = wait_chan(w, lambda c: c[0] == 0, "on after the end", timeout=0.5)
+    time.sleep(0.2)
+    check(chancounts(w)[1] == c1[1], "a window after the end")
+
+    # The connection ends mid-schedule: the channel is on again.
+    conn.send(window(967, period, start, now(), before, after, 2000))
+    wait_chan(w, lambda c: c[1] > c1[1], "windows before the close")
+    conn.close()
+    agent.close()
+    c1 = wait_chan(w, lambda c: c[0] == 0, "on after the node agent went away")
+    time.sleep(0.2)
+    check(chancounts(w)[1] == c1[1], "a window after the node agent went away")
+    err = w.finish()
+    check("ignored a WINDOW" in err and "windows ended (lease lapsed)" in err, err)
+
 
 def rm_reaches(w, us, timeout=2.0):
     """Polls GET_TIMESLICE of TSG 0 until RM holds us."""
@@ -972,6 +1069,7 @@ SCENARIOS = {
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
     "wake": sc_wake, "wake_policy": sc_wake_policy, "setrace": sc_setrace,
+    "window": sc_window,
 }
 
 

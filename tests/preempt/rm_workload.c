@@ -21,6 +21,7 @@
  *   subdevice DEVICE           NV20_SUBDEVICE_0 under device DEVICE
  *   channel TSG                a GPFIFO channel (0xc86f) in channel group TSG
  *   chanstate CHANNEL          fake_rm's state of channel CHANNEL (the Nth made)
+ *   chantime CHANNEL           when fake_rm last disabled it (CLOCK_MONOTONIC ns)
  *   free tsg|device|client|channel N FORM   (FORM: 00 x00)
  *   other | nonrm | close | exit
  *   closefds                   close every fd from 3 to 1023 but CTL_PATH's,
@@ -223,6 +224,14 @@ static void do_chanstate(int c)
 	else
 		printf("chanstate disabled=%d disables=%d enables=%d\n", v % 2, (v % 2000) / 2,
 		       v / 2000);
+}
+
+static void do_chantime(int c)
+{
+	unsigned long long (*at)(rm_handle, rm_handle) = (unsigned long long (*)(
+		rm_handle, rm_handle))dlsym(RTLD_DEFAULT, "fake_rm_channel_disabled_at");
+
+	printf("chantime ns=%llu\n", at ? at(chan_client[c], chans[c]) : 0ull);
 }
 
 static void do_settime(int t, rm_u64 us, const char *form)
@@ -534,6 +543,8 @@ static void step(int argc, char **a)
 		do_channel(idx(a[1], ntsg));
 	} else if (strcmp(cmd, "chanstate") == 0 && argc == 2) {
 		do_chanstate(idx(a[1], nchan));
+	} else if (strcmp(cmd, "chantime") == 0 && argc == 2) {
+		do_chantime(idx(a[1], nchan));
 	} else if (strcmp(cmd, "gettime") == 0 && argc == 2) {
 		do_gettime(idx(a[1], ntsg));
 	} else if (strcmp(cmd, "interleave") == 0 && argc == 3) {

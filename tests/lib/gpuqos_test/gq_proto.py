@@ -10,9 +10,10 @@ from gpuqos_test import Failure
 
 MAGIC = 0x534F5147
 VERSION = 1
-HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE = range(1, 11)
+(HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE,
+ WINDOW) = range(1, 12)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
-         ACTIVITY: 56, WAKE: 88, PHASE: 48}
+         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -23,6 +24,10 @@ F_GATE = 2
 F_ACTIVITY = 4
 F_WAKE_STATS = 8
 F_PHASE = 16
+F_WINDOW = 32
+WINDOW_F_ON = 1
+WINDOW_BEFORE_MAX_US, WINDOW_AFTER_MAX_US = 10000, 100000
+WINDOW_ON_MIN_PERCENT, WINDOW_LEASE_MAX_MS = 10, 2000
 POLICY_F_ACTIVITY = 1
 POLICY_F_WAKE = 2
 POLICY_F_WAKE_STATS = 4
@@ -46,6 +51,8 @@ BODIES = {
     ACTIVITY: ("=IIQQQQ", "flags reserved launches bursts active_ns at_ns"),
     WAKE: ("=II8Q", "flags reserved requests wakes hits wasted beaten not_issued stops at_ns"),
     PHASE: ("=IIQQQ", "flags reserved period_ns last_start_ns at_ns"),
+    WINDOW: ("=IIQQQIIII", "flags device_instance period_ns start_ns sent_ns before_us "
+                           "after_us lease_ms reserved"),
 }
 
 
@@ -106,6 +113,13 @@ def wake(seq, requests, wakes, hits, wasted, beaten, not_issued, stops, at_ns, f
 def phase(seq, period_ns, last_start_ns, at_ns, flags=0, reserved=0):
     return hdr(PHASE, seq) + struct.pack("=IIQQQ", flags, reserved, period_ns, last_start_ns,
                                          at_ns)
+
+
+def window(seq, period_ns, start_ns, sent_ns, before_us, after_us, lease_ms,
+           flags=WINDOW_F_ON, device_instance=0, reserved=0):
+    return hdr(WINDOW, seq) + struct.pack("=IIQQQIIII", flags, device_instance, period_ns,
+                                          start_ns, sent_ns, before_us, after_us, lease_ms,
+                                          reserved)
 
 
 class BadMessage(Failure):

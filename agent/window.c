@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * window.c - windows: keeping each BE off its GPU around every request of
+ * the one periodic LC beside it, by a schedule its own preempt agent runs
+ * (docs/policy.md, "Windows"; docs/protocol.md, "Windows").
+ *
+ * Owns: which BE process gets which schedule (the LC's period and a
+ * predicted start from its PHASE, the policy's before and after), and
+ * sending, renewing and ending it. Does not own: the LC's phase (peer.c
+ * keeps it, rotate.c judges it fresh), running the schedule (the BE's
+ * preempt agent, preempt_window.c).
+ *
+ * Why: the one channel switch ahead of each request is what a CUDA-graph
+ * model still loses beside a busy BE under the wake; with the BE off the
+ * GPU when the request comes there is no switch to wait for (ViT-B/16
+ * every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, docs/PERF.md). It
+ * costs the BE the window in every period, so it is off unless the
+ * policy gives windows.afterUs.
+ */
+#include "agent/agent.h"
+#include "common/log.h"
+
+#include <string.h>
+
+/* The schedule the BE process be should run now: around the requests of
+ * the one LC with a fresh phase on the GPU of be's first GR TSG that has
+ * one, when the window fits in the policy's share of that LC's period.
+ * Returns 0 when there is none. */
+static int window_for(const struct agent *a, const struct proc *be, uint64_t now,
+		      struct peer_window *out)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+	uint64_t span = (uint64_t)cfg->window_before_us + cfg->window_after_us;
+
+	for (const struct tsg *t = a->tsgs; t; t = t->next) {
+		const struct proc *lc;
+
+		if (t->proc != be || !rm_engine_is_gr(t->engine))
+			continue;
+		lc = rotate_phase_lc(a, t->gpu, now);
+		/* A launch-bound LC has no gaps to keep the BE out of. */
+		if (!lc || lc->busy.always || lc->phase.period_us == 0)
+			continue;
+		if (span * 100u > lc->phase.period_us * cfg->window_max_off_percent)
+			continue;
+		out->on = 1;
+		out->gpu = t->gpu;
+		out->period_us = lc->phase.period_us;
+		out->start_us = lc->phase.last_start_us;
+		out->before_us = cfg->window_before_us;
+		out->after_us = cfg->window_after_us;
+		out->lc_pid = lc->pid;
+		return 1;
+	}
+	return 0;
+}
+
+static void window_send(struct agent *a, struct peer *p, uint64_t now)
+{
+	if (!a->hooks.send_window || a->hooks.send_window(a, p) != 0)
+		return;
+	p->win.sent_us = now;
+	if (p->win.on)
+		a->n.windows_sent++;
+	else
+		a->n.windows_ended++;
+}
+
+void window_plan(struct agent *a, uint64_t now)
+{
+	for (struct peer *p = a->peers; p; p = p->next) {
+		struct peer_window want;
+		int moved;
+
+		if (!p->hello || p->broken || !p->can_window || !p->proc)
+			continue;
+		memset(&want, 0, sizeof(want));
+		if (a->cfg->policy.window_after_us == 0 || p->proc->cls != CLASS_BE ||
+		    !window_for(a, p->proc, now, &want)) {
+			if (p->win.on) {
+				log_info("pid %d: windows end", (int)p->pid);
+				memset(&p->win, 0, sizeof(p->win));
+				window_send(a, p, now);
+			}
+			continue;
+		}
+		moved = !p->win.on || p->win.gpu != want.gpu ||
+			p->win.period_us != want.period_us ||
+			p->win.start_us != want.start_us ||
+			p->win.before_us != want.before_us ||
+			p->win.after_us != want.after_us;
+		if (!moved && now < p->win.sent_us + WINDOW_RENEW_US)
+			continue;
+		if (!p->win.on || p->win.lc_pid != want.lc_pid)
+			log_info("pid %d: windows on GPU %u around the requests of LC pid %d (every "
+				 "%llu us, %u us before to %u us after)",
+				 (int)p->pid, want.gpu, (int)want.lc_pid,
+				 (unsigned long long)want.period_us, want.before_us,
+				 want.after_us);
+		want.sent_us = p->win.sent_us;
+		p->win = want;
+		window_send(a, p, now);
+	}
+}
+
+uint64_t window_next_deadline(const struct agent *a)
+{
+	uint64_t next = 0;
+
+	for (const struct peer *p = a->peers; p; p = p->next) {
+		uint64_t due = p->win.sent_us + WINDOW_RENEW_US;
+
+		if (p->win.on && (next == 0 || due < next))
+			next = due;
+	}
+	return next;
+}
