@@ -34,8 +34,8 @@
  * skipped: the BE could not be off by then (disabling alone takes
  * 0.4-0.9 ms), and taking it off mid-request only costs the BE. */
 #define PA_WINDOW_LATE_NS 200000ull
-/* The counts are logged this often while windows run. */
-#define PA_WINDOW_LOG_NS (60ull * 1000000000ull)
+/* The counts are logged (GPUQOS_LOG=info) this often while windows run. */
+#define PA_WINDOW_LOG_NS (5ull * 1000000000ull)
 
 static struct {
 	pthread_mutex_t lock;

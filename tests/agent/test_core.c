@@ -943,6 +943,123 @@ static void test_rotation_gap(void)
 	agent_free(a);
 }
 
+/* Windows (window.c): what the last send_window hook call carried. */
+static struct peer_window win_last;
+static pid_t win_last_pid;
+static unsigned win_nsent;
+
+static int send_window(struct agent *a, struct peer *p)
+{
+	(void)a;
+	win_last = p->win;
+	win_last_pid = p->pid;
+	win_nsent++;
+	return 0;
+}
+
+/* One reconcile, fake_now moved on by us first. */
+static void window_step(struct agent *a, uint64_t us)
+{
+	size_t n = nsent;
+
+	fake_now += us;
+	reconcile_new_tick(a);
+	reconcile(a);
+	answer_all(a, n);
+}
+
+static void test_windows(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct proc *old = proc_with_peer(a, 3, "best-effort");
+	unsigned n;
+
+	a->hooks.send_window = send_window;
+	win_nsent = 0;
+	be->peer->can_window = 1;
+	old->peer->can_window = 0; /* an older library: never sent one */
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	report(a, be, 0x10, RM_ENGINE_GR0, 2048);
+	report(a, old, 0x30, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	lc->phase.have = 1;
+	lc->phase.period_us = 10000;
+	lc->phase.last_start_us = fake_now - 3000;
+	lc->phase.rx_us = fake_now;
+
+	/* Off by default (windows.afterUs 0): nothing sent. */
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 0);
+	CHECK_EQ_U(window_next_deadline(a), 0);
+
+	/* On: the BE gets the LC's period and latest start, the policy's
+	 * before and after; the older library and the LC get nothing. */
+	a->cfg->policy.window_after_us = 1100;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 1);
+	CHECK_EQ_U(win_last_pid, 1);
+	CHECK(win_last.on && win_last.gpu == 0 && win_last.period_us == 10000);
+	CHECK_EQ_U(win_last.start_us, lc->phase.last_start_us);
+	CHECK_EQ_U(win_last.before_us, 1200);
+	CHECK_EQ_U(win_last.after_us, 1100);
+	CHECK_EQ_U(win_last.lc_pid, 2);
+	CHECK_EQ_U(a->n.windows_sent, 1);
+	CHECK_EQ_U(window_next_deadline(a), fake_now + WINDOW_RENEW_US);
+
+	/* Nothing new: no resend until the renewal is due; a new start is
+	 * sent at once. */
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 1);
+	lc->phase.rx_us = fake_now;
+	window_step(a, WINDOW_RENEW_US);
+	CHECK_EQ_U(win_nsent, 2);
+	lc->phase.last_start_us += 10000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 3);
+	CHECK_EQ_U(win_last.start_us, lc->phase.last_start_us);
+
+	/* A window over maxOffPercent of the LC's period (2.3 ms of 4 ms at
+	 * 50 %) ends the schedule. */
+	lc->phase.period_us = 4000;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 4);
+	CHECK(!win_last.on && !be->peer->win.on);
+	CHECK_EQ_U(a->n.windows_ended, 1);
+	window_step(a, WINDOW_RENEW_US);
+	CHECK_EQ_U(win_nsent, 4); /* an ended schedule is not resent */
+	lc->phase.period_us = 10000;
+	window_step(a, 1000);
+	CHECK(win_last.on);
+
+	/* A launch-bound LC, a stale phase, two LCs with phases: each ends it. */
+	n = win_nsent;
+	lc->busy.always = 1;
+	window_step(a, 1000);
+	CHECK(!win_last.on && win_nsent == n + 1);
+	lc->busy.always = 0;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(win_last.on);
+	window_step(a, ROTATE_PHASE_FRESH_US);
+	CHECK(!win_last.on);
+	{
+		struct proc *lc2 = proc_with_peer(a, 4, "latency-critical");
+
+		report(a, lc2, 0x40, RM_ENGINE_GR0, 2048);
+		lc->phase.rx_us = fake_now;
+		window_step(a, 1000);
+		CHECK(win_last.on);
+		lc2->phase = lc->phase;
+		window_step(a, 1000);
+		CHECK(!win_last.on);
+	}
+	agent_free(a);
+}
+
 /* A BE whose preempt agent cannot gate (an older library, or its report
  * says so) keeps the whole runlist at the floor, and nobody is gated. */
 static void test_rotation_needs_every_be(void)
@@ -1241,6 +1358,7 @@ int main(void)
 	test_gate_time();
 	test_rotation_needs_every_be();
 	test_rotation_gap();
+	test_windows();
 	test_restart_grace();
 	test_claim_limits();
 	test_launch_readings();

@@ -97,6 +97,11 @@ SET_POLICIES = {
     "rot250l500": {"rotation": {"periodMs": 250, "leaseMs": 500}},
     "rot500": {"rotation": {"periodMs": 500, "leaseMs": 1000}},
     "nogap": {"rotation": {"inGap": False}},
+    # Windows (docs/policy.md, "Windows"): the BE off from 1.2 ms before each
+    # request to the model's request time alone plus ~300 us after its start.
+    "winvit": {"windows": {"afterUs": 1100}},
+    "winbert": {"windows": {"afterUs": 800}},
+    "winres": {"windows": {"afterUs": 1300}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1255,6 +1260,27 @@ def set_turngap():
     return s
 
 
+def set_bewindows():
+    """Windows built into gpuqos (policy windows.*): ViT-B/16 every 10 ms and
+    BERT-base every 5 ms beside one training BE, the CUDA-graph ResNet-50
+    every 5 ms beside three, each under the default policy and with
+    windows (winvit, winbert, winres); each model alone and the BEs alone.
+    Pinned, on time, no CUDA events; the BEs log their windows."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    for lc, nbe, pol in (("vit_b16_graph", 1, "winvit"), ("bert_base_graph", 1, "winbert"),
+                         ("resnet50_graph", 3, "winres")):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="bewindows", trace=True, pin=True))
+        for p in ("default", pol):
+            s.append(sc(f"{lc} gq:{p} {nbe}xtrain pinned", lc, "train", nbe, f"gq:{p}",
+                        lc_args=busy, lc_env=info, be_env=info, tag="bewindows", trace=True,
+                        pin=True))
+    return s
+
+
 def set_windows2():
     """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
     2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
@@ -1297,7 +1323,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -1680,6 +1706,10 @@ class Runner:
                         if ln.startswith("gpuqos-preempt") and ": wake: " in ln]
                 if wake:
                     rec.setdefault("wake_log", {})[t] = wake[-5:]
+                win = [ln.split(": ", 1)[1] for ln in txt.splitlines()
+                       if ln.startswith("gpuqos-preempt") and ": windows " in ln]
+                if win:
+                    rec.setdefault("window_log", {})[t] = win[-5:]
                 if not ok or (t == "lc" and not rec["lc_result"]):
                     rec.setdefault("stderr", {})[t] = txt[-2000:]
             except OSError:

@@ -125,6 +125,15 @@ static void test_defaults(void)
 	CHECK(config_parse("{\"version\":1,\"rotation\":{\"inGap\":false}}", &d, err,
 			   sizeof(err)) == 0);
 	CHECK(!d.policy.rotate_in_gap);
+	CHECK_EQ_U(d.policy.window_after_us, 0); /* windows off by default */
+	CHECK_EQ_U(d.policy.window_before_us, 1200);
+	CHECK_EQ_U(d.policy.window_max_off_percent, 50);
+	CHECK(config_parse("{\"version\":1,\"windows\":{\"afterUs\":900,\"beforeUs\":1000,"
+			   "\"maxOffPercent\":40}}",
+			   &d, err, sizeof(err)) == 0);
+	CHECK_EQ_U(d.policy.window_after_us, 900);
+	CHECK_EQ_U(d.policy.window_before_us, 1000);
+	CHECK_EQ_U(d.policy.window_max_off_percent, 40);
 	/* Only a lease below twice the default turn: the turn is half of it
 	 * (a file valid under the former 100 ms turn stays valid); a lease
 	 * that allows the default keeps it. */
@@ -198,6 +207,16 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1, \"wake\": {\"leadUs\": 0, \"holdUs\": 60}}",
 	  { "wake.holdUs", "without a wake.leadUs" } },
 	{ "{\"version\": 1, \"wake\": {\"lead\": 100}}", { "\"wake\"", "\"lead\"" } },
+	{ "{\"version\": 1, \"windows\": {\"afterUs\": 100001}}",
+	  { "windows.afterUs", "from 0 to 100000" } },
+	{ "{\"version\": 1, \"windows\": {\"beforeUs\": 10001}}",
+	  { "windows.beforeUs", "from 0 to 10000" } },
+	{ "{\"version\": 1, \"windows\": {\"maxOffPercent\": 0}}",
+	  { "windows.maxOffPercent", "from 1 to 90" } },
+	{ "{\"version\": 1, \"windows\": {\"maxOffPercent\": 91}}",
+	  { "windows.maxOffPercent", "from 1 to 90" } },
+	{ "{\"version\": 1, \"windows\": {\"after\": 800}}", { "\"windows\"", "\"after\"" } },
+	{ "{\"version\": 1, \"windows\": true}", { "windows", "an object" } },
 	{ "{\"version\": 1, \"wake\": 100}", { "wake", "an object" } },
 	{ "{\"version\": 1, \"interleave\": {\"lc\": \"max\"}}", { "interleave.lc", "\"max\"" } },
 	{ "{\"version\": 1, \"interleave\": {\"be\": 0}}", { "interleave.be", "a number" } },

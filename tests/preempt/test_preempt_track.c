@@ -412,6 +412,49 @@ static void test_messages(void)
 	CHECK_EQ_U(r.elapsed_ns, 1234);
 }
 
+/* WINDOW's checks and the next start (preempt_msg.c). */
+static void test_windows(void)
+{
+	const rm_u64 now = 100000000000ull; /* 100 s */
+	struct gq_window ok = { .flags = GQ_WINDOW_F_ON, .period_ns = 10000000ull,
+				.start_ns = now - 3000000ull, .sent_ns = now - 1000ull,
+				.before_us = 1200, .after_us = 1100, .lease_ms = 1000 };
+	struct gq_window w;
+
+	CHECK(pa_window_bad(&ok, now) == NULL);
+	w = ok, w.reserved = 1;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.flags = 2 | GQ_WINDOW_F_ON;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.period_ns = 999999;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.before_us = GQ_WINDOW_BEFORE_MAX_US + 1;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.before_us = 0, w.after_us = 0;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.before_us = 5000, w.after_us = 4000; /* 90 % of the period: allowed */
+	CHECK(pa_window_bad(&w, now) == NULL);
+	w.after_us = 4001;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.lease_ms = GQ_WINDOW_LEASE_MAX_MS + 1;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.sent_ns = now + GQ_WINDOW_CLOCK_SLACK_NS + 1;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.sent_ns = now - GQ_WINDOW_CLOCK_SLACK_NS - 1;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.start_ns = now + GQ_WINDOW_START_SLACK_NS + 1;
+	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.start_ns = 0;
+	CHECK(pa_window_bad(&w, now) != NULL);
+
+	CHECK_EQ_U(pa_window_next_start(100, 95, 10), 105);
+	CHECK_EQ_U(pa_window_next_start(100, 90, 10), 110); /* a start now is not after now */
+	CHECK_EQ_U(pa_window_next_start(100, 101, 10), 101);
+	CHECK_EQ_U(pa_window_next_start(100, 131, 10), 101);
+	CHECK_EQ_U(pa_window_next_start(100, 130, 10), 110);
+	CHECK_EQ_U(pa_window_next_start(100, 0, 7), 105);
+}
+
 int main(void)
 {
 	test_unwrap();
@@ -423,5 +466,6 @@ int main(void)
 	test_bounds();
 	test_commands();
 	test_messages();
+	test_windows();
 	CHECK_DONE();
 }
