@@ -200,7 +200,11 @@ void pa_window_set(const struct gq_window *w, rm_u64 received_ns)
 		pthread_mutex_unlock(&pw.lock);
 		return;
 	}
-	if (!pw.on || pw.period_ns != w->period_ns || pw.device != w->device_instance ||
+	/* Said when it starts or changes shape; not for the few µs a
+	 * period estimate moves by between renewals. */
+	if (!pw.on || pw.device != w->device_instance ||
+	    (pw.period_ns > w->period_ns ? pw.period_ns - w->period_ns
+					 : w->period_ns - pw.period_ns) * 100u > pw.period_ns ||
 	    pw.before_ns != (rm_u64)w->before_us * 1000u ||
 	    pw.after_ns != (rm_u64)w->after_us * 1000u)
 		pa_info("windows on GPU %u: every %llu us, from %u us before each request to %u us "
