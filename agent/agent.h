@@ -155,6 +155,11 @@ struct proc {
 		uint64_t period_us, last_start_us; /* now_us() clock */
 		uint64_t rx_us;                    /* now_us() when it came */
 	} phase;
+	/* window.c: the grid its requests are due on, as the windows place
+	 * them (a start on it, the period, and the PHASE last taken in). */
+	struct {
+		uint64_t anchor_us, period_us, rx_us;
+	} grid;
 };
 
 /* A BE's window schedule (window.c). */
@@ -573,13 +578,20 @@ int rotate_phase_fresh(const struct proc *p, uint64_t now);
 uint64_t rotate_next_deadline(const struct agent *a);
 /* The one LC process with a TSG on gpu whose PHASE is fresh; NULL when
  * there is none or there are several. */
-const struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
+struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
 
 /* window.c */
 /* A schedule is renewed this often and lapses in the preempt agent after
  * WINDOW_LEASE_MS without one. */
 #define WINDOW_LEASE_MS 1000u
 #define WINDOW_RENEW_US (WINDOW_LEASE_MS * 1000u / 4u)
+/* A start later than the grid moves it later by at most this per PHASE
+ * (window_grid). */
+#define WINDOW_GRID_CREEP_US 50u
+/* Take the LC's latest PHASE into its grid: a start earlier than the grid
+ * moves it there at once, a later one by at most WINDOW_GRID_CREEP_US; a
+ * new period (over 1 % off) starts a new grid. Returns the anchor. */
+uint64_t window_grid(struct proc *lc);
 /* Send, renew or end each BE preempt agent's window schedule (after
  * rotate_plan, every reconcile). */
 void window_plan(struct agent *a, uint64_t now);

@@ -75,12 +75,12 @@ int rotate_phase_fresh(const struct proc *p, uint64_t now)
  * period is at most a quarter of a turn and leaves room for a change
  * before its next request; none when no LC or several LC processes have
  * one (a change cannot fall in the gaps of two). */
-const struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
+struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
 {
-	const struct proc *lc = NULL;
+	struct proc *lc = NULL;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
-		const struct proc *pr = t->proc;
+		struct proc *pr = t->proc;
 
 		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !rotate_phase_fresh(pr, now))
 			continue;

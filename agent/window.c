@@ -22,6 +22,39 @@
 
 #include <string.h>
 
+/* A request starts when its first launch comes, which a late process
+ * (its thread descheduled, a slow submit) makes later than the time it
+ * was due, never earlier. The latest start alone would move every window
+ * of the next PHASE period (250 ms) by one request's lateness; the
+ * earliest of the recent starts is the better guess of the due times, and
+ * a slow creep follows a grid that really moved. */
+uint64_t window_grid(struct proc *lc)
+{
+	uint64_t per = lc->phase.period_us, s = lc->phase.last_start_us, a, off;
+	uint64_t drift = per > lc->grid.period_us ? per - lc->grid.period_us
+						  : lc->grid.period_us - per;
+
+	if (lc->grid.rx_us == lc->phase.rx_us && lc->grid.anchor_us)
+		return lc->grid.anchor_us;
+	lc->grid.rx_us = lc->phase.rx_us;
+	if (lc->grid.anchor_us == 0 || drift * 100u > per) {
+		lc->grid.anchor_us = s;
+		lc->grid.period_us = per;
+		return s;
+	}
+	lc->grid.period_us = per;
+	a = lc->grid.anchor_us;
+	/* The grid's start nearest s, and s's offset from it. */
+	a = s >= a ? a + (s - a + per / 2) / per * per : a - (a - s + per / 2 - 1) / per * per;
+	if (s < a) {
+		lc->grid.anchor_us = s;
+		return s;
+	}
+	off = s - a;
+	lc->grid.anchor_us = a + (off < WINDOW_GRID_CREEP_US ? off : WINDOW_GRID_CREEP_US);
+	return lc->grid.anchor_us;
+}
+
 /* The schedule the BE process be should run now: around the requests of
  * the one LC with a fresh phase on the GPU of be's first GR TSG that has
  * one, when the window fits in the policy's share of that LC's period.
@@ -33,7 +66,7 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 	uint64_t span = (uint64_t)cfg->window_before_us + cfg->window_after_us;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
-		const struct proc *lc;
+		struct proc *lc;
 
 		if (t->proc != be || !rm_engine_is_gr(t->engine))
 			continue;
@@ -46,7 +79,7 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 		out->on = 1;
 		out->gpu = t->gpu;
 		out->period_us = lc->phase.period_us;
-		out->start_us = lc->phase.last_start_us;
+		out->start_us = window_grid(lc);
 		out->before_us = cfg->window_before_us;
 		out->after_us = cfg->window_after_us;
 		out->lc_pid = lc->pid;

@@ -968,6 +968,39 @@ static void window_step(struct agent *a, uint64_t us)
 	answer_all(a, n);
 }
 
+/* window_grid: the earliest recent start, a slow creep to later ones. */
+static void test_window_grid(void)
+{
+	struct proc lc;
+
+	memset(&lc, 0, sizeof(lc));
+	lc.phase.period_us = 10000;
+	lc.phase.last_start_us = 1000000;
+	lc.phase.rx_us = 1;
+	CHECK_EQ_U(window_grid(&lc), 1000000);
+	/* The same report again changes nothing. */
+	lc.phase.last_start_us = 1000900;
+	CHECK_EQ_U(window_grid(&lc), 1000000);
+	/* A start 900 us late, 25 periods on: the grid creeps 50 us. */
+	lc.phase.rx_us = 2;
+	lc.phase.last_start_us = 1250900;
+	CHECK_EQ_U(window_grid(&lc), 1250050);
+	/* One 30 us late: the grid follows by 30 us. */
+	lc.phase.rx_us = 3;
+	lc.phase.last_start_us = 1500080;
+	CHECK_EQ_U(window_grid(&lc), 1500080);
+	/* One earlier than the grid (on a grid start before the anchor): the
+	 * grid moves there at once. */
+	lc.phase.rx_us = 4;
+	lc.phase.last_start_us = 1490000;
+	CHECK_EQ_U(window_grid(&lc), 1490000);
+	/* A new period starts a new grid. */
+	lc.phase.rx_us = 5;
+	lc.phase.period_us = 5000;
+	lc.phase.last_start_us = 1700321;
+	CHECK_EQ_U(window_grid(&lc), 1700321);
+}
+
 static void test_windows(void)
 {
 	struct agent *a = agent_new();
@@ -1358,6 +1391,7 @@ int main(void)
 	test_gate_time();
 	test_rotation_needs_every_be();
 	test_rotation_gap();
+	test_window_grid();
 	test_windows();
 	test_restart_grace();
 	test_claim_limits();

@@ -102,6 +102,7 @@ SET_POLICIES = {
     "winvit": {"windows": {"afterUs": 1100}},
     "winbert": {"windows": {"afterUs": 800}},
     "winres": {"windows": {"afterUs": 1300}},
+    "winvit14": {"windows": {"afterUs": 1400}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1281,6 +1282,24 @@ def set_bewindows():
     return s
 
 
+def set_bewindows2():
+    """bewindows again for the two models it is for, with ViT-B/16's window
+    also 300 us longer (winvit14): each model alone, under the default
+    policy and with its windows, the BE alone."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
+    for lc, pols in (("vit_b16_graph", ("default", "winvit", "winvit14")),
+                     ("bert_base_graph", ("default", "winbert"))):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="bewindows", trace=True, pin=True))
+        for p in pols:
+            s.append(sc(f"{lc} gq:{p} 1xtrain pinned", lc, "train", 1, f"gq:{p}",
+                        lc_args=busy, lc_env=info, be_env=info, tag="bewindows", trace=True,
+                        pin=True))
+    return s
+
+
 def set_windows2():
     """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
     2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
@@ -1323,7 +1342,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
