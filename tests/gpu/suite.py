@@ -1300,6 +1300,36 @@ def set_bewindows2():
     return s
 
 
+def set_bewinproof():
+    """Windows and safety: BERT-base (winbert) beside a be_fill, whose
+    longest stall (max_gap_ms) shows what a window costs it at most, also
+    with the node agent killed at 2 s and stopped for 2 s at 1 s (the
+    schedule must end with the connection, or lapse with its lease); the
+    micro LC every 2 ms under winbert, whose window is too long for its
+    period (no windows: as under the default policy)."""
+    busy = ["--busy-wait-us", "200"]
+    model = busy + ["--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    return [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+            sc("bert_base_graph alone pinned", "bert_base_graph", nbe=0, mode="alone",
+               lc_args=model, tag="bewinproof", pin=True),
+            sc("bert_base_graph gq:winbert 1xfill pinned", "bert_base_graph", "fill", 1,
+               "gq:winbert", lc_args=model, lc_env=info, be_env=info, tag="bewinproof",
+               pin=True),
+            sc("bert_base_graph gq:winbert 1xfill pinned, agent killed at 2 s",
+               "bert_base_graph", "fill", 1, "gq:winbert", lc_args=model, lc_env=info,
+               be_env=info, tag="bewinproof", pin=True, event=("kill", 2.0)),
+            sc("bert_base_graph gq:winbert 1xfill pinned, agent stopped 2 s at 1 s",
+               "bert_base_graph", "fill", 1, "gq:winbert", lc_args=model, lc_env=info,
+               be_env=info, tag="bewinproof", pin=True, event=("stop", 1.0, 2.0)),
+            sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
+               tag="bewinproof", pin=True),
+            sc("micro gq:default 1xfill pinned", "micro", "fill", 1, "gq:default",
+               lc_args=busy, lc_env=info, be_env=info, tag="bewinproof", pin=True),
+            sc("micro gq:winbert 1xfill pinned", "micro", "fill", 1, "gq:winbert",
+               lc_args=busy, lc_env=info, be_env=info, tag="bewinproof", pin=True)]
+
+
 def set_windows2():
     """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
     2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
@@ -1342,7 +1372,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
