@@ -1975,7 +1975,7 @@ def table(recs, switch):
         + " | " + "; ".join(
         f"be{i} " + " ".join(stall(r, i, at, ms) for at, ms in (x or {}).get("long_gaps") or [])
         for i, x in enumerate(r["be_results"]) if (x or {}).get("long_gaps")) + " |"
-        for r in recs if r["be"] == "fill" and r["nbe"] > 1 and r["mode"] != "be_alone"]
+        for r in recs if r["be"] == "fill" and r["nbe"] >= 1 and r["mode"] != "be_alone"]
     if extra:
         rows += ["\n| scenario | rep | each BE's longest stall, ms | longest gated, ms (agent, "
                  "20 ms samples) | stalls ≥ 300 ms: ms@s into the window (share of it gated, "
