@@ -101,6 +101,9 @@ struct ctl_conn;
 struct procinfo_pool;
 struct kmode;
 
+/* PHASE reports the windows' grid is taken from (window.c). */
+#define WINDOW_GRID_SAMPLES 3
+
 /* One host process that ever talked to us, kept across reconnects so a
  * class survives a dropped connection. */
 struct proc {
@@ -153,12 +156,17 @@ struct proc {
 	struct {
 		int have;
 		uint64_t period_us, last_start_us; /* now_us() clock */
+		uint64_t period_ns;                /* as reported */
 		uint64_t rx_us;                    /* now_us() when it came */
 	} phase;
 	/* window.c: the grid its requests are due on, as the windows place
-	 * them (a start on it, the period, and the PHASE last taken in). */
+	 * them: the latest starts of its last PHASE reports (newest first),
+	 * the period they were taken at, the PHASE last taken in, and a start
+	 * on the grid. */
 	struct {
-		uint64_t anchor_us, period_us, rx_us;
+		uint64_t starts_us[WINDOW_GRID_SAMPLES];
+		unsigned n;
+		uint64_t period_ns, rx_us, anchor_us;
 	} grid;
 };
 
@@ -166,7 +174,8 @@ struct proc {
 struct peer_window {
 	int on;
 	uint32_t gpu;
-	uint64_t period_us, start_us; /* now_us() clock */
+	uint64_t period_ns;
+	uint64_t start_us; /* now_us() clock */
 	uint32_t before_us, after_us;
 	pid_t lc_pid;     /* whose requests it is placed around */
 	uint64_t sent_us; /* when it was last sent or renewed */
@@ -585,12 +594,9 @@ struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
  * WINDOW_LEASE_MS without one. */
 #define WINDOW_LEASE_MS 1000u
 #define WINDOW_RENEW_US (WINDOW_LEASE_MS * 1000u / 4u)
-/* A start later than the grid moves it later by at most this per PHASE
- * (window_grid). */
-#define WINDOW_GRID_CREEP_US 50u
-/* Take the LC's latest PHASE into its grid: a start earlier than the grid
- * moves it there at once, a later one by at most WINDOW_GRID_CREEP_US; a
- * new period (over 1 % off) starts a new grid. Returns the anchor. */
+/* Take the LC's latest PHASE into its grid (the median of the last
+ * WINDOW_GRID_SAMPLES starts, placed on the newest one's period; a new
+ * period, over 1 % off, starts a new grid). Returns a start on the grid. */
 uint64_t window_grid(struct proc *lc);
 /* Send, renew or end each BE preempt agent's window schedule (after
  * rotate_plan, every reconcile). */

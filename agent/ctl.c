@@ -412,7 +412,7 @@ static void window_json(const struct proc *p, cJSON *o)
 	if (!j)
 		return;
 	cJSON_AddNumberToObject(j, "gpu", (double)w->gpu);
-	cJSON_AddNumberToObject(j, "periodUs", (double)w->period_us);
+	cJSON_AddNumberToObject(j, "periodUs", (double)(w->period_ns / 1000u));
 	cJSON_AddNumberToObject(j, "beforeUs", (double)w->before_us);
 	cJSON_AddNumberToObject(j, "afterUs", (double)w->after_us);
 	cJSON_AddNumberToObject(j, "lcPid", (double)w->lc_pid);

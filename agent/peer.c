@@ -131,7 +131,7 @@ int peer_send_window(struct agent *a, struct peer *p)
 	gq_hdr_init(&m.hdr, GQ_WINDOW, ++p->send_seq);
 	m.flags = p->win.on ? GQ_WINDOW_F_ON : 0;
 	m.device_instance = p->win.gpu;
-	m.period_ns = p->win.period_us * 1000u;
+	m.period_ns = p->win.period_ns;
 	m.start_ns = p->win.start_us * 1000u;
 	m.sent_ns = now_us() * 1000u;
 	m.before_us = p->win.before_us;
@@ -413,6 +413,7 @@ static void on_phase(struct agent *a, struct peer *p, const struct gq_phase *m)
 	}
 	pr->phase.have = 1;
 	pr->phase.period_us = m->period_ns / 1000u;
+	pr->phase.period_ns = m->period_ns;
 	pr->phase.last_start_us = m->last_start_ns / 1000u;
 	pr->phase.rx_us = now;
 }

@@ -24,34 +24,49 @@
 
 /* A request starts when its first launch comes, which a late process
  * (its thread descheduled, a slow submit) makes later than the time it
- * was due, never earlier. The latest start alone would move every window
- * of the next PHASE period (250 ms) by one request's lateness; the
- * earliest of the recent starts is the better guess of the due times, and
- * a slow creep follows a grid that really moved. */
+ * was due, never earlier, and sometimes by more than half a period. The
+ * latest start alone would move every window of the next PHASE period
+ * (250 ms) by one request's lateness; the median of the last three,
+ * each placed on the newest one's period, ignores one late report. With
+ * two, the earlier placement counts: lateness only delays. */
 uint64_t window_grid(struct proc *lc)
 {
-	uint64_t per = lc->phase.period_us, s = lc->phase.last_start_us, a, off;
-	uint64_t drift = per > lc->grid.period_us ? per - lc->grid.period_us
-						  : lc->grid.period_us - per;
+	uint64_t per = lc->phase.period_ns, s = lc->phase.last_start_us;
+	uint64_t drift = per > lc->grid.period_ns ? per - lc->grid.period_ns
+						  : lc->grid.period_ns - per;
+	int64_t d[WINDOW_GRID_SAMPLES], med;
+	unsigned n;
 
-	if (lc->grid.rx_us == lc->phase.rx_us && lc->grid.anchor_us)
+	if (lc->grid.n && lc->grid.rx_us == lc->phase.rx_us)
 		return lc->grid.anchor_us;
 	lc->grid.rx_us = lc->phase.rx_us;
-	if (lc->grid.anchor_us == 0 || drift * 100u > per) {
-		lc->grid.anchor_us = s;
-		lc->grid.period_us = per;
-		return s;
+	if (drift * 100u > per)
+		lc->grid.n = 0;
+	lc->grid.period_ns = per;
+	n = lc->grid.n < WINDOW_GRID_SAMPLES ? lc->grid.n + 1 : WINDOW_GRID_SAMPLES;
+	for (unsigned i = n - 1; i > 0; i--)
+		lc->grid.starts_us[i] = lc->grid.starts_us[i - 1];
+	lc->grid.starts_us[0] = s;
+	lc->grid.n = n;
+	/* Where each start's grid point lies from s, within half a period. */
+	for (unsigned i = 0; i < n; i++) {
+		int64_t r = ((int64_t)lc->grid.starts_us[i] - (int64_t)s) * 1000 % (int64_t)per;
+
+		if (r < 0)
+			r += (int64_t)per;
+		if (r > (int64_t)per / 2)
+			r -= (int64_t)per;
+		d[i] = r;
 	}
-	lc->grid.period_us = per;
-	a = lc->grid.anchor_us;
-	/* The grid's start nearest s, and s's offset from it. */
-	a = s >= a ? a + (s - a + per / 2) / per * per : a - (a - s + per / 2 - 1) / per * per;
-	if (s < a) {
-		lc->grid.anchor_us = s;
-		return s;
-	}
-	off = s - a;
-	lc->grid.anchor_us = a + (off < WINDOW_GRID_CREEP_US ? off : WINDOW_GRID_CREEP_US);
+	for (unsigned i = 1; i < n; i++) /* n <= 3: insertion sort */
+		for (unsigned k = i; k > 0 && d[k] < d[k - 1]; k--) {
+			int64_t t = d[k];
+
+			d[k] = d[k - 1];
+			d[k - 1] = t;
+		}
+	med = n == 2 ? d[0] : d[n / 2];
+	lc->grid.anchor_us = (uint64_t)((int64_t)s + med / 1000);
 	return lc->grid.anchor_us;
 }
 
@@ -72,13 +87,13 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 			continue;
 		lc = rotate_phase_lc(a, t->gpu, now);
 		/* A launch-bound LC has no gaps to keep the BE out of. */
-		if (!lc || lc->busy.always || lc->phase.period_us == 0)
+		if (!lc || lc->busy.always || lc->phase.period_ns < 1000u)
 			continue;
-		if (span * 100u > lc->phase.period_us * cfg->window_max_off_percent)
+		if (span * 100000u > lc->phase.period_ns * cfg->window_max_off_percent)
 			continue;
 		out->on = 1;
 		out->gpu = t->gpu;
-		out->period_us = lc->phase.period_us;
+		out->period_ns = lc->phase.period_ns;
 		out->start_us = window_grid(lc);
 		out->before_us = cfg->window_before_us;
 		out->after_us = cfg->window_after_us;
@@ -118,7 +133,7 @@ void window_plan(struct agent *a, uint64_t now)
 			continue;
 		}
 		moved = !p->win.on || p->win.gpu != want.gpu ||
-			p->win.period_us != want.period_us ||
+			p->win.period_ns != want.period_ns ||
 			p->win.start_us != want.start_us ||
 			p->win.before_us != want.before_us ||
 			p->win.after_us != want.after_us;
@@ -128,7 +143,7 @@ void window_plan(struct agent *a, uint64_t now)
 			log_info("pid %d: windows on GPU %u around the requests of LC pid %d (every "
 				 "%llu us, %u us before to %u us after)",
 				 (int)p->pid, want.gpu, (int)want.lc_pid,
-				 (unsigned long long)want.period_us, want.before_us,
+				 (unsigned long long)(want.period_ns / 1000u), want.before_us,
 				 want.after_us);
 		want.sent_us = p->win.sent_us;
 		p->win = want;

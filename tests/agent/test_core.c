@@ -968,37 +968,54 @@ static void window_step(struct agent *a, uint64_t us)
 	answer_all(a, n);
 }
 
-/* window_grid: the earliest recent start, a slow creep to later ones. */
+/* window_grid: the median of the last three starts on the newest one's
+ * period; a late report moves nothing. */
 static void test_window_grid(void)
 {
 	struct proc lc;
 
 	memset(&lc, 0, sizeof(lc));
-	lc.phase.period_us = 10000;
+	lc.phase.period_ns = 10000000;
 	lc.phase.last_start_us = 1000000;
 	lc.phase.rx_us = 1;
 	CHECK_EQ_U(window_grid(&lc), 1000000);
 	/* The same report again changes nothing. */
 	lc.phase.last_start_us = 1000900;
 	CHECK_EQ_U(window_grid(&lc), 1000000);
-	/* A start 900 us late, 25 periods on: the grid creeps 50 us. */
+	/* A start 900 us late, 25 periods on: of two, the earlier placement. */
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 1250900;
-	CHECK_EQ_U(window_grid(&lc), 1250050);
-	/* One 30 us late: the grid follows by 30 us. */
+	CHECK_EQ_U(window_grid(&lc), 1250000);
+	/* On time, then one 6.5 ms late (over half a period: it reads as
+	 * 3.5 ms early): the median keeps the grid. */
 	lc.phase.rx_us = 3;
-	lc.phase.last_start_us = 1500080;
-	CHECK_EQ_U(window_grid(&lc), 1500080);
-	/* One earlier than the grid (on a grid start before the anchor): the
-	 * grid moves there at once. */
+	lc.phase.last_start_us = 1500003;
+	CHECK_EQ_U(window_grid(&lc), 1500003);
 	lc.phase.rx_us = 4;
-	lc.phase.last_start_us = 1490000;
-	CHECK_EQ_U(window_grid(&lc), 1490000);
-	/* A new period starts a new grid. */
+	lc.phase.last_start_us = 1756500;
+	CHECK_EQ_U((window_grid(&lc) - 1750003) % 10000, 0); /* a start on the grid */
+	/* The grid really moved (every start 2 ms later): the median of the
+	 * two on-time reports and the late one follows the newest. */
 	lc.phase.rx_us = 5;
-	lc.phase.period_us = 5000;
-	lc.phase.last_start_us = 1700321;
-	CHECK_EQ_U(window_grid(&lc), 1700321);
+	lc.phase.last_start_us = 2002003;
+	CHECK_EQ_U(window_grid(&lc), 2002003);
+	lc.phase.rx_us = 6;
+	lc.phase.last_start_us = 2252003;
+	CHECK_EQ_U(window_grid(&lc), 2252003);
+	/* A period kept in ns: 5000.4 us, 50 periods between reports. */
+	memset(&lc, 0, sizeof(lc));
+	lc.phase.period_ns = 5000400;
+	lc.phase.last_start_us = 3000000;
+	lc.phase.rx_us = 1;
+	CHECK_EQ_U(window_grid(&lc), 3000000);
+	lc.phase.rx_us = 2;
+	lc.phase.last_start_us = 3000000 + 250020;
+	CHECK_EQ_U(window_grid(&lc), 3250020);
+	/* A new period starts a new grid. */
+	lc.phase.rx_us = 3;
+	lc.phase.period_ns = 4000000;
+	lc.phase.last_start_us = 3700321;
+	CHECK_EQ_U(window_grid(&lc), 3700321);
 }
 
 static void test_windows(void)
@@ -1020,6 +1037,7 @@ static void test_windows(void)
 	confirm_all(a, 0);
 	lc->phase.have = 1;
 	lc->phase.period_us = 10000;
+	lc->phase.period_ns = 10000000;
 	lc->phase.last_start_us = fake_now - 3000;
 	lc->phase.rx_us = fake_now;
 
@@ -1034,7 +1052,7 @@ static void test_windows(void)
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, 1);
 	CHECK_EQ_U(win_last_pid, 1);
-	CHECK(win_last.on && win_last.gpu == 0 && win_last.period_us == 10000);
+	CHECK(win_last.on && win_last.gpu == 0 && win_last.period_ns == 10000000);
 	CHECK_EQ_U(win_last.start_us, lc->phase.last_start_us);
 	CHECK_EQ_U(win_last.before_us, 1200);
 	CHECK_EQ_U(win_last.after_us, 1100);
@@ -1058,6 +1076,7 @@ static void test_windows(void)
 	/* A window over maxOffPercent of the LC's period (2.3 ms of 4 ms at
 	 * 50 %) ends the schedule. */
 	lc->phase.period_us = 4000;
+	lc->phase.period_ns = 4000000;
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, 4);
 	CHECK(!win_last.on && !be->peer->win.on);
@@ -1065,6 +1084,7 @@ static void test_windows(void)
 	window_step(a, WINDOW_RENEW_US);
 	CHECK_EQ_U(win_nsent, 4); /* an ended schedule is not resent */
 	lc->phase.period_us = 10000;
+	lc->phase.period_ns = 10000000;
 	window_step(a, 1000);
 	CHECK(win_last.on);
 
