@@ -1,0 +1,22 @@
+#!/bin/bash
+# run42.sh: windows built into gpuqos (bewindows), then the micro/3-BE targets rows as a check nothing else moved.
+set -u
+T=/tmp/gq; mkdir -p $T
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat build-gpu/COMMIT build-gpu/COMMIT.preempt; nproc; } | tee $OUT/env.txt
+[ -x $T/bin/lc_micro ] || bash tests/gpu/build.sh $T/bin >/dev/null || { echo build failed; exit 1; }
+export PYTHONUNBUFFERED=1
+run1() { s=$1; only=$2; m=$3; tag=$4; shift 4
+  rm -rf $T/$tag
+  timeout $((m + 20)) python3 tests/gpu/suite.py --sets $s ${only:+--only "$only"} --bin $T/bin --build build-gpu --out $T/$tag --duration-s 6 --max-s $m "$@" > $OUT/$tag.log 2>&1; echo "$tag rc $?"
+  cp $T/$tag/suite.json $OUT/$tag-suite.json 2>/dev/null
+  tar cJf $OUT/$tag-traces.txz -C $T/$tag . 2>/dev/null
+  echo "== $tag"; grep "^| [mrvb]" $OUT/$tag.log | grep -v "^| be alone" | cut -c1-200 | head -24; }
+run1 bewindows "" 420 bewin
+grep -h "window" $T/bewin/gpuqosctl-list.log 2>/dev/null | sort | uniq -c | head -12
+python3 - <<'PY'
+import json,os
+d=json.load(open(os.environ["OUT"]+"/bewin-suite.json"))
+for r in d.get("results",d if isinstance(d,list) else []):
+    if isinstance(r,dict) and r.get("window_log"):
+        print(r.get("name"), json.dumps(r["window_log"])[:600])
+PY
