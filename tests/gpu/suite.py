@@ -1347,6 +1347,23 @@ def set_bewinfill():
     return s
 
 
+def set_bewin3be():
+    """ViT-B/16 and BERT-base beside three training BEs (the issue's 1.10x
+    target), under the default policy (rotation) and with windows on the
+    BE whose turn it is; each model alone and the BEs alone."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    for lc, pol in (("vit_b16_graph", "winvit"), ("bert_base_graph", "winbert")):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
+                    tag="bewin3be", trace=True, pin=True))
+        for p in ("default", pol):
+            s.append(sc(f"{lc} gq:{p} 3xtrain pinned", lc, "train", 3, f"gq:{p}",
+                        lc_args=busy, lc_env=info, be_env=info, tag="bewin3be", trace=True,
+                        pin=True))
+    return s
+
+
 def set_windows2():
     """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
     2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
@@ -1389,7 +1406,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
