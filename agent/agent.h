@@ -603,6 +603,14 @@ uint64_t window_grid(struct proc *lc);
 void window_plan(struct agent *a, uint64_t now);
 /* When the next renewal is due, or 0. */
 uint64_t window_next_deadline(const struct agent *a);
+/* The BEs beside lc (an LC with a fresh phase) get windows around its
+ * requests: windows are on, lc is not launch-bound and its window fits
+ * windows.maxOffPercent of its period. */
+int window_applies(const struct agent *a, const struct proc *lc);
+/* A rotation's turn change around such an LC begins this long after its
+ * window ends (the BE's enable, 0.35-0.5 ms, done), not just ahead of the
+ * next request, where it would meet the next window's disable in the RM. */
+#define WINDOW_CHANGE_AFTER_US 500u
 
 /* lcbusy.c */
 /* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent

@@ -93,19 +93,31 @@ struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
 
 static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint64_t period_us)
 {
-	const struct proc *lc = rotate_phase_lc(a, gpu, now);
+	struct proc *lc = rotate_phase_lc(a, gpu, now);
 	struct gap none = { 0, 0, 0 }, g;
 	uint64_t before;
 
 	if (!a->cfg->policy.rotate_in_gap || !lc || lc->phase.period_us == 0 ||
 	    lc->phase.period_us > period_us / 4)
 		return none;
+	g.period_us = lc->phase.period_us;
+	g.last_us = lc->phase.last_start_us;
+	/* With windows (window.c) the BEs are off around every request: the
+	 * change goes right after a window ends, and must be over before the
+	 * next one begins. */
+	if (window_applies(a, lc)) {
+		const struct policy_config *cfg = &a->cfg->policy;
+
+		g.offset_us = (uint64_t)cfg->window_after_us + WINDOW_CHANGE_AFTER_US;
+		if (g.offset_us + ROTATE_CHANGE_US + cfg->window_before_us <= lc->phase.period_us) {
+			g.last_us = window_grid(lc);
+			return g;
+		}
+	}
 	/* The change must be over before the next request's wake. */
 	before = ROTATE_CHANGE_US + a->cfg->policy.wake_lead_us;
 	if (lc->phase.period_us < before + ROTATE_CHANGE_MIN_OFFSET_US)
 		return none;
-	g.period_us = lc->phase.period_us;
-	g.last_us = lc->phase.last_start_us;
 	g.offset_us = lc->phase.period_us - before;
 	return g;
 }

@@ -70,6 +70,15 @@ uint64_t window_grid(struct proc *lc)
 	return lc->grid.anchor_us;
 }
 
+int window_applies(const struct agent *a, const struct proc *lc)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+	uint64_t span = (uint64_t)cfg->window_before_us + cfg->window_after_us;
+
+	return cfg->window_after_us && lc && !lc->busy.always && lc->phase.period_ns >= 1000u &&
+	       span * 100000u <= lc->phase.period_ns * cfg->window_max_off_percent;
+}
+
 /* The schedule the BE process be should run now: around the requests of
  * the one LC with a fresh phase on the GPU of be's first GR TSG that has
  * one, when the window fits in the policy's share of that LC's period.
@@ -78,7 +87,6 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 		      struct peer_window *out)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
-	uint64_t span = (uint64_t)cfg->window_before_us + cfg->window_after_us;
 
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		struct proc *lc;
@@ -87,9 +95,7 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 			continue;
 		lc = rotate_phase_lc(a, t->gpu, now);
 		/* A launch-bound LC has no gaps to keep the BE out of. */
-		if (!lc || lc->busy.always || lc->phase.period_ns < 1000u)
-			continue;
-		if (span * 100000u > lc->phase.period_ns * cfg->window_max_off_percent)
+		if (!window_applies(a, lc))
 			continue;
 		out->on = 1;
 		out->gpu = t->gpu;

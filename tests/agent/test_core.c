@@ -931,6 +931,34 @@ static void test_rotation_gap(void)
 	lc->phase.rx_us = fake_now - ROTATE_PHASE_FRESH_US - 1;
 	CHECK(unplaced_changes(a, be, NULL, 0, 400) >= 2);
 
+	/* With windows the change goes right after a window ends (its
+	 * afterUs and WINDOW_CHANGE_AFTER_US past a start), not just ahead of
+	 * the next request, where the next window's disable runs. */
+	lc->phase.period_us = 5000;
+	lc->phase.period_ns = 5000000;
+	a->cfg->policy.window_after_us = 800;
+	{
+		unsigned placed = 0;
+
+		for (int step = 0; step < 400; step++) {
+			unsigned before = gated_mask(be);
+
+			lc->phase.rx_us = fake_now;
+			fake_now += 100;
+			n = nsent;
+			reconcile_new_tick(a);
+			reconcile(a);
+			answer_all(a, n);
+			if (gated_mask(be) == before)
+				continue;
+			CHECK_EQ_U((fake_now - lc->phase.last_start_us) % 5000,
+				   800 + WINDOW_CHANGE_AFTER_US);
+			placed++;
+		}
+		CHECK(placed >= 1);
+	}
+	a->cfg->policy.window_after_us = 0;
+
 	/* Two LC processes with phases: no gap suits both, none is used. */
 	{
 		struct proc *lcs[2] = { lc, proc_with_peer(a, 7, "latency-critical") };
