@@ -271,9 +271,32 @@ static rm_u64 pa_gate_next(void)
 	return next;
 }
 
-/* Slot i's handles, and whether it is due: leased (or, with all, any TSG)
- * with a lease ending by `until`. Returns -1 past the end of the table. */
-static int pa_gate_due(unsigned i, rm_u64 until, int all, rm_handle *h_client, rm_handle *h_tsg)
+/* Which TSGs a pass over the table acts on. */
+struct pa_due {
+	rm_u64 until; /* a lapse pass: leases ending by then ... */
+	int all;      /* ... or, with all, every TSG */
+	int window;   /* a window pass ... */
+	int off;      /* ... taking TSGs off (else putting back on) */
+	rm_u32 dev;   /* ... of this GPU */
+};
+
+static int pa_is_due(const struct pa_tsg *g, const struct pa_due *d)
+{
+	struct rm_disable_channels params;
+
+	if (!g->used)
+		return 0;
+	if (!d->window)
+		return d->all || (g->leased && g->lease_end_ns <= d->until);
+	if (!d->off)
+		return g->windowed;
+	return !g->gated && !g->windowed && g->device_instance == d->dev &&
+	       rm_engine_is_gr(g->engine_type) && pa_gate_params(g, 1, &params) == 0;
+}
+
+/* Slot i's handles, and whether the pass d acts on it. Returns -1 past
+ * the end of the table. */
+static int pa_gate_due(unsigned i, const struct pa_due *d, rm_handle *h_client, rm_handle *h_tsg)
 {
 	const struct pa_tsg *g;
 	int due;
@@ -284,7 +307,7 @@ static int pa_gate_due(unsigned i, rm_u64 until, int all, rm_handle *h_client, r
 		return -1;
 	}
 	g = &pa.track.tsgs[i];
-	due = g->used && (all || (g->leased && g->lease_end_ns <= until));
+	due = pa_is_due(g, d);
 	*h_client = g->h_client;
 	*h_tsg = g->h;
 	pa_unlock();
@@ -296,10 +319,11 @@ static int pa_gate_due(unsigned i, rm_u64 until, int all, rm_handle *h_client, r
  * retried PA_GATE_RETRY_NS later. */
 static void pa_gate_sweep(rm_u64 until, int all, const char *why)
 {
+	const struct pa_due d = { .until = until, .all = all };
 	rm_handle h_client, h_tsg;
 	int due;
 
-	for (unsigned i = 0; (due = pa_gate_due(i, until, all, &h_client, &h_tsg)) >= 0; i++) {
+	for (unsigned i = 0; (due = pa_gate_due(i, &d, &h_client, &h_tsg)) >= 0; i++) {
 		struct pa_gate_job j;
 		rm_u64 elapsed = 0;
 		rm_u32 status = 0;
@@ -326,32 +350,6 @@ static void pa_gate_sweep(rm_u64 until, int all, const char *why)
 		if (j.leased || all)
 			pa_restore_timeslice(&j);
 	}
-}
-
-/* Slot i's handles, and whether a window acts on it: to disable, a
- * gateable GR TSG of GPU dev that neither a gate nor a window holds; to
- * enable, one a window holds. Returns -1 past the end of the table. */
-static int pa_window_due(unsigned i, rm_u32 dev, int off, rm_handle *h_client, rm_handle *h_tsg)
-{
-	struct rm_disable_channels params;
-	const struct pa_tsg *g;
-	int due;
-
-	pa_lock();
-	if (i >= pa.track.tsg_hi) {
-		pa_unlock();
-		return -1;
-	}
-	g = &pa.track.tsgs[i];
-	if (off)
-		due = g->used && !g->gated && !g->windowed && g->device_instance == dev &&
-		      rm_engine_is_gr(g->engine_type) && pa_gate_params(g, 1, &params) == 0;
-	else
-		due = g->used && g->windowed;
-	*h_client = g->h_client;
-	*h_tsg = g->h;
-	pa_unlock();
-	return due;
 }
 
 static void pa_window_note(rm_handle h_client, rm_handle h_tsg, int windowed)
@@ -415,11 +413,12 @@ static int pa_window_on(struct pa_gate_job *j, rm_u64 *elapsed_ns)
 
 unsigned pa_gate_window(rm_u32 dev, int off, rm_u64 *elapsed_ns)
 {
+	const struct pa_due d = { .window = 1, .off = off, .dev = dev };
 	rm_handle h_client, h_tsg;
 	unsigned n = 0;
 	int due;
 
-	for (unsigned i = 0; (due = pa_window_due(i, dev, off, &h_client, &h_tsg)) >= 0; i++) {
+	for (unsigned i = 0; (due = pa_gate_due(i, &d, &h_client, &h_tsg)) >= 0; i++) {
 		struct pa_gate_job j;
 
 		if (!due)
