@@ -567,10 +567,6 @@ int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
 /* The first point offset_us after one of an LC's request starts (every
  * period_us from last_us) at or after end; all now_us() clock. */
 uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us);
-/* A PHASE older than this is not used to place a turn's change. */
-#define ROTATE_PHASE_FRESH_US 1000000u
-/* The process's last PHASE came at most ROTATE_PHASE_FRESH_US ago. */
-int rotate_phase_fresh(const struct proc *p, uint64_t now);
 /* How long a turn's change keeps the RM busy: GATE (disable 0.8-1.2 ms,
  * then preempt 0.3-0.4 ms) in one BE's process while UNGATE (enable
  * 0.4-0.6 ms) runs in the next's, plus the messages (docs/PERF.md). A
@@ -585,11 +581,16 @@ int rotate_phase_fresh(const struct proc *p, uint64_t now);
 #define ROTATE_CHANGE_MIN_OFFSET_US 1000u
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);
-/* The one LC process with a TSG on gpu whose PHASE is fresh; NULL when
- * there is none or there are several. */
-struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
 
 /* window.c */
+/* A PHASE older than this is not used: no turn change is placed by it,
+ * no window around it. */
+#define PHASE_FRESH_US 1000000u
+/* The process's last PHASE came at most PHASE_FRESH_US ago. */
+int phase_fresh(const struct proc *p, uint64_t now);
+/* The one LC process with a TSG on gpu whose PHASE is fresh; NULL when
+ * there is none or there are several. */
+struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
 /* A schedule is renewed this often and lapses in the preempt agent after
  * WINDOW_LEASE_MS without one. */
 #define WINDOW_LEASE_MS 1000u
@@ -597,7 +598,7 @@ struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
 /* Take the LC's latest PHASE into its grid (the median of the last
  * WINDOW_GRID_SAMPLES starts, placed on the newest one's period; a new
  * period, over 1 % off, starts a new grid). Returns a start on the grid. */
-uint64_t window_grid(struct proc *lc);
+uint64_t phase_grid(struct proc *lc);
 /* Send, renew or end each BE preempt agent's window schedule (after
  * rotate_plan, every reconcile). */
 void window_plan(struct agent *a, uint64_t now);

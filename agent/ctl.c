@@ -385,7 +385,7 @@ static void phase_json(const struct proc *p, cJSON *o)
 	uint64_t now = now_us();
 	cJSON *ph;
 
-	if (!rotate_phase_fresh(p, now)) {
+	if (!phase_fresh(p, now)) {
 		cJSON_AddNullToObject(o, "phase");
 		return;
 	}

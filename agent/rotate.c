@@ -65,35 +65,13 @@ struct gap {
 	uint64_t period_us, last_us, offset_us; /* period_us 0: none known */
 };
 
-int rotate_phase_fresh(const struct proc *p, uint64_t now)
-{
-	return p->phase.have && p->phase.rx_us <= now &&
-	       now - p->phase.rx_us <= ROTATE_PHASE_FRESH_US;
-}
-
 /* The gap of the one LC process on `gpu` whose PHASE is fresh, if its
  * period is at most a quarter of a turn and leaves room for a change
  * before its next request; none when no LC or several LC processes have
  * one (a change cannot fall in the gaps of two). */
-struct proc *rotate_phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
-{
-	struct proc *lc = NULL;
-
-	for (const struct tsg *t = a->tsgs; t; t = t->next) {
-		struct proc *pr = t->proc;
-
-		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !rotate_phase_fresh(pr, now))
-			continue;
-		if (lc && lc != pr)
-			return NULL;
-		lc = pr;
-	}
-	return lc;
-}
-
 static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint64_t period_us)
 {
-	struct proc *lc = rotate_phase_lc(a, gpu, now);
+	struct proc *lc = phase_lc(a, gpu, now);
 	struct gap none = { 0, 0, 0 }, g;
 	uint64_t before;
 
@@ -110,7 +88,7 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 
 		g.offset_us = (uint64_t)cfg->window_after_us + WINDOW_CHANGE_AFTER_US;
 		if (g.offset_us + ROTATE_CHANGE_US + cfg->window_before_us <= lc->phase.period_us) {
-			g.last_us = window_grid(lc);
+			g.last_us = phase_grid(lc);
 			return g;
 		}
 	}

@@ -4,11 +4,13 @@
  * the one periodic LC beside it, by a schedule its own preempt agent runs
  * (docs/policy.md, "Windows"; docs/protocol.md, "Windows").
  *
- * Owns: which BE process gets which schedule (the LC's period and a
- * predicted start from its PHASE, the policy's before and after), and
- * sending, renewing and ending it. Does not own: the LC's phase (peer.c
- * keeps it, rotate.c judges it fresh), running the schedule (the BE's
- * preempt agent, preempt_window.c).
+ * Owns: when an LC's requests come, as rotations and windows use it (a
+ * PHASE fresh enough, the one LC with one on a GPU, the grid of its due
+ * times); which BE process gets which schedule (that grid and period, the
+ * policy's before and after), and sending, renewing and ending it. Does
+ * not own: receiving PHASE (peer.c), running the schedule (the BE's
+ * preempt agent, preempt_window.c), placing a rotation's turn change
+ * (rotate.c, which asks here).
  *
  * Why: the one channel switch ahead of each request is what a CUDA-graph
  * model still loses beside a busy BE under the wake; with the BE off the
@@ -22,6 +24,27 @@
 
 #include <string.h>
 
+int phase_fresh(const struct proc *p, uint64_t now)
+{
+	return p->phase.have && p->phase.rx_us <= now && now - p->phase.rx_us <= PHASE_FRESH_US;
+}
+
+struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
+{
+	struct proc *lc = NULL;
+
+	for (const struct tsg *t = a->tsgs; t; t = t->next) {
+		struct proc *pr = t->proc;
+
+		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !phase_fresh(pr, now))
+			continue;
+		if (lc && lc != pr)
+			return NULL;
+		lc = pr;
+	}
+	return lc;
+}
+
 /* A request starts when its first launch comes, which a late process
  * (its thread descheduled, a slow submit) makes later than the time it
  * was due, never earlier, and sometimes by more than half a period. The
@@ -29,7 +52,7 @@
  * (250 ms) by one request's lateness; the median of the last three,
  * each placed on the newest one's period, ignores one late report. With
  * two, the earlier placement counts: lateness only delays. */
-uint64_t window_grid(struct proc *lc)
+uint64_t phase_grid(struct proc *lc)
 {
 	uint64_t per = lc->phase.period_ns, s = lc->phase.last_start_us;
 	uint64_t drift = per > lc->grid.period_ns ? per - lc->grid.period_ns
@@ -93,14 +116,14 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 
 		if (t->proc != be || !rm_engine_is_gr(t->engine))
 			continue;
-		lc = rotate_phase_lc(a, t->gpu, now);
+		lc = phase_lc(a, t->gpu, now);
 		/* A launch-bound LC has no gaps to keep the BE out of. */
 		if (!window_applies(a, lc))
 			continue;
 		out->on = 1;
 		out->gpu = t->gpu;
 		out->period_ns = lc->phase.period_ns;
-		out->start_us = window_grid(lc);
+		out->start_us = phase_grid(lc);
 		out->before_us = cfg->window_before_us;
 		out->after_us = cfg->window_after_us;
 		out->lc_pid = lc->pid;

@@ -928,7 +928,7 @@ static void test_rotation_gap(void)
 
 	/* A stale phase (no report for over a second) places nothing. */
 	lc->phase.period_us = 5000;
-	lc->phase.rx_us = fake_now - ROTATE_PHASE_FRESH_US - 1;
+	lc->phase.rx_us = fake_now - PHASE_FRESH_US - 1;
 	CHECK(unplaced_changes(a, be, NULL, 0, 400) >= 2);
 
 	/* With windows the change goes right after a window ends (its
@@ -996,9 +996,9 @@ static void window_step(struct agent *a, uint64_t us)
 	answer_all(a, n);
 }
 
-/* window_grid: the median of the last three starts on the newest one's
+/* phase_grid: the median of the last three starts on the newest one's
  * period; a late report moves nothing. */
-static void test_window_grid(void)
+static void test_phase_grid(void)
 {
 	struct proc lc;
 
@@ -1006,44 +1006,44 @@ static void test_window_grid(void)
 	lc.phase.period_ns = 10000000;
 	lc.phase.last_start_us = 1000000;
 	lc.phase.rx_us = 1;
-	CHECK_EQ_U(window_grid(&lc), 1000000);
+	CHECK_EQ_U(phase_grid(&lc), 1000000);
 	/* The same report again changes nothing. */
 	lc.phase.last_start_us = 1000900;
-	CHECK_EQ_U(window_grid(&lc), 1000000);
+	CHECK_EQ_U(phase_grid(&lc), 1000000);
 	/* A start 900 us late, 25 periods on: of two, the earlier placement. */
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 1250900;
-	CHECK_EQ_U(window_grid(&lc), 1250000);
+	CHECK_EQ_U(phase_grid(&lc), 1250000);
 	/* On time, then one 6.5 ms late (over half a period: it reads as
 	 * 3.5 ms early): the median keeps the grid. */
 	lc.phase.rx_us = 3;
 	lc.phase.last_start_us = 1500003;
-	CHECK_EQ_U(window_grid(&lc), 1500003);
+	CHECK_EQ_U(phase_grid(&lc), 1500003);
 	lc.phase.rx_us = 4;
 	lc.phase.last_start_us = 1756500;
-	CHECK_EQ_U((window_grid(&lc) - 1750003) % 10000, 0); /* a start on the grid */
+	CHECK_EQ_U((phase_grid(&lc) - 1750003) % 10000, 0); /* a start on the grid */
 	/* The grid really moved (every start 2 ms later): the median of the
 	 * two on-time reports and the late one follows the newest. */
 	lc.phase.rx_us = 5;
 	lc.phase.last_start_us = 2002003;
-	CHECK_EQ_U(window_grid(&lc), 2002003);
+	CHECK_EQ_U(phase_grid(&lc), 2002003);
 	lc.phase.rx_us = 6;
 	lc.phase.last_start_us = 2252003;
-	CHECK_EQ_U(window_grid(&lc), 2252003);
+	CHECK_EQ_U(phase_grid(&lc), 2252003);
 	/* A period kept in ns: 5000.4 us, 50 periods between reports. */
 	memset(&lc, 0, sizeof(lc));
 	lc.phase.period_ns = 5000400;
 	lc.phase.last_start_us = 3000000;
 	lc.phase.rx_us = 1;
-	CHECK_EQ_U(window_grid(&lc), 3000000);
+	CHECK_EQ_U(phase_grid(&lc), 3000000);
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 3000000 + 250020;
-	CHECK_EQ_U(window_grid(&lc), 3250020);
+	CHECK_EQ_U(phase_grid(&lc), 3250020);
 	/* A new period starts a new grid. */
 	lc.phase.rx_us = 3;
 	lc.phase.period_ns = 4000000;
 	lc.phase.last_start_us = 3700321;
-	CHECK_EQ_U(window_grid(&lc), 3700321);
+	CHECK_EQ_U(phase_grid(&lc), 3700321);
 }
 
 static void test_windows(void)
@@ -1125,7 +1125,7 @@ static void test_windows(void)
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK(win_last.on);
-	window_step(a, ROTATE_PHASE_FRESH_US);
+	window_step(a, PHASE_FRESH_US);
 	CHECK(!win_last.on);
 	{
 		struct proc *lc2 = proc_with_peer(a, 4, "latency-critical");
@@ -1439,7 +1439,7 @@ int main(void)
 	test_gate_time();
 	test_rotation_needs_every_be();
 	test_rotation_gap();
-	test_window_grid();
+	test_phase_grid();
 	test_windows();
 	test_restart_grace();
 	test_claim_limits();
