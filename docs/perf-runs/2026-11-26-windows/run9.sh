@@ -1,0 +1,17 @@
+#!/bin/bash
+# run50.sh: the final build: bewinproof and bewin3be once each.
+set -u
+T=/tmp/gq; mkdir -p $T
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat build-gpu/COMMIT build-gpu/COMMIT.preempt; nproc; } | tee $OUT/env.txt
+[ -x $T/bin/lc_micro ] || bash tests/gpu/build.sh $T/bin >/dev/null || { echo build failed; exit 1; }
+export PYTHONUNBUFFERED=1
+run1() { s=$1; only=$2; m=$3; tag=$4; shift 4
+  rm -rf $T/$tag
+  timeout $((m + 20)) python3 tests/gpu/suite.py --sets $s ${only:+--only "$only"} --bin $T/bin --build build-gpu --out $T/$tag --duration-s 6 --max-s $m "$@" > $OUT/$tag.log 2>&1; echo "$tag rc $?"
+  cp $T/$tag/suite.json $OUT/$tag-suite.json 2>/dev/null
+  tar cJf $OUT/$tag-traces.txz -C $T/$tag . 2>/dev/null
+  echo "== $tag"; grep "^| [mrvb]" $OUT/$tag.log | grep -v "^| be alone" | cut -c1-200 | head -24; }
+run1 bewinproof "" 200 bewin10
+run1 bewin3be "" 300 bewin11
+for t in bewin10 bewin11; do awk "/model GPU time/{f=1} f" $OUT/$t.log | cut -c1-120 | head -14; grep -A12 "longest stall" $OUT/$t.log | head -12; done
+grep -h "turns" $T/bewin11/gpuqosctl-list.log | sort | uniq -c | sort -rn | head -4
