@@ -24,6 +24,9 @@
 
 #include <string.h>
 
+/* A grid that moved less than this is not sent before its renewal. */
+#define WINDOW_SAME_US 20u
+
 int phase_fresh(const struct proc *p, uint64_t now)
 {
 	return p->phase.have && p->phase.rx_us <= now && now - p->phase.rx_us <= PHASE_FRESH_US;
@@ -132,6 +135,14 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 	return 0;
 }
 
+/* Starts a and b lie on one grid of this period, within WINDOW_SAME_US. */
+static int same_grid(uint64_t a_us, uint64_t b_us, uint64_t period_ns)
+{
+	uint64_t d = (a_us > b_us ? a_us - b_us : b_us - a_us) * 1000u % period_ns;
+
+	return d <= WINDOW_SAME_US * 1000u || period_ns - d <= WINDOW_SAME_US * 1000u;
+}
+
 static void window_send(struct agent *a, struct peer *p, uint64_t now)
 {
 	if (!a->hooks.send_window || a->hooks.send_window(a, p) != 0)
@@ -163,7 +174,7 @@ void window_plan(struct agent *a, uint64_t now)
 		}
 		moved = !p->win.on || p->win.gpu != want.gpu ||
 			p->win.period_ns != want.period_ns ||
-			p->win.start_us != want.start_us ||
+			!same_grid(p->win.start_us, want.start_us, want.period_ns) ||
 			p->win.before_us != want.before_us ||
 			p->win.after_us != want.after_us;
 		if (!moved && now < p->win.sent_us + WINDOW_RENEW_US)

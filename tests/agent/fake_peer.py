@@ -17,8 +17,9 @@ import time
 
 # The protocol's one Python codec (tests/lib; PYTHONPATH comes from ctest
 # through the harness's environment).
+from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, HELLO, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, RESULT,
-                                  SYNCED, TSG, TSG_GONE, UNKNOWN, hdr)
+                                  SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
 
 
 class Peer:
@@ -129,6 +130,11 @@ class Peer:
         elif mtype == COMMAND:
             op, client, tsg, deadline, arg = struct.unpack_from("=4IQ", data, 16)
             self.on_command(seq, op, client, tsg, deadline, arg)
+        elif mtype == WINDOW:
+            w = gq_proto.parse(data)
+            self.emit(ev="window", **{k: w[k] for k in (
+                "flags", "device_instance", "period_ns", "start_ns", "sent_ns", "before_us",
+                "after_us", "lease_ms", "reserved")})
         else:
             self.emit(ev="unexpected", type=mtype)
 

@@ -1155,6 +1155,82 @@ def t_phase_report(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_window_send(make_agent):
+    """Windows (docs/policy.md, "Windows"): with windows.afterUs set, a BE
+    whose HELLO offers WINDOW gets a schedule around the requests of the
+    one LC with a fresh PHASE on its GPU (its period, a start on its grid,
+    the policy's before and after, a 1 s lease, sent on CLOCK_MONOTONIC),
+    renewed while PHASE keeps coming, shown in gpuqosctl list and show and
+    counted; it ends (a WINDOW without ON) when the LC's PHASE goes stale.
+    A BE that does not offer WINDOW, and the LC, get none."""
+    a = make_agent(config(windows={"afterUs": 800}))
+    a.start()
+    be, lc = be_and_lc(a)
+    old = a.peer()  # a BE whose library does not run windows
+    standard_process(old, client=0xC1D00003)
+    wait_for(lambda: lc.evs("policy") and be.evs("policy") and old.evs("policy"), "connected")
+    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE)
+    lc.send(op="reconnect")
+    be.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_WINDOW)
+    be.send(op="reconnect")
+    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
+             "both reconnected with their flags")
+    ms = 1000000
+
+    def now():
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def row(pid):
+        return next((p for p in a.list()["processes"] if p["pid"] == pid), {})
+
+    start = now() - 2 * ms  # due every 5 ms from here
+
+    def phase():
+        t = now()
+        last = start + (t - start) // (5 * ms) * 5 * ms
+        lc.send(op="raw", hex=gq_proto.phase(1, 5 * ms, last, t).hex())
+
+    deadline = time.monotonic() + 5
+    while not be.evs("window"):
+        check(time.monotonic() < deadline, "no WINDOW sent to the BE")
+        phase()
+        time.sleep(0.05)
+    w = be.evs("window")[0]
+    t = now()
+    check(w["flags"] == gq_proto.WINDOW_F_ON and w["period_ns"] == 5 * ms and
+          w["before_us"] == 1200 and w["after_us"] == 800 and w["lease_ms"] == 1000 and
+          w["reserved"] == 0 and w["device_instance"] == 0, "WINDOW: %r" % w)
+    check(abs(t - w["sent_ns"]) < 2000 * ms, "sent on our clock: %r (now %d)" % (w, t))
+    off = (w["start_ns"] - start) % (5 * ms)  # the agent keeps starts in µs
+    check(off < 1000 or off > 5 * ms - 1000, "a start on the LC's grid: %r" % w)
+    # Renewed while PHASE comes, every 250 ms at the most.
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.2:
+        phase()
+        time.sleep(0.1)
+    n = len(be.evs("window"))
+    check(3 <= n <= 14 and all(e["flags"] == gq_proto.WINDOW_F_ON for e in be.evs("window")),
+          "renewals over 1.2 s: %r" % be.evs("window"))
+    win = row(be.pid).get("window")
+    check(win == {"gpu": 0, "periodUs": 5000, "beforeUs": 1200, "afterUs": 800,
+                  "lcPid": lc.pid}, "list: %r" % row(be.pid))
+    check(row(lc.pid).get("window") is None and row(old.pid).get("window") is None,
+          "the LC and the older BE have none")
+    ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
+    out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(be.pid)], capture_output=True,
+                         text=True, timeout=20).stdout
+    check(re.search(r"window\s+off GPU 0 from 1200 µs before to 800 µs after each request of "
+                    r"LC pid %d \(every 5000 µs\)" % lc.pid, out), "gpuqosctl show: %s" % out)
+    check(not old.evs("window") and not lc.evs("window") and not old.evs("unexpected"),
+          "WINDOW only to a BE that offers it")
+    check(a.counters()["windowsSent"] == n, "windowsSent: %r" % a.counters())
+    # The LC's reports stop: within a second and a renewal the schedule ends.
+    wait_for(lambda: be.evs("window")[-1]["flags"] == 0, "a WINDOW without ON", timeout=3)
+    check(a.counters()["windowsEnded"] == 1, "windowsEnded: %r" % a.counters())
+    check(row(be.pid).get("window") is None, "ended in list: %r" % row(be.pid))
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1167,6 +1243,7 @@ TESTS = {
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
     "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,
+    "window_send": t_window_send,
 }
 
 if __name__ == "__main__":

@@ -1088,17 +1088,24 @@ static void test_windows(void)
 	CHECK_EQ_U(a->n.windows_sent, 1);
 	CHECK_EQ_U(window_next_deadline(a), fake_now + WINDOW_RENEW_US);
 
-	/* Nothing new: no resend until the renewal is due; a new start is
-	 * sent at once. */
+	/* Nothing new, or a start on the same grid: no resend until the
+	 * renewal is due; a grid that moved is sent at once. */
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 1);
+	lc->phase.last_start_us += 10010;
+	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, 1);
 	lc->phase.rx_us = fake_now;
 	window_step(a, WINDOW_RENEW_US);
 	CHECK_EQ_U(win_nsent, 2);
+	lc->phase.last_start_us += 10000 + 3000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
 	lc->phase.last_start_us += 10000;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 3);
+	CHECK_EQ_U(win_nsent, 3); /* two of three reports say it moved */
 	CHECK_EQ_U(win_last.start_us, lc->phase.last_start_us);
 
 	/* A window over maxOffPercent of the LC's period (2.3 ms of 4 ms at
