@@ -1353,7 +1353,9 @@ def set_bewin3be():
     BE whose turn it is; each model alone and the BEs alone."""
     busy = ["--busy-wait-us", "200", "--no-events"]
     info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    # One BE alone too: "BE kept" is against one BE's rate.
+    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
     for lc, pol in (("vit_b16_graph", "winvit"), ("bert_base_graph", "winbert")):
         s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
                     tag="bewin3be", trace=True, pin=True))
