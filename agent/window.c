@@ -24,7 +24,9 @@
 
 #include <string.h>
 
-/* A grid that moved less than this is not sent before its renewal. */
+/* A grid that moved less than this, or a period that would move the
+ * windows less than this before the next renewal, is not sent before
+ * that renewal. */
 #define WINDOW_SAME_US 20u
 
 int phase_fresh(const struct proc *p, uint64_t now)
@@ -143,6 +145,15 @@ static int same_grid(uint64_t a_us, uint64_t b_us, uint64_t period_ns)
 	return d <= WINDOW_SAME_US * 1000u || period_ns - d <= WINDOW_SAME_US * 1000u;
 }
 
+/* Periods a and b part by under WINDOW_SAME_US over one renewal: the
+ * predictor's period moves by nanoseconds from report to report. */
+static int same_period(uint64_t a_ns, uint64_t b_ns)
+{
+	uint64_t d = a_ns > b_ns ? a_ns - b_ns : b_ns - a_ns;
+
+	return d * (WINDOW_RENEW_US * 1000u / a_ns + 1) <= WINDOW_SAME_US * 1000u;
+}
+
 static void window_send(struct agent *a, struct peer *p, uint64_t now)
 {
 	if (!a->hooks.send_window || a->hooks.send_window(a, p) != 0)
@@ -163,8 +174,7 @@ void window_plan(struct agent *a, uint64_t now)
 		if (!p->hello || p->broken || !p->can_window || !p->proc)
 			continue;
 		memset(&want, 0, sizeof(want));
-		if (a->cfg->policy.window_after_us == 0 || p->proc->cls != CLASS_BE ||
-		    !window_for(a, p->proc, now, &want)) {
+		if (p->proc->cls != CLASS_BE || !window_for(a, p->proc, now, &want)) {
 			if (p->win.on) {
 				log_info("pid %d: windows end", (int)p->pid);
 				memset(&p->win, 0, sizeof(p->win));
@@ -173,7 +183,7 @@ void window_plan(struct agent *a, uint64_t now)
 			continue;
 		}
 		moved = !p->win.on || p->win.gpu != want.gpu ||
-			p->win.period_ns != want.period_ns ||
+			!same_period(p->win.period_ns, want.period_ns) ||
 			!same_grid(p->win.start_us, want.start_us, want.period_ns) ||
 			p->win.before_us != want.before_us ||
 			p->win.after_us != want.after_us;

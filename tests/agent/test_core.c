@@ -1096,16 +1096,32 @@ static void test_windows(void)
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, 1);
+	/* A period a few ns off (the predictor's median moves so) is not
+	 * either; one that would move the windows 25 us before the renewal
+	 * (1 us in 10 ms, 25 periods) is. */
+	lc->phase.period_ns = 10000003;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 1);
+	lc->phase.period_ns = 10001000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 2);
+	CHECK_EQ_U(win_last.period_ns, 10001000);
+	lc->phase.period_ns = 10000000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 3);
 	lc->phase.rx_us = fake_now;
 	window_step(a, WINDOW_RENEW_US);
-	CHECK_EQ_U(win_nsent, 2);
+	CHECK_EQ_U(win_nsent, 4);
 	lc->phase.last_start_us += 10000 + 3000;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	lc->phase.last_start_us += 10000;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 3); /* two of three reports say it moved */
+	CHECK_EQ_U(win_nsent, 5); /* two of three reports say it moved */
 	CHECK_EQ_U(win_last.start_us, lc->phase.last_start_us);
 
 	/* A window over maxOffPercent of the LC's period (2.3 ms of 4 ms at
@@ -1113,11 +1129,11 @@ static void test_windows(void)
 	lc->phase.period_us = 4000;
 	lc->phase.period_ns = 4000000;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 4);
+	CHECK_EQ_U(win_nsent, 6);
 	CHECK(!win_last.on && !be->peer->win.on);
 	CHECK_EQ_U(a->n.windows_ended, 1);
 	window_step(a, WINDOW_RENEW_US);
-	CHECK_EQ_U(win_nsent, 4); /* an ended schedule is not resent */
+	CHECK_EQ_U(win_nsent, 6); /* an ended schedule is not resent */
 	lc->phase.period_us = 10000;
 	lc->phase.period_ns = 10000000;
 	window_step(a, 1000);
