@@ -398,7 +398,9 @@ static void phase_json(const struct proc *p, cJSON *o)
 							      : 0.0);
 }
 
-/* The window schedule its preempt agent runs now (window.c), or null. */
+/* The window schedule last sent to its preempt agent and not ended
+ * (window.c), or null. The preempt agent does not acknowledge WINDOW: this
+ * is what was asked of it (docs/ctl.md). */
 static void window_json(const struct proc *p, cJSON *o)
 {
 	const struct peer_window *w = p->peer ? &p->peer->win : NULL;

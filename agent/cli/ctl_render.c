@@ -530,8 +530,8 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 		fmt_oint(af, sizeof(af), &v->win_after, "?");
 		fmt_oint(lc, sizeof(lc), &v->win_lc, "?");
 		snprintf(buf, sizeof(buf),
-			 "off GPU %s from %s µs before to %s µs after each request of LC pid %s "
-			 "(every %s µs)",
+			 "asked to be off GPU %s from %s µs before to %s µs after each request of "
+			 "LC pid %s (every %s µs)",
 			 g, bf, af, lc, per);
 		detail(out, "window", buf);
 	}

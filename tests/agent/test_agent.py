@@ -1226,8 +1226,9 @@ def t_window_send(make_agent):
     ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
     out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(be.pid)], capture_output=True,
                          text=True, timeout=20).stdout
-    check(re.search(r"window\s+off GPU 0 from 1200 µs before to 800 µs after each request of "
-                    r"LC pid %d \(every 5000 µs\)" % lc.pid, out), "gpuqosctl show: %s" % out)
+    check(re.search(r"window\s+asked to be off GPU 0 from 1200 µs before to 800 µs after each "
+                    r"request of LC pid %d \(every 5000 µs\)" % lc.pid, out),
+          "gpuqosctl show: %s" % out)
     check(not old.evs("window") and not lc.evs("window") and not old.evs("unexpected"),
           "WINDOW only to a BE that offers it")
     # Renewals go on meanwhile: the counter and the peer's count meet.
@@ -1239,6 +1240,13 @@ def t_window_send(make_agent):
     wait_for(lambda: be.evs("window")[-1]["flags"] == 0, "a WINDOW without ON", timeout=3)
     check(a.counters()["windowsEnded"] == 1, "windowsEnded: %r" % a.counters())
     check(row(be.pid).get("window") is None, "ended in list: %r" % row(be.pid))
+    # WINDOW travels from the node agent only: a peer that sends one is
+    # malformed and closed.
+    gone = len(old.evs("disconnected"))
+    t = now()
+    old.send(op="raw", hex=gq_proto.window(1, 5 * ms, t, t, 1200, 800, 1000).hex())
+    wait_for(lambda: len(old.evs("disconnected")) > gone, "a peer's WINDOW closes it")
+    check(a.counters()["malformed"] == 1, "counted as malformed: %r" % a.counters())
     check(a.alive(), "agent alive")
 
 
