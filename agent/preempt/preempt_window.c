@@ -211,6 +211,8 @@ void pa_window_set(const struct gq_window *w, rm_u64 received_ns)
 			"after it",
 			w->device_instance, (unsigned long long)(w->period_ns / 1000u), w->before_us,
 			w->after_us);
+	if (!pw.on)
+		pw.logged_ns = received_ns; /* the counts first PA_WINDOW_LOG_NS in */
 	pw.on = 1;
 	pw.device = w->device_instance;
 	pw.period_ns = w->period_ns;
