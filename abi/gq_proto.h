@@ -73,6 +73,9 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 /* The library runs WINDOW schedules and ends them by itself (docs/protocol.md,
  * "Windows"). A never sends WINDOW to a peer without it. */
 #define GQ_HELLO_F_WINDOW 0x20u
+/* The library measures its requests' span and puts it in PHASE when a
+ * POLICY asks for it (GQ_POLICY_F_SPAN; docs/protocol.md, "Phase"). */
+#define GQ_HELLO_F_SPAN 0x40u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -99,6 +102,10 @@ _Static_assert(sizeof(struct gq_policy) == 32, "gq_policy");
  * (docs/protocol.md, "Phase"). A library without GQ_HELLO_F_PHASE ignores
  * the bit; A sets it only for one whose HELLO has it. */
 #define GQ_POLICY_F_PHASE 0x8u
+/* Put the requests' span in PHASE (GQ_PHASE_F_SPAN). A library without
+ * GQ_HELLO_F_SPAN ignores the bit; A sets it only for one whose HELLO has
+ * it, as an older A drops a PHASE with flags. */
+#define GQ_POLICY_F_SPAN 0x10u
 #define GQ_WAKE_MAX_US 1000u
 #define GQ_WAKE_WORD(lead_us, hold_us) ((rm_u32)(lead_us) | ((rm_u32)(hold_us) << 16))
 #define GQ_WAKE_LEAD(word) ((word) & 0xffffu)
@@ -237,16 +244,22 @@ _Static_assert(sizeof(struct gq_wake) == 88, "gq_wake");
  * its wake predicts from (the median of its last intervals) and the start
  * of its latest request, on the library's CLOCK_MONOTONIC, as read at
  * at_ns. The node agent changes a rotation's turn in a gap between two
- * requests of an LC it knows this of. */
+ * requests of an LC it knows this of. With GQ_PHASE_F_SPAN, span_us is
+ * how long after its due time a request is over: the 95th percentile,
+ * over its last requests, of the time from the grid point the request was
+ * due on to the first wait for GPU work that returned done after its
+ * launches (windows sized by it, "auto" in docs/policy.md). */
 struct gq_phase {
 	struct gq_hdr hdr;
-	rm_u32 flags;    /* none defined; 0 */
-	rm_u32 reserved; /* 0 */
+	rm_u32 flags;   /* GQ_PHASE_F_*; other bits 0 */
+	rm_u32 span_us; /* with GQ_PHASE_F_SPAN: 1 .. the period; else 0 */
 	rm_u64 period_ns RM_ALIGN8;
 	rm_u64 last_start_ns RM_ALIGN8;
 	rm_u64 at_ns RM_ALIGN8;
 };
 _Static_assert(sizeof(struct gq_phase) == 48, "gq_phase");
+/* span_us holds a span (only where GQ_POLICY_F_SPAN asked for it). */
+#define GQ_PHASE_F_SPAN 0x1u
 #define GQ_PHASE_PERIOD_MIN_NS 1000000ull    /* 1 ms */
 #define GQ_PHASE_PERIOD_MAX_NS 1000000000ull /* 1 s */
 

@@ -157,6 +157,7 @@ struct proc {
 		int have;
 		uint64_t period_us, last_start_us; /* now_us() clock */
 		uint64_t period_ns;                /* as reported */
+		uint32_t span_us;                  /* its requests' span; 0: none reported */
 		uint64_t rx_us;                    /* now_us() when it came */
 	} phase;
 	/* window.c: the grid its requests are due on, as the windows place
@@ -168,6 +169,9 @@ struct proc {
 		unsigned n;
 		uint64_t period_ns, rx_us, anchor_us;
 	} grid;
+	/* window.c: with windows.afterUs "auto", the after its windows use
+	 * now (us; 0: none yet). */
+	uint32_t window_auto_us;
 };
 
 /* A BE's window schedule (window.c). */
@@ -201,6 +205,7 @@ struct peer {
 	int activity;   /* its HELLO said GQ_HELLO_F_ACTIVITY */
 	int phase;      /* its HELLO said GQ_HELLO_F_PHASE */
 	int can_window; /* its HELLO said GQ_HELLO_F_WINDOW */
+	int span;       /* its HELLO said GQ_HELLO_F_SPAN */
 	/* window.c: the schedule last sent to it (on 0: none, or ended). */
 	struct peer_window win;
 	uint32_t accept_seq; /* accept order: the later of one process's wins */
@@ -604,10 +609,14 @@ uint64_t phase_grid(struct proc *lc);
 void window_plan(struct agent *a, uint64_t now);
 /* When the next renewal is due, or 0. */
 uint64_t window_next_deadline(const struct agent *a);
+/* How long past each of lc's due times its windows last (us; 0: no
+ * windows): windows.afterUs, or with "auto" lc's span and a margin, kept
+ * in lc->window_auto_us. */
+uint32_t window_after(const struct agent *a, struct proc *lc);
 /* The BEs beside lc (an LC with a fresh phase) get windows around its
- * requests: windows are on, lc is not launch-bound and its window fits
- * windows.maxOffPercent of its period. */
-int window_applies(const struct agent *a, const struct proc *lc);
+ * requests: windows are on (with "auto": lc reports a span), lc is not
+ * launch-bound and its window fits windows.maxOffPercent of its period. */
+int window_applies(const struct agent *a, struct proc *lc);
 /* A rotation's turn change around such an LC begins this long after its
  * window ends (the BE's enable, 0.35-0.5 ms, done), not just ahead of the
  * next request, where it would meet the next window's disable in the RM. */

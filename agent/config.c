@@ -491,11 +491,32 @@ static int parse_windows(const struct ctx *x, const cJSON *j, struct state *st)
 	struct policy_config *p = &st->cfg.policy;
 	const struct uint_member m[] = {
 		{ "beforeUs", 0, POLICY_WINDOW_BEFORE_MAX_US, &p->window_before_us },
-		{ "afterUs", 0, POLICY_WINDOW_AFTER_MAX_US, &p->window_after_us },
 		{ "maxOffPercent", 1, POLICY_WINDOW_OFF_PERCENT_MAX, &p->window_max_off_percent },
 	};
+	static const char *const other[] = { "afterUs" };
+	const cJSON *after;
 
-	return get_uint_object(x, "windows", j, m, sizeof(m) / sizeof(m[0]));
+	if (get_uint_members(x, "windows", j, m, sizeof(m) / sizeof(m[0]), other, 1))
+		return -1;
+	after = cJSON_GetObjectItemCaseSensitive(j, "afterUs");
+	if (!after)
+		return 0;
+	/* A number of us, or "auto": each LC's own span (window.c). */
+	if (cJSON_IsString(after)) {
+		if (strcmp(after->valuestring, "auto") != 0)
+			return fail(x, "windows.afterUs",
+				    "must be a number of us (0 .. %u) or \"auto\", got \"%s\"",
+				    POLICY_WINDOW_AFTER_MAX_US, after->valuestring);
+		p->window_after_us = 0;
+		p->window_after_auto = 1;
+		return 0;
+	}
+	if (!cJSON_IsNumber(after))
+		return fail(x, "windows.afterUs", "must be a number of us (0 .. %u) or \"auto\", got %s",
+			    POLICY_WINDOW_AFTER_MAX_US, type_name(after));
+	p->window_after_auto = 0;
+	return get_uint(x, "windows.afterUs", after, 0, POLICY_WINDOW_AFTER_MAX_US,
+			&p->window_after_us);
 }
 
 static int parse_allow_unsafe(const struct ctx *x, const cJSON *j, struct state *st)

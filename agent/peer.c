@@ -110,7 +110,8 @@ int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy
 	 * change anything (lcbusy.c). */
 	m.flags = GQ_POLICY_F_ACTIVITY | (wake ? GQ_POLICY_F_WAKE : 0) |
 		  (p->wake_stats ? GQ_POLICY_F_WAKE_STATS : 0) |
-		  (p->wake_stats && p->phase ? GQ_POLICY_F_PHASE : 0);
+		  (p->wake_stats && p->phase ? GQ_POLICY_F_PHASE : 0) |
+		  (p->wake_stats && p->phase && p->span ? GQ_POLICY_F_SPAN : 0);
 	m.wake = wake;
 	if (peer_send(a, p, &m, "POLICY") != 0)
 		return -1;
@@ -249,6 +250,7 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->activity = (m->flags & GQ_HELLO_F_ACTIVITY) != 0;
 	p->phase = (m->flags & GQ_HELLO_F_PHASE) != 0;
 	p->can_window = (m->flags & GQ_HELLO_F_WINDOW) != 0;
+	p->span = (m->flags & GQ_HELLO_F_SPAN) != 0;
 	/* A new connection has no schedule: the library ended it with the
 	 * last one. */
 	memset(&p->win, 0, sizeof(p->win));
@@ -379,13 +381,19 @@ static void on_wake(struct agent *a, struct peer *p, const struct gq_wake *m)
 /* A latest start older than this at the report is no phase. */
 #define PHASE_STALE_NS 2000000000ull
 
-/* Why a PHASE cannot place the process's requests on our clock, or NULL. */
-static const char *phase_bad(const struct gq_phase *m, uint64_t now_ns)
+/* Why a PHASE cannot place the process's requests on our clock, or NULL.
+ * span: its POLICY asked for the span (GQ_POLICY_F_SPAN). */
+static const char *phase_bad(const struct gq_phase *m, uint64_t now_ns, int span)
 {
-	if (m->flags != 0 || m->reserved != 0)
+	if ((m->flags & ~(span ? GQ_PHASE_F_SPAN : 0u)) != 0)
 		return "reserved bits set";
+	if (!(m->flags & GQ_PHASE_F_SPAN) && m->span_us != 0)
+		return "a span without its flag";
 	if (m->period_ns < GQ_PHASE_PERIOD_MIN_NS || m->period_ns > GQ_PHASE_PERIOD_MAX_NS)
 		return "period out of range (1 ms .. 1 s)";
+	if ((m->flags & GQ_PHASE_F_SPAN) &&
+	    (m->span_us == 0 || (uint64_t)m->span_us * 1000u > m->period_ns))
+		return "span out of range (1 us .. the period)";
 	if (m->last_start_ns == 0 || m->last_start_ns > m->at_ns)
 		return "no latest start, or one after the report";
 	if (m->at_ns - m->last_start_ns > PHASE_STALE_NS)
@@ -402,7 +410,7 @@ static void on_phase(struct agent *a, struct peer *p, const struct gq_phase *m)
 {
 	struct proc *pr = p->proc;
 	uint64_t now = now_us();
-	const char *why = p->phase ? phase_bad(m, now * 1000u)
+	const char *why = p->phase ? phase_bad(m, now * 1000u, p->wake_stats && p->span)
 				   : "not asked for (no PHASE in its HELLO)";
 
 	if (why) {
@@ -415,6 +423,7 @@ static void on_phase(struct agent *a, struct peer *p, const struct gq_phase *m)
 	pr->phase.period_us = m->period_ns / 1000u;
 	pr->phase.period_ns = m->period_ns;
 	pr->phase.last_start_us = m->last_start_ns / 1000u;
+	pr->phase.span_us = (m->flags & GQ_PHASE_F_SPAN) ? m->span_us : 0;
 	pr->phase.rx_us = now;
 }
 

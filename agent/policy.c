@@ -59,6 +59,7 @@ void policy_config_defaults(struct policy_config *cfg)
 	 * preempt at their p99 (about 1.2 ms). */
 	cfg->window_before_us = 1200;
 	cfg->window_after_us = 0;
+	cfg->window_after_auto = 0;
 	cfg->window_max_off_percent = 50;
 	/* No measurable effect, and non-root needs CAP_SYS_NICE to set it. */
 	cfg->lc_interleave = POLICY_INTERLEAVE_LEAVE;
@@ -119,6 +120,8 @@ int policy_config_validate(const struct policy_config *cfg, int allow_unsafe_sev
 		return bad(err, errlen, "window_before_us", "must be from 0 to 10000 us");
 	if (cfg->window_after_us > POLICY_WINDOW_AFTER_MAX_US)
 		return bad(err, errlen, "window_after_us", "must be from 0 to 100000 us");
+	if (cfg->window_after_auto && cfg->window_after_us)
+		return bad(err, errlen, "window_after_us", "must be 0 where it is \"auto\"");
 	if (cfg->window_max_off_percent < 1 ||
 	    cfg->window_max_off_percent > POLICY_WINDOW_OFF_PERCENT_MAX)
 		return bad(err, errlen, "window_max_off_percent", "must be from 1 to 90");

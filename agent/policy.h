@@ -96,8 +96,11 @@ struct policy_config {
 	/* Windows (window.c): with after_us > 0, every BE beside one periodic
 	 * LC is kept off its GPU from before_us ahead of each of the LC's
 	 * predicted requests to after_us past its start, where the window
-	 * is at most max_off_percent of the LC's period. after_us 0: none. */
+	 * is at most max_off_percent of the LC's period. after_us 0: none.
+	 * after_auto: after_us is 0, and each LC's own span (PHASE) sizes it
+	 * instead (window.c). */
 	uint32_t window_before_us, window_after_us, window_max_off_percent;
+	int window_after_auto;
 };
 
 struct policy_tsg_in {

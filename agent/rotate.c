@@ -86,7 +86,7 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 	if (window_applies(a, lc)) {
 		const struct policy_config *cfg = &a->cfg->policy;
 
-		g.offset_us = (uint64_t)cfg->window_after_us + WINDOW_CHANGE_AFTER_US;
+		g.offset_us = (uint64_t)window_after(a, lc) + WINDOW_CHANGE_AFTER_US;
 		if (g.offset_us + ROTATE_CHANGE_US + cfg->window_before_us <= lc->phase.period_us) {
 			g.last_us = phase_grid(lc);
 			return g;

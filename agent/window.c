@@ -17,7 +17,8 @@
  * GPU when the request comes there is no switch to wait for (ViT-B/16
  * every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, docs/PERF.md). It
  * costs the BE the window in every period, so it is off unless the
- * policy gives windows.afterUs.
+ * policy gives windows.afterUs: a number, or "auto" for each LC's own
+ * span (what its preempt agent measured, PHASE).
  */
 #include "agent/agent.h"
 #include "common/log.h"
@@ -98,12 +99,43 @@ uint64_t phase_grid(struct proc *lc)
 	return lc->grid.anchor_us;
 }
 
-int window_applies(const struct agent *a, const struct proc *lc)
+/* With windows.afterUs "auto", an LC's windows end its span (PHASE: the
+ * 95th percentile of its requests' ends past their due times) plus
+ * WINDOW_AUTO_MARGIN_US after each due time, rounded up to
+ * WINDOW_AUTO_STEP_US. The length grows at once and shrinks only by two
+ * steps or more: a span that wavers by a few us would otherwise resend
+ * every BE's schedule at each PHASE. */
+#define WINDOW_AUTO_MARGIN_US 100u
+#define WINDOW_AUTO_STEP_US 50u
+
+uint32_t window_after(const struct agent *a, struct proc *lc)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
-	uint64_t span = (uint64_t)cfg->window_before_us + cfg->window_after_us;
+	uint32_t want;
 
-	return cfg->window_after_us && lc && !lc->busy.always && lc->phase.period_ns >= 1000u &&
+	if (!cfg->window_after_auto || !lc)
+		return cfg->window_after_us;
+	if (!lc->phase.span_us) {
+		lc->window_auto_us = 0;
+		return 0;
+	}
+	want = lc->phase.span_us + WINDOW_AUTO_MARGIN_US;
+	want = (want + WINDOW_AUTO_STEP_US - 1u) / WINDOW_AUTO_STEP_US * WINDOW_AUTO_STEP_US;
+	if (want > POLICY_WINDOW_AFTER_MAX_US)
+		want = POLICY_WINDOW_AFTER_MAX_US;
+	if (!lc->window_auto_us || want > lc->window_auto_us ||
+	    lc->window_auto_us - want >= 2u * WINDOW_AUTO_STEP_US)
+		lc->window_auto_us = want;
+	return lc->window_auto_us;
+}
+
+int window_applies(const struct agent *a, struct proc *lc)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+	uint32_t after = lc ? window_after(a, lc) : 0;
+	uint64_t span = (uint64_t)cfg->window_before_us + after;
+
+	return after && !lc->busy.always && lc->phase.period_ns >= 1000u &&
 	       span * 100000u <= lc->phase.period_ns * cfg->window_max_off_percent;
 }
 
@@ -130,7 +162,7 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 		out->period_ns = lc->phase.period_ns;
 		out->start_us = phase_grid(lc);
 		out->before_us = cfg->window_before_us;
-		out->after_us = cfg->window_after_us;
+		out->after_us = window_after(a, lc);
 		out->lc_pid = lc->pid;
 		return 1;
 	}

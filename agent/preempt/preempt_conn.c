@@ -52,6 +52,8 @@ static rm_u64 pa_act_next_ns;
 static int pa_wake_on;
 /* PHASE: asked for by this connection's POLICY; sent with each WAKE. */
 static int pa_phase_on;
+/* ... with the requests' span in it (GQ_POLICY_F_SPAN). */
+static int pa_span_on;
 static int pa_wake_sent;
 static struct pa_wake_counts pa_wake_last;
 
@@ -201,11 +203,12 @@ static int pa_greet(int s)
 	pa_act_on = 0;
 	pa_wake_on = 0;
 	pa_phase_on = 0;
+	pa_span_on = 0;
 	pa_wake_sent = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
 		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS | GQ_HELLO_F_PHASE |
 			     GQ_HELLO_F_WINDOW |
-			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY : 0) |
+			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY | GQ_HELLO_F_SPAN : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
 	if (pa_send(s, &hello, sizeof(hello)) != 0)
@@ -532,6 +535,7 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		pa_act_on = (p->flags & GQ_POLICY_F_ACTIVITY) && pa_launch_counting();
 		pa_wake_on = (p->flags & GQ_POLICY_F_WAKE_STATS) != 0;
 		pa_phase_on = pa_wake_on && (p->flags & GQ_POLICY_F_PHASE) != 0;
+		pa_span_on = pa_phase_on && (p->flags & GQ_POLICY_F_SPAN) && pa_launch_counting();
 		pa_debug("policy: gr %u us, copy %u us, flags 0x%x, wake 0x%x", p->gr_timeslice_us,
 			 p->copy_timeslice_us, p->flags, p->wake);
 		pa_policy_wake(p);
@@ -608,7 +612,7 @@ static int pa_wake_send(int s)
 	if (!pa_phase_on || c.period_ns < GQ_PHASE_PERIOD_MIN_NS ||
 	    c.period_ns > GQ_PHASE_PERIOD_MAX_NS)
 		return 0;
-	pa_msg_phase(&ph, pa_seq++, &c);
+	pa_msg_phase(&ph, pa_seq++, &c, pa_span_on);
 	return pa_send(s, &ph, sizeof(ph));
 }
 

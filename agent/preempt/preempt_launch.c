@@ -6,7 +6,8 @@
  *
  * Owns: the interposed dlsym(), the wrappers of libcuda's launch entry
  * points, of its event records (not launches: when a request's first one
- * came, for the wake's judging, preempt_wake_pred.c) and of
+ * came, for the wake's judging, preempt_wake_pred.c), of its waits for
+ * GPU work (when a request ended, for its span, the same file) and of
  * cuGetProcAddress, and the counters (struct gq_activity).
  * Does not own: sending them (preempt_conn.c).
  *
@@ -52,6 +53,10 @@ static _Atomic unsigned long pa_missed;
  * (0: none since): the request's first GPU operation, if a launch follows
  * (the wake's judging, preempt_wake_pred.c). */
 static _Atomic rm_u64 pa_first_op_ns;
+/* When a wait for GPU work (a synchronize, or a query that said done)
+ * first returned done after the latest launch: the end of the request
+ * those launches made, for its span (preempt_wake_pred.c). */
+static _Atomic rm_u64 pa_done_ns;
 
 static void pa_launch_note(void)
 {
@@ -68,9 +73,14 @@ static void pa_launch_note(void)
 		atomic_fetch_add_explicit(&pa_active_ns, tail, memory_order_relaxed);
 		/* (A first_op left from before wakes were turned off lies far
 		 * from any later wake: the judging ignores it.) */
-		if (pa_wake_wanted())
-			pa_wake_request(now, atomic_exchange_explicit(&pa_first_op_ns, 0,
-								      memory_order_relaxed));
+		if (pa_wake_wanted()) {
+			rm_u64 done = atomic_load_explicit(&pa_done_ns, memory_order_relaxed);
+
+			pa_wake_request(now,
+					atomic_exchange_explicit(&pa_first_op_ns, 0,
+								 memory_order_relaxed),
+					prev && done > prev ? done : 0);
+		}
 	} else {
 		/* Within the last launch's tail: the tail now ends a gap later. */
 		atomic_fetch_add_explicit(&pa_active_ns, now - prev, memory_order_relaxed);
@@ -91,6 +101,26 @@ static void pa_gpu_op_note(void)
 	last = atomic_load_explicit(&pa_last_ns, memory_order_relaxed);
 	if (last && now > last && now - last > tail)
 		atomic_compare_exchange_strong_explicit(&pa_first_op_ns, &none, now,
+							memory_order_relaxed, memory_order_relaxed);
+}
+
+/* A wait for GPU work returned r: the first one that says done after the
+ * latest launch marks the end of that launch's request. A wait already
+ * seen since the latest launch reads no clock (applications spin on
+ * cuEventQuery). */
+static void pa_wait_note(pa_cures r)
+{
+	rm_u64 last, done, now;
+
+	if (r != 0 || !pa_wake_wanted())
+		return;
+	last = atomic_load_explicit(&pa_last_ns, memory_order_relaxed);
+	done = atomic_load_explicit(&pa_done_ns, memory_order_relaxed);
+	if (!last || done > last)
+		return;
+	now = pa_now_ns();
+	if (now > last)
+		atomic_compare_exchange_strong_explicit(&pa_done_ns, &done, now,
 							memory_order_relaxed, memory_order_relaxed);
 }
 
@@ -129,6 +159,7 @@ void pa_launch_child_reset(void)
 	atomic_store(&pa_last_ns, 0);
 	atomic_store(&pa_missed, 0);
 	atomic_store(&pa_first_op_ns, 0);
+	atomic_store(&pa_done_ns, 0);
 }
 
 /* ---- the real dlsym ---- */
@@ -168,6 +199,14 @@ enum pa_kind {
 	 * a context goes away (preempt_wake.c must stop using it first). The
 	 * one argument is passed along in its register unread. */
 	PA_K_CTXGONE,
+	/* cuCtxSynchronize(), cuStreamSynchronize(stream),
+	 * cuEventSynchronize(event); and cuEventQuery(event),
+	 * cuStreamQuery(stream): waits for GPU work, two kinds for the slots
+	 * their per-thread-stream variants take. The one argument is passed
+	 * along in its register (unread where there is none); the result
+	 * goes to pa_wait_note. */
+	PA_K_SYNC,
+	PA_K_QUERY,
 	PA_K_COUNT,
 };
 
@@ -188,6 +227,7 @@ typedef pa_cures (*pa_evrec_fn)(void *, void *, unsigned);
  * first takes four, and the fifth register is passed along unread. */
 typedef pa_cures (*pa_gpa_fn)(const char *, void **, int, unsigned long long, void *);
 typedef pa_cures (*pa_ctxgone_fn)(unsigned long);
+typedef pa_cures (*pa_wait_fn)(void *);
 
 static void *pa_wrap(enum pa_kind k, void *real);
 
@@ -244,6 +284,16 @@ static void *pa_wrap(enum pa_kind k, void *real);
 		return ((pa_ctxgone_fn)PA_REAL(PA_K_CTXGONE, i))(arg);     \
 	}
 
+#define PA_WAIT_W(k, pfx, i)                                   \
+	static pa_cures pfx##i(void *arg)                      \
+	{                                                      \
+		pa_cures r = ((pa_wait_fn)PA_REAL(k, i))(arg); \
+		pa_wait_note(r);                               \
+		return r;                                      \
+	}
+#define PA_SYNC_W(i) PA_WAIT_W(PA_K_SYNC, pa_sync_w, i)
+#define PA_QUERY_W(i) PA_WAIT_W(PA_K_QUERY, pa_query_w, i)
+
 static void *pa_launch_wrap_gpa(const char *sym, void *real);
 
 #define PA_FOUR(M) M(0) M(1) M(2) M(3)
@@ -254,6 +304,8 @@ PA_FOUR(PA_GRAPH_W)
 PA_FOUR(PA_EVREC_W)
 PA_FOUR(PA_GPA_W)
 PA_FOUR(PA_CTXGONE_W)
+PA_FOUR(PA_SYNC_W)
+PA_FOUR(PA_QUERY_W)
 
 _Static_assert(PA_SLOTS == 4, "one wrapper function per slot");
 
@@ -266,6 +318,7 @@ static void *pa_wrapper(enum pa_kind k, unsigned i)
 		[PA_K_EX] = PA_PTRS(pa_ex_w),         [PA_K_GRAPH] = PA_PTRS(pa_graph_w),
 		[PA_K_EVREC] = PA_PTRS(pa_evrec_w),
 		[PA_K_GPA] = PA_PTRS(pa_gpa_w),       [PA_K_CTXGONE] = PA_PTRS(pa_ctxgone_w),
+		[PA_K_SYNC] = PA_PTRS(pa_sync_w),     [PA_K_QUERY] = PA_PTRS(pa_query_w),
 	};
 #undef PA_PTRS
 	return w[k][i];
@@ -301,8 +354,8 @@ static void *pa_wrap(enum pa_kind k, void *real)
 				return pa_wrapper(k, i);
 		}
 	}
-	if (k == PA_K_EVREC)
-		return real; /* the wake's judging misses some events: no harm */
+	if (k == PA_K_EVREC || k == PA_K_SYNC || k == PA_K_QUERY)
+		return real; /* the judging misses some events, the spans some ends */
 	if (k == PA_K_CTXGONE) {
 		/* A context could go away unseen: the wake thread must not
 		 * keep one. */
@@ -333,6 +386,11 @@ static int pa_kind_of(const char *name, int with_suffixes, enum pa_kind *k)
 		{ "cuCtxDestroy", PA_K_CTXGONE },
 		{ "cuDevicePrimaryCtxRelease", PA_K_CTXGONE },
 		{ "cuDevicePrimaryCtxReset", PA_K_CTXGONE },
+		{ "cuCtxSynchronize", PA_K_SYNC },
+		{ "cuStreamSynchronize", PA_K_SYNC },
+		{ "cuEventSynchronize", PA_K_SYNC },
+		{ "cuEventQuery", PA_K_QUERY },
+		{ "cuStreamQuery", PA_K_QUERY },
 	};
 	size_t n;
 
@@ -548,3 +606,25 @@ PA_CTXGONE_BYNAME(cuDevicePrimaryCtxRelease)
 PA_CTXGONE_BYNAME(cuDevicePrimaryCtxRelease_v2)
 PA_CTXGONE_BYNAME(cuDevicePrimaryCtxReset)
 PA_CTXGONE_BYNAME(cuDevicePrimaryCtxReset_v2)
+
+/* The waits for GPU work (a request's end, pa_wait_note). */
+#define PA_WAIT_BYNAME(name)                                   \
+	PA_EXPORT pa_cures name(void *arg)                     \
+	{                                                      \
+		static _Atomic(void *) next;                   \
+		void *p = pa_next_of(&next, #name);            \
+		pa_cures r;                                    \
+		if (!p)                                        \
+			return PA_CUDA_ERROR_NOT_INITIALIZED;  \
+		r = ((pa_wait_fn)p)(arg);                      \
+		pa_wait_note(r);                               \
+		return r;                                      \
+	}
+
+PA_WAIT_BYNAME(cuCtxSynchronize)
+PA_WAIT_BYNAME(cuStreamSynchronize)
+PA_WAIT_BYNAME(cuStreamSynchronize_ptsz)
+PA_WAIT_BYNAME(cuEventSynchronize)
+PA_WAIT_BYNAME(cuEventQuery)
+PA_WAIT_BYNAME(cuStreamQuery)
+PA_WAIT_BYNAME(cuStreamQuery_ptsz)

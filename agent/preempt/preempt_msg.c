@@ -80,13 +80,17 @@ void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c)
 	m->at_ns = c->at_ns;
 }
 
-void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c)
+void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span)
 {
 	memset(m, 0, sizeof(*m));
 	gq_hdr_init(&m->hdr, GQ_PHASE, seq);
 	m->period_ns = c->period_ns;
 	m->last_start_ns = c->last_start_ns;
 	m->at_ns = c->at_ns;
+	if (span && c->span_us && (rm_u64)c->span_us * 1000u <= c->period_ns) {
+		m->flags = GQ_PHASE_F_SPAN;
+		m->span_us = c->span_us;
+	}
 }
 
 rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)

@@ -23,7 +23,8 @@ void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg);
 void pa_msg_activity(struct gq_activity *m, rm_u32 seq, rm_u64 launches, rm_u64 bursts,
 		     rm_u64 active_ns, rm_u64 at_ns);
 void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c);
-void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c);
+/* PHASE from c; with span, c's span where it has one under the period. */
+void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span);
 
 /* The one RM control a COMMAND turns into. */
 struct pa_ctrl {

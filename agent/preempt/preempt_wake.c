@@ -120,7 +120,7 @@ int pa_wake_wanted(void)
 	return atomic_load_explicit(&pw_lead_us, memory_order_relaxed) != 0;
 }
 
-void pa_wake_request(rm_u64 now, rm_u64 first_op)
+void pa_wake_request(rm_u64 now, rm_u64 first_op, rm_u64 done)
 {
 	cu_ctx_get_fn get = atomic_load_explicit(&pw_ctx_get, memory_order_acquire);
 	void *ctx = NULL;
@@ -133,7 +133,7 @@ void pa_wake_request(rm_u64 now, rm_u64 first_op)
 		pw.ctx = ctx;
 		pa_wake_pred_forget(&pw.pred);
 	}
-	pa_wake_pred_start(&pw.pred, now, first_op);
+	pa_wake_pred_start(&pw.pred, now, first_op, done);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }
@@ -168,6 +168,7 @@ int pa_wake_counts(struct pa_wake_counts *c)
 	c->stopped = pw.pred.hold != 0;
 	c->period_ns = pw.pred.last ? pw.pred.period : 0;
 	c->last_start_ns = pw.pred.last;
+	c->span_us = pa_wake_pred_span(&pw.pred);
 	pthread_mutex_unlock(&pw.lock);
 	c->at_ns = pa_now_ns();
 	return 1;
@@ -181,11 +182,12 @@ static void pw_atexit(void)
 	pthread_mutex_lock(&pw.lock);
 	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted (%llu of them: kernels "
 		"long after the request's first operation), %llu beaten by the request; %llu not "
-		"issued (late or failed)",
+		"issued (late or failed); %llu spans measured, the latest 95th percentile %u us",
 		(unsigned long long)pw.pred.seq, (unsigned long long)pw.pred.wakes,
 		(unsigned long long)pw.pred.hits, (unsigned long long)pw.pred.wasted,
 		(unsigned long long)pw.pred.split, (unsigned long long)pw.pred.early,
-		(unsigned long long)pw.pred.skipped);
+		(unsigned long long)pw.pred.skipped, (unsigned long long)pw.pred.spans,
+		pa_wake_pred_span(&pw.pred));
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }

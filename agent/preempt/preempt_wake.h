@@ -65,6 +65,16 @@
  * switch hid half of it; 300 us ahead was lose-lose (docs/PERF.md). */
 #define PA_WAKE_LEAD_MAX_US 1000u
 
+/* A request's span: from the grid point it was due on (the median of the
+ * last PA_SPAN_STARTS starts, each taken to the grid point nearest the
+ * request's own start, so one late start does not move it) to the first
+ * wait for GPU work that returned done after the request's launches. The
+ * latest PA_SPAN_HIST are held; the 95th percentile of them is reported
+ * once PA_SPAN_MIN are (windows sized by it: docs/policy.md, "Windows"). */
+#define PA_SPAN_STARTS 3u
+#define PA_SPAN_HIST 64u
+#define PA_SPAN_MIN 16u
+
 struct pa_wake_pred {
 	rm_u64 last;                /* latest request start; 0: none yet */
 	rm_u64 iv[PA_WAKE_HIST];    /* latest intervals, a ring */
@@ -82,6 +92,12 @@ struct pa_wake_pred {
 	rm_u64 split;               /* of wasted: kernels PA_WAKE_SPLIT_NS after the first op */
 	rm_u64 stops;               /* holds the judging started */
 	int keep_waking;            /* judged, never stopped (GPUQOS_WAKE_STOPS=0) */
+	rm_u64 starts[PA_SPAN_STARTS]; /* the latest starts, newest first */
+	unsigned nstarts;
+	rm_u64 due, due_period;     /* the latest request's grid point and period; 0: none */
+	rm_u32 span_us[PA_SPAN_HIST]; /* the latest spans, a ring */
+	unsigned nspan, span_head;
+	rm_u64 spans;               /* spans measured */
 };
 
 /* Everything forgotten, keep_waking too. */
@@ -92,8 +108,13 @@ void pa_wake_pred_forget(struct pa_wake_pred *p);
 /* A request's first launch came at t (monotonic ns); the latest wake is
  * judged by it. first_op: when an earlier GPU operation of the same
  * request was submitted (an event record after the previous request's
- * launches had ended), or 0: none. */
-void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op);
+ * launches had ended), or 0: none. done: when a wait for GPU work first
+ * returned done after the previous request's last launch (its end), or 0:
+ * none did. */
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op, rm_u64 done);
+/* The 95th percentile of the held spans (us), or 0 while fewer than
+ * PA_SPAN_MIN are held. */
+rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
  * (no agreed period, held off, or already woken for it). */
 rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
@@ -110,14 +131,16 @@ struct pa_wake_counts {
 	int stopped; /* the judging holds wakes off now */
 	rm_u64 at_ns;
 	/* PHASE (abi/gq_proto.h): the agreed period and the latest request
-	 * start, on this clock; period_ns 0 while none is agreed. */
+	 * start, on this clock; period_ns 0 while none is agreed. span_us:
+	 * pa_wake_pred_span. */
 	rm_u64 period_ns, last_start_ns;
+	rm_u32 span_us;
 };
 
 /* The library's side (preempt_wake.c). */
 /* From the launch wrappers, at the first launch of a burst (a request);
- * first_op as for pa_wake_pred_start. */
-void pa_wake_request(rm_u64 now, rm_u64 first_op);
+ * first_op and done as for pa_wake_pred_start. */
+void pa_wake_request(rm_u64 now, rm_u64 first_op, rm_u64 done);
 /* Whether pa_wake_request wants to be called (a cheap atomic read). */
 int pa_wake_wanted(void);
 /* Before a context is destroyed, released or reset: forget it. */

@@ -21,6 +21,10 @@ void pa_wake_pred_forget(struct pa_wake_pred *p)
 	p->n = 0;
 	p->head = 0;
 	p->period = 0;
+	/* The spans held stay: they are the application's, not the
+	 * context's. */
+	p->nstarts = 0;
+	p->due = 0;
 }
 
 /* The median of the held intervals, or 0 unless at least
@@ -110,10 +114,69 @@ static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 	note_judged(p, wasted);
 }
 
-void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
+/* The grid point the request starting at t was due on: the median of the
+ * latest starts (t among them), each taken to its grid point nearest t;
+ * 0 without an agreed period or enough starts. */
+static rm_u64 due_of(const struct pa_wake_pred *p, rm_u64 t)
+{
+	long long d[PA_SPAN_STARTS];
+	rm_u64 per = p->period;
+
+	if (!per || p->nstarts < PA_SPAN_STARTS)
+		return 0;
+	for (unsigned i = 0; i < PA_SPAN_STARTS; i++) {
+		rm_u64 r = (t - p->starts[i]) % per; /* starts[i] <= t */
+
+		d[i] = r <= per / 2 ? -(long long)r : (long long)(per - r);
+	}
+	for (unsigned i = 1; i < PA_SPAN_STARTS; i++)
+		for (unsigned k = i; k > 0 && d[k] < d[k - 1]; k--) {
+			long long x = d[k];
+
+			d[k] = d[k - 1];
+			d[k - 1] = x;
+		}
+	return (rm_u64)((long long)t + d[PA_SPAN_STARTS / 2]);
+}
+
+/* The latest request's span, if it had a due time and an end. */
+static void note_span(struct pa_wake_pred *p, rm_u64 done)
+{
+	rm_u64 us;
+
+	if (!p->due || !done || done <= p->due || done - p->due >= p->due_period)
+		return;
+	us = (done - p->due + 999u) / 1000u;
+	p->span_us[p->span_head] = (rm_u32)us;
+	p->span_head = (p->span_head + 1) % PA_SPAN_HIST;
+	if (p->nspan < PA_SPAN_HIST)
+		p->nspan++;
+	p->spans++;
+}
+
+rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p)
+{
+	rm_u32 s[PA_SPAN_HIST];
+	unsigned n = p->nspan;
+
+	if (n < PA_SPAN_MIN)
+		return 0;
+	memcpy(s, p->span_us, n * sizeof(s[0]));
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned k = i; k > 0 && s[k] < s[k - 1]; k--) {
+			rm_u32 x = s[k];
+
+			s[k] = s[k - 1];
+			s[k - 1] = x;
+		}
+	return s[(n * 95u + 99u) / 100u - 1u];
+}
+
+void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op, rm_u64 done)
 {
 	if (p->hold)
 		p->hold--;
+	note_span(p, done);
 	judge(p, t, first_op);
 	if (p->last && t > p->last) {
 		p->iv[p->head] = t - p->last;
@@ -128,6 +191,15 @@ void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 	p->last = t;
 	p->seq++;
 	p->period = agreed_period(p);
+	if (p->nstarts && t < p->starts[0])
+		p->nstarts = 0;
+	for (unsigned i = PA_SPAN_STARTS - 1; i > 0; i--)
+		p->starts[i] = p->starts[i - 1];
+	p->starts[0] = t;
+	if (p->nstarts < PA_SPAN_STARTS)
+		p->nstarts++;
+	p->due = due_of(p, t);
+	p->due_period = p->period;
 }
 
 void pa_wake_pred_overtaken(struct pa_wake_pred *p)

@@ -1160,7 +1160,43 @@ static void test_windows(void)
 		lc2->phase = lc->phase;
 		window_step(a, 1000);
 		CHECK(!win_last.on);
+		lc2->phase.have = 0;
 	}
+
+	/* "auto": no span reported, no windows; then the LC's span plus
+	 * 100 us, rounded up to 50. It grows at once, shrinks only by 100 us
+	 * or more, and a span too long for maxOffPercent ends the windows. */
+	a->cfg->policy.window_after_us = 0;
+	a->cfg->policy.window_after_auto = 1;
+	lc->phase.rx_us = fake_now;
+	lc->phase.span_us = 0;
+	window_step(a, 1000);
+	CHECK(!win_last.on);
+	CHECK_EQ_U(window_after(a, lc), 0);
+	lc->phase.span_us = 712;
+	window_step(a, 1000);
+	CHECK(win_last.on);
+	CHECK_EQ_U(win_last.after_us, 850);
+	n = win_nsent;
+	lc->phase.span_us = 690; /* 800: 50 us less, kept */
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, n);
+	CHECK_EQ_U(window_after(a, lc), 850);
+	lc->phase.span_us = 760; /* 900: more, at once */
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, n + 1);
+	CHECK_EQ_U(win_last.after_us, 900);
+	lc->phase.span_us = 640; /* 750: 150 us less */
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, n + 2);
+	CHECK_EQ_U(win_last.after_us, 750);
+	lc->phase.span_us = 3801; /* 1200 + 3950 > 50 % of 10 ms */
+	window_step(a, 1000);
+	CHECK(!win_last.on);
+	lc->phase.span_us = 3600; /* 1200 + 3700 fits */
+	window_step(a, 1000);
+	CHECK(win_last.on);
+	CHECK_EQ_U(win_last.after_us, 3700);
 	agent_free(a);
 }
 

@@ -104,6 +104,7 @@ SET_POLICIES = {
     "winres": {"windows": {"afterUs": 1300}},
     "winvit14": {"windows": {"afterUs": 1400}},
     "winbert10": {"windows": {"afterUs": 1000}},
+    "winauto": {"windows": {"afterUs": "auto"}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1366,6 +1367,37 @@ def set_bewin3be():
     return s
 
 
+def set_winauto():
+    """Windows sized by each LC's own span (windows.afterUs "auto") against
+    the hand-set ones and the default policy: ViT-B/16 (winvit) and
+    BERT-base (winbert) beside one training BE, BERT-base beside a
+    be_fill; the micro LC every 2 ms beside a be_fill under the default
+    policy (the switch cost and the physical limit) and under winauto
+    (its window cannot fit its period: none). Each LC alone, the BEs
+    alone; the LCs log their spans, the BEs their windows."""
+    busy = ["--busy-wait-us", "200"]
+    model = busy + ["--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
+            tag="winauto", pin=True)]
+    for p in ("default", "winauto"):
+        s.append(sc(f"micro gq:{p} 1xfill pinned", "micro", "fill", 1, f"gq:{p}",
+                    lc_args=busy, lc_env=info, be_env=info, tag="winauto", pin=True))
+    for lc, be, pol in (("vit_b16_graph", "train", "winvit"),
+                        ("bert_base_graph", "train", "winbert"),
+                        ("bert_base_graph", "fill", "winbert")):
+        name = f"{lc} alone pinned"
+        if not any(x["name"] == name for x in s):
+            s.append(sc(name, lc, nbe=0, mode="alone", lc_args=model, tag="winauto",
+                        trace=True, pin=True))
+        for p in ("default", pol, "winauto"):
+            s.append(sc(f"{lc} gq:{p} 1x{be} pinned", lc, be, 1, f"gq:{p}", lc_args=model,
+                        lc_env=info, be_env=info, tag="winauto", trace=True, pin=True))
+    return s
+
+
 def set_windows2():
     """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
     2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
@@ -1408,7 +1440,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}

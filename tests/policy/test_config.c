@@ -132,8 +132,13 @@ static void test_defaults(void)
 			   "\"maxOffPercent\":40}}",
 			   &d, err, sizeof(err)) == 0);
 	CHECK_EQ_U(d.policy.window_after_us, 900);
+	CHECK(!d.policy.window_after_auto);
 	CHECK_EQ_U(d.policy.window_before_us, 1000);
 	CHECK_EQ_U(d.policy.window_max_off_percent, 40);
+	CHECK(config_parse("{\"version\":1,\"windows\":{\"afterUs\":\"auto\"}}", &d, err,
+			   sizeof(err)) == 0);
+	CHECK(d.policy.window_after_auto);
+	CHECK_EQ_U(d.policy.window_after_us, 0);
 	/* Only a lease below twice the default turn: the turn is half of it
 	 * (a file valid under the former 100 ms turn stays valid); a lease
 	 * that allows the default keeps it. */
@@ -208,6 +213,12 @@ static const struct bad bads[] = {
 	  { "wake.holdUs", "without a wake.leadUs" } },
 	{ "{\"version\": 1, \"wake\": {\"lead\": 100}}", { "\"wake\"", "\"lead\"" } },
 	{ "{\"version\": 1, \"windows\": {\"afterUs\": 100001}}",
+	  { "windows.afterUs", "from 0 to 100000" } },
+	{ "{\"version\": 1, \"windows\": {\"afterUs\": \"Auto\"}}",
+	  { "windows.afterUs", "or \"auto\", got \"Auto\"" } },
+	{ "{\"version\": 1, \"windows\": {\"afterUs\": true}}",
+	  { "windows.afterUs", "or \"auto\", got a boolean" } },
+	{ "{\"version\": 1, \"windows\": {\"afterUs\": -5}}",
 	  { "windows.afterUs", "from 0 to 100000" } },
 	{ "{\"version\": 1, \"windows\": {\"beforeUs\": 10001}}",
 	  { "windows.beforeUs", "from 0 to 10000" } },

@@ -4,7 +4,8 @@
  * runtime uses to reach the launch functions: cuGetProcAddress (both
  * versions, the per-thread-stream flag included) and the launch entry
  * points themselves, which count the calls whose arguments arrived intact
- * (and cuEventRecord, counted apart).
+ * (and cuEventRecord, counted apart), and the waits for GPU work, where
+ * each launch "runs" for a time the test sets.
  *
  * Owns: the table of names and the argument check. Does not own: any GPU
  * work. Tests load it the way cudart does (dlopen, then dlsym on the
@@ -224,9 +225,85 @@ static int wake_launch(void *f, unsigned gx, unsigned bx, void *st, void **param
 	return CUDA_SUCCESS;
 }
 
+/* The waits for GPU work: the application's latest launch "runs" for
+ * busy_us (fake_cuda_busy); a synchronize returns when it is over, a
+ * query says CUDA_ERROR_NOT_READY until then. */
+#define CUDA_ERROR_NOT_READY 600
+static unsigned long long app_launch_ns, busy_ns;
+
+EXPORT void fake_cuda_busy(unsigned us);
+EXPORT void fake_cuda_busy(unsigned us)
+{
+	pthread_mutex_lock(&wake_lock);
+	busy_ns = (unsigned long long)us * 1000u;
+	pthread_mutex_unlock(&wake_lock);
+}
+
+static unsigned long long work_end_ns(void)
+{
+	unsigned long long e;
+
+	pthread_mutex_lock(&wake_lock);
+	e = app_launch_ns + busy_ns;
+	pthread_mutex_unlock(&wake_lock);
+	return e;
+}
+
+static int wait_sync(void)
+{
+	unsigned long long e = work_end_ns();
+	struct timespec ts = { (time_t)(e / 1000000000ull), (long)(e % 1000000000ull) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+		;
+	return CUDA_SUCCESS;
+}
+
+static int wait_query(void)
+{
+	return now_ns() < work_end_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+EXPORT int cuCtxSynchronize(void);
+EXPORT int cuCtxSynchronize(void)
+{
+	return wait_sync();
+}
+
+EXPORT int cuStreamSynchronize(void *st);
+EXPORT int cuStreamSynchronize(void *st)
+{
+	return st == ARG_STREAM ? wait_sync() : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuStreamSynchronize_ptsz(void *st);
+EXPORT int cuStreamSynchronize_ptsz(void *st)
+{
+	return st == ARG_STREAM ? wait_sync() : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuEventSynchronize(void *ev);
+EXPORT int cuEventSynchronize(void *ev)
+{
+	return ev == (void *)0xe7e7 ? wait_sync() : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuEventQuery(void *ev);
+EXPORT int cuEventQuery(void *ev)
+{
+	return ev == (void *)0xe7e7 ? wait_query() : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT int cuStreamQuery(void *st);
+EXPORT int cuStreamQuery(void *st)
+{
+	return st == ARG_STREAM ? wait_query() : CUDA_ERROR_INVALID_VALUE;
+}
+
 static void app_launch_seen(void)
 {
 	pthread_mutex_lock(&wake_lock);
+	app_launch_ns = now_ns();
 	if (last_wake_ns && nleads < LEADS_MAX)
 		leads[nleads++] = (unsigned)((now_ns() - last_wake_ns) / 1000u);
 	last_wake_ns = 0;
@@ -350,6 +427,16 @@ static void *lookup(const char *sym, int ver, unsigned long long flags)
 		return (void *)cuCtxGetCurrent;
 	if (strcmp(sym, "cuMemAlloc") == 0)
 		return (void *)cuMemAlloc;
+	if (strcmp(sym, "cuStreamSynchronize") == 0)
+		return ptds ? (void *)cuStreamSynchronize_ptsz : (void *)cuStreamSynchronize;
+	if (strcmp(sym, "cuCtxSynchronize") == 0)
+		return (void *)cuCtxSynchronize;
+	if (strcmp(sym, "cuEventSynchronize") == 0)
+		return (void *)cuEventSynchronize;
+	if (strcmp(sym, "cuEventQuery") == 0)
+		return (void *)cuEventQuery;
+	if (strcmp(sym, "cuStreamQuery") == 0)
+		return (void *)cuStreamQuery;
 	if (strcmp(sym, "cuGetProcAddress") == 0)
 		return ver >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
 	return NULL;

@@ -31,6 +31,7 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
                                   F_PHASE, POLICY_F_PHASE, PHASE, F_WINDOW, window,
+                                  F_SPAN, POLICY_F_SPAN, PHASE_F_SPAN,
                                   WINDOW_BEFORE_MAX_US, WINDOW_LEASE_MAX_MS,
                                   VERSION, command, hdr, policy, wake_word)
 
@@ -208,7 +209,7 @@ def setup(args, tmp, preexec=None, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
           and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
@@ -392,7 +393,7 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW
+    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
           and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
@@ -515,8 +516,10 @@ def sc_symbols(args, tmp):
     launch = {"cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuGraphLaunch",
               "cuEventRecord", "cuEventRecordWithFlags"}
     ctxgone = {"cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"}
+    waits = {"cuCtxSynchronize", "cuEventSynchronize", "cuEventQuery", "cuStreamSynchronize",
+             "cuStreamQuery", "cuStreamSynchronize_ptsz", "cuStreamQuery_ptsz"}
     want = {"ioctl", "close", "dlsym"} | launch | {n + "_ptsz" for n in launch} \
-        | ctxgone | {n + "_v2" for n in ctxgone}
+        | ctxgone | {n + "_v2" for n in ctxgone} | waits
     check(exported == want, "exported symbols: %r" % sorted(exported))
 
 
@@ -971,6 +974,35 @@ def sc_wake(args, tmp):
     check(split[160][0] <= 30 and split[160][1] >= 4, "launches 160 us after the event: %r" % split)
 
 
+def sc_span(args, tmp):
+    """PHASE with the requests' span (GQ_POLICY_F_SPAN): each request's
+    work (BUSY us in the fake) waited for by each way, the 95th percentile
+    of how long past its due time the first wait that said done returned
+    (a late request adds its lateness; a query spun on counts once it says
+    done). Without the flag, no span (sc_wake_policy)."""
+    agent, w, conn = setup(args, tmp, preexec=steady, GPUQOS_LOG="info")
+    conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS | POLICY_F_PHASE
+                     | POLICY_F_SPAN, wake=wake_word(100)))
+    conn.barrier(931)
+    for how, busy in (("stream", 600), ("ctx", 1200), ("query", 300)):
+        out = w.step("waits %s 150 4000 %d %s" % (args.libcuda, busy, how), timeout=15.0)
+        m = re.match(r"waits status=ok spins=(\d+)$", out)
+        check(m and (how != "query" or int(m.group(1)) > 0), "waits %s: %r" % (how, out))
+        quiet_for(conn, -1, 0.6)
+        phs = [x for x in conn.pending if x["type"] == PHASE]
+        conn.pending = [x for x in conn.pending if x["type"] not in (WAKE, PHASE)]
+        check(phs and phs[-1]["flags"] == PHASE_F_SPAN
+              and busy - 50 <= phs[-1]["span_us"] <= busy + 1500
+              and 3900000 <= phs[-1]["period_ns"] <= 4100000,
+              "PHASE with the span of %d us waited for by %s: %r" % (busy, how, phs[-1:]))
+    err = w.finish()
+    agent.close()
+    # The library's own count at exit: the last run's spans (query, 300 us).
+    m = re.search(r"; (\d+) spans measured, the latest 95th percentile (\d+) us", err)
+    check(m and 300 <= int(m.group(1)) <= 450 and 250 <= int(m.group(2)) <= 1800,
+          "the spans at exit: %s" % err)
+
+
 def sc_wake_policy(args, tmp):
     """The node agent's POLICY turns wakes on (GQ_POLICY_F_WAKE and a lead)
     and off (without the flag, with a lead or hold out of range, and when
@@ -1014,7 +1046,7 @@ def sc_wake_policy(args, tmp):
     d = periodic(w, args, "100 3000")
     ph = conn.take(PHASE)
     now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    check(ph["flags"] == 0 and ph["reserved"] == 0
+    check(ph["flags"] == 0 and ph["span_us"] == 0
           and 2900000 <= ph["period_ns"] <= 3100000
           and 0 < ph["last_start_ns"] <= ph["at_ns"] <= now
           and now - ph["at_ns"] < 2000000000, "PHASE: %r (now %d)" % (ph, now))
@@ -1068,7 +1100,7 @@ SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
-    "wake": sc_wake, "wake_policy": sc_wake_policy, "setrace": sc_setrace,
+    "wake": sc_wake, "wake_policy": sc_wake_policy, "span": sc_span, "setrace": sc_setrace,
     "window": sc_window,
 }
 

@@ -56,6 +56,12 @@
  *                              context's stream, and how long after a wake
  *                              the next launch came (min, median, max us)
  *                              and its count of event records
+ *   waits LIB N PERIOD_US BUSY_US stream|ctx|query
+ *                              cuLaunchKernel N times, one every PERIOD_US,
+ *                              each taking BUSY_US in LIB's clock, then
+ *                              waited for by cuStreamSynchronize (its
+ *                              per-thread-stream variant), cuCtxSynchronize
+ *                              or cuEventQuery spun on
  *   launchtime LIB N           the same cuLaunchKernel N times back to back;
  *                              prints the mean time of one call (the cost of
  *                              the library's launch wrapper, run with and
@@ -500,6 +506,57 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 	       wakes(3), wakes(4), wakes(5), calls(3));
 }
 
+typedef int (*w_wait_fn)(void *);
+typedef void (*w_busy_fn)(unsigned);
+
+/* One launch every period_us, each "running" busy_us in the fake, then
+ * waited for: "stream" (cuStreamSynchronize, its per-thread-stream
+ * variant, through cuGetProcAddress), "ctx" (cuCtxSynchronize by dlsym on
+ * the handle) or "query" (cuEventQuery through cuGetProcAddress, spun on
+ * until it says done). */
+static void do_waits(const char *lib, unsigned long n, unsigned long period_us,
+		     unsigned long busy_us, const char *how)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+	w_gpa_fn gpa = h ? (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+	w_launch_fn lk = gpa ? (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0) : NULL;
+	w_busy_fn busy = h ? (w_busy_fn)dlsym(h, "fake_cuda_busy") : NULL;
+	w_wait_fn wait = NULL;
+	void *arg = W_ST;
+	int query = strcmp(how, "query") == 0, bad = 0;
+	unsigned long spins = 0;
+	struct timespec t;
+
+	if (gpa && strcmp(how, "stream") == 0)
+		wait = (w_wait_fn)w_gpa(gpa, "cuStreamSynchronize", 12000, 2);
+	else if (h && strcmp(how, "ctx") == 0)
+		wait = (w_wait_fn)dlsym(h, "cuCtxSynchronize");
+	else if (gpa && query) {
+		wait = (w_wait_fn)w_gpa(gpa, "cuEventQuery", 12000, 0);
+		arg = (void *)0xe7e7;
+	}
+	if (!lk || !busy || !wait) {
+		printf("waits failed: lookup\n");
+		return;
+	}
+	busy((unsigned)busy_us);
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	for (unsigned long i = 0; i < n; i++) {
+		int r;
+
+		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+		while ((r = wait(arg)) == 600 && query)
+			spins++;
+		bad |= r;
+		t.tv_nsec += (long)period_us * 1000L;
+		t.tv_sec += t.tv_nsec / 1000000000L;
+		t.tv_nsec %= 1000000000L;
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+			;
+	}
+	printf("waits status=%s spins=%lu\n", bad ? "error" : "ok", spins);
+}
+
 static void do_launchtime(const char *lib, unsigned long n)
 {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
@@ -581,6 +638,9 @@ static void step(int argc, char **a)
 		do_periodic(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0), p,
 			    p ? (unsigned)k : 0, p || ev ? 0 : k,
 			    ev && k < 1000000 ? (long)k : -1);
+	} else if (strcmp(cmd, "waits") == 0 && argc == 6) {
+		do_waits(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0),
+			 strtoul(a[4], NULL, 0), a[5]);
 	} else if (strcmp(cmd, "launchtime") == 0 && argc == 3) {
 		do_launchtime(a[1], strtoul(a[2], NULL, 0));
 	} else if (strcmp(cmd, "exit") == 0) {

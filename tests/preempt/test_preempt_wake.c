@@ -3,8 +3,8 @@
  * test_preempt_wake.c - unit tests of the wake predictor
  * (agent/preempt/preempt_wake_pred.c): when a period is agreed, where the
  * wake is aimed, how each wake is judged (by the reach, and by a request
- * whose kernels came long after its first operation), and the hold after
- * wasted ones.
+ * whose kernels came long after its first operation), the hold after
+ * wasted ones, and the requests' spans.
  */
 #include "agent/policy.h"
 #include "agent/preempt/preempt_wake.h"
@@ -23,7 +23,7 @@ static struct pa_wake_pred P;
 static rm_u64 feed(rm_u64 t0, rm_u64 period, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		pa_wake_pred_start(&P, t0 + i * period, 0);
+		pa_wake_pred_start(&P, t0 + i * period, 0, 0);
 	return t0 + (n - 1) * period;
 }
 
@@ -35,7 +35,7 @@ static void test_agreement(void)
 	/* Eight intervals are needed: nine starts. */
 	last = feed(10 * MS, 2 * MS, PA_WAKE_HIST);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	last += 2 * MS;
 	CHECK_EQ_U(P.period, 2 * MS);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
@@ -44,11 +44,11 @@ static void test_agreement(void)
 	CHECK_EQ_U(pa_wake_pred_target(&P, 2 * MS), 0);
 
 	/* One late request (two odd intervals) keeps the period... */
-	pa_wake_pred_start(&P, last + 2 * MS + 400 * US, 0);
-	pa_wake_pred_start(&P, last + 4 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS + 400 * US, 0, 0);
+	pa_wake_pred_start(&P, last + 4 * MS, 0, 0);
 	CHECK_EQ_U(P.period, 2 * MS);
 	/* ...three odd intervals out of eight do not. */
-	pa_wake_pred_start(&P, last + 6 * MS + 300 * US, 0);
+	pa_wake_pred_start(&P, last + 6 * MS + 300 * US, 0, 0);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 
@@ -56,11 +56,11 @@ static void test_agreement(void)
 	 * 50 us of the median, agree; 60 us late (120 apart) do not. */
 	pa_wake_pred_reset(&P);
 	for (unsigned i = 0; i < 9; i++)
-		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US, 0);
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 25 * US, 0, 0);
 	CHECK(P.period != 0);
 	pa_wake_pred_reset(&P);
 	for (unsigned i = 0; i < 9; i++)
-		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US, 0);
+		pa_wake_pred_start(&P, 5 * MS + i * 3 * MS + (i % 2) * 60 * US, 0, 0);
 	CHECK_EQ_U(P.period, 0);
 
 	/* Periods outside 1 ms .. 1 s are not predicted. */
@@ -75,7 +75,7 @@ static void test_agreement(void)
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
 	CHECK(P.period != 0);
-	pa_wake_pred_start(&P, last, 0);
+	pa_wake_pred_start(&P, last, 0, 0);
 	CHECK_EQ_U(P.period, 0);
 	CHECK_EQ_U(P.n, 0);
 
@@ -84,13 +84,13 @@ static void test_agreement(void)
 	pa_wake_pred_reset(&P);
 	last = feed(10 * MS, 2 * MS, 12);
 	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	pa_wake_pred_forget(&P);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 	CHECK_EQ_U(P.hits, 1);
 	last = feed(last + 50 * MS, 2 * MS, PA_WAKE_HIST);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 4 * MS - LEAD);
 }
 
@@ -101,7 +101,7 @@ static rm_u64 wasted_wakes(rm_u64 last, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		CHECK(pa_wake_pred_target(&P, LEAD) != 0);
 		pa_wake_pred_woken(&P, last + 2 * MS - PA_WAKE_REACH_NS - 10 * US);
-		pa_wake_pred_start(&P, last + 2 * MS, 0);
+		pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 		last += 2 * MS;
 	}
 	return last;
@@ -112,7 +112,7 @@ static rm_u64 hit_wakes(rm_u64 last, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-		pa_wake_pred_start(&P, last + 2 * MS, 0);
+		pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 		last += 2 * MS;
 	}
 	return last;
@@ -122,7 +122,7 @@ static rm_u64 hit_wakes(rm_u64 last, unsigned n)
 static rm_u64 plain_starts(rm_u64 last, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		pa_wake_pred_start(&P, last + 2 * MS, 0);
+		pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 		last += 2 * MS;
 	}
 	return last;
@@ -139,21 +139,21 @@ static void test_judging(void)
 	pa_wake_pred_woken(&P, target);
 	/* One wake per start. */
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	CHECK_EQ_U(P.hits, 1);
 	CHECK_EQ_U(P.wakes, 1);
 
 	/* The request beat its wake. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, last + 2 * MS + 10 * US);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	CHECK_EQ_U(P.early, 1);
 
 	/* Not issued (t 0): not judged, not counted as a wake. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	CHECK_EQ_U(P.skipped, 1);
 	CHECK_EQ_U(P.wakes, 2);
 	CHECK_EQ_U(P.hits + P.wasted + P.early, 2);
@@ -163,7 +163,7 @@ static void test_judging(void)
 	 * next start is woken as usual. */
 	last += 2 * MS;
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 	pa_wake_pred_overtaken(&P);
 	CHECK_EQ_U(P.wakes, 3);
 	CHECK_EQ_U(P.early, 2);
@@ -174,7 +174,7 @@ static void test_judging(void)
 	 * wake, whatever the lead. At the reach exactly it is still a hit. */
 	last += 2 * MS;
 	pa_wake_pred_woken(&P, last + 2 * MS - LEAD);
-	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS, 0);
+	pa_wake_pred_start(&P, last + 2 * MS - LEAD + PA_WAKE_REACH_NS, 0, 0);
 	CHECK_EQ_U(P.wasted, 0);
 	CHECK_EQ_U(P.hits, 2);
 	last = P.last;
@@ -214,7 +214,7 @@ static void test_judging(void)
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
 		CHECK_EQ_U(pa_wake_pred_target(&P, 300 * US), last + 2 * MS - 300 * US);
 		pa_wake_pred_woken(&P, last + 2 * MS - 300 * US);
-		pa_wake_pred_start(&P, last + 2 * MS, 0);
+		pa_wake_pred_start(&P, last + 2 * MS, 0, 0);
 		last += 2 * MS;
 	}
 	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
@@ -230,7 +230,7 @@ static void test_judging(void)
 		pa_wake_pred_woken(&P, next - LEAD);
 		if (i % (PA_WAKE_WINDOW / (PA_WAKE_MISS_LIMIT - 1) + 1) == 0)
 			next += PA_WAKE_REACH_NS; /* past its reach: wasted */
-		pa_wake_pred_start(&P, next, 0);
+		pa_wake_pred_start(&P, next, 0, 0);
 		last = next;
 	}
 	CHECK(P.wasted >= 4 * (PA_WAKE_MISS_LIMIT - 1) - 1);
@@ -261,7 +261,7 @@ static void test_split(void)
 	w = due - LEAD;
 	/* The event 10 us after the wake, the kernels 60 us later: a hit. */
 	pa_wake_pred_woken(&P, w);
-	pa_wake_pred_start(&P, w + 70 * US, w + 10 * US);
+	pa_wake_pred_start(&P, w + 70 * US, w + 10 * US, 0);
 	CHECK_EQ_U(P.hits, 1);
 	CHECK_EQ_U(P.wasted, 0);
 	/* The event on time, the kernels 140 us after it (130 after the
@@ -270,7 +270,7 @@ static void test_split(void)
 	due = last + 2 * MS;
 	w = due - LEAD;
 	pa_wake_pred_woken(&P, w);
-	pa_wake_pred_start(&P, w + 140 * US, w);
+	pa_wake_pred_start(&P, w + 140 * US, w, 0);
 	CHECK_EQ_U(P.wasted, 1);
 	CHECK_EQ_U(P.split, 1);
 	CHECK_EQ_U(P.hits, 1);
@@ -278,7 +278,7 @@ static void test_split(void)
 	last = P.last;
 	w = last + 2 * MS - LEAD;
 	pa_wake_pred_woken(&P, w);
-	pa_wake_pred_start(&P, w + 20 * US + PA_WAKE_SPLIT_NS, w + 20 * US);
+	pa_wake_pred_start(&P, w + 20 * US + PA_WAKE_SPLIT_NS, w + 20 * US, 0);
 	CHECK_EQ_U(P.hits, 2);
 	CHECK_EQ_U(P.split, 1);
 	/* The event a reach before the wake or earlier: its own switch was
@@ -286,26 +286,26 @@ static void test_split(void)
 	last = P.last;
 	w = last + 2 * MS - LEAD;
 	pa_wake_pred_woken(&P, w);
-	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS - 1);
+	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS - 1, 0);
 	CHECK_EQ_U(P.hits, 3);
 	CHECK_EQ_U(P.split, 1);
 	/* Just within a reach before the wake: the switches merge. */
 	last = P.last;
 	w = last + 2 * MS - LEAD;
 	pa_wake_pred_woken(&P, w);
-	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS + 10 * US);
+	pa_wake_pred_start(&P, w + 50 * US, w - PA_WAKE_REACH_NS + 10 * US, 0);
 	CHECK_EQ_U(P.split, 2);
 	/* The event past the reach: wasted by the reach, not split. */
 	last = P.last;
 	w = last + 2 * MS - LEAD;
 	pa_wake_pred_woken(&P, w);
-	pa_wake_pred_start(&P, w + PA_WAKE_REACH_NS + 200 * US, w + PA_WAKE_REACH_NS + 1);
+	pa_wake_pred_start(&P, w + PA_WAKE_REACH_NS + 200 * US, w + PA_WAKE_REACH_NS + 1, 0);
 	CHECK_EQ_U(P.wasted, 3);
 	CHECK_EQ_U(P.split, 2);
 	/* A request the wake was not issued for: not judged at all. */
 	last = P.last;
 	pa_wake_pred_woken(&P, 0);
-	pa_wake_pred_start(&P, last + 2 * MS, last + 2 * MS - 500 * US);
+	pa_wake_pred_start(&P, last + 2 * MS, last + 2 * MS - 500 * US, 0);
 	CHECK_EQ_U(P.wasted, 3);
 	/* Split wakes stop the wakes like any wasted ones. */
 	CHECK_EQ_U(P.hold, 0);
@@ -313,7 +313,7 @@ static void test_split(void)
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
 		w = last + 2 * MS - LEAD;
 		pa_wake_pred_woken(&P, w);
-		pa_wake_pred_start(&P, w + 120 * US, w - 10 * US);
+		pa_wake_pred_start(&P, w + 120 * US, w - 10 * US, 0);
 		last = P.last;
 	}
 	CHECK_EQ_U(P.split, 2 + PA_WAKE_MISS_LIMIT);
@@ -321,10 +321,81 @@ static void test_split(void)
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 }
 
+/* A request's span: its end (the first wait that returned done after its
+ * launches) past the grid point it was due on, held and reported at the
+ * 95th percentile. */
+static void test_span(void)
+{
+	const rm_u64 per = 5 * MS;
+	rm_u64 t = 1000 * MS, n0;
+
+	pa_wake_pred_reset(&P);
+	/* No agreed period yet: nothing is due, no span is taken. */
+	for (unsigned i = 0; i < PA_WAKE_HIST; i++, t += per)
+		pa_wake_pred_start(&P, t, 0, i ? t - per + 600 * US : 0);
+	CHECK_EQ_U(P.spans, 0);
+	pa_wake_pred_start(&P, t, 0, t - per + 600 * US);
+	CHECK_EQ_U(P.period, per);
+	CHECK_EQ_U(P.due, t);
+	CHECK_EQ_U(P.spans, 0);
+	/* Each request over 600 us after its start (on time): span 600. */
+	for (unsigned i = 1; i < PA_SPAN_MIN; i++) {
+		t += per;
+		pa_wake_pred_start(&P, t, 0, t - per + 600 * US);
+		CHECK_EQ_U(pa_wake_pred_span(&P), 0); /* fewer than PA_SPAN_MIN */
+	}
+	t += per;
+	pa_wake_pred_start(&P, t, 0, t - per + 600 * US);
+	CHECK_EQ_U(P.spans, PA_SPAN_MIN);
+	CHECK_EQ_U(pa_wake_pred_span(&P), 600);
+	/* A request 300 us late is due on the grid all the same, and its end
+	 * counts from there: 900. The one after, on time, is due at its
+	 * start. */
+	t += per;
+	pa_wake_pred_start(&P, t + 300 * US, 0, t - per + 600 * US);
+	CHECK_EQ_U(P.due, t);
+	t += per;
+	pa_wake_pred_start(&P, t, 0, t - per + 900 * US);
+	CHECK_EQ_U(P.due, t);
+	CHECK_EQ_U(P.span_us[(P.span_head + PA_SPAN_HIST - 1) % PA_SPAN_HIST], 900);
+	/* No end, an end before the due time, or one a period or more after
+	 * it: no span. */
+	n0 = P.spans;
+	t += per;
+	pa_wake_pred_start(&P, t, 0, 0);
+	t += per;
+	pa_wake_pred_start(&P, t, 0, t - per - 1 * US);
+	t += per;
+	pa_wake_pred_start(&P, t, 0, t);
+	CHECK_EQ_U(P.spans, n0);
+	/* The 95th percentile of the latest 64: three slow ones of 64 do not
+	 * set it, four do. */
+	for (unsigned i = 0; i < PA_SPAN_HIST; i++) {
+		t += per;
+		pa_wake_pred_start(&P, t, 0, t - per + (i >= PA_SPAN_HIST - 3 ? 2000 : 600) * US);
+	}
+	CHECK_EQ_U(pa_wake_pred_span(&P), 600);
+	t += per;
+	pa_wake_pred_start(&P, t, 0, t - per + 2000 * US);
+	CHECK_EQ_U(pa_wake_pred_span(&P), 2000);
+	/* A context gone: the timing is forgotten, the spans stay; the next
+	 * request is due on nothing until the starts agree again. */
+	pa_wake_pred_forget(&P);
+	CHECK_EQ_U(P.due, 0);
+	CHECK_EQ_U(pa_wake_pred_span(&P), 2000);
+	n0 = P.spans;
+	t += per;
+	pa_wake_pred_start(&P, t, 0, 0);
+	t += per;
+	pa_wake_pred_start(&P, t, 0, t - per + 600 * US);
+	CHECK_EQ_U(P.spans, n0);
+}
+
 int main(void)
 {
 	test_agreement();
 	test_judging();
 	test_split();
+	test_span();
 	CHECK_DONE();
 }

@@ -25,6 +25,8 @@ F_ACTIVITY = 4
 F_WAKE_STATS = 8
 F_PHASE = 16
 F_WINDOW = 32
+F_SPAN = 64
+PHASE_F_SPAN = 1
 WINDOW_F_ON = 1
 WINDOW_BEFORE_MAX_US, WINDOW_AFTER_MAX_US = 10000, 100000
 WINDOW_ON_MIN_PERCENT, WINDOW_LEASE_MAX_MS = 10, 2000
@@ -32,6 +34,7 @@ POLICY_F_ACTIVITY = 1
 POLICY_F_WAKE = 2
 POLICY_F_WAKE_STATS = 4
 POLICY_F_PHASE = 8
+POLICY_F_SPAN = 16
 WAKE_F_STOPPED = 1
 WAKE_MAX_US = 1000
 ACTIVITY_PERIOD_MS, ACTIVITY_TAIL_US = 250, 200
@@ -50,7 +53,7 @@ BODIES = {
     SYNCED: ("=II", "ntsg reserved"),
     ACTIVITY: ("=IIQQQQ", "flags reserved launches bursts active_ns at_ns"),
     WAKE: ("=II8Q", "flags reserved requests wakes hits wasted beaten not_issued stops at_ns"),
-    PHASE: ("=IIQQQ", "flags reserved period_ns last_start_ns at_ns"),
+    PHASE: ("=IIQQQ", "flags span_us period_ns last_start_ns at_ns"),
     WINDOW: ("=IIQQQIIII", "flags device_instance period_ns start_ns sent_ns before_us "
                            "after_us lease_ms reserved"),
 }
@@ -110,8 +113,8 @@ def wake(seq, requests, wakes, hits, wasted, beaten, not_issued, stops, at_ns, f
                                         beaten, not_issued, stops, at_ns)
 
 
-def phase(seq, period_ns, last_start_ns, at_ns, flags=0, reserved=0):
-    return hdr(PHASE, seq) + struct.pack("=IIQQQ", flags, reserved, period_ns, last_start_ns,
+def phase(seq, period_ns, last_start_ns, at_ns, flags=0, span_us=0):
+    return hdr(PHASE, seq) + struct.pack("=IIQQQ", flags, span_us, period_ns, last_start_ns,
                                          at_ns)
 
 
