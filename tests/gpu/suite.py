@@ -105,6 +105,8 @@ SET_POLICIES = {
     "winvit14": {"windows": {"afterUs": 1400}},
     "winbert10": {"windows": {"afterUs": 1000}},
     "winauto": {"windows": {"afterUs": "auto"}},
+    "win300": {"windows": {"afterUs": 300}},
+    "win500": {"windows": {"afterUs": 500}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1398,6 +1400,36 @@ def set_winauto():
     return s
 
 
+def set_winshort():
+    """Windows that end before the LC's request does: the LC's 100 ms
+    timeslice keeps a running request on the GPU when the BE comes back,
+    and the BE's enable takes 0.35-0.5 ms to act, so a window may only
+    need to cover the request's start. BERT-base beside a be_fill and a
+    training BE, ViT-B/16 beside a training BE, each with afterUs 300,
+    500 and "auto", under the default policy and alone; the micro LC
+    without the wake beside a be_fill (the switch cost the physical limit
+    takes)."""
+    busy = ["--busy-wait-us", "200"]
+    model = busy + ["--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
+            tag="winshort", pin=True),
+         sc("micro gq:nowake 1xfill pinned", "micro", "fill", 1, "gq:nowake",
+            lc_args=busy, tag="winshort", pin=True)]
+    for lc, be in (("bert_base_graph", "fill"), ("bert_base_graph", "train"),
+                   ("vit_b16_graph", "train")):
+        name = f"{lc} alone pinned"
+        if not any(x["name"] == name for x in s):
+            s.append(sc(name, lc, nbe=0, mode="alone", lc_args=model, tag="winshort",
+                        trace=True, pin=True))
+        for p in ("default", "win300", "win500", "winauto"):
+            s.append(sc(f"{lc} gq:{p} 1x{be} pinned", lc, be, 1, f"gq:{p}", lc_args=model,
+                        lc_env=info, be_env=info, tag="winshort", trace=True, pin=True))
+    return s
+
+
 def set_windows2():
     """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
     2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
@@ -1440,7 +1472,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"winshort": set_winshort, "winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
@@ -1930,7 +1962,10 @@ def derive(recs, switch_override):
             d["be_kept"] = round(sum(rates) / base, 3)
             d["be_each"] = [round(x / base, 3) for x in rates]
         if lr and r["nbe"] and switch is not None and lr.get("duration_s"):
-            work = lc_alone(r, "run_p50_us") or lc_alone(r, "gpu_p50_us")
+            # (A model without CUDA events: the GPU side of its traced
+            # requests alone, from the submit call's return to the end.)
+            work = (lc_alone(r, "run_p50_us") or lc_alone(r, "gpu_p50_us")
+                    or lc_alone(r, "after_call_p50_us"))
             if work:
                 rate = lr["n"] / lr["duration_s"]
                 limit = 1 - rate * (work + 2 * switch) / 1e6
