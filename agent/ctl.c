@@ -378,8 +378,9 @@ static void wake_json(const struct proc *p, cJSON *o)
 }
 
 /* When its requests come, as its preempt agent last said (PHASE): the
- * period, and how long before this answer the latest one started; null
- * without a report, or one older than a rotation would use. */
+ * period, how long before this answer the latest one started, and how
+ * long past its due time a request is over (null where the report has no
+ * span); null without a report, or one older than a rotation would use. */
 static void phase_json(const struct proc *p, cJSON *o)
 {
 	uint64_t now = now_us();
@@ -396,6 +397,10 @@ static void phase_json(const struct proc *p, cJSON *o)
 	cJSON_AddNumberToObject(ph, "lastStartAgoUs",
 				p->phase.last_start_us <= now ? (double)(now - p->phase.last_start_us)
 							      : 0.0);
+	if (p->phase.span_us)
+		cJSON_AddNumberToObject(ph, "spanUs", (double)p->phase.span_us);
+	else
+		cJSON_AddNullToObject(ph, "spanUs");
 }
 
 /* The window schedule last sent to its preempt agent and not ended

@@ -227,6 +227,9 @@ void window_plan(struct agent *a, uint64_t now)
 				 (int)p->pid, want.gpu, (int)want.lc_pid,
 				 (unsigned long long)(want.period_ns / 1000u), want.before_us,
 				 want.after_us);
+		else if (p->win.after_us != want.after_us)
+			log_info("pid %d: windows now %u us after each request (were %u)",
+				 (int)p->pid, want.after_us, p->win.after_us);
 		want.sent_us = p->win.sent_us;
 		p->win = want;
 		window_send(a, p, now);

@@ -48,7 +48,7 @@ struct proc_view {
 		wake_stops;
 	/* When its requests come (agents since 2026-11-26; null without). */
 	int has_phase;
-	struct oint phase_period, phase_ago;
+	struct oint phase_period, phase_ago, phase_span;
 	/* The window schedule it runs (a BE; agents since 2026-11-26). */
 	int has_window;
 	struct oint win_gpu, win_period, win_before, win_after, win_lc;
@@ -189,6 +189,7 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 		v->has_phase = 1;
 		oint_get(e, phase, w2, "periodUs", J_REQ, &v->phase_period);
 		oint_get(e, phase, w2, "lastStartAgoUs", J_REQ, &v->phase_ago);
+		oint_get(e, phase, w2, "spanUs", J_ANY, &v->phase_span);
 	}
 	if (j_obj(e, o, w, "window", J_ANY, &win) > 0) {
 		snprintf(w2, sizeof(w2), "%s.window", w);
@@ -518,7 +519,14 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 
 		fmt_oint(per, sizeof(per), &v->phase_period, "?");
 		fmt_oint(ago, sizeof(ago), &v->phase_ago, "?");
-		snprintf(buf, sizeof(buf), "a request every %s µs, the latest %s µs ago", per, ago);
+		if (v->phase_span.has)
+			snprintf(buf, sizeof(buf),
+				 "a request every %s µs, the latest %s µs ago; over %lld µs after "
+				 "its due time (95th percentile)",
+				 per, ago, v->phase_span.v);
+		else
+			snprintf(buf, sizeof(buf), "a request every %s µs, the latest %s µs ago", per,
+				 ago);
 		detail(out, "phase", buf);
 	}
 	if (v->has_window) {

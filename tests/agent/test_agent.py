@@ -1128,7 +1128,8 @@ def t_phase_report(make_agent):
     check(not be.evs("disconnected") and
           next(p for p in a.list()["processes"] if p["pid"] == be.pid).get("phase") is None,
           "an unasked PHASE is not kept and keeps the connection")
-    bad = [dict(flags=1), dict(reserved=1),
+    # (flags=1: a span its HELLO did not offer; span_us=1: one without its flag.)
+    bad = [dict(flags=1, span_us=500), dict(span_us=1), dict(flags=2),
            dict(period=ms - 1), dict(period=1000 * ms + 1),
            dict(ago=-ms),                       # the latest start after the report
            dict(ago=2001 * ms),                 # more than 2 s before it
@@ -1250,6 +1251,80 @@ def t_window_send(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_window_auto(make_agent):
+    """windows.afterUs "auto": an LC whose HELLO offers the span (F_SPAN) is
+    asked for it (POLICY_F_SPAN); its BEs get windows only once its PHASE
+    carries one, lasting the span plus 100 us rounded up to 50 past each
+    due time, grown at once and shrunk only by 100 us or more; a span the
+    window cannot fit in maxOffPercent of the period ends them; a span
+    over the period is a bad PHASE. gpuqosctl list and show give the
+    span."""
+    a = make_agent(config(windows={"afterUs": "auto"}))
+    a.start()
+    be, lc = be_and_lc(a)
+    wait_for(lambda: lc.evs("policy") and be.evs("policy"), "connected")
+    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE | gq_proto.F_SPAN)
+    lc.send(op="reconnect")
+    be.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_WINDOW)
+    be.send(op="reconnect")
+    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
+             "both reconnected with their flags")
+    wait_for(lambda: lc.evs("policy")[-1]["flags"] & gq_proto.POLICY_F_SPAN, "span asked of the LC")
+    check(not be.evs("policy")[-1]["flags"] & gq_proto.POLICY_F_SPAN,
+          "nor of a BE whose HELLO does not offer it: %r" % be.evs("policy")[-1])
+    ms = 1000000
+    start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - 2 * ms
+    span = [0]
+
+    def row(pid):
+        return next((p for p in a.list()["processes"] if p["pid"] == pid), {})
+
+    def phase():
+        t = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        last = start + (t - start) // (5 * ms) * 5 * ms
+        kw = dict(flags=gq_proto.PHASE_F_SPAN, span_us=span[0]) if span[0] else {}
+        lc.send(op="raw", hex=gq_proto.phase(1, 5 * ms, last, t, **kw).hex())
+
+    stop = threading.Event()
+
+    def reports():
+        while not stop.wait(0.05):
+            phase()
+
+    th = threading.Thread(target=reports, daemon=True)
+    th.start()
+    # No span yet: no windows.
+    wait_for(lambda: (row(lc.pid).get("phase") or {}).get("periodUs") == 5000, "PHASE taken")
+    check(row(lc.pid)["phase"]["spanUs"] is None, "no span yet: %r" % row(lc.pid))
+    time.sleep(0.6)
+    check(not be.evs("window"), "windows without a span: %r" % be.evs("window"))
+
+    def after():
+        w = be.evs("window")
+        return w[-1]["after_us"] if w and w[-1]["flags"] == gq_proto.WINDOW_F_ON else None
+
+    for sp, want in ((712, 850), (690, 850), (760, 900), (640, 750), (1200, 1300)):
+        span[0] = sp
+        wait_for(lambda: (row(lc.pid).get("phase") or {}).get("spanUs") == sp, "span %d" % sp)
+        wait_for(lambda: after() == want, "span %d: after %d (%r)" % (sp, want, after()))
+    ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
+    out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(lc.pid)], capture_output=True,
+                         text=True, timeout=20).stdout
+    check(re.search(r"phase\s+a request every 5000 µs, the latest \d+ µs ago; over 1200 µs after "
+                    r"its due time \(95th percentile\)", out), "gpuqosctl show: %s" % out)
+    # 1200 before + 1350 after is over half of 5 ms: the windows end.
+    span[0] = 1250
+    wait_for(lambda: be.evs("window")[-1]["flags"] == 0, "a span too long ends the windows")
+    # A span over the period: a bad PHASE, counted, the phase forgotten.
+    bad = a.counters()["badPhase"]
+    span[0] = 5001
+    wait_for(lambda: a.counters()["badPhase"] > bad, "a span over the period is bad")
+    stop.set()
+    th.join()
+    check(row(lc.pid).get("phase") is None, "the bad report forgot the phase: %r" % row(lc.pid))
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1262,7 +1337,7 @@ TESTS = {
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
     "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,
-    "window_send": t_window_send,
+    "window_send": t_window_send, "window_auto": t_window_auto,
 }
 
 if __name__ == "__main__":

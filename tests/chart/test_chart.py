@@ -62,6 +62,7 @@ CASES = {
     "privileged": ["--set", "privileged=true"],
     "agent-only": ["--set", "devicePlugin.enabled=false,metrics.enabled=false"],
     "grafana": ["--set", "grafana.dashboard.enabled=true,grafana.dashboard.namespace=monitoring"],
+    "winauto": ["--set", "policy.windows.afterUs=auto"],
 }
 DASHBOARD = os.path.join(SRC, "deploy", "grafana", "gpuqos-dashboard.json")
 
@@ -175,7 +176,7 @@ def check_default(objs):
         example = json.load(f)
     for k in ("version", "timeslices", "severalBe", "allowUnsafeSeveralBe", "interleave",
               "manageCopyEngines", "controlDeadlineMs", "reconcileIntervalMs", "rotation",
-              "busyLcPercent", "wake", "verifyIntervalS"):
+              "busyLcPercent", "wake", "windows", "verifyIntervalS"):
         expect(policy[k] == example[k], "policy %s: %r, the documented default is %r" % (k, policy[k], example[k]))
     expect(policy["kubernetes"] == {"defaultClass": "best-effort"} and policy["controlPath"] == "auto",
            "policy: %r" % policy)
@@ -238,6 +239,7 @@ def t_render(args):
                          (["--set", "devicePlugin.mode=exclusive"], "devicePlugin.mode"),
                          (["--set", "policy.timeslices.severalBeUs=200"], "safe floor"),
                          (["--set", "policy.rotation.leaseMs=400"], "below twice policy.rotation.periodMs"),
+                         (["--set", "policy.windows.afterUs=automatic"], "policy.windows.afterUs"),
                          (["--set", "policy.timeslice.beUs=20"], "policy"),
                          (["--set", "devicePlugin.resourceName=kubernetes.io/gpu"], "resourceName"),
                          (["--set", "host.socketDir=run/gpuqos"], "socketDir"),
@@ -246,6 +248,9 @@ def t_render(args):
             p = helm("template", "gpuqos", CHART, *bad, check=False)
             expect(p.returncode != 0 and why in p.stderr, "%s: must be refused naming %r, got %d %s"
                    % (bad, why, p.returncode, p.stderr[-300:]))
+        win = json.loads(one(out["winauto"], "ConfigMap")["data"]["policy.json"])["windows"]
+        expect(win == {"beforeUs": 1200, "afterUs": "auto", "maxOffPercent": 50},
+               "windows.afterUs=auto renders as the string: %r" % win)
         check_dashboard(out["grafana"])
         print("rendered and valid: %s" % ", ".join("%s (%d objects)" % (k, len(v)) for k, v in out.items()))
 

@@ -1400,6 +1400,29 @@ def set_winauto():
     return s
 
 
+def set_winauto3():
+    """Windows sized by the LC's span beside three training BEs (with the
+    rotation), against the default policy; BERT-base beside a be_fill under
+    winauto with the node agent killed at 2 s (the schedule must end with
+    the connection); each LC alone and the BEs alone."""
+    model = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
+    for lc in ("vit_b16_graph", "bert_base_graph"):
+        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=model,
+                    tag="winauto3", trace=True, pin=True))
+        for p in ("default", "winauto"):
+            s.append(sc(f"{lc} gq:{p} 3xtrain pinned", lc, "train", 3, f"gq:{p}",
+                        lc_args=model, lc_env=info, be_env=info, tag="winauto3", trace=True,
+                        pin=True))
+    s.append(sc("bert_base_graph gq:winauto 1xfill pinned, agent killed at 2 s",
+                "bert_base_graph", "fill", 1, "gq:winauto", lc_args=model, lc_env=info,
+                be_env=info, tag="winauto3", pin=True, event=("kill", 2.0)))
+    return s
+
+
 def set_winshort():
     """Windows that end before the LC's request does: the LC's 100 ms
     timeslice keeps a running request on the GPU when the BE comes back,
@@ -1472,7 +1495,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"winshort": set_winshort, "winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"winauto3": set_winauto3, "winshort": set_winshort, "winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
