@@ -245,7 +245,7 @@ _Static_assert(sizeof(struct gq_wake) == 88, "gq_wake");
  * of its latest request, on the library's CLOCK_MONOTONIC, as read at
  * at_ns. The node agent changes a rotation's turn in a gap between two
  * requests of an LC it knows this of. With GQ_PHASE_F_SPAN, span_us is
- * how long after its due time a request is over: the 95th percentile,
+ * how long after its due time a request is over: the 99th percentile,
  * over its last requests, of the time from the grid point the request was
  * due on to the first wait for GPU work that returned done after its
  * launches (windows sized by it, "auto" in docs/policy.md). */

@@ -170,8 +170,10 @@ struct proc {
 		uint64_t period_ns, rx_us, anchor_us;
 	} grid;
 	/* window.c: with windows.afterUs "auto", the after its windows use
-	 * now (us; 0: none yet). */
-	uint32_t window_auto_us;
+	 * now (us; 0: none yet), and since when a shorter one was asked
+	 * (0: not) with the longest of those. */
+	uint32_t window_auto_us, window_shrink_us;
+	uint64_t window_shrink_since_us;
 };
 
 /* A BE's window schedule (window.c). */
@@ -611,12 +613,13 @@ void window_plan(struct agent *a, uint64_t now);
 uint64_t window_next_deadline(const struct agent *a);
 /* How long past each of lc's due times its windows last (us; 0: no
  * windows): windows.afterUs, or with "auto" lc's span and a margin, kept
- * in lc->window_auto_us. */
-uint32_t window_after(const struct agent *a, struct proc *lc);
+ * in lc->window_auto_us (now: when it is asked, for how long a shorter
+ * span held). */
+uint32_t window_after(const struct agent *a, struct proc *lc, uint64_t now);
 /* The BEs beside lc (an LC with a fresh phase) get windows around its
  * requests: windows are on (with "auto": lc reports a span), lc is not
  * launch-bound and its window fits windows.maxOffPercent of its period. */
-int window_applies(const struct agent *a, struct proc *lc);
+int window_applies(const struct agent *a, struct proc *lc, uint64_t now);
 /* A rotation's turn change around such an LC begins this long after its
  * window ends (the BE's enable, 0.35-0.5 ms, done), not just ahead of the
  * next request, where it would meet the next window's disable in the RM. */

@@ -83,10 +83,10 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 	/* With windows (window.c) the BEs are off around every request: the
 	 * change goes right after a window ends, and must be over before the
 	 * next one begins. */
-	if (window_applies(a, lc)) {
+	if (window_applies(a, lc, now)) {
 		const struct policy_config *cfg = &a->cfg->policy;
 
-		g.offset_us = (uint64_t)window_after(a, lc) + WINDOW_CHANGE_AFTER_US;
+		g.offset_us = (uint64_t)window_after(a, lc, now) + WINDOW_CHANGE_AFTER_US;
 		if (g.offset_us + ROTATE_CHANGE_US + cfg->window_before_us <= lc->phase.period_us) {
 			g.last_us = phase_grid(lc);
 			return g;

@@ -522,7 +522,7 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 		if (v->phase_span.has)
 			snprintf(buf, sizeof(buf),
 				 "a request every %s µs, the latest %s µs ago; over %lld µs after "
-				 "its due time (95th percentile)",
+				 "its due time (99th percentile)",
 				 per, ago, v->phase_span.v);
 		else
 			snprintf(buf, sizeof(buf), "a request every %s µs, the latest %s µs ago", per,

@@ -182,7 +182,7 @@ static void pw_atexit(void)
 	pthread_mutex_lock(&pw.lock);
 	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted (%llu of them: kernels "
 		"long after the request's first operation), %llu beaten by the request; %llu not "
-		"issued (late or failed); %llu spans measured, the latest 95th percentile %u us",
+		"issued (late or failed); %llu spans measured, the latest 99th percentile %u us",
 		(unsigned long long)pw.pred.seq, (unsigned long long)pw.pred.wakes,
 		(unsigned long long)pw.pred.hits, (unsigned long long)pw.pred.wasted,
 		(unsigned long long)pw.pred.split, (unsigned long long)pw.pred.early,

@@ -69,11 +69,14 @@
  * last PA_SPAN_STARTS starts, each taken to the grid point nearest the
  * request's own start, so one late start does not move it) to the first
  * wait for GPU work that returned done after the request's launches. The
- * latest PA_SPAN_HIST are held; the 95th percentile of them is reported
- * once PA_SPAN_MIN are (windows sized by it: docs/policy.md, "Windows"). */
+ * latest PA_SPAN_HIST are held; the 99th percentile of them is reported
+ * once PA_SPAN_MIN are (windows sized by it: docs/policy.md, "Windows";
+ * a window that covers 95 % of the requests leaves the slowest few
+ * percent, the LC's p99, to find the BE back). */
 #define PA_SPAN_STARTS 3u
-#define PA_SPAN_HIST 64u
-#define PA_SPAN_MIN 16u
+#define PA_SPAN_HIST 128u
+#define PA_SPAN_MIN 32u
+#define PA_SPAN_PERCENTILE 99u
 
 struct pa_wake_pred {
 	rm_u64 last;                /* latest request start; 0: none yet */
@@ -112,8 +115,8 @@ void pa_wake_pred_forget(struct pa_wake_pred *p);
  * returned done after the previous request's last launch (its end), or 0:
  * none did. */
 void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op, rm_u64 done);
-/* The 95th percentile of the held spans (us), or 0 while fewer than
- * PA_SPAN_MIN are held. */
+/* The PA_SPAN_PERCENTILE percentile of the held spans (us), or 0 while
+ * fewer than PA_SPAN_MIN are held. */
 rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
  * (no agreed period, held off, or already woken for it). */

@@ -169,7 +169,7 @@ rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p)
 			s[k] = s[k - 1];
 			s[k - 1] = x;
 		}
-	return s[(n * 95u + 99u) / 100u - 1u];
+	return s[(n * PA_SPAN_PERCENTILE + 99u) / 100u - 1u];
 }
 
 void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op, rm_u64 done)

@@ -1164,39 +1164,57 @@ static void test_windows(void)
 	}
 
 	/* "auto": no span reported, no windows; then the LC's span plus
-	 * 100 us, rounded up to 50. It grows at once, shrinks only by 100 us
-	 * or more, and a span too long for maxOffPercent ends the windows. */
+	 * 50 us, rounded up to 50. It grows at once; it shrinks only after
+	 * 5 s of shorter spans, to the longest of them; a span too long for
+	 * maxOffPercent (50 % of 10 ms: 3800 us after 1200 before) is cut to
+	 * what fits. */
 	a->cfg->policy.window_after_us = 0;
 	a->cfg->policy.window_after_auto = 1;
 	lc->phase.rx_us = fake_now;
 	lc->phase.span_us = 0;
 	window_step(a, 1000);
 	CHECK(!win_last.on);
-	CHECK_EQ_U(window_after(a, lc), 0);
+	CHECK_EQ_U(window_after(a, lc, fake_now), 0);
 	lc->phase.span_us = 712;
 	window_step(a, 1000);
 	CHECK(win_last.on);
-	CHECK_EQ_U(win_last.after_us, 850);
+	CHECK_EQ_U(win_last.after_us, 800);
 	n = win_nsent;
-	lc->phase.span_us = 690; /* 800: 50 us less, kept */
-	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, n);
-	CHECK_EQ_U(window_after(a, lc), 850);
-	lc->phase.span_us = 760; /* 900: more, at once */
+	lc->phase.span_us = 760; /* 850: more, at once */
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, n + 1);
-	CHECK_EQ_U(win_last.after_us, 900);
-	lc->phase.span_us = 640; /* 750: 150 us less */
-	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, n + 2);
+	CHECK_EQ_U(win_last.after_us, 850);
+	/* Shorter for 4.5 s (700, then 750 at most): kept; at 5 s, the
+	 * longest of them. */
+	for (unsigned i = 0; i < 10; i++) {
+		lc->phase.span_us = i == 4 ? 690 : 640;
+		lc->phase.rx_us = fake_now;
+		window_step(a, 500000);
+	}
+	CHECK_EQ_U(win_last.after_us, 850);
+	CHECK(win_nsent > n + 1); /* renewals, at 850 */
+	lc->phase.rx_us = fake_now;
+	window_step(a, 500000);
 	CHECK_EQ_U(win_last.after_us, 750);
-	lc->phase.span_us = 3801; /* 1200 + 3950 > 50 % of 10 ms */
+	/* A longer span in between starts the wait again. */
+	lc->phase.span_us = 600;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 4000000);
+	lc->phase.span_us = 800; /* 850: longer than 750, at once */
+	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK(!win_last.on);
-	lc->phase.span_us = 3600; /* 1200 + 3700 fits */
+	CHECK_EQ_U(win_last.after_us, 850);
+	lc->phase.span_us = 3801; /* cut to 3800 */
+	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK(win_last.on);
-	CHECK_EQ_U(win_last.after_us, 3700);
+	CHECK_EQ_U(win_last.after_us, 3800);
+	/* No room at all (before 5000 us of 50 % of 10 ms): no windows. */
+	a->cfg->policy.window_before_us = 5000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(!win_last.on);
+	a->cfg->policy.window_before_us = 1200;
 	agent_free(a);
 }
 

@@ -976,7 +976,7 @@ def sc_wake(args, tmp):
 
 def sc_span(args, tmp):
     """PHASE with the requests' span (GQ_POLICY_F_SPAN): each request's
-    work (BUSY us in the fake) waited for by each way, the 95th percentile
+    work (BUSY us in the fake) waited for by each way, the 99th percentile
     of how long past its due time the first wait that said done returned
     (a late request adds its lateness; a query spun on counts once it says
     done). Without the flag, no span (sc_wake_policy)."""
@@ -992,14 +992,14 @@ def sc_span(args, tmp):
         phs = [x for x in conn.pending if x["type"] == PHASE]
         conn.pending = [x for x in conn.pending if x["type"] not in (WAKE, PHASE)]
         check(phs and phs[-1]["flags"] == PHASE_F_SPAN
-              and busy - 50 <= phs[-1]["span_us"] <= busy + 1500
+              and busy - 50 <= phs[-1]["span_us"] <= busy + 2500
               and 3900000 <= phs[-1]["period_ns"] <= 4100000,
               "PHASE with the span of %d us waited for by %s: %r" % (busy, how, phs[-1:]))
     err = w.finish()
     agent.close()
     # The library's own count at exit: the last run's spans (query, 300 us).
-    m = re.search(r"; (\d+) spans measured, the latest 95th percentile (\d+) us", err)
-    check(m and 300 <= int(m.group(1)) <= 450 and 250 <= int(m.group(2)) <= 1800,
+    m = re.search(r"; (\d+) spans measured, the latest 99th percentile (\d+) us", err)
+    check(m and 300 <= int(m.group(1)) <= 450 and 250 <= int(m.group(2)) <= 2800,
           "the spans at exit: %s" % err)
 
 
