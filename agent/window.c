@@ -137,6 +137,11 @@ uint32_t window_after(const struct agent *a, struct proc *lc, uint64_t now)
 	want = (want + WINDOW_AUTO_STEP_US - 1u) / WINDOW_AUTO_STEP_US * WINDOW_AUTO_STEP_US;
 	if (want > fits)
 		want = fits;
+	/* A period that got shorter cuts the length at once: held, it would
+	 * no longer fit, and the windows would end until it did (measured:
+	 * on and off every 0.2-1 s while the period read 4999 and 5000 us). */
+	if (lc->window_auto_us > fits)
+		lc->window_auto_us = fits;
 	if (want >= lc->window_auto_us) {
 		lc->window_auto_us = want;
 		lc->window_shrink_since_us = 0;

@@ -1209,6 +1209,18 @@ static void test_windows(void)
 	window_step(a, 1000);
 	CHECK(win_last.on);
 	CHECK_EQ_U(win_last.after_us, 3800);
+	/* The period reads 1 us shorter: the window is cut to what fits at
+	 * once (3750), not held and ended. */
+	n = win_nsent;
+	lc->phase.period_us = 9999;
+	lc->phase.period_ns = 9999000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(win_last.on);
+	CHECK_EQ_U(win_last.after_us, 3750);
+	CHECK_EQ_U(win_nsent, n + 1);
+	lc->phase.period_us = 10000;
+	lc->phase.period_ns = 10000000;
 	/* No room at all (before 5000 us of 50 % of 10 ms): no windows. */
 	a->cfg->policy.window_before_us = 5000;
 	lc->phase.rx_us = fake_now;
