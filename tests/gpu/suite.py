@@ -1378,7 +1378,6 @@ def set_winauto():
     (its window cannot fit its period: none). Each LC alone, the BEs
     alone; the LCs log their spans, the BEs their windows."""
     busy = ["--busy-wait-us", "200"]
-    model = busy + ["--no-events"]
     info = {"GPUQOS_LOG": "info"}
     s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
          sc("be alone train", None, "train", 1, "be_alone", pin=True),
@@ -1390,14 +1389,21 @@ def set_winauto():
     for lc, be, pol in (("vit_b16_graph", "train", "winvit"),
                         ("bert_base_graph", "train", "winbert"),
                         ("bert_base_graph", "fill", "winbert")):
-        name = f"{lc} alone pinned"
-        if not any(x["name"] == name for x in s):
-            s.append(sc(name, lc, nbe=0, mode="alone", lc_args=model, tag="winauto",
-                        trace=True, pin=True))
-        for p in ("default", pol, "winauto"):
-            s.append(sc(f"{lc} gq:{p} 1x{be} pinned", lc, be, 1, f"gq:{p}", lc_args=model,
-                        lc_env=info, be_env=info, tag="winauto", trace=True, pin=True))
+        model_rows(s, lc, be, ("default", pol, "winauto"), "winauto")
     return s
+
+
+def model_rows(s, lc, be, pols, tag):
+    """A CUDA-graph model (pinned, on time, no CUDA events, traced) beside
+    one BE under each policy, and alone unless s has it already."""
+    model = ["--busy-wait-us", "200", "--no-events"]
+    info = {"GPUQOS_LOG": "info"}
+    name = f"{lc} alone pinned"
+    if not any(x["name"] == name for x in s):
+        s.append(sc(name, lc, nbe=0, mode="alone", lc_args=model, tag=tag, trace=True, pin=True))
+    for p in pols:
+        s.append(sc(f"{lc} gq:{p} 1x{be} pinned", lc, be, 1, f"gq:{p}", lc_args=model,
+                    lc_env=info, be_env=info, tag=tag, trace=True, pin=True))
 
 
 def set_winauto3():
@@ -1433,8 +1439,6 @@ def set_winshort():
     without the wake beside a be_fill (the switch cost the physical limit
     takes)."""
     busy = ["--busy-wait-us", "200"]
-    model = busy + ["--no-events"]
-    info = {"GPUQOS_LOG": "info"}
     s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
          sc("be alone train", None, "train", 1, "be_alone", pin=True),
          sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
@@ -1443,13 +1447,7 @@ def set_winshort():
             lc_args=busy, tag="winshort", pin=True)]
     for lc, be in (("bert_base_graph", "fill"), ("bert_base_graph", "train"),
                    ("vit_b16_graph", "train")):
-        name = f"{lc} alone pinned"
-        if not any(x["name"] == name for x in s):
-            s.append(sc(name, lc, nbe=0, mode="alone", lc_args=model, tag="winshort",
-                        trace=True, pin=True))
-        for p in ("default", "win300", "win500", "winauto"):
-            s.append(sc(f"{lc} gq:{p} 1x{be} pinned", lc, be, 1, f"gq:{p}", lc_args=model,
-                        lc_env=info, be_env=info, tag="winshort", trace=True, pin=True))
+        model_rows(s, lc, be, ("default", "win300", "win500", "winauto"), "winshort")
     return s
 
 
