@@ -412,6 +412,38 @@ static void test_messages(void)
 	CHECK_EQ_U(r.elapsed_ns, 1234);
 }
 
+/* PHASE carries the span only where it was asked for and fits the
+ * period (preempt_msg.c). */
+static void test_phase(void)
+{
+	struct pa_wake_counts c;
+	struct gq_phase m;
+
+	memset(&c, 0, sizeof(c));
+	c.period_ns = 5000000;
+	c.last_start_ns = 1000;
+	c.at_ns = 2000;
+	c.span_us = 612;
+	pa_msg_phase(&m, 4, &c, 1);
+	CHECK_EQ_U(gq_msg_check(&m, sizeof(m)), GQ_CHECK_OK);
+	CHECK_EQ_U(m.flags, GQ_PHASE_F_SPAN);
+	CHECK_EQ_U(m.span_us, 612);
+	CHECK_EQ_U(m.period_ns, 5000000);
+	pa_msg_phase(&m, 5, &c, 0); /* not asked for */
+	CHECK_EQ_U(m.flags, 0);
+	CHECK_EQ_U(m.span_us, 0);
+	c.span_us = 5000; /* the whole period: still a span */
+	pa_msg_phase(&m, 6, &c, 1);
+	CHECK_EQ_U(m.span_us, 5000);
+	c.span_us = 5001; /* over it: none */
+	pa_msg_phase(&m, 7, &c, 1);
+	CHECK_EQ_U(m.flags, 0);
+	CHECK_EQ_U(m.span_us, 0);
+	c.span_us = 0; /* none measured yet */
+	pa_msg_phase(&m, 8, &c, 1);
+	CHECK_EQ_U(m.flags, 0);
+}
+
 /* WINDOW's checks and the next start (preempt_msg.c). */
 static void test_windows(void)
 {
@@ -466,6 +498,7 @@ int main(void)
 	test_bounds();
 	test_commands();
 	test_messages();
+	test_phase();
 	test_windows();
 	CHECK_DONE();
 }
