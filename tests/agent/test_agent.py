@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 from gpuqos_test import check, wait_for
 from gpuqos_test import gq_proto
@@ -1260,7 +1261,11 @@ def t_window_auto(make_agent):
     what fits; a span over the period is a bad PHASE. gpuqosctl list and
     show give the span."""
     a = make_agent(config(windows={"afterUs": "auto"}))
-    a.start()
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.close()
+    a.start(extra=["--metrics-address", "127.0.0.1:%d" % port])
     be, lc = be_and_lc(a)
     wait_for(lambda: lc.evs("policy") and be.evs("policy"), "connected")
     lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE | gq_proto.F_SPAN)
@@ -1312,6 +1317,18 @@ def t_window_auto(make_agent):
                          text=True, timeout=20).stdout
     check(re.search(r"phase\s+a request every 5000 µs, the latest \d+ µs ago; over 1300 µs after "
                     r"its due time \(99th percentile\)", out), "gpuqosctl show: %s" % out)
+    # The metrics: the LC's span on its TSGs, the BE's window on its.
+    def gauge(name, pid):
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
+        return sorted(float(m.group(1)) for m in re.finditer(
+            r'^%s\{[^}]*pid="%d"[^}]*\} (\S+)$' % (name, pid), text.decode(), re.M))
+
+    wait_for(lambda: gauge("gpuqos_tsg_request_span_seconds", lc.pid)[:1] == [0.0013],
+             "the span in the metrics: %r" % gauge("gpuqos_tsg_request_span_seconds", lc.pid))
+    check(gauge("gpuqos_tsg_window_after_seconds", be.pid)[:1] == [0.0013]
+          and not gauge("gpuqos_tsg_window_after_seconds", lc.pid)
+          and not gauge("gpuqos_tsg_request_span_seconds", be.pid),
+          "the window in the metrics: %r" % gauge("gpuqos_tsg_window_after_seconds", be.pid))
     # (1300: 1200 before + 1350 after is over half of 5 ms; cut to 1300.)
     # Shorter: kept for 5 s, then taken.
     span[0] = 700
