@@ -55,6 +55,22 @@ def main():
     check(s.derive(recs, None) is None, "every row woken: no switch estimate")
     recs[1]["lc_env"] = {"GPUQOS_WAKE_LEAD_US": "0"}
     check(s.derive(recs, None) == 90.0, "the environment's 0 wins over the policy")
+    # A model without CUDA events (its GPU time 0) takes the GPU side of
+    # its traced requests alone as its work: 200 requests/s x (600 us + 2
+    # x 100 us) = 0.16 of the time.
+    def mrec(mode, nbe, after=600.0, kept=100.0):
+        return {"lc": "bert_base_graph", "mode": mode, "nbe": nbe, "be": "fill",
+                "lc_args": ["--no-events"], "lc_env": {},
+                "be_results": [{"kernels_per_s": kept}] * nbe,
+                "lc_result": {"outside_p50_us": 650.0, "p99_us": 800.0, "n": 1200,
+                              "duration_s": 6.0, "gpu_p50_us": 0.0,
+                              "after_call_p50_us": after}}
+    mrecs = [mrec("alone", 0), mrec("gq:winauto", 1, after=520.0, kept=67.2),
+             {**mrec("be_alone", 1), "lc": None, "lc_result": None}]
+    s.derive(mrecs, 100.0)
+    d = mrecs[1]["derived"]
+    check(d.get("be_limit") == 0.84 and d.get("be_vs_limit") == 0.8,
+          f"the limit of a model without events: {d}")
     # The targets table: what each gq row is held to, from its numbers.
     def trec(lc, nbe, p99=None, x=None, kept=None, each=None, limit=None, mode="gq:default",
              rep=0):
