@@ -335,8 +335,8 @@ struct mrow {
 	double launch_active;
 	int launch_bound;
 	uint32_t wake_lead_us; /* the wake its preempt agent was asked for, 0: none */
-	uint32_t span_us;      /* its process's request span (a fresh PHASE), 0: none */
-	uint32_t window_after_us; /* the window schedule asked of its process, 0: none */
+	uint32_t span_us;         /* its process's request span (a fresh PHASE); GQ_UNKNOWN: none */
+	uint32_t window_after_us; /* the window schedule asked of its process; GQ_UNKNOWN: none */
 	const struct proc *proc; /* its process's WAKE counts (wake.have), or NULL */
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
@@ -451,8 +451,10 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
 		r->launch_bound = p ? p->busy.always : 0;
 		r->wake_lead_us = proc_wake_lead_us(p);
-		r->span_us = p && phase_fresh(p, now) ? p->phase.span_us : 0;
-		r->window_after_us = p && p->peer && p->peer->win.on ? p->peer->win.after_us : 0;
+		r->span_us = p && phase_fresh(p, now) && p->phase.span_us ? p->phase.span_us
+									     : GQ_UNKNOWN;
+		r->window_after_us =
+			p && p->peer && p->peer->win.on ? p->peer->win.after_us : GQ_UNKNOWN;
 		r->proc = p && p->wake.have ? p : NULL;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
@@ -641,21 +643,15 @@ static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t 
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_wake_lead_seconds{%s} %.6f\n", rows[i].id,
 		     rows[i].wake_lead_us / 1e6);
-	bfamily(b, "gpuqos_tsg_request_span_seconds", "gauge",
-		"How long after its due time its process's periodic request is over: the 99th "
-		"percentile of its last 128, from its preempt agent's PHASE; absent without one.");
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].span_us)
-			bput(b, "gpuqos_tsg_request_span_seconds{%s} %.6f\n", rows[i].id,
-			     rows[i].span_us / 1e6);
-	bfamily(b, "gpuqos_tsg_window_after_seconds", "gauge",
-		"A BE kept off its GPU around each request of the periodic LC beside it: how long "
-		"after each request's start its preempt agent was asked to keep it off; absent "
-		"without windows.");
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].window_after_us)
-			bput(b, "gpuqos_tsg_window_after_seconds{%s} %.6f\n", rows[i].id,
-			     rows[i].window_after_us / 1e6);
+	render_tsg_u32(b, rows, n, "gpuqos_tsg_request_span_seconds",
+		       "How long after its due time its process's periodic request is over: the 99th "
+		       "percentile of its last 128, from its preempt agent's PHASE; absent without one.",
+		       offsetof(struct mrow, span_us), 1e-6);
+	render_tsg_u32(b, rows, n, "gpuqos_tsg_window_after_seconds",
+		       "A BE kept off its GPU around each request of the periodic LC beside it: how long "
+		       "after each request's start its preempt agent was asked to keep it off; absent "
+		       "without windows.",
+		       offsetof(struct mrow, window_after_us), 1e-6);
 	render_wakes(b, rows, n);
 }
 
