@@ -967,8 +967,9 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 		"turned off).",
 		g->n.windows_ended);
 	counter(b, "gpuqos_phase_reports_dropped_total",
-		"Request phase reports (PHASE) dropped: not asked for, reserved bits, a period out "
-		"of range, a start after the report or stale, or a clock that is not the agent's.",
+		"Request phase reports (PHASE) dropped: not asked for, reserved bits, a span out of "
+		"range, a period out of range, a start after the report or stale, or a clock that "
+		"is not the agent's.",
 		g->n.bad_phase);
 	counter(b, "gpuqos_log_lines_suppressed_total", "Log lines dropped by the per-process limit.",
 		g->n.log_suppressed);

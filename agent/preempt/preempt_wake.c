@@ -155,6 +155,9 @@ void pa_wake_ctx_gone(void)
 
 int pa_wake_counts(struct pa_wake_counts *c)
 {
+	rm_u32 spans[PA_SPAN_HIST];
+	unsigned nspans;
+
 	if (!atomic_load(&pw_thread_started))
 		return 0;
 	pthread_mutex_lock(&pw.lock);
@@ -168,8 +171,10 @@ int pa_wake_counts(struct pa_wake_counts *c)
 	c->stopped = pw.pred.hold != 0;
 	c->period_ns = pw.pred.last ? pw.pred.period : 0;
 	c->last_start_ns = pw.pred.last;
-	c->span_us = pa_wake_pred_span(&pw.pred);
+	/* (A request's first launch takes this lock: only copy here.) */
+	nspans = pa_wake_pred_spans(&pw.pred, spans);
 	pthread_mutex_unlock(&pw.lock);
+	c->span_us = pa_span_percentile(spans, nspans);
 	c->at_ns = pa_now_ns();
 	return 1;
 }

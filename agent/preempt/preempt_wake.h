@@ -118,6 +118,11 @@ void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op, rm_u6
 /* The PA_SPAN_PERCENTILE percentile of the held spans (us), or 0 while
  * fewer than PA_SPAN_MIN are held. */
 rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p);
+/* The same in two steps, so that a caller holding a lock the launch
+ * wrappers take only copies under it (the sort of 128 spans stays out):
+ * the held spans into out, how many; then their percentile (sorts s). */
+unsigned pa_wake_pred_spans(const struct pa_wake_pred *p, rm_u32 out[PA_SPAN_HIST]);
+rm_u32 pa_span_percentile(rm_u32 *s, unsigned n);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
  * (no agreed period, held off, or already woken for it). */
 rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);

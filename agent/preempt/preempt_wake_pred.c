@@ -154,14 +154,16 @@ static void note_span(struct pa_wake_pred *p, rm_u64 done)
 	p->spans++;
 }
 
-rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p)
+unsigned pa_wake_pred_spans(const struct pa_wake_pred *p, rm_u32 out[PA_SPAN_HIST])
 {
-	rm_u32 s[PA_SPAN_HIST];
-	unsigned n = p->nspan;
+	memcpy(out, p->span_us, p->nspan * sizeof(out[0]));
+	return p->nspan;
+}
 
-	if (n < PA_SPAN_MIN)
+rm_u32 pa_span_percentile(rm_u32 *s, unsigned n)
+{
+	if (n < PA_SPAN_MIN || n > PA_SPAN_HIST)
 		return 0;
-	memcpy(s, p->span_us, n * sizeof(s[0]));
 	for (unsigned i = 1; i < n; i++)
 		for (unsigned k = i; k > 0 && s[k] < s[k - 1]; k--) {
 			rm_u32 x = s[k];
@@ -170,6 +172,13 @@ rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p)
 			s[k - 1] = x;
 		}
 	return s[(n * PA_SPAN_PERCENTILE + 99u) / 100u - 1u];
+}
+
+rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p)
+{
+	rm_u32 s[PA_SPAN_HIST];
+
+	return pa_span_percentile(s, pa_wake_pred_spans(p, s));
 }
 
 void pa_wake_pred_start(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op, rm_u64 done)
