@@ -107,6 +107,11 @@ SET_POLICIES = {
     "winauto": {"windows": {"afterUs": "auto"}},
     "win300": {"windows": {"afterUs": 300}},
     "win500": {"windows": {"afterUs": 500}},
+    # The take-off started later: how much of beforeUs's 1.2 ms the BE
+    # must be given notice before a request.
+    "winb900": {"windows": {"afterUs": "auto", "beforeUs": 900}},
+    "winb700": {"windows": {"afterUs": "auto", "beforeUs": 700}},
+    "winb500": {"windows": {"afterUs": "auto", "beforeUs": 500}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -1429,6 +1434,52 @@ def set_winauto3():
     return s
 
 
+def set_winbefore():
+    """How late a window may open: windows.afterUs "auto" with beforeUs
+    1200 (the default), 900, 700 and 500, beside the default policy, for
+    BERT-base beside a be_fill and a training BE and ViT-B/16 beside a
+    training BE. The disable (0.7 ms at the median) and the preempt
+    (0.3 ms) are issued from the window's start; if the BE leaves the
+    engine early in them, a shorter beforeUs keeps the request's solo GPU
+    time and gives the BE back the difference every period."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True)]
+    for lc, be in (("bert_base_graph", "fill"), ("bert_base_graph", "train"),
+                   ("vit_b16_graph", "train")):
+        model_rows(s, lc, be, ("default", "winauto", "winb900", "winb700", "winb500"),
+                   "winbefore")
+    return s
+
+
+def set_winnotice():
+    """Where in a take-off the BE leaves the engine: rm_probe's windows
+    (no node agent) beside BERT-base every 5 ms, the request due A us into
+    each window (A = 1200, 900, 700, 500) and the window A + 850 us long,
+    with the disable followed by a PREEMPT (as gpuqos does) and without
+    (GQP_NO_PREEMPT=1: the disabled BE leaves at its 50 us timeslice's
+    end, if at all); beside a be_fill and a training BE."""
+    busy = ["--busy-wait-us", "200", "--no-events"]
+    lc = "bert_base_graph"
+    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
+         sc("be alone train", None, "train", 1, "be_alone", pin=True),
+         sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy, tag="winnotice",
+            trace=True, pin=True)]
+    for be in ("fill", "train"):
+        s.append(sc(f"{lc} probe BE {be} 50", lc, be, 1, "probe", lc_args=busy, lc_env=LC_TS,
+                    be_env={"GQP_TIMESLICE_US": "50"}, tag="winnotice", trace=True, pin=True))
+        for pre in (1, 0):
+            for at in (1200, 900, 700, 500):
+                env = {"GQP_TIMESLICE_US": "50", "GQP_WIN_PERIOD_US": "5000",
+                       "GQP_WIN_OFF_US": "0", "GQP_WIN_LEN_US": str(at + 850)}
+                if not pre:
+                    env["GQP_NO_PREEMPT"] = "1"
+                s.append(sc(f"{lc} probe BE {be} 50 off {at + 850} us, request at {at}"
+                            f"{'' if pre else ', no preempt'}", lc, be, 1, "probe",
+                            lc_args=busy + ["--phase-us", str(at)], lc_env=LC_TS, be_env=env,
+                            tag="winnotice", trace=True, pin=True))
+    return s
+
+
 def set_winshort():
     """Windows that end before the LC's request does: the LC's 100 ms
     timeslice keeps a running request on the GPU when the BE comes back,
@@ -1493,7 +1544,7 @@ def windows_set(rows):
     return s
 
 
-SETS = {"winauto3": set_winauto3, "winshort": set_winshort, "winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
+SETS = {"winnotice": set_winnotice, "winbefore": set_winbefore, "winauto3": set_winauto3, "winshort": set_winshort, "winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
         "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
         "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
         "fourbe": set_fourbe, "policies": set_policies}
