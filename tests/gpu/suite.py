@@ -1713,7 +1713,6 @@ class Runner:
         sock_path = self.gq_env()["GPUQOS_CTL_SOCKET"]
         with open(path, "a") as f:
             while not stop.wait(0.02):
-                t = time.time()
                 try:
                     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
                         c.settimeout(2)
@@ -1728,6 +1727,9 @@ class Runner:
                     j = json.loads(buf)
                 except (OSError, ValueError):
                     continue
+                # Stamped when the answer came: a stopped agent answers
+                # after it resumes, with what it holds then.
+                t = time.time()
                 tsgs = []
                 for x in j.get("tsgs", []):
                     if x.get("engineName") != "GR0":
