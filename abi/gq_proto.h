@@ -36,8 +36,9 @@ enum gq_type {
 	GQ_WAKE = 9,     /* P->A: how the process's wakes went so far */
 	GQ_PHASE = 10,   /* P->A: the period and last start of its requests */
 	GQ_WINDOW = 11,  /* A->P: keep this BE off the GPU around an LC's requests */
+	GQ_WINDOW_STATE = 12, /* P->A: the schedule it runs, after each WINDOW */
 };
-#define GQ_TYPE_MAX GQ_WINDOW
+#define GQ_TYPE_MAX GQ_WINDOW_STATE
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -76,6 +77,9 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 /* The library measures its requests' span and puts it in PHASE when a
  * POLICY asks for it (GQ_POLICY_F_SPAN; docs/protocol.md, "Phase"). */
 #define GQ_HELLO_F_SPAN 0x40u
+/* The library answers a WINDOW that carries GQ_WINDOW_F_STATE with
+ * WINDOW_STATE (docs/protocol.md, "Windows"). */
+#define GQ_HELLO_F_WINDOW_STATE 0x80u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -284,6 +288,28 @@ struct gq_window {
 };
 _Static_assert(sizeof(struct gq_window) == 64, "gq_window");
 #define GQ_WINDOW_F_ON 0x1u
+/* Answer with WINDOW_STATE. A sets it only for a library whose HELLO has
+ * GQ_HELLO_F_WINDOW_STATE: an older one ends the schedule on a reserved
+ * bit. */
+#define GQ_WINDOW_F_STATE 0x2u
+
+/* The library's answer to a WINDOW with GQ_WINDOW_F_STATE, once it has
+ * taken or refused it: whether a schedule runs now, and its windows so far
+ * (since the library was loaded). */
+struct gq_window_state {
+	struct gq_hdr hdr;
+	rm_u32 flags;    /* GQ_WINDOW_STATE_F_*; other bits reserved, 0 */
+	rm_u32 reserved; /* 0 */
+	rm_u64 opened RM_ALIGN8;  /* windows it took its TSGs off for */
+	rm_u64 skipped RM_ALIGN8; /* windows it came to too late to open */
+	rm_u64 at_ns RM_ALIGN8;   /* the library's CLOCK_MONOTONIC */
+};
+_Static_assert(sizeof(struct gq_window_state) == 48, "gq_window_state");
+/* A schedule runs: the WINDOW answered was taken (with GQ_WINDOW_F_ON). */
+#define GQ_WINDOW_STATE_F_ON 0x1u
+/* The WINDOW answered was refused (docs/protocol.md, "Windows"): no
+ * schedule runs. */
+#define GQ_WINDOW_STATE_F_REFUSED 0x2u
 /* Limits the library enforces (a WINDOW outside them ends the schedule):
  * the window opens at most GQ_WINDOW_BEFORE_MAX_US ahead of a start and
  * ends at most GQ_WINDOW_AFTER_MAX_US past it, and keeps the BE on at
@@ -324,6 +350,8 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_phase);
 	case GQ_WINDOW:
 		return sizeof(struct gq_window);
+	case GQ_WINDOW_STATE:
+		return sizeof(struct gq_window_state);
 	default:
 		return 0;
 	}

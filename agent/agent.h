@@ -210,6 +210,12 @@ struct peer {
 	int span;       /* its HELLO said GQ_HELLO_F_SPAN */
 	/* window.c: the schedule last sent to it (on 0: none, or ended). */
 	struct peer_window win;
+	int window_state; /* its HELLO said GQ_HELLO_F_WINDOW_STATE */
+	/* Its latest WINDOW_STATE (known 0: none on this connection). */
+	struct {
+		int known, on, refused;
+		uint64_t opened, skipped;
+	} win_state;
 	uint32_t accept_seq; /* accept order: the later of one process's wins */
 };
 

@@ -404,8 +404,9 @@ static void phase_json(const struct proc *p, cJSON *o)
 }
 
 /* The window schedule last sent to its preempt agent and not ended
- * (window.c), or null. The preempt agent does not acknowledge WINDOW: this
- * is what was asked of it (docs/ctl.md). */
+ * (window.c), or null; with whether its preempt agent runs it, as its
+ * latest WINDOW_STATE says (null: a library that does not answer, or no
+ * answer yet; docs/ctl.md). */
 static void window_json(const struct proc *p, cJSON *o)
 {
 	const struct peer_window *w = p->peer ? &p->peer->win : NULL;
@@ -423,6 +424,15 @@ static void window_json(const struct proc *p, cJSON *o)
 	cJSON_AddNumberToObject(j, "beforeUs", (double)w->before_us);
 	cJSON_AddNumberToObject(j, "afterUs", (double)w->after_us);
 	cJSON_AddNumberToObject(j, "lcPid", (double)w->lc_pid);
+	if (p->peer->win_state.known) {
+		cJSON_AddBoolToObject(j, "held", p->peer->win_state.on);
+		cJSON_AddNumberToObject(j, "windowsOpened", (double)p->peer->win_state.opened);
+		cJSON_AddNumberToObject(j, "windowsSkipped", (double)p->peer->win_state.skipped);
+	} else {
+		cJSON_AddNullToObject(j, "held");
+		cJSON_AddNullToObject(j, "windowsOpened");
+		cJSON_AddNullToObject(j, "windowsSkipped");
+	}
 }
 
 static cJSON *proc_json(struct agent *a, const struct proc *p)

@@ -130,7 +130,7 @@ int peer_send_window(struct agent *a, struct peer *p)
 
 	memset(&m, 0, sizeof(m));
 	gq_hdr_init(&m.hdr, GQ_WINDOW, ++p->send_seq);
-	m.flags = p->win.on ? GQ_WINDOW_F_ON : 0;
+	m.flags = (p->win.on ? GQ_WINDOW_F_ON : 0) | (p->window_state ? GQ_WINDOW_F_STATE : 0);
 	m.device_instance = p->win.gpu;
 	m.period_ns = p->win.period_ns;
 	m.start_ns = p->win.start_us * 1000u;
@@ -251,6 +251,8 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->phase = (m->flags & GQ_HELLO_F_PHASE) != 0;
 	p->can_window = (m->flags & GQ_HELLO_F_WINDOW) != 0;
 	p->span = (m->flags & GQ_HELLO_F_SPAN) != 0;
+	p->window_state = (m->flags & GQ_HELLO_F_WINDOW_STATE) != 0;
+	memset(&p->win_state, 0, sizeof(p->win_state));
 	/* A new connection has no schedule: the library ended it with the
 	 * last one. */
 	memset(&p->win, 0, sizeof(p->win));
@@ -427,6 +429,39 @@ static void on_phase(struct agent *a, struct peer *p, const struct gq_phase *m)
 	pr->phase.rx_us = now;
 }
 
+/* A WINDOW_STATE: what the BE's library runs of the schedule it was sent
+ * (docs/protocol.md, "Windows"). A bad one is logged and changes nothing;
+ * the connection stays. */
+static void on_window_state(struct agent *a, struct peer *p, const struct gq_window_state *m)
+{
+	const char *why = NULL;
+
+	if (!p->window_state)
+		why = "not asked for (no WINDOW_STATE in its HELLO)";
+	else if ((m->flags & ~(GQ_WINDOW_STATE_F_ON | GQ_WINDOW_STATE_F_REFUSED)) != 0 ||
+		 m->reserved != 0)
+		why = "reserved bits set";
+	else if ((m->flags & GQ_WINDOW_STATE_F_ON) && (m->flags & GQ_WINDOW_STATE_F_REFUSED))
+		why = "both running and refused";
+	else if (p->win_state.known &&
+		 (m->opened < p->win_state.opened || m->skipped < p->win_state.skipped))
+		why = "its counts went back";
+	if (why) {
+		proc_log(a, p->proc, LOG_LEVEL_WARN, "pid %d: WINDOW_STATE ignored: %s", (int)p->pid,
+			 why);
+		return;
+	}
+	if ((m->flags & GQ_WINDOW_STATE_F_REFUSED) && !p->win_state.refused)
+		proc_log(a, p->proc, LOG_LEVEL_WARN,
+			 "pid %d: its preempt agent refused the window schedule (its log says why)",
+			 (int)p->pid);
+	p->win_state.known = 1;
+	p->win_state.on = (m->flags & GQ_WINDOW_STATE_F_ON) != 0;
+	p->win_state.refused = (m->flags & GQ_WINDOW_STATE_F_REFUSED) != 0;
+	p->win_state.opened = m->opened;
+	p->win_state.skipped = m->skipped;
+}
+
 /* Returns 0, or -1 when the message breaks the protocol. */
 static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_t n)
 {
@@ -475,6 +510,9 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		return 0;
 	case GQ_PHASE:
 		on_phase(a, p, buf);
+		return 0;
+	case GQ_WINDOW_STATE:
+		on_window_state(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
 		proc_log(a, p->proc, LOG_LEVEL_WARN,

@@ -52,6 +52,8 @@ struct proc_view {
 	/* The window schedule it runs (a BE; agents since 2026-11-26). */
 	int has_window;
 	struct oint win_gpu, win_period, win_before, win_after, win_lc;
+	int win_held_known, win_held;
+	struct oint win_opened, win_skipped;
 };
 
 #define CELL 64
@@ -199,6 +201,9 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 		oint_get(e, win, w2, "beforeUs", J_REQ, &v->win_before);
 		oint_get(e, win, w2, "afterUs", J_REQ, &v->win_after);
 		oint_get(e, win, w2, "lcPid", J_REQ, &v->win_lc);
+		v->win_held_known = j_bool(e, win, w2, "held", J_ANY, &v->win_held) > 0;
+		oint_get(e, win, w2, "windowsOpened", J_ANY, &v->win_opened);
+		oint_get(e, win, w2, "windowsSkipped", J_ANY, &v->win_skipped);
 	}
 	return e->msg[0] ? -1 : 0;
 }
@@ -469,7 +474,7 @@ static void show_tsg_detail(FILE *out, const struct tsg_view *v)
 
 static void show_proc_detail(FILE *out, const struct proc_view *v)
 {
-	char buf[256];
+	char buf[384];
 
 	fprintf(out, "\nprocess %lld (", v->pid);
 	put_safe(out, v->comm);
@@ -530,17 +535,25 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 		detail(out, "phase", buf);
 	}
 	if (v->has_window) {
-		char g[NUM], per[NUM], bf[NUM], af[NUM], lc[NUM];
+		char g[NUM], per[NUM], bf[NUM], af[NUM], lc[NUM], op[NUM], sk[NUM], held[96];
 
 		fmt_oint(g, sizeof(g), &v->win_gpu, "?");
 		fmt_oint(per, sizeof(per), &v->win_period, "?");
 		fmt_oint(bf, sizeof(bf), &v->win_before, "?");
 		fmt_oint(af, sizeof(af), &v->win_after, "?");
 		fmt_oint(lc, sizeof(lc), &v->win_lc, "?");
+		fmt_oint(op, sizeof(op), &v->win_opened, "?");
+		fmt_oint(sk, sizeof(sk), &v->win_skipped, "?");
+		if (!v->win_held_known)
+			snprintf(held, sizeof(held), "not confirmed by its preempt agent");
+		else if (v->win_held)
+			snprintf(held, sizeof(held), "held (%s windows opened, %s skipped)", op, sk);
+		else
+			snprintf(held, sizeof(held), "NOT held: its preempt agent refused or ended it");
 		snprintf(buf, sizeof(buf),
 			 "asked to be off GPU %s from %s µs before to %s µs after each request of "
-			 "LC pid %s (every %s µs)",
-			 g, bf, af, lc, per);
+			 "LC pid %s (every %s µs); %s",
+			 g, bf, af, lc, per, held);
 		detail(out, "window", buf);
 	}
 }

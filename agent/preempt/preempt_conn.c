@@ -207,7 +207,7 @@ static int pa_greet(int s)
 	pa_wake_sent = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
 		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS | GQ_HELLO_F_PHASE |
-			     GQ_HELLO_F_WINDOW |
+			     GQ_HELLO_F_WINDOW | GQ_HELLO_F_WINDOW_STATE |
 			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY | GQ_HELLO_F_SPAN : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
@@ -542,9 +542,15 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		return 0;
 	case GQ_COMMAND:
 		return pa_command(s, buf, received_ns);
-	case GQ_WINDOW:
+	case GQ_WINDOW: {
+		struct gq_window_state st;
+
 		pa_window_set(buf, received_ns);
-		return 0;
+		if (!(((const struct gq_window *)buf)->flags & GQ_WINDOW_F_STATE))
+			return 0;
+		pa_window_state(&st, pa_seq++, pa_now_ns());
+		return pa_send(s, &st, sizeof(st));
+	}
 	default:
 		pa_bad_msgs++;
 		pa_info("ignored a message of type %u: not one the node agent sends (%lu so far)",

@@ -151,7 +151,7 @@ const char *pa_window_bad(const struct gq_window *w, rm_u64 now_ns)
 {
 	rm_u64 span = ((rm_u64)w->before_us + w->after_us) * 1000u;
 
-	if ((w->flags & ~GQ_WINDOW_F_ON) != 0 || w->reserved != 0)
+	if ((w->flags & ~(GQ_WINDOW_F_ON | GQ_WINDOW_F_STATE)) != 0 || w->reserved != 0)
 		return "reserved bits set";
 	if (w->period_ns < GQ_PHASE_PERIOD_MIN_NS || w->period_ns > GQ_PHASE_PERIOD_MAX_NS)
 		return "period out of range (1 ms .. 1 s)";

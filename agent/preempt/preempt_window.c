@@ -47,6 +47,7 @@ static struct {
 	rm_u32 device;
 	rm_u64 period_ns, start_ns, before_ns, after_ns, lease_end_ns;
 	unsigned gen; /* bumped on every change */
+	int refused;  /* the latest WINDOW failed pa_window_bad */
 	/* Counts since the library was loaded (logged). */
 	unsigned long opened, skipped, held_tsgs;
 	rm_u64 off_ns;  /* time in ioctl() taking TSGs off */
@@ -188,6 +189,7 @@ void pa_window_set(const struct gq_window *w, rm_u64 received_ns)
 	pw_cv_init();
 	if (w->flags & GQ_WINDOW_F_ON)
 		why = pa_window_bad(w, received_ns);
+	pw.refused = why != NULL;
 	if (!(w->flags & GQ_WINDOW_F_ON) || why != NULL) {
 		if (why != NULL)
 			pa_info("ignored a WINDOW: %s; no windows", why);
@@ -225,6 +227,18 @@ void pa_window_set(const struct gq_window *w, rm_u64 received_ns)
 	pthread_mutex_unlock(&pw.lock);
 }
 
+void pa_window_state(struct gq_window_state *m, rm_u32 seq, rm_u64 now_ns)
+{
+	memset(m, 0, sizeof(*m));
+	gq_hdr_init(&m->hdr, GQ_WINDOW_STATE, seq);
+	pthread_mutex_lock(&pw.lock);
+	m->flags = (pw.on ? GQ_WINDOW_STATE_F_ON : 0) | (pw.refused ? GQ_WINDOW_STATE_F_REFUSED : 0);
+	m->opened = pw.opened;
+	m->skipped = pw.skipped;
+	pthread_mutex_unlock(&pw.lock);
+	m->at_ns = now_ns;
+}
+
 void pa_window_stop(const char *why)
 {
 	pthread_mutex_lock(&pw.lock);
@@ -242,6 +256,7 @@ void pa_window_child_reset(void)
 	pw.started = 0;
 	pw.dead = 0;
 	pw.on = 0;
+	pw.refused = 0;
 	pw.gen = 0;
 	pw.opened = pw.skipped = pw.held_tsgs = 0;
 	pw.off_ns = 0;

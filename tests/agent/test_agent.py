@@ -1222,14 +1222,16 @@ def t_window_send(make_agent):
           "renewals over 1.2 s: %r" % be.evs("window"))
     win = row(be.pid).get("window")
     check(win == {"gpu": 0, "periodUs": 5000, "beforeUs": 1200, "afterUs": 800,
-                  "lcPid": lc.pid}, "list: %r" % row(be.pid))
+                  "lcPid": lc.pid, "held": None, "windowsOpened": None,
+                  "windowsSkipped": None}, "list: %r" % row(be.pid))
     check(row(lc.pid).get("window") is None and row(old.pid).get("window") is None,
           "the LC and the older BE have none")
     ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
     out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(be.pid)], capture_output=True,
                          text=True, timeout=20).stdout
     check(re.search(r"window\s+asked to be off GPU 0 from 1200 µs before to 800 µs after each "
-                    r"request of LC pid %d \(every 5000 µs\)" % lc.pid, out),
+                    r"request of LC pid %d \(every 5000 µs\); not confirmed by its preempt "
+                    r"agent" % lc.pid, out),
           "gpuqosctl show: %s" % out)
     check(not old.evs("window") and not lc.evs("window") and not old.evs("unexpected"),
           "WINDOW only to a BE that offers it")
@@ -1249,6 +1251,98 @@ def t_window_send(make_agent):
     old.send(op="raw", hex=gq_proto.window(1, 5 * ms, t, t, 1200, 800, 1000).hex())
     wait_for(lambda: len(old.evs("disconnected")) > gone, "a peer's WINDOW closes it")
     check(a.counters()["malformed"] == 1, "counted as malformed: %r" % a.counters())
+    check(a.alive(), "agent alive")
+
+
+def t_window_state(make_agent):
+    """WINDOW_STATE (docs/protocol.md, "Windows"): a BE whose HELLO offers
+    it is asked for it in every WINDOW (WINDOW_F_STATE), and what it
+    answers is what gpuqosctl list and show say of its window: held with
+    its counts, or not held. An answer with bad flags, counts that go
+    back, or from a peer that did not offer it changes nothing."""
+    a = make_agent(config(windows={"afterUs": 800}))
+    a.start()
+    be, lc = be_and_lc(a)
+
+    def log_has(text):
+        with open(os.path.join(a.dir, "agent.log"), errors="replace") as f:
+            return text in f.read()
+
+    a.log_has = log_has
+    wait_for(lambda: lc.evs("policy") and be.evs("policy"), "connected")
+    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE)
+    lc.send(op="reconnect")
+    be.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_WINDOW | gq_proto.F_WINDOW_STATE)
+    be.send(op="reconnect")
+    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
+             "both reconnected with their flags")
+    ms = 1000000
+
+    def now():
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def row(pid):
+        return next((p for p in a.list()["processes"] if p["pid"] == pid), {})
+
+    start = now() - 2 * ms
+    stop = threading.Event()
+
+    def reports():
+        while not stop.wait(0.1):
+            t = now()
+            last = start + (t - start) // (5 * ms) * 5 * ms
+            lc.send(op="raw", hex=gq_proto.phase(1, 5 * ms, last, t).hex())
+
+    th = threading.Thread(target=reports, daemon=True)
+    th.start()
+    try:
+        wait_for(lambda: be.evs("window"), "a WINDOW to the BE")
+        w = be.evs("window")[0]
+        check(w["flags"] == gq_proto.WINDOW_F_ON | gq_proto.WINDOW_F_STATE,
+              "asked for its state: %r" % w)
+        win = lambda: row(be.pid).get("window") or {}
+        check(win().get("held", 0) is None, "no answer yet: %r" % win())
+
+        def state(flags, opened, skipped, reserved=0):
+            be.send(op="raw", hex=gq_proto.window_state(1, flags, opened, skipped, now(),
+                                                        reserved).hex())
+
+        ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
+
+        def show():
+            return subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(be.pid)],
+                                  capture_output=True, text=True, timeout=20).stdout
+
+        state(gq_proto.WINDOW_STATE_F_ON, 7, 1)
+        wait_for(lambda: win().get("held") is True, "held: %r" % win())
+        check(win()["windowsOpened"] == 7 and win()["windowsSkipped"] == 1, "counts: %r" % win())
+        check(re.search(r"each request of LC pid %d \(every 5000 µs\); held \(7 windows opened, "
+                        r"1 skipped\)" % lc.pid, show()), "gpuqosctl show: %s" % show())
+        # Bad answers: both bits, a reserved bit, counts that go back.
+        state(gq_proto.WINDOW_STATE_F_ON | gq_proto.WINDOW_STATE_F_REFUSED, 9, 1)
+        state(gq_proto.WINDOW_STATE_F_ON | 4, 9, 1)
+        state(gq_proto.WINDOW_STATE_F_ON, 9, 1, reserved=1)
+        state(gq_proto.WINDOW_STATE_F_ON, 6, 1)
+        wait_for(lambda: a.log_has("WINDOW_STATE ignored: its counts went back"),
+                 "the bad answers logged")
+        check(a.log_has("WINDOW_STATE ignored: both running and refused") and
+              a.log_has("WINDOW_STATE ignored: reserved bits set"), "each bad answer logged")
+        check(win()["held"] is True and win()["windowsOpened"] == 7, "unchanged: %r" % win())
+        # Refused: not held, said in show and the log.
+        state(gq_proto.WINDOW_STATE_F_REFUSED, 9, 2)
+        wait_for(lambda: win().get("held") is False, "not held: %r" % win())
+        check(re.search(r"NOT held: its preempt agent refused or ended it", show()),
+              "gpuqosctl show: %s" % show())
+        wait_for(lambda: a.log_has("its preempt agent refused the window schedule"),
+                 "the refusal logged")
+        # From a peer that did not offer it (the LC): ignored, logged.
+        lc.send(op="raw", hex=gq_proto.window_state(1, gq_proto.WINDOW_STATE_F_ON, 1, 0,
+                                                    now()).hex())
+        wait_for(lambda: a.log_has("WINDOW_STATE ignored: not asked for"), "the LC's answer")
+        check(a.counters()["malformed"] == 0 and not be.evs("unexpected"), "no connection lost")
+    finally:
+        stop.set()
+        th.join()
     check(a.alive(), "agent alive")
 
 
@@ -1360,7 +1454,7 @@ TESTS = {
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
     "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,
-    "window_send": t_window_send, "window_auto": t_window_auto,
+    "window_send": t_window_send, "window_auto": t_window_auto, "window_state": t_window_state,
 }
 
 if __name__ == "__main__":

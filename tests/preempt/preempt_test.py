@@ -31,6 +31,8 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
                                   F_PHASE, POLICY_F_PHASE, PHASE, F_WINDOW, window,
+                                  F_WINDOW_STATE, WINDOW_F_ON, WINDOW_F_STATE, WINDOW_STATE,
+                                  WINDOW_STATE_F_ON, WINDOW_STATE_F_REFUSED,
                                   F_SPAN, POLICY_F_SPAN, PHASE_F_SPAN,
                                   WINDOW_BEFORE_MAX_US, WINDOW_LEASE_MAX_MS,
                                   VERSION, command, hdr, policy, wake_word)
@@ -210,6 +212,7 @@ def setup(args, tmp, preexec=None, **extra):
     conn = agent.accept()
     hello = conn.take(HELLO)
     check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
+          | F_WINDOW_STATE
           and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
@@ -394,6 +397,7 @@ def sc_fork(args, tmp):
     child = agent.accept()
     hello = child.take(HELLO)
     check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
+          | F_WINDOW_STATE
           and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
@@ -661,7 +665,7 @@ def sc_window(args, tmp):
     bad = [dict(sent_ns=now() - 10 ** 9), dict(period_ns=500000),
            dict(before_us=WINDOW_BEFORE_MAX_US + 1), dict(after_us=37000),
            dict(lease_ms=0), dict(lease_ms=WINDOW_LEASE_MAX_MS + 1), dict(reserved=1),
-           dict(flags=3), dict(start_ns=now() + 11 * 10 ** 9)]
+           dict(flags=WINDOW_F_ON | 4), dict(start_ns=now() + 11 * 10 ** 9)]
     for i, b in enumerate(bad):
         m = dict(period_ns=period, start_ns=now(), sent_ns=now(), before_us=before,
                  after_us=after, lease_ms=1000)
@@ -670,6 +674,12 @@ def sc_window(args, tmp):
     conn.barrier(950)
     time.sleep(0.3)
     check(chancounts(w) == (0, 0, 0), "a bad WINDOW took the BE off: %r" % (chancounts(w),))
+    # Asked for its state (WINDOW_STATE), the library says it refused one.
+    conn.send(window(951, period, now(), now() - 10 ** 9, before, after, 1000,
+                     flags=WINDOW_F_ON | WINDOW_F_STATE))
+    st = conn.take(WINDOW_STATE)
+    check(st["flags"] == WINDOW_STATE_F_REFUSED and st["opened"] == 0 and st["reserved"] == 0,
+          "a refused WINDOW's state: %r" % st)
 
     # A schedule: the channel is off around every start, and only then.
     start = now() + 100000000
@@ -679,6 +689,17 @@ def sc_window(args, tmp):
     time.sleep(max(1.0 - (time.monotonic() - t0), 0))
     c = chancounts(w)
     check(12 <= c[1] <= 30 and c[2] >= c[1] - 1, "1 s of 40 ms windows: %r" % (c,))
+    # A renewal that asks for its state: held, with the windows it opened.
+    conn.send(window(958, period, start, now(), before, after, 2000,
+                     flags=WINDOW_F_ON | WINDOW_F_STATE))
+    st = conn.take(WINDOW_STATE)
+    check(st["flags"] == WINDOW_STATE_F_ON and c[1] <= st["opened"] <= c[1] + 2,
+          "a running schedule's state: %r, channel %r" % (st, c))
+    # Without the bit, no answer.
+    conn.send(window(959, period, start, now(), before, after, 2000))
+    conn.barrier(957)
+    check(not any(d["type"] == WINDOW_STATE for d in conn.pending),
+          "a WINDOW_STATE nobody asked for: %r" % conn.pending)
     for _ in range(5):
         at = int(w.step("chantime 0").split("=")[1])
         into = (at - (start - before * 1000)) % period
@@ -707,8 +728,11 @@ def sc_window(args, tmp):
     check(conn.command(965, OP_UNGATE, TSGS[0])["err"] == 0, "UNGATE")
     take_flags(conn, 0)
     wait_chan(w, lambda c: c[2] >= g0[2] + 2, "windows after the gate")
-    # Ended by the node agent: on at once, and no more windows.
-    conn.send(window(966, period, start, now(), before, after, 2000, flags=0))
+    # Ended by the node agent: on at once, and no more windows; asked, the
+    # library says none runs.
+    conn.send(window(966, period, start, now(), before, after, 2000, flags=WINDOW_F_STATE))
+    st = conn.take(WINDOW_STATE)
+    check(st["flags"] == 0, "an ended schedule's state: %r" % st)
     c1 = wait_chan(w, lambda c: c[0] == 0, "on after the end", timeout=0.5)
     time.sleep(0.2)
     check(chancounts(w)[1] == c1[1], "a window after the end")

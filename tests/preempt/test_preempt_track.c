@@ -456,8 +456,10 @@ static void test_windows(void)
 	CHECK(pa_window_bad(&ok, now) == NULL);
 	w = ok, w.reserved = 1;
 	CHECK(pa_window_bad(&w, now) != NULL);
-	w = ok, w.flags = 2 | GQ_WINDOW_F_ON;
+	w = ok, w.flags = 4 | GQ_WINDOW_F_ON;
 	CHECK(pa_window_bad(&w, now) != NULL);
+	w = ok, w.flags = GQ_WINDOW_F_STATE | GQ_WINDOW_F_ON;
+	CHECK(pa_window_bad(&w, now) == NULL);
 	w = ok, w.period_ns = 999999;
 	CHECK(pa_window_bad(&w, now) != NULL);
 	w = ok, w.before_us = GQ_WINDOW_BEFORE_MAX_US + 1;

@@ -11,9 +11,9 @@ from gpuqos_test import Failure
 MAGIC = 0x534F5147
 VERSION = 1
 (HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE,
- WINDOW) = range(1, 12)
+ WINDOW, WINDOW_STATE) = range(1, 13)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
-         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64}
+         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64, WINDOW_STATE: 48}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -26,8 +26,11 @@ F_WAKE_STATS = 8
 F_PHASE = 16
 F_WINDOW = 32
 F_SPAN = 64
+F_WINDOW_STATE = 128
 PHASE_F_SPAN = 1
 WINDOW_F_ON = 1
+WINDOW_F_STATE = 2
+WINDOW_STATE_F_ON, WINDOW_STATE_F_REFUSED = 1, 2
 WINDOW_BEFORE_MAX_US, WINDOW_AFTER_MAX_US = 10000, 100000
 WINDOW_ON_MIN_PERCENT, WINDOW_LEASE_MAX_MS = 10, 2000
 POLICY_F_ACTIVITY = 1
@@ -56,6 +59,7 @@ BODIES = {
     PHASE: ("=IIQQQ", "flags span_us period_ns last_start_ns at_ns"),
     WINDOW: ("=IIQQQIIII", "flags device_instance period_ns start_ns sent_ns before_us "
                            "after_us lease_ms reserved"),
+    WINDOW_STATE: ("=IIQQQ", "flags reserved opened skipped at_ns"),
 }
 
 
@@ -123,6 +127,11 @@ def window(seq, period_ns, start_ns, sent_ns, before_us, after_us, lease_ms,
     return hdr(WINDOW, seq) + struct.pack("=IIQQQIIII", flags, device_instance, period_ns,
                                           start_ns, sent_ns, before_us, after_us, lease_ms,
                                           reserved)
+
+
+def window_state(seq, flags, opened, skipped, at_ns, reserved=0):
+    return hdr(WINDOW_STATE, seq) + struct.pack("=IIQQQ", flags, reserved, opened, skipped,
+                                                at_ns)
 
 
 class BadMessage(Failure):
