@@ -1693,11 +1693,12 @@ class Runner:
         return {"event": "stop", "at_s": ev[1], "for_s": ev[2], "done": True}
 
     def activity(self):
-        """Every process's launch reading and its wake counts, as the agent
-        holds them now (gpuqosctl --json list)."""
+        """Every process's launch reading, its wake counts and its window
+        schedule, as the agent holds them now (gpuqosctl --json list)."""
         exe = os.path.join(self.build, "agent/cli/gpuqosctl")
         env = dict(os.environ, **self.gq_env(), LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
-        keys = ("pid", "class", "launchActivePercent", "launchesPerSecond", "launchBound", "wake")
+        keys = ("pid", "class", "launchActivePercent", "launchesPerSecond", "launchBound", "wake",
+                "window")
         try:
             j = subprocess.run([exe, "--json", "list"], env=env, capture_output=True, text=True,
                                timeout=10)
@@ -1880,6 +1881,9 @@ class Runner:
                     if x.get("wake"):
                         self.say(f"{s['name']}: pid {x['pid']}'s wakes mid-window, as the agent "
                                  f"holds them: {x['wake']}")
+                    if x.get("window"):
+                        self.say(f"{s['name']}: pid {x['pid']}'s window mid-window: "
+                                 f"{x['window']}")
         deadline = time.monotonic() + dur + 60
         for _, p in procs + ([("eager", eager)] if eager else []):
             try:
