@@ -337,6 +337,7 @@ struct mrow {
 	uint32_t wake_lead_us; /* the wake its preempt agent was asked for, 0: none */
 	uint32_t span_us;         /* its process's request span (a fresh PHASE); GQ_UNKNOWN: none */
 	uint32_t window_after_us; /* the window schedule asked of its process; GQ_UNKNOWN: none */
+	uint32_t window_held;     /* its preempt agent's answer (0/1); GQ_UNKNOWN: none or none yet */
 	const struct proc *proc; /* its process's WAKE counts (wake.have), or NULL */
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
@@ -455,6 +456,9 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 									     : GQ_UNKNOWN;
 		r->window_after_us =
 			p && p->peer && p->peer->win.on ? p->peer->win.after_us : GQ_UNKNOWN;
+		r->window_held = p && p->peer && p->peer->win.on && p->peer->win_state.known
+					 ? (uint32_t)p->peer->win_state.on
+					 : GQ_UNKNOWN;
 		r->proc = p && p->wake.have ? p : NULL;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
@@ -652,6 +656,10 @@ static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t 
 		       "after each request's start its preempt agent was asked to keep it off; absent "
 		       "without windows.",
 		       offsetof(struct mrow, window_after_us), 1e-6);
+	render_tsg_u32(b, rows, n, "gpuqos_tsg_window_held",
+		       "1 when the BE's preempt agent says it runs the window schedule it was sent, 0 "
+		       "when it refused or could not start it; absent without windows or an answer.",
+		       offsetof(struct mrow, window_held), 1.0);
 	render_wakes(b, rows, n);
 }
 

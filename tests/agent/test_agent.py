@@ -1261,8 +1261,18 @@ def t_window_state(make_agent):
     its counts, or not held. An answer with bad flags, counts that go
     back, or from a peer that did not offer it changes nothing."""
     a = make_agent(config(windows={"afterUs": 800}))
-    a.start()
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.close()
+    a.start(extra=["--metrics-address", "127.0.0.1:%d" % port])
     be, lc = be_and_lc(a)
+
+    def held_gauge():
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
+        return sorted(float(m.group(1)) for m in re.finditer(
+            r'^gpuqos_tsg_window_held\{[^}]*pid="%d"[^}]*\} (\S+)$' % be.pid, text.decode(),
+            re.M))
 
     def log_has(text):
         with open(os.path.join(a.dir, "agent.log"), errors="replace") as f:
@@ -1302,6 +1312,7 @@ def t_window_state(make_agent):
               "asked for its state: %r" % w)
         win = lambda: row(be.pid).get("window") or {}
         check(win().get("held", 0) is None, "no answer yet: %r" % win())
+        check(held_gauge() == [], "no gauge before an answer: %r" % held_gauge())
 
         def state(flags, opened, skipped, reserved=0):
             be.send(op="raw", hex=gq_proto.window_state(1, flags, opened, skipped, now(),
@@ -1316,6 +1327,7 @@ def t_window_state(make_agent):
         state(gq_proto.WINDOW_STATE_F_ON, 7, 1)
         wait_for(lambda: win().get("held") is True, "held: %r" % win())
         check(win()["windowsOpened"] == 7 and win()["windowsSkipped"] == 1, "counts: %r" % win())
+        wait_for(lambda: held_gauge()[:1] == [1.0], "held in /metrics: %r" % held_gauge())
         check(re.search(r"each request of LC pid %d \(every 5000 µs\); held \(7 windows opened, "
                         r"1 skipped\)" % lc.pid, show()), "gpuqosctl show: %s" % show())
         # Bad answers: both bits, a reserved bit, counts that go back.
@@ -1331,6 +1343,7 @@ def t_window_state(make_agent):
         # Refused: not held, said in show and the log.
         state(gq_proto.WINDOW_STATE_F_REFUSED, 9, 2)
         wait_for(lambda: win().get("held") is False, "not held: %r" % win())
+        wait_for(lambda: held_gauge()[:1] == [0.0], "not held in /metrics: %r" % held_gauge())
         check(re.search(r"NOT held: its preempt agent refused or ended it", show()),
               "gpuqosctl show: %s" % show())
         wait_for(lambda: a.log_has("its preempt agent refused the window schedule"),
