@@ -215,6 +215,7 @@ struct peer {
 	struct {
 		int known, on, refused;
 		uint64_t opened, skipped;
+		uint64_t rx_us; /* when it came (now_us()) */
 	} win_state;
 	uint32_t accept_seq; /* accept order: the later of one process's wins */
 };
@@ -542,6 +543,11 @@ int peer_send_window(struct agent *a, struct peer *p);
 /* The wake lead (us) the last POLICY sent to p's preempt agent asked for;
  * 0: none, or no POLICY sent. */
 uint32_t proc_wake_lead_us(const struct proc *p);
+/* Whether p's preempt agent holds the window schedule it was sent: 1 or
+ * 0 as its latest WINDOW_STATE said, -1 without a schedule, without an
+ * answer, or with one older than WINDOW_LEASE_MS (a library that stopped
+ * answering has stopped renewing too: its schedule has lapsed). */
+int peer_window_held(const struct peer *p, uint64_t now);
 void peer_close(struct agent *a, struct peer *p, const char *why);
 void peer_close_broken(struct agent *a);
 void peer_reap(struct agent *a);

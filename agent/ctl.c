@@ -405,8 +405,8 @@ static void phase_json(const struct proc *p, cJSON *o)
 
 /* The window schedule last sent to its preempt agent and not ended
  * (window.c), or null; with whether its preempt agent runs it, as its
- * latest WINDOW_STATE says (null: a library that does not answer, or no
- * answer yet; docs/ctl.md). */
+ * latest WINDOW_STATE says (null: a library that does not answer, no
+ * answer yet, or none within the lease; docs/ctl.md). */
 static void window_json(const struct proc *p, cJSON *o)
 {
 	const struct peer_window *w = p->peer ? &p->peer->win : NULL;
@@ -424,7 +424,7 @@ static void window_json(const struct proc *p, cJSON *o)
 	cJSON_AddNumberToObject(j, "beforeUs", (double)w->before_us);
 	cJSON_AddNumberToObject(j, "afterUs", (double)w->after_us);
 	cJSON_AddNumberToObject(j, "lcPid", (double)w->lc_pid);
-	if (p->peer->win_state.known) {
+	if (peer_window_held(p->peer, now_us()) >= 0) {
 		cJSON_AddBoolToObject(j, "held", p->peer->win_state.on);
 		cJSON_AddNumberToObject(j, "windowsOpened", (double)p->peer->win_state.opened);
 		cJSON_AddNumberToObject(j, "windowsSkipped", (double)p->peer->win_state.skipped);

@@ -456,7 +456,7 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 									     : GQ_UNKNOWN;
 		r->window_after_us =
 			p && p->peer && p->peer->win.on ? p->peer->win.after_us : GQ_UNKNOWN;
-		r->window_held = p && p->peer && p->peer->win.on && p->peer->win_state.known
+		r->window_held = p && peer_window_held(p->peer, now) >= 0
 					 ? (uint32_t)p->peer->win_state.on
 					 : GQ_UNKNOWN;
 		r->proc = p && p->wake.have ? p : NULL;

@@ -460,6 +460,15 @@ static void on_window_state(struct agent *a, struct peer *p, const struct gq_win
 	p->win_state.refused = (m->flags & GQ_WINDOW_STATE_F_REFUSED) != 0;
 	p->win_state.opened = m->opened;
 	p->win_state.skipped = m->skipped;
+	p->win_state.rx_us = now_us();
+}
+
+int peer_window_held(const struct peer *p, uint64_t now)
+{
+	if (!p || !p->win.on || !p->win_state.known ||
+	    now - p->win_state.rx_us > (uint64_t)WINDOW_LEASE_MS * 1000u)
+		return -1;
+	return p->win_state.on;
 }
 
 /* Returns 0, or -1 when the message breaks the protocol. */

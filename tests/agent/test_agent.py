@@ -1158,6 +1158,17 @@ def t_phase_report(make_agent):
     check(a.alive(), "agent alive")
 
 
+def reconnect_with(lc, lc_flags, be, be_flags):
+    """The LC and the BE peer connected again, their HELLOs offering
+    these flags (each peer's second connection)."""
+    lc.send(op="set", hello_flags=lc_flags)
+    lc.send(op="reconnect")
+    be.send(op="set", hello_flags=be_flags)
+    be.send(op="reconnect")
+    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
+             "both reconnected with their flags")
+
+
 def t_window_send(make_agent):
     """Windows (docs/policy.md, "Windows"): with windows.afterUs set, a BE
     whose HELLO offers WINDOW gets a schedule around the requests of the
@@ -1172,12 +1183,8 @@ def t_window_send(make_agent):
     old = a.peer()  # a BE whose library does not run windows
     standard_process(old, client=0xC1D00003)
     wait_for(lambda: lc.evs("policy") and be.evs("policy") and old.evs("policy"), "connected")
-    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE)
-    lc.send(op="reconnect")
-    be.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_WINDOW)
-    be.send(op="reconnect")
-    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
-             "both reconnected with their flags")
+    reconnect_with(lc, F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE,
+                   be, F_ACTIVITY | gq_proto.F_WINDOW)
     ms = 1000000
 
     def now():
@@ -1258,8 +1265,9 @@ def t_window_state(make_agent):
     """WINDOW_STATE (docs/protocol.md, "Windows"): a BE whose HELLO offers
     it is asked for it in every WINDOW (WINDOW_F_STATE), and what it
     answers is what gpuqosctl list and show say of its window: held with
-    its counts, or not held. An answer with bad flags, counts that go
-    back, or from a peer that did not offer it changes nothing."""
+    its counts, or not held, for as long as the lease of a WINDOW. An
+    answer with bad flags, counts that go back, or from a peer that did
+    not offer it changes nothing."""
     a = make_agent(config(windows={"afterUs": 800}))
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -1280,12 +1288,8 @@ def t_window_state(make_agent):
 
     a.log_has = log_has
     wait_for(lambda: lc.evs("policy") and be.evs("policy"), "connected")
-    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE)
-    lc.send(op="reconnect")
-    be.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_WINDOW | gq_proto.F_WINDOW_STATE)
-    be.send(op="reconnect")
-    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
-             "both reconnected with their flags")
+    reconnect_with(lc, F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE,
+                   be, F_ACTIVITY | gq_proto.F_WINDOW | gq_proto.F_WINDOW_STATE)
     ms = 1000000
 
     def now():
@@ -1330,7 +1334,9 @@ def t_window_state(make_agent):
         wait_for(lambda: held_gauge()[:1] == [1.0], "held in /metrics: %r" % held_gauge())
         check(re.search(r"each request of LC pid %d \(every 5000 µs\); held \(7 windows opened, "
                         r"1 skipped\)" % lc.pid, show()), "gpuqosctl show: %s" % show())
-        # Bad answers: both bits, a reserved bit, counts that go back.
+        # Bad answers: both bits, a reserved bit, counts that go back (after
+        # a fresh good one: an answer counts for the lease, 1 s).
+        state(gq_proto.WINDOW_STATE_F_ON, 7, 1)
         state(gq_proto.WINDOW_STATE_F_ON | gq_proto.WINDOW_STATE_F_REFUSED, 9, 1)
         state(gq_proto.WINDOW_STATE_F_ON | 4, 9, 1)
         state(gq_proto.WINDOW_STATE_F_ON, 9, 1, reserved=1)
@@ -1348,6 +1354,12 @@ def t_window_state(make_agent):
               "gpuqosctl show: %s" % show())
         wait_for(lambda: a.log_has("its preempt agent refused the window schedule"),
                  "the refusal logged")
+        # No answer for longer than the lease (its library would have
+        # stopped renewing): no longer confirmed.
+        time.sleep(1.1)
+        wait_for(lambda: win().get("held", 0) is None and held_gauge() == [],
+                 "an answer older than the lease: %r, %r" % (win(), held_gauge()))
+        check(re.search(r"not confirmed by its preempt agent", show()), "show: %s" % show())
         # From a peer that did not offer it (the LC): ignored, logged.
         lc.send(op="raw", hex=gq_proto.window_state(1, gq_proto.WINDOW_STATE_F_ON, 1, 0,
                                                     now()).hex())
@@ -1375,12 +1387,8 @@ def t_window_auto(make_agent):
     a.start(extra=["--metrics-address", "127.0.0.1:%d" % port])
     be, lc = be_and_lc(a)
     wait_for(lambda: lc.evs("policy") and be.evs("policy"), "connected")
-    lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE | gq_proto.F_SPAN)
-    lc.send(op="reconnect")
-    be.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_WINDOW)
-    be.send(op="reconnect")
-    wait_for(lambda: lc.evs("connected")[-1]["n"] == 2 and be.evs("connected")[-1]["n"] == 2,
-             "both reconnected with their flags")
+    reconnect_with(lc, F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE | gq_proto.F_SPAN,
+                   be, F_ACTIVITY | gq_proto.F_WINDOW)
     wait_for(lambda: lc.evs("policy")[-1]["flags"] & gq_proto.POLICY_F_SPAN, "span asked of the LC")
     check(not be.evs("policy")[-1]["flags"] & gq_proto.POLICY_F_SPAN,
           "nor of a BE whose HELLO does not offer it: %r" % be.evs("policy")[-1])
