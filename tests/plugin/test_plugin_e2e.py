@@ -175,9 +175,15 @@ def t_crun(node):
     expect("in-process" in st["controlPath"].split(","),
            "the preempt agent registered with the node agent and carried controls: %r" % st)
     if tracker:
-        tsgs = [t for t in node.ctl("list")["tsgs"] if t["pid"] == pid]
-        expect(len(tsgs) == 4 and all(sorted(t["sources"]) == ["bpf", "preempt"] for t in tsgs),
-               "the eBPF tracker and the preempt agent both saw the container's TSGs: %r" % tsgs)
+        # The two sources report independently: wait until both have
+        # told the agent of every TSG (the order is the scheduler's).
+        def both_saw():
+            tsgs = [t for t in node.ctl("list")["tsgs"] if t["pid"] == pid]
+            if len(tsgs) == 4 and all(sorted(t["sources"]) == ["bpf", "preempt"] for t in tsgs):
+                return tsgs
+            return None
+        wait_for(both_saw, timeout=15,
+                 what="the eBPF tracker and the preempt agent both saw the container's 4 TSGs")
 
 
 SCENARIOS = {"crun": t_crun}
