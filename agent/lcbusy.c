@@ -10,7 +10,7 @@
  * launch. Behind a BE at a short timeslice those switches cost the BE far
  * more than the LC gains: an eager ResNet-50 beside a training BE on an
  * H200 left the BE 11 % of what it did alone, against 81 % at driver
- * defaults, and the LC's p99 was worse too (docs/PERF.md). Such an LC
+ * defaults, and the LC's p99 was worse too (docs/perf-log). Such an LC
  * leaves its BEs at baseline (policy.c).
  *
  * A launch keeps its process "active" for GQ_ACTIVITY_TAIL_US (about one
@@ -48,7 +48,7 @@
  * (an eager model reads 75-97 %) is judged one report after it starts
  * instead of two or three. Until the verdict it is an ordinary LC at lcUs
  * that always has work, and the BE whose turn it is gets next to nothing
- * (300-730 ms stalls on an H100, docs/PERF.md). Readings nearer the
+ * (300-730 ms stalls on an H100, docs/perf-log). Readings nearer the
  * threshold (an LC catching up a backlog reads 30-50 %) move as slowly as
  * before, so a short burst does not flip the runlist. */
 #define LCBUSY_ATTACK_OVER_PERCENT 25.0

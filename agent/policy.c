@@ -34,7 +34,7 @@ void policy_config_defaults(struct policy_config *cfg)
 	cfg->several_be_timeslice_us = 1000;
 	/* Three BEs beside a micro LC (H200): floor 1000 us p99 3817 us, one
 	 * schedulable at a time rotated every 100 ms 296-300 us, with the
-	 * BEs keeping 79 % either way (docs/PERF.md). */
+	 * BEs keeping 79 % either way (docs/perf-log). */
 	cfg->several_be = POLICY_SEVERAL_BE_ROTATE;
 	cfg->rotate_period_ms = 250;
 	cfg->rotate_in_gap = 1;
@@ -42,20 +42,20 @@ void policy_config_defaults(struct policy_config *cfg)
 	cfg->gate_lease_ms = 500;
 	/* An eager (launch-bound) ResNet-50 beside a training BE on an H200
 	 * left the BE 11 % at 50 us against 81 % at driver defaults, the LC's
-	 * p99 no better (docs/PERF.md). A launch keeps an LC active for
+	 * p99 no better (docs/perf-log). A launch keeps an LC active for
 	 * 200 us: a micro LC every 2 ms reads 10 %, one launching without
 	 * pause 100 %. */
 	cfg->busy_lc_percent = 50;
 	/* A micro LC beside a busy BE on an H100: p99 296 -> 193-201 us with
 	 * one BE, 300-325 -> 273-293 with three, 310 -> 216-220 beside a
 	 * training step, the BE unchanged; a lead longer than the ~190 us
-	 * switch is lose-lose (docs/PERF.md). */
+	 * switch is lose-lose (docs/perf-log). */
 	cfg->wake_lead_us = 100;
 	cfg->wake_hold_us = 0;
 	/* Off: a window costs the BE its length in every LC period, and
 	 * must outlast the LC's request, which only the operator knows
 	 * (ViT-B/16 every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, the
-	 * BE 7-14 % less, docs/PERF.md). The lead covers a disable and a
+	 * BE 7-14 % less, docs/perf-log). The lead covers a disable and a
 	 * preempt at their p99 (about 1.2 ms). */
 	cfg->window_before_us = 1200;
 	cfg->window_after_us = 0;

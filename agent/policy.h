@@ -49,7 +49,7 @@ enum policy_several_be {
  * value measured that did neither. */
 #define POLICY_SEVERAL_BE_SAFE_MIN_US 500u
 /* Rotation: a period shorter than 20 ms cost the LC p99 (556 us at 20 ms
- * against 461 at 100 ms, docs/PERF.md), and each switch costs two channel
+ * against 461 at 100 ms, docs/perf-log), and each switch costs two channel
  * controls of 0.4-1.2 ms. The lease bounds how long a BE stays gated when
  * the node agent stops renewing it; it must outlast a renewal. */
 #define POLICY_ROTATE_PERIOD_MIN_MS 20u

@@ -13,7 +13,7 @@
  *
  * Why: with several BEs at any timeslice an LC request waits behind each
  * schedulable BE's slice; gating all but one gives the one-BE latency
- * with three or four BEs (docs/PERF.md).
+ * with three or four BEs (docs/perf-log).
  */
 #include "agent/agent.h"
 #include "common/log.h"
@@ -116,7 +116,7 @@ uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, ui
  * known when the period ends, the turn goes on until the change's controls
  * fit between the LC's requests (ROTATE_CHANGE_US before its next wake),
  * at most one LC period: a request that meets them waits 150 µs or more
- * (docs/PERF.md). */
+ * (docs/perf-log). */
 static struct tsg *turn_of(struct agent *a, struct tsg **g, size_t n, uint64_t now,
 			   uint64_t period_us)
 {

@@ -15,7 +15,7 @@
  * Why: the one channel switch ahead of each request is what a CUDA-graph
  * model still loses beside a busy BE under the wake; with the BE off the
  * GPU when the request comes there is no switch to wait for (ViT-B/16
- * every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, docs/PERF.md). It
+ * every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, docs/perf-log). It
  * costs the BE the window in every period, so it is off unless the
  * policy gives windows.afterUs: a number, or "auto" for each LC's own
  * span (what its preempt agent measured, PHASE).

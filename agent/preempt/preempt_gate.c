@@ -18,7 +18,7 @@
  * at all, so the application stalls on its next wait until it is enabled
  * again; and a BE left at a rotation's short timeslice beside other BEs
  * that are no longer gated loses nearly all its time (three BEs at 50 us,
- * all schedulable: 4 kernels/s each against 184 alone, docs/PERF.md). So
+ * all schedulable: 4 kernels/s each against 184 alone, docs/perf-log). So
  * a rotation never outlives the node agent's renewals by more than one
  * lease. Runs on the library's own thread, and the window thread
  * (pa_gate_window); pa_chan_lock keeps their controls of one TSG in order.

@@ -8,7 +8,7 @@
  * empty kernel submitted ~100 us before the request starts that switch
  * early and hides about half of it; submitted more than a switch ahead it
  * is lose-lose (the context comes in, finds nothing, and leaves again)
- * (docs/PERF.md, "Starting the switch early"). This file does that for LCs
+ * (docs/perf-log, "Starting the switch early"). This file does that for LCs
  * whose requests arrive at a steady period: it learns the period from the
  * starts of the process's launch bursts (preempt_wake_pred.c) and, from a
  * thread of its own, launches one empty kernel on a stream of its own in
@@ -47,6 +47,7 @@
 #include "preempt.h"
 #include "preempt_launch.h"
 #include "preempt_wake.h"
+#include "preempt_wake_sass.h"
 
 typedef int (*cu_ctx_get_fn)(void **ctx);
 typedef int (*cu_ctx_set_fn)(void *ctx);
@@ -66,10 +67,11 @@ typedef int (*cu_launch_fn)(void *f, unsigned, unsigned, unsigned, unsigned, uns
 /* Failed CUDA calls before wakes stop for good. */
 #define PA_WAKE_FAIL_MAX 3
 
-/* Any GPU can JIT this: an empty kernel. Not one that spins until the
- * request comes: a request queued behind a running kernel of its own
- * context waited for that kernel to end and then paid a switch again
- * (docs/PERF.md, "Keeping the woken context in"). */
+/* Any GPU can JIT this: an empty kernel. pa_wake_sass holds the same as
+ * machine code (scripts/gen-wake-sass.sh); the PTX is for a GPU it lacks.
+ * Not one that spins until the request comes: a request queued behind a
+ * running kernel of its own context waited for that kernel to end and
+ * then paid a switch again (docs/perf-log, "Keeping the woken context in"). */
 static const char pa_wake_ptx[] = ".version 6.0\n"
 				  ".target sm_50\n"
 				  ".address_size 64\n"
@@ -226,8 +228,15 @@ static int pw_setup(void *ctx)
 	r = pw.cu.ctx_set(ctx);
 	if (r == 0)
 		r = pw.cu.capmode(&mode);
-	if (r == 0)
+	/* Machine code first: the PTX needs libcuda's JIT compiler, and every
+	 * launch of the process waits for it. With an empty JIT cache (a fresh
+	 * machine or container) the first wake's JIT held the LC's launch
+	 * 98 ms on an H200, 17 ms with the compiler's files in memory
+	 * (docs/perf-log/2026-11-28-first-start.md). */
+	if (r == 0 && (r = pw.cu.mod_load(&mod, pa_wake_sass)) != 0) {
+		pa_info("wake: no machine code for this GPU (CUDA error %d): compiling the PTX", r);
 		r = pw.cu.mod_load(&mod, pa_wake_ptx);
+	}
 	if (r == 0)
 		r = pw.cu.mod_fn(&fn, mod, "gpuqos_wake");
 	if (r == 0)

@@ -27,15 +27,15 @@
  * request waits for it to leave and come back (measured on an H100 beside
  * a busy BE: about 400 us instead of about 245 without a wake, for requests
  * 140-160 us or more after the wake, with a 100 us lead, with or without a
- * 60 us hold; docs/PERF.md). Such a wake cost the BE two switches and the
+ * 60 us hold; docs/perf-log). Such a wake cost the BE two switches and the
  * LC more than it gained. The reach does not grow with the lead: with a
  * lead of 150 or 175 us, requests on time were as slow at the p99 (docs/
- * PERF.md, "Keeping the woken context in"), so a lead over the reach has
+ * docs/perf-log, "Keeping the woken context in"), so a lead over the reach has
  * its wakes judged wasted and stopped. */
 #define PA_WAKE_REACH_NS 150000ull
 /* With a hold, the thread launches the empty kernel again this often from
  * the wake until the request's first launch, so that the context has work
- * queued whenever the scheduler looks (docs/PERF.md, "Keeping the woken
+ * queued whenever the scheduler looks (docs/perf-log, "Keeping the woken
  * context in"). */
 #define PA_WAKE_TRAIN_NS 20000ull
 /* A request whose first GPU operation (a CUDA event recorded on its
@@ -45,7 +45,7 @@
  * wake is judged wasted too. Measured on an H100 with a CUDA-graph
  * ResNet-50 recording an event before each graph: the graph's GPU time
  * rose by 300-350 us when its launch came 200 us or more after the
- * event, with the wake, and not without it (docs/PERF.md, "A CUDA-graph
+ * event, with the wake, and not without it (docs/perf-log, "A CUDA-graph
  * model and the wake"). */
 #define PA_WAKE_SPLIT_NS 100000ull
 /* Out of the last PA_WAKE_WINDOW judged wakes, PA_WAKE_MISS_LIMIT wasted
@@ -55,14 +55,14 @@
  * that waits longer than without a wake, so a rate of a few percent is a
  * worse p99: measured, a micro LC wasted 0.1-0.6 % of its wakes (p99 better
  * by 20-100 us), a CUDA-graph ResNet-50 in PyTorch 4-5 % (p99 worse by
- * 110-160 us; docs/PERF.md). */
+ * 110-160 us; docs/perf-log). */
 #define PA_WAKE_WINDOW 128u
 #define PA_WAKE_MISS_LIMIT 4u
 #define PA_WAKE_HOLD 64u
 #define PA_WAKE_BACKOFF_MAX 6u
 #define PA_WAKE_CALM 1024u
 /* The lead a policy may ask for. Measured: 100 us ahead of a 200 us
- * switch hid half of it; 300 us ahead was lose-lose (docs/PERF.md). */
+ * switch hid half of it; 300 us ahead was lose-lose (docs/perf-log). */
 #define PA_WAKE_LEAD_MAX_US 1000u
 
 /* A request's span: from the grid point it was due on (the median of the

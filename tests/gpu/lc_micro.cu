@@ -24,7 +24,7 @@
 // keeps running until that file exists, so that a script can start several
 // workloads' measurements together.
 //
-// Experiments (docs/PERF.md, "switch cost"):
+// Experiments (docs/perf-log, "switch cost"):
 //   --arrival poisson   exponential gaps of mean --period-us instead of a
 //                       fixed period (seeded, --seed)
 //   --pre wake|copy|memset|hold [--pre-lead-us L]
@@ -70,7 +70,11 @@
 //   --trace FILE        one line per measured request: its index, when it was
 //                       due and when it was submitted (ns after the
 //                       measurement began), its latency and the kernel's
-//                       run time on the GPU (ns; 0 where not stamped)
+//                       run time on the GPU (ns; 0 where not stamped),
+//                       when the launch call returned, and the kernel's
+//                       start minus the submit (%globaltimer against
+//                       CLOCK_REALTIME: a steady offset within a run); a
+//                       header line gives the start on CLOCK_MONOTONIC
 //   GPU timestamps: block 0 of the kernel writes %globaltimer at its start
 //   and end into mapped host memory. gpu_run = end - start (how long the
 //   kernel ran), outside = latency - gpu_run (submit to start plus end to
@@ -331,7 +335,11 @@ struct lc {
 	unsigned int *gate_flag_dev;
 	bool latch_armed = false; // a latch was launched for the coming request
 	uint64_t submit_rt;      // CLOCK_REALTIME at the last submit
+	uint64_t call_done;      // CLOCK_MONOTONIC when the last submit's calls returned
 };
+
+// Values per traced request (--trace).
+#define TRACE_COLS 6
 
 static uint64_t realtime_ns(void)
 {
@@ -420,6 +428,7 @@ static uint64_t request(lc &w, uint64_t *start)
 		w.latch_armed = false;
 	}
 	launch(w);
+	w.call_done = now_ns();
 	if (w.o.pre == PRE_HOLD || w.o.pre == PRE_HOLD2)
 		*w.hold_flag = 1;
 	if (w.o.pre == PRE_GATE)
@@ -557,7 +566,8 @@ int main(int argc, char **argv)
 	uint64_t *run = (uint64_t *)malloc(cap * sizeof(uint64_t));
 	uint64_t *outside = (uint64_t *)malloc(cap * sizeof(uint64_t));
 	int64_t *start_gt = (int64_t *)malloc(cap * sizeof(int64_t));
-	uint64_t *tr = (uint64_t *)calloc(cap * 4, sizeof(uint64_t)); // due, submit, latency, run
+	// due, submit, latency, run, launch call returned, kernel start - submit
+	uint64_t *tr = (uint64_t *)calloc(cap * TRACE_COLS, sizeof(uint64_t));
 	size_t nstamp = 0;
 	if (!lat || !run || !outside || !start_gt || !tr) {
 		perror("malloc");
@@ -591,12 +601,16 @@ int main(int argc, char **argv)
 		}
 		t = request(w, &s);
 		lat[n] = t - s;
-		tr[4 * n] = next - t_start;
-		tr[4 * n + 1] = s - t_start;
-		tr[4 * n + 2] = t - s;
+		uint64_t *trn = tr + TRACE_COLS * n;
+		trn[0] = next - t_start;
+		trn[1] = s - t_start;
+		trn[2] = t - s;
+		trn[4] = w.call_done - t_start;
 		uint64_t g0 = w.stamp[0], g1 = w.stamp[1];
+		if (g0)
+			trn[5] = g0 - w.submit_rt; // two's complement: printed signed
 		if (g0 && g1 >= g0 && g1 - g0 <= t - s) {
-			tr[4 * n + 3] = g1 - g0;
+			trn[3] = g1 - g0;
 			run[nstamp] = g1 - g0;
 			outside[nstamp] = (t - s) - (g1 - g0);
 			start_gt[nstamp] = (int64_t)(g0 - w.submit_rt);
@@ -620,11 +634,20 @@ int main(int argc, char **argv)
 			fprintf(stderr, "lc_micro: cannot write %s: %s\n", o.trace_file, strerror(errno));
 			return 2;
 		}
-		fprintf(f, "# i due_ns submit_ns latency_ns gpu_run_ns\n");
-		for (size_t i = 0; i < n; i++)
-			fprintf(f, "%zu %llu %llu %llu %llu\n", i, (unsigned long long)tr[4 * i],
-				(unsigned long long)tr[4 * i + 1], (unsigned long long)tr[4 * i + 2],
-				(unsigned long long)tr[4 * i + 3]);
+		// Times are ns after t_start (CLOCK_MONOTONIC, given here, to line
+		// requests up with other processes' logs). kstart_ns: the kernel's
+		// %globaltimer start minus the submit's CLOCK_REALTIME; its offset
+		// is unknown but steady within a run, so a late kernel shows as a
+		// large value and a late completion notice does not.
+		fprintf(f, "# t_start_mono_ns %llu\n", (unsigned long long)t_start);
+		fprintf(f, "# i due_ns submit_ns latency_ns gpu_run_ns call_ns kstart_ns\n");
+		for (size_t i = 0; i < n; i++) {
+			const uint64_t *ti = tr + TRACE_COLS * i;
+			fprintf(f, "%zu %llu %llu %llu %llu %llu %lld\n", i, (unsigned long long)ti[0],
+				(unsigned long long)ti[1], (unsigned long long)ti[2],
+				(unsigned long long)ti[3], (unsigned long long)ti[4],
+				(long long)(int64_t)ti[5]);
+		}
 		if (fclose(f) != 0) {
 			fprintf(stderr, "lc_micro: cannot write %s\n", o.trace_file);
 			return 2;

@@ -155,7 +155,7 @@ def lc_cpus():
     Four: the LC's thread and its preempt agent's wake thread both spin
     before each request, and PyTorch's and the agent's other threads must
     not take the CPU from them (with two CPUs the wake made the LC's submit
-    slower; docs/PERF.md)."""
+    slower; docs/perf-log)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2 * LC_CPUS:
         return None
@@ -370,7 +370,7 @@ def set_proof():
         for mode in ("defaults", "gq:default"):
             s.append(sc(f"micro {mode} {nbe}xfill", "micro", "fill", nbe, mode))
     s.append(sc("micro gq:floor 3xfill", "micro", "fill", 3, "gq:floor"))
-    # The same LC submitting on time (docs/PERF.md, "An LC that submits on
+    # The same LC submitting on time (docs/perf-log, "An LC that submits on
     # time"): what the wake can do where the host does not make it late.
     s.append(sc("micro alone busy200", "micro", nbe=0, mode="alone",
                 lc_args=["--busy-wait-us", "200"]))
@@ -537,7 +537,7 @@ def set_wakedefault():
 
 def set_wakehold():
     """Whether a hold covers the late requests that stop the wakes on a
-    host whose LC submits off its period (docs/PERF.md, "Where the H200's
+    host whose LC submits off its period (docs/perf-log, "Where the H200's
     wake tail comes from"): the micro LC beside one and three `be_fill`s
     under the default policy, with a 60 and a 120 us hold, and without a
     wake; every request traced (wake_cliff.py reads the latency by how late
@@ -572,7 +572,7 @@ def set_wakestops():
 
 def set_wakelag():
     """Whether the host's lateness in submitting is what keeps the micro
-    LC's p99 off the target with the wake on (docs/PERF.md, "The wake on
+    LC's p99 off the target with the wake on (docs/perf-log, "The wake on
     the H200 machine"): the micro LC as it is (sleeping to each due time
     with Linux's 50 us timer slack), with a 1 ns timer slack, and busy-
     waiting the last 200 us before each due time; beside one and three
@@ -605,7 +605,7 @@ def set_wakelag():
 
 
 def set_graphwake():
-    """Why the wake does little for a CUDA-graph model (docs/PERF.md,
+    """Why the wake does little for a CUDA-graph model (docs/perf-log,
     "A CUDA-graph model and the wake"): the ResNet-50 graph every 5 ms,
     busy-waiting to each due time, beside one training BE under the default
     policy (wake 100 us ahead), without a wake, with 60 and 120 us holds,
@@ -638,7 +638,7 @@ def set_graphwake():
 
 def set_graphpin():
     """The CUDA-graph models with the LC's CPU time out of the way (docs/
-    PERF.md, "A CUDA-graph model and the wake"): every LC busy-waits to its
+    docs/perf-log, "A CUDA-graph model and the wake"): every LC busy-waits to its
     due time, records no CUDA events around its request (lc_models
     --no-events: the request is the model's graph alone on the GPU), and
     runs on CPUs of its own with the BEs on the others (pin). ResNet-50
@@ -704,7 +704,7 @@ def set_graphevents():
 def set_graphlead():
     """Whether a lead as long as the switch, with a hold that keeps the
     woken context in until the request comes, hides the rest of the switch
-    for the models the 100 us lead left at 1.11-1.15x (docs/PERF.md, "A
+    for the models the 100 us lead left at 1.11-1.15x (docs/perf-log, "A
     CUDA-graph model and the wake"): ViT-B/16 and BERT-base pinned, on
     time, no CUDA events, beside one training BE under the default policy
     with the wake from the LC's environment: lead/hold 100/0 (the default),
@@ -757,7 +757,7 @@ def set_graphhold():
 def set_holdprobe():
     """Whether a request finds the LC's context on the GPU when something
     of the same context keeps it there until the request is submitted
-    (docs/PERF.md, "Keeping the woken context in"): the micro LC beside one
+    (docs/perf-log, "Keeping the woken context in"): the micro LC beside one
     be_fill, each process setting its own timeslice (LC 100 ms, BE 50 us,
     no node agent), with an empty kernel 100 us ahead on the request's
     stream and on a second stream; a kernel spinning until the request is
@@ -935,7 +935,7 @@ def set_be20multi():
 
 
 def set_alonewake():
-    """Why a model runs faster beside a busy BE than alone (docs/PERF.md,
+    """Why a model runs faster beside a busy BE than alone (docs/perf-log,
     "What hid it for ResNet-50"), and faster still when its woken context
     was in ahead of it ("Keeping the woken context in"): each LC alone,
     pinned, on time, with its CUDA events (the GPU time), without and with

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """wake_cliff.py - a micro LC's latency against how late each request came
-compared with where a wake aims (docs/PERF.md, "Where a wake's tail comes
+compared with where a wake aims (docs/perf-log, "Where a wake's tail comes
 from").
 
 Reads lc_micro and lc_models --trace files (suite.py's trace-*.txt). For each request the
@@ -14,7 +14,7 @@ With --summary, one line per trace instead: how the requests came (the
 offset's p1 and p99, how many came later than the wake's reach allows,
 --late-us), how many were slow (--slow-us), and whether slow ones come in
 runs: P(slow | the previous one slow) against the share of slow ones. Runs
-are what a stop of the wakes leaves (docs/PERF.md, "Where the H200's wake
+are what a stop of the wakes leaves (docs/perf-log, "Where the H200's wake
 tail comes from").
 
 With --replay WINDOW/LIMIT[/HOLD]... (e.g. 128/4/64, the library's
