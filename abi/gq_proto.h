@@ -21,8 +21,10 @@
 #define GQ_MSG_MAX 256u /* no message is larger; receivers read this much */
 
 /* Default socket path; GPUQOS_SOCKET overrides it in the preempt agent,
- * --socket in the node agent. */
-#define GQ_DEFAULT_SOCKET "/run/gpuqos/agent.sock"
+ * --socket in the node agent. Its directory is the one the device plugin
+ * mounts into every GPU container: it holds this socket and nothing else. */
+#define GQ_DEFAULT_SOCKET_DIR "/run/gpuqos"
+#define GQ_DEFAULT_SOCKET GQ_DEFAULT_SOCKET_DIR "/agent.sock"
 
 enum gq_type {
 	GQ_HELLO = 1,    /* P->A: first message on every connection */

@@ -27,8 +27,11 @@
 #include "common/log.h"
 
 #define AGENT_VERSION "0.1.0"
-#define AGENT_DEFAULT_CTL_SOCKET "/run/gpuqos/ctl.sock"
-#define AGENT_DEFAULT_STATE_DIR "/run/gpuqos"
+/* The state file and the root-only control socket live apart from the
+ * preempt socket's directory (GQ_DEFAULT_SOCKET_DIR), which the device
+ * plugin mounts into every GPU container; the chart's host.stateDir. */
+#define AGENT_DEFAULT_STATE_DIR "/run/gpuqos-agent"
+#define AGENT_DEFAULT_CTL_SOCKET AGENT_DEFAULT_STATE_DIR "/ctl.sock"
 #define AGENT_DEFAULT_NVIDIACTL "/dev/nvidiactl"
 
 #define AGENT_CMDS_PER_TICK 16       /* per peer: rate limit of reconcile */
@@ -588,7 +591,7 @@ int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
 uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us);
 /* How long a turn's change keeps the RM busy: GATE (disable 0.8-1.2 ms,
  * then preempt 0.3-0.4 ms) in one BE's process while UNGATE (enable
- * 0.4-0.6 ms) runs in the next's, plus the messages (docs/PERF.md). A
+ * 0.4-0.6 ms) runs in the next's, plus the messages (docs/perf-log). A
  * placed change begins this long, and the LC's wake lead, before the LC's
  * next predicted request. */
 #define ROTATE_CHANGE_US 1500u
@@ -596,7 +599,7 @@ uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, ui
  * request has ended: a period shorter than the change, the lead and this
  * (2.6 ms) leaves no gap to place it in. A micro LC every 2 ms, its
  * changes placed 400 us after its starts, did worse than unplaced on one
- * machine (docs/PERF.md, run 7 of the afternoon). */
+ * machine (docs/perf-log, run 7 of the afternoon). */
 #define ROTATE_CHANGE_MIN_OFFSET_US 1000u
 /* When the next turn ends or a gate needs renewing, or 0. */
 uint64_t rotate_next_deadline(const struct agent *a);

@@ -5,7 +5,8 @@
  * the new one is invalid), signals, start-up and an orderly exit that
  * removes the sockets it bound (only while they are still its own) and
  * frees everything, the checks that keep two agents off each other's
- * sockets, and the capability check at
+ * sockets and the control socket and state out of the directory the
+ * device plugin mounts into containers, and the capability check at
  * start that decides whether the direct path runs, and whether the eBPF
  * tracker is wanted (--bpf; tracker.c opens it), and the choice between
  * standalone and Kubernetes mode (kube_mode.c). Does not own any
@@ -24,6 +25,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +48,15 @@ static void usage(FILE *f)
 		"                      (GPUQOS_SERVICE_ACCOUNT_DIR, " KUBE_SA_DIR ")\n"
 		"  --pod-resources-socket PATH  kubelet pod-resources API (GPUQOS_POD_RESOURCES_SOCKET,\n"
 		"                      " PODRES_DEFAULT_SOCKET ")\n"
-		"  --config PATH       config file (GPUQOS_CONFIG; defaults when absent)\n"
+		"  --config PATH       config file (GPUQOS_CONFIG); it must exist and be valid;\n"
+		"                      without one, the defaults\n"
 		"  --socket PATH       preempt-agent socket (GPUQOS_SOCKET, " GQ_DEFAULT_SOCKET ")\n"
-		"  --ctl-socket PATH   control socket (GPUQOS_CTL_SOCKET, " AGENT_DEFAULT_CTL_SOCKET ")\n"
+		"  --ctl-socket PATH   control socket, root only (GPUQOS_CTL_SOCKET,\n"
+		"                      " AGENT_DEFAULT_CTL_SOCKET ")\n"
 		"  --state-dir DIR     state directory (GPUQOS_STATE_DIR, " AGENT_DEFAULT_STATE_DIR ")\n"
+		"                      neither may be in the preempt socket's directory, which the\n"
+		"                      device plugin mounts into GPU containers (refused in\n"
+		"                      Kubernetes mode for " GQ_DEFAULT_SOCKET_DIR ")\n"
 		"  --nvidiactl PATH    control device a reported fd must be (GPUQOS_NVIDIACTL, "
 		AGENT_DEFAULT_NVIDIACTL ")\n"
 		"  --bpf auto|on|off   the eBPF tracker (GPUQOS_BPF, auto: use it when it can be\n"
@@ -61,7 +68,8 @@ static void usage(FILE *f)
 		"  --install-preempt-lib SRC  install SRC as the preempt library the device plugin\n"
 		"                      mounts into containers (a new versioned directory, `current`\n"
 		"                      switched by rename), then exit\n"
-		"  --preempt-lib-dir DIR  where (GPUQOS_PREEMPT_LIB_DIR, " PREEMPTLIB_DEFAULT_DIR ")\n");
+		"  --preempt-lib-dir DIR  where (GPUQOS_PREEMPT_LIB_DIR, " PREEMPTLIB_DEFAULT_DIR ")\n"
+		"  --help, --version\n");
 }
 
 /* --install-preempt-lib runs instead of the agent (the chart's init
@@ -95,6 +103,54 @@ static const char *env_or(const char *name, const char *def)
 	return v && *v ? v : def;
 }
 
+/* A value from an option or its variable, and which one it came from, so
+ * that an error names what the user wrote. */
+struct optval {
+	const char *v;
+	const char *from;
+};
+
+static struct optval env_val(const char *env, const char *def)
+{
+	const char *v = getenv(env);
+
+	return v && *v ? (struct optval){ v, env } : (struct optval){ def, env };
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "gpuqos-agent: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\ntry 'gpuqos-agent --help'\n");
+	return 2;
+}
+
+static int not_one_of(const struct optval *o, const char *choices)
+{
+	return usage_error("%s: '%s' is not one of %s", o->from, o->v, choices);
+}
+
+/* getopt's own messages are off (opterr 0): these name the argument. */
+static int option_error(int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		return usage_error("option '%s' needs a value", arg);
+	if (optopt && strncmp(arg, "--", 2) == 0)
+		return usage_error("option '%s' takes no value", arg);
+	if (optopt && arg[0] == '-' && arg[1] != '-') {
+		char shortopt[3] = { '-', (char)optopt, 0 };
+
+		return usage_error("unknown option '%s'", shortopt);
+	}
+	return usage_error("unknown option '%s'", arg);
+}
+
 /* Returns 0 to run, or the exit status. */
 static int parse_options(struct agent *a, int argc, char **argv)
 {
@@ -110,11 +166,12 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "install-preempt-lib", required_argument, NULL, 'I' },
 		{ "preempt-lib-dir", required_argument, NULL, 'L' },
 		{ "metrics-address", required_argument, NULL, 'M' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *level = env_or("GPUQOS_LOG_LEVEL", "info");
+	struct optval level = env_val("GPUQOS_LOG_LEVEL", "info");
+	struct optval bpf = env_val("GPUQOS_BPF", "auto");
 	const char *sa = getenv("GPUQOS_STANDALONE");
-	const char *bpf = env_or("GPUQOS_BPF", "auto");
 	enum log_level lv;
 	int c;
 
@@ -131,7 +188,8 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.sa_dir = env_or("GPUQOS_SERVICE_ACCOUNT_DIR", NULL);
 	metrics_set_address(env_or("GPUQOS_METRICS_ADDRESS", METRICS_DEFAULT_ADDRESS));
 	preempt_lib_dir = env_or("GPUQOS_PREEMPT_LIB_DIR", PREEMPTLIB_DEFAULT_DIR);
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'S': a->opt.standalone = 1; break;
 		case 'c': a->opt.config = optarg; break;
@@ -139,8 +197,8 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'C': a->opt.ctl_socket = optarg; break;
 		case 'd': a->opt.state_dir = optarg; break;
 		case 'n': a->opt.nvidiactl = optarg; break;
-		case 'l': level = optarg; break;
-		case 'B': bpf = optarg; break;
+		case 'l': level = (struct optval){ optarg, "--log-level" }; break;
+		case 'B': bpf = (struct optval){ optarg, "--bpf" }; break;
 		case 'P': a->opt.bpf_pin_dir = optarg; break;
 		case 'N': a->opt.node_name = optarg; break;
 		case 'K': a->opt.kubeconfig = optarg; break;
@@ -150,17 +208,18 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'I': preempt_lib_src = optarg; break;
 		case 'L': preempt_lib_dir = optarg; break;
 		case 'h': usage(stdout); return 100;
-		default: usage(stderr); return 2;
+		case 'V':
+			printf("gpuqos-agent %s\n", GPUQOS_VERSION);
+			return fflush(stdout) == 0 ? 100 : 1;
+		default: return option_error(c, argv);
 		}
 	}
-	if (tracker_parse_setting(bpf, &a->opt.bpf) != 0) {
-		fprintf(stderr, "gpuqos-agent: --bpf %s: want auto, on or off\n", bpf);
-		return 2;
-	}
-	if (optind < argc || log_parse_level(level, &lv) != 0) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (tracker_parse_setting(bpf.v, &a->opt.bpf) != 0)
+		return usage_error("%s: '%s': want auto, on or off", bpf.from, bpf.v);
+	if (log_parse_level(level.v, &lv) != 0)
+		return not_one_of(&level, "error, warn, info, debug");
 	log_set_level(lv);
 	if (preempt_lib_src)
 		return install_preempt_lib();
@@ -186,23 +245,18 @@ static void config_advise(const struct agent_config *c)
 			 c->policy.wake_hold_us);
 }
 
-/* A configured file that does not exist yet means defaults until a SIGHUP
- * finds it; one that exists but is invalid stops the start. */
+/* No file named: the defaults. A file named (--config, GPUQOS_CONFIG) is
+ * what the operator meant to run with, so one that cannot be read or is
+ * invalid stops the start; the error names the file and why. */
 static int config_initial(struct agent *a)
 {
 	char err[512];
-	struct stat st;
 
 	config_defaults(a->cfg);
 	if (!a->opt.config)
 		return 0;
-	if (stat(a->opt.config, &st) != 0 && errno == ENOENT) {
-		log_warn("config %s: does not exist; using defaults", a->opt.config);
-		snprintf(a->cfg->path, sizeof(a->cfg->path), "%s", a->opt.config);
-		return 0;
-	}
 	if (config_load(a->opt.config, a->cfg, err, sizeof(err)) != 0) {
-		log_error("config %s: %s", a->opt.config, err);
+		log_error("%s", err);
 		return -1;
 	}
 	log_info("config %s loaded", a->opt.config);
@@ -426,10 +480,102 @@ static int check_sockets(struct agent *a)
 	return 0;
 }
 
+/* path with its longest existing leading part resolved and the rest
+ * normalized as text ("." and empty parts dropped, ".." taking one back;
+ * nothing there exists to be a link): the place a path names before
+ * anything on it is made. */
+static void resolve_existing(const char *path, char *out, size_t n)
+{
+	char head[4096], *real, *slash, *save = NULL, *part;
+	size_t len = strlen(path);
+
+	if (len >= sizeof(head) || n < 2) {
+		snprintf(out, n, "%s", path);
+		return;
+	}
+	memcpy(head, path, len + 1);
+	while (!(real = realpath(len ? head : path[0] == '/' ? "/" : ".", NULL)) && len) {
+		slash = memrchr(head, '/', len);
+		len = slash ? (size_t)(slash - head) : 0;
+		head[len] = '\0';
+	}
+	if (!real) {
+		snprintf(out, n, "%s", path);
+		return;
+	}
+	snprintf(out, n, "%s", strcmp(real, "/") == 0 ? "" : real);
+	free(real);
+	memcpy(head, path + len, strlen(path + len) + 1);
+	for (part = strtok_r(head, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+		if (strcmp(part, ".") == 0)
+			continue;
+		if (strcmp(part, "..") == 0) {
+			slash = strrchr(out, '/');
+			if (slash)
+				*slash = '\0';
+			continue;
+		}
+		snprintf(out + strlen(out), n - strlen(out), "/%s", part);
+	}
+	if (!out[0])
+		snprintf(out, n, "/");
+}
+
+/* 1 when path is dir or lies below it (both as resolve_existing gives). */
+static int path_inside(const char *dir, const char *path)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return 1;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* The preempt socket's directory is what the device plugin mounts into
+ * every GPU container: the root-only control socket or the state file
+ * there would be reachable from every pod. Kubernetes mode with the
+ * plugin's own default directory is refused; any other such layout (test
+ * set-ups in a scratch directory, a standalone node) is warned about. */
+static int check_layout(const struct agent *a)
+{
+	char sock[4200], ctl[4200], state[4200], dflt[4200], *slash;
+	int ctl_in, state_in;
+	const char *what;
+
+	resolve_existing(a->opt.socket, sock, sizeof(sock));
+	slash = strrchr(sock, '/');
+	if (slash)
+		slash[slash == sock ? 1 : 0] = '\0';
+	resolve_existing(a->opt.ctl_socket, ctl, sizeof(ctl));
+	resolve_existing(a->opt.state_dir, state, sizeof(state));
+	ctl_in = path_inside(sock, ctl);
+	state_in = path_inside(sock, state);
+	if (!ctl_in && !state_in)
+		return 0;
+	what = ctl_in && state_in ? "the control socket and the state file are" :
+	       ctl_in ? "the control socket is" : "the state file is";
+	resolve_existing(GQ_DEFAULT_SOCKET_DIR, dflt, sizeof(dflt));
+	if (!a->opt.standalone && strcmp(sock, dflt) == 0) {
+		log_error("%s in %s, the preempt socket's directory, which the device plugin mounts "
+			  "into every GPU container: refusing to start; keep them elsewhere (the "
+			  "defaults: --ctl-socket " AGENT_DEFAULT_CTL_SOCKET
+			  ", --state-dir " AGENT_DEFAULT_STATE_DIR ")", what, sock);
+		return -1;
+	}
+	log_warn("%s in %s, the preempt socket's directory: wherever that is mounted into "
+		 "containers they can reach it (the defaults keep them in " AGENT_DEFAULT_STATE_DIR ")",
+		 what, sock);
+	return 0;
+}
+
 static int resolve_paths(struct agent *a)
 {
-	char *real = realpath(a->opt.nvidiactl, NULL);
+	char *real;
 
+	/* Before anything is made on these paths. */
+	if (check_layout(a) != 0)
+		return -1;
+	real = realpath(a->opt.nvidiactl, NULL);
 	/* /proc/<pid>/fd links name the canonical path. */
 	snprintf(a->nvidiactl, sizeof(a->nvidiactl), "%s", real ? real : a->opt.nvidiactl);
 	free(real);

@@ -6,6 +6,7 @@
  */
 #include "plugin/config.h"
 #include "plugin/metrics.h"
+#include "abi/gq_proto.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -44,7 +45,9 @@ void pcfg_defaults(struct plugin_config *c)
 	c->injection = PCFG_INJ_LD_PRELOAD;
 	c->preferred = PCFG_PREF_SPREAD;
 	strcpy(c->device_plugin_dir, "/var/lib/kubelet/device-plugins");
-	strcpy(c->node_agent_socket_dir, "/run/gpuqos");
+	/* The node agent's default --socket lives there (abi/gq_proto.h); its
+	 * control socket and state file do not (gpuqos-agent refuses that). */
+	strcpy(c->node_agent_socket_dir, GQ_DEFAULT_SOCKET_DIR);
 	strcpy(c->preempt_lib_dir, "/var/lib/gpuqos/lib");
 	strcpy(c->nvidiactl, "/dev/nvidiactl");
 	strcpy(c->sysfs_root, "/sys");
@@ -179,17 +182,59 @@ static int json_key(struct plugin_config *n, const cJSON *v, char *err, size_t e
 	return bad(err, errlen, "config: unknown key \"%s\"", k);
 }
 
+/* Where the parse stopped, as an editor counts (line and column from 1)
+ * and as a byte offset, with the text around it on its line: cJSON stops
+ * on the fault or just after it, so a typo can be found either way. */
+static int json_syntax_error(const char *text, size_t len, const char *at, char *err,
+			     size_t errlen)
+{
+	size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
+	size_t bol = 0, from, to, blank = 0, k = 0;
+	unsigned line = 1;
+	char near[48];
+
+	while (blank < len && text[blank] && strchr(" \t\r\n", text[blank]))
+		blank++;
+	if (blank == len)
+		return bad(err, errlen, "config: JSON syntax error: the file is empty; it must hold "
+			   "at least {\"version\": %d}", PCFG_VERSION);
+	for (size_t i = 0; i < off; i++) {
+		if (text[i] == '\n') {
+			line++;
+			bol = i + 1;
+		}
+	}
+	from = off - bol > 16 ? off - 16 : bol;
+	for (to = from; to < len && text[to] != '\n' && to < off + 16; to++)
+		near[k++] = text[to] >= 0x20 && text[to] < 0x7f ? text[to] : '?';
+	near[k] = '\0';
+	return bad(err, errlen, "config: JSON syntax error at line %u, column %zu (byte %zu)%s%s%s%s",
+		   line, off - bol + 1, off, k ? ", near '" : "", near, k ? "'" : "",
+		   off >= len ? ": the file ends there" : "");
+}
+
+static const char *json_type(const cJSON *j)
+{
+	return cJSON_IsArray(j) ? "an array" : cJSON_IsString(j) ? "a string" :
+	       cJSON_IsNumber(j) ? "a number" : cJSON_IsBool(j) ? "a boolean" :
+	       cJSON_IsNull(j) ? "null" : "something else";
+}
+
 int pcfg_apply_json(struct plugin_config *c, const char *text, size_t len, char *err,
 		    size_t errlen)
 {
 	struct plugin_config n = *c;
-	cJSON *root = cJSON_ParseWithLength(text, len);
+	const char *at = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &at, 0);
 	const cJSON *v;
 	int rc = 0, have_version = 0;
 
-	if (!root || !cJSON_IsObject(root)) {
+	if (!root)
+		return json_syntax_error(text, len, at, err, errlen);
+	if (!cJSON_IsObject(root)) {
+		rc = bad(err, errlen, "config: must hold one JSON object, got %s", json_type(root));
 		cJSON_Delete(root);
-		return bad(err, errlen, "config: not a JSON object");
+		return rc;
 	}
 	cJSON_ArrayForEach(v, root)
 	{
@@ -325,7 +370,7 @@ static void usage(void)
 	       "  --device-plugin-dir DIR    kubelet.sock and our sockets (GPUQOS_DEVICE_PLUGIN_DIR,\n"
 	       "                             /var/lib/kubelet/device-plugins)\n"
 	       "  --node-agent-socket-dir DIR  node agent's socket dir, mounted into containers\n"
-	       "                             (GPUQOS_NODE_AGENT_SOCKET_DIR, /run/gpuqos)\n"
+	       "                             (GPUQOS_NODE_AGENT_SOCKET_DIR, " GQ_DEFAULT_SOCKET_DIR ")\n"
 	       "  --preempt-lib-dir DIR      versioned preempt-agent installs and `current`\n"
 	       "                             (GPUQOS_PREEMPT_LIB_DIR, /var/lib/gpuqos/lib)\n"
 	       "  --nvidiactl PATH           RM control device (GPUQOS_NVIDIACTL, /dev/nvidiactl)\n"

@@ -6,20 +6,25 @@
  * then becomes CMD with execvp() so the pid the node agent sees is the
  * workload's own. Depends on libc only.
  *
- * Owns: finding libgpuqos-preempt.so and composing the environment. Does
- * not talk to gpuqos-agent (the preempt agent does) and does not decide the
+ * Owns: finding libgpuqos-preempt.so, composing the environment, and
+ * saying once when the node agent's socket has no one behind it. Does not
+ * talk to gpuqos-agent (the preempt agent does) and does not decide the
  * class a pod gets in Kubernetes (its annotation does).
  *
- * Fails open: without the library the command still runs, only unmanaged.
+ * Fails open: without the library or the node agent the command still
+ * runs, only unmanaged.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "abi/gq_proto.h"
 #include "cli_opt.h"
 
 #ifndef GPUQOS_VERSION
@@ -42,8 +47,11 @@ static void usage(FILE *f)
 		"\n"
 		"run      runs CMD (same pid) as a CLASS workload with the gpuqos preempt agent\n"
 		"         CLASS: lc | latency-critical | be | best-effort\n"
-		"         --socket PATH  the node agent's preempt socket (sets GPUQOS_SOCKET)\n"
-		"         the preempt library: $GPUQOS_PREEMPT_LIB, else next to this program,\n"
+		"         --socket PATH  the node agent's preempt socket (sets GPUQOS_SOCKET;\n"
+		"                        default $GPUQOS_SOCKET, else " GQ_DEFAULT_SOCKET ")\n"
+		"         without a node agent there CMD still runs, without QoS (one warning)\n"
+		"         the preempt library: $GPUQOS_PREEMPT_LIB, else beside this program\n"
+		"         (installed: <prefix>/bin/../lib/gpuqos/; build tree: agent/preempt/),\n"
 		"         else " GPUQOS_INSTALL_LIBDIR "/" PREEMPT_LIB "\n"
 		"ctl      runs gpuqosctl with the remaining arguments\n"
 		"version  prints the version\n"
@@ -195,6 +203,45 @@ static void inject_preempt(void)
 	free(preload);
 }
 
+/*
+ * Why no node agent answers at path, or NULL when one is there. A datagram
+ * connect() names the socket without opening a connection: the node
+ * agent's SEQPACKET socket answers EPROTOTYPE, so it never sees (nor
+ * counts) this probe. A socket file nobody is bound to says
+ * ECONNREFUSED; one this user may not write to, EACCES, and then the
+ * preempt agent could not connect either. One system call, no waiting.
+ */
+static const char *agent_problem(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return "the path is too long for a socket";
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL; /* cannot tell: say nothing rather than something wrong */
+	e = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : errno;
+	close(fd);
+	return e == 0 || e == EPROTOTYPE ? NULL : strerror(e);
+}
+
+/* One line on stderr when the workload will run without QoS for want of a
+ * node agent; stdout is the workload's alone. */
+static void check_agent(const char *sock, const char *cmd)
+{
+	const char *path = sock ? sock : getenv("GPUQOS_SOCKET"), *why;
+
+	if (!path || !*path)
+		path = GQ_DEFAULT_SOCKET;
+	why = agent_problem(path);
+	if (why)
+		fprintf(stderr, "gpuqos: warning: %s runs without QoS: the node agent is not reachable "
+			"at %s (%s); start it with 'sudo gpuqos-agent --standalone', or name its "
+			"socket with --socket or GPUQOS_SOCKET\n", cmd, path, why);
+}
+
 /* Parses run's options; returns the index of CMD, or -EX_USAGE / 0 for --help. */
 static int run_opts(int argc, char **argv, const char **cls, const char **sock)
 {
@@ -244,6 +291,7 @@ static int cmd_run(int argc, char **argv)
 		return EX_CANNOT_EXEC;
 	}
 	inject_preempt();
+	check_agent(sock, argv[i]);
 	execvp(argv[i], argv + i);
 	e = errno;
 	fprintf(stderr, "gpuqos: cannot run %s: %s\n", argv[i], strerror(e));

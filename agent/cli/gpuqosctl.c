@@ -28,7 +28,9 @@
 #define GPUQOS_VERSION "unknown"
 #endif
 
-#define DEFAULT_SOCKET "/run/gpuqos/ctl.sock"
+/* gpuqos-agent's AGENT_DEFAULT_CTL_SOCKET (agent/agent.h): outside the
+ * preempt socket's directory, which containers see. */
+#define DEFAULT_SOCKET "/run/gpuqos-agent/ctl.sock"
 #define DEFAULT_TIMEOUT_MS 10000
 
 enum { EX_OK = 0, EX_AGENT = 1, EX_USAGE = 2, EX_UNREACHABLE = 3 };
@@ -187,7 +189,8 @@ static int parse_command(const char *const *pos, int npos, struct opts *o)
 		return usage_error("%s takes %d argument%s, got %d", cmds[c].name,
 				   cmds[c].nargs, cmds[c].nargs == 1 ? "" : "s", npos - 1);
 	if (cmds[c].has_pid && parse_positive(pos[1], INT_MAX, &o->pid) != 0)
-		return usage_error("%s: '%s' is not a pid (a positive integer)", cmds[c].name, pos[1]);
+		return usage_error("%s: not a pid: %s (a pid is a positive integer)", cmds[c].name,
+				   pos[1]);
 	if (o->cmd == C_SET_CLASS && !(o->cls = class_request(pos[2])))
 		return usage_error("set-class: unknown class '%s' (use lc, be, unmanaged or auto)",
 				   pos[2]);
@@ -207,9 +210,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
+		/* No option begins with a digit: "-5" is a (bad) pid, and is
+		 * refused as one rather than as an unknown option. */
 		if (!only_pos && strcmp(a, "--") == 0) {
 			only_pos = 1;
-		} else if (!only_pos && a[0] == '-' && a[1] != '\0') {
+		} else if (!only_pos && a[0] == '-' && a[1] != '\0' && !isdigit((unsigned char)a[1])) {
 			if ((r = parse_opt(argc, argv, &i, o)) != 0)
 				return r;
 		} else if (npos == (int)(sizeof(pos) / sizeof(pos[0]))) {
