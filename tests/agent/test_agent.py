@@ -209,15 +209,19 @@ def t_deadline(make_agent):
     lc = a.peer(LC_ENV)
     standard_process(lc, client=0xC1D00002)
     wait_for(lambda: be.commands(OP_SET_TS, GR), "BE command sent")
+    # The peer never answers: only the deadline (100 ms) ends the wait.
+    # The bound is the deadline plus the room a loaded 2-core machine's
+    # late timer and polling need; a missed deadline waits forever.
     t0 = time.monotonic()
-    wait_for(lambda: (gr_of(a, be.pid) or {}).get("state") == "stalled", "BE TSG stalled")
-    check(time.monotonic() - t0 < 2.0, "deadline fired promptly")
+    wait_for(lambda: (gr_of(a, be.pid) or {}).get("state") == "stalled", "BE TSG stalled",
+             timeout=30)
+    check(time.monotonic() - t0 < 10.0, "deadline fired")
     t = gr_of(a, be.pid)
     check(t["lastErrno"] == "timeout", "timeout recorded: %r" % t)
     check(a.counters()["timeouts"] == 1, "timeout counted")
-    t0 = time.monotonic()
-    a.list()
-    check(time.monotonic() - t0 < 0.5, "list answers promptly while a peer is stalled")
+    # A loop that waited for the silent peer would never answer: the
+    # answer itself (within the ctl call's own timeout) is the check.
+    check(a.list()["ok"], "list answers while a peer is stalled")
     be.sync()
     n = len(be.commands())
     be.add_tsg(0xC1D00001, 0x5C000020, 1, ts=2048, app=2048)  # a second GR TSG
@@ -416,10 +420,12 @@ def t_preempt(make_agent):
     check(vals == [1024, 1024, 1024, 2048, 2048], "read-back values: %r" % vals)
     # a silent peer: the answer comes when the deadline passes
     p.send(op="set", answer=False)
+    # Answered at the deadline (1 s), never later than it plus the room a
+    # loaded 2-core machine needs; a missed deadline never answers.
     t0 = time.monotonic()
-    r = a.ctl({"cmd": "preempt", "pid": p.pid, "wait": False})
+    r = a.ctl({"cmd": "preempt", "pid": p.pid, "wait": False}, timeout=30)
     check(r["ok"] and all(x["errno"] == "timeout" for x in r["results"]), repr(r))
-    check(time.monotonic() - t0 < 5, "answered at the deadline")
+    check(time.monotonic() - t0 < 15, "answered at the deadline")
     # a failing control is recorded with its status in words
     p.send(op="set", answer=True, status={"2": 0x1F})
     p.send(op="release")

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube_harness.h - what the agent/kube tests share: a tiny epoll driver
- * standing in for agent/loop.c (it also times every call into the client,
- * to prove none blocks), the fake API server as a child process, and
- * blocking control calls to it. Test code only: blocking is fine here.
+ * standing in for agent/loop.c (it also measures how long every call into
+ * the client slept, to prove none blocks), the fake API server as a child
+ * process, and blocking control calls to it. Test code only: blocking is
+ * fine here.
  */
 #ifndef GPUQOS_TESTS_KUBE_HARNESS_H
 #define GPUQOS_TESTS_KUBE_HARNESS_H
@@ -21,7 +22,9 @@ struct drv {
 	int tfd;
 	unsigned char watched[DRV_MAX_FD];
 	struct kube_client *client;
-	uint64_t max_call_us; /* longest single call into the client */
+	uint64_t max_call_us;    /* longest single call into the client, wall */
+	uint64_t max_blocked_us; /* longest time one call slept (not on or
+				  * waiting for a CPU): the client blocked */
 	uint64_t calls;
 };
 
