@@ -7,14 +7,22 @@
  * (and cuEventRecord, counted apart), and the waits for GPU work, where
  * each launch "runs" for a time the test sets.
  *
- * Owns: the table of names and the argument check. Does not own: any GPU
- * work. Tests load it the way cudart does (dlopen, then dlsym on the
- * handle), with libgpuqos-preempt.so preloaded.
+ * Owns: the table of names and the argument check, and FAKE_CUDA_LOG: with
+ * it set (a path), one line per application launch, wake launch and event
+ * record ("A", "W", "E" and CLOCK_MONOTONIC ns), in the order they came,
+ * so that a test can check what followed what (the workload adds its own
+ * lines through fake_cuda_log). Does not own: any GPU work. Tests load it
+ * the way cudart does (dlopen, then dlsym on the handle), with
+ * libgpuqos-preempt.so preloaded.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -72,7 +80,7 @@ static int dims_ok(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
 #define FAKE_WAKE_STREAM_TAG 0x57ul
 
 static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long wakes, wakes_bad, wake_ctx_ok, wakes_stale, ctx_gen;
+static unsigned long wakes, wakes_bad, wake_ctx_ok, wakes_stale, ctx_gen, wakes_new_ctx;
 static unsigned long long last_wake_ns;
 /* For each launch on the application's stream that followed a wake: how
  * long after the wake it came, in us (a bounded list). */
@@ -87,6 +95,51 @@ static unsigned long long now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* FAKE_CUDA_LOG's file, opened at the first line (-2: not yet); -1:
+ * none (unset, or a write failed). */
+static int log_fd = -2;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One line, whole, in one write (O_APPEND). */
+EXPORT void fake_cuda_log(const char *line);
+EXPORT void fake_cuda_log(const char *line)
+{
+	size_t n = strlen(line);
+
+	pthread_mutex_lock(&log_lock);
+	if (log_fd == -2) {
+		const char *path = getenv("FAKE_CUDA_LOG");
+
+		log_fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+	}
+	if (log_fd >= 0 && write(log_fd, line, n) != (ssize_t)n)
+		log_fd = -1;
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* At exit, after the preempt library's own exit handler (which stops its
+ * wake thread and says what it counted): the wake launches and the
+ * requests woken, as fake_cuda_wakes(0) and (6) would say. */
+__attribute__((destructor)) static void log_counts(void)
+{
+	char line[64];
+
+	if (!getenv("FAKE_CUDA_LOG"))
+		return;
+	pthread_mutex_lock(&wake_lock);
+	snprintf(line, sizeof(line), "C %lu %lu\n", wakes, nleads);
+	pthread_mutex_unlock(&wake_lock);
+	fake_cuda_log(line);
+}
+
+static void log_event(char what, unsigned long long t)
+{
+	char line[40];
+
+	snprintf(line, sizeof(line), "%c %llu\n", what, t);
+	fake_cuda_log(line);
 }
 
 EXPORT int cuCtxGetCurrent(void **ctx);
@@ -171,7 +224,8 @@ EXPORT int cuDevicePrimaryCtxReset_v2(int dev)
  * wakes from a thread whose current context was the application's, and
  * the leads seen, from the first wake launch since the application's
  * latest launch to its next one (p: 0 min, 1 median, 2 max, 3 count: the
- * requests woken). */
+ * requests woken; 7: wakes on a stale stream; 8: wakes in a context that
+ * came back after one went away). */
 EXPORT unsigned long fake_cuda_wakes(int which);
 EXPORT unsigned long fake_cuda_wakes(int which)
 {
@@ -189,8 +243,10 @@ EXPORT unsigned long fake_cuda_wakes(int which)
 		r = wake_ctx_ok;
 	else if (which == 7)
 		r = wakes_stale;
+	else if (which == 8)
+		r = wakes_new_ctx;
 	pthread_mutex_unlock(&wake_lock);
-	if (which < 3 || which == 7)
+	if (which < 3 || which >= 7)
 		return r;
 	for (i = 1; i < n; i++)
 		for (j = i; j > 0 && s[j - 1] > s[j]; j--) {
@@ -207,6 +263,8 @@ EXPORT unsigned long fake_cuda_wakes(int which)
 
 static int wake_launch(void *f, unsigned gx, unsigned bx, void *st, void **params)
 {
+	unsigned long long t;
+
 	pthread_mutex_lock(&wake_lock);
 	if ((unsigned long)st >> 8 != ctx_gen) {
 		wakes_stale++;
@@ -218,9 +276,13 @@ static int wake_launch(void *f, unsigned gx, unsigned bx, void *st, void **param
 	else
 		wakes_bad++;
 	wake_ctx_ok += cur_ctx == FAKE_CTX;
+	wakes_new_ctx += ctx_gen > 0;
 	/* The lead is the first launch's (a hold adds a train after it). */
+	t = now_ns();
 	if (!last_wake_ns)
-		last_wake_ns = now_ns();
+		last_wake_ns = t;
+	/* (Under wake_lock: the log's order is the order launches came.) */
+	log_event('W', t);
 	pthread_mutex_unlock(&wake_lock);
 	return CUDA_SUCCESS;
 }
@@ -305,8 +367,9 @@ static void app_launch_seen(void)
 	pthread_mutex_lock(&wake_lock);
 	app_launch_ns = now_ns();
 	if (last_wake_ns && nleads < LEADS_MAX)
-		leads[nleads++] = (unsigned)((now_ns() - last_wake_ns) / 1000u);
+		leads[nleads++] = (unsigned)((app_launch_ns - last_wake_ns) / 1000u);
 	last_wake_ns = 0;
+	log_event('A', app_launch_ns);
 	pthread_mutex_unlock(&wake_lock);
 }
 
@@ -372,6 +435,7 @@ EXPORT int cuEventRecord(void *ev, void *st)
 {
 	int ok = ev == ARG_EVENT && st == ARG_STREAM;
 
+	log_event('E', now_ns());
 	if (ok)
 		events_ok++;
 	else

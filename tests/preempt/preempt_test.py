@@ -582,12 +582,14 @@ def sc_gate(args, tmp):
     w.expect("gettime 0", ok("gettime t0") + " us=50")
     # A lease nobody renews lapses on its own, the connection still open:
     # enabled, and libcuda's timeslice back.
+    # (Never before its 300 ms; the upper bound only tells it from the
+    # longest lease, GATE_LEASE_MAX_MS, with room for a loaded machine.)
     t0 = time.monotonic()
     check(conn.command(12, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
     take_flags(conn, GL)
-    t = take_flags(conn, 0, timeout=3.0)
+    t = take_flags(conn, 0, timeout=8.0)
     held = time.monotonic() - t0
-    check(0.25 <= held <= 1.5, "a 300 ms lease held %.3f s" % held)
+    check(0.3 <= held < GATE_LEASE_MAX_MS / 1000 - 2, "a 300 ms lease held %.3f s" % held)
     chanstate(w, 0, 2, 2)
     t = conn.take(TSG, lambda d: d["h_tsg"] == TSGS[0] and d["timeslice_us"] == 2048)
     check(t["app_timeslice_us"] == 2048, "restored report: %r" % t)
@@ -596,7 +598,7 @@ def sc_gate(args, tmp):
     check(conn.command(13, OP_SET, TSGS[0], arg=50)["err"] == 0, "SET 50")
     check(conn.command(14, OP_UNGATE, TSGS[0], arg=200)["err"] == 0, "turn of 200 ms")
     take_flags(conn, TSG_F_LEASED)
-    take_flags(conn, 0, timeout=3.0)
+    take_flags(conn, 0, timeout=8.0)
     w.expect("gettime 0", ok("gettime t0") + " us=2048")
     # The node agent going away ends every rotation at once; the TSGs
     # outside it keep their values for the restore grace (400 ms here).
@@ -608,14 +610,14 @@ def sc_gate(args, tmp):
     conn.close()
     agent.close()
     t_close = time.monotonic()
-    deadline = t_close + 2.0
+    deadline = t_close + 5.0
     while w.step("chanstate 0") != "chanstate disabled=0 disables=3 enables=3":
-        check(time.monotonic() < deadline, "still gated 2 s after the agent went away")
+        check(time.monotonic() < deadline, "still gated 5 s after the agent went away")
         time.sleep(0.02)
     w.expect("gettime 0", ok("gettime t0") + " us=2048")
     w.expect("gettime 1", ok("gettime t1") + " us=100")
     while w.step("gettime 1") != ok("gettime t1") + " us=1024":
-        check(time.monotonic() < t_close + 3.0, "copy TSG not restored after the grace")
+        check(time.monotonic() < t_close + 5.0, "copy TSG not restored after the grace")
         time.sleep(0.05)
     check(time.monotonic() - t_close >= 0.35, "restored before the grace ended")
     # Reconnected, it reports the TSG open, gateable and out of any rotation.
@@ -640,7 +642,7 @@ def chancounts(w):
     return tuple(int(x) for x in m.groups())
 
 
-def wait_chan(w, pred, what, timeout=2.0):
+def wait_chan(w, pred, what, timeout=5.0):
     deadline = time.monotonic() + timeout
     while True:
         c = chancounts(w)
@@ -659,7 +661,7 @@ def sc_window(args, tmp):
     w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
     w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
     take_flags(conn, 0)
-    period, before, after = 40000000, 5000, 5000
+    period, before, after = 40000000, WINDOW_BEFORE_MAX_US, 5000
     now = time.monotonic_ns
     # Schedules the library must refuse change nothing.
     bad = [dict(sent_ns=now() - 10 ** 9), dict(period_ns=500000),
@@ -683,31 +685,45 @@ def sc_window(args, tmp):
 
     # A schedule: the channel is off around every start, and only then.
     start = now() + 100000000
-    conn.send(window(960, period, start, now(), before, after, 2000))
-    t0 = time.monotonic()
+    sent = now()
+    conn.send(window(960, period, start, sent, before, after, 2000))
     c = wait_chan(w, lambda c: c[1] >= 2, "no window opened")
-    time.sleep(max(1.0 - (time.monotonic() - t0), 0))
+    time.sleep(0.5)
     c = chancounts(w)
-    check(12 <= c[1] <= 30 and c[2] >= c[1] - 1, "1 s of 40 ms windows: %r" % (c,))
-    # A renewal that asks for its state: held, with the windows it opened.
+    # One window a start at most (the first start 100 ms after sending),
+    # each closed but the one open now.
+    check(c[1] <= (now() - sent) // period + 1 and c[2] >= c[1] - 1,
+          "%.2f s of 40 ms windows: %r" % ((now() - sent) / 1e9, c))
+    # A renewal that asks for its state: held, with the windows it opened
+    # (the channel's count read before and after it).
     conn.send(window(958, period, start, now(), before, after, 2000,
                      flags=WINDOW_F_ON | WINDOW_F_STATE))
     st = conn.take(WINDOW_STATE)
-    check(st["flags"] == WINDOW_STATE_F_ON and c[1] <= st["opened"] <= c[1] + 2,
-          "a running schedule's state: %r, channel %r" % (st, c))
+    c2 = chancounts(w)
+    check(st["flags"] == WINDOW_STATE_F_ON and c[1] <= st["opened"] <= c2[1],
+          "a running schedule's state: %r, channel %r then %r" % (st, c, c2))
     # Without the bit, no answer.
     conn.send(window(959, period, start, now(), before, after, 2000))
     conn.barrier(957)
     check(not any(d["type"] == WINDOW_STATE for d in conn.pending),
           "a WINDOW_STATE nobody asked for: %r" % conn.pending)
+    # Each window opens on the schedule's phase: never before its time,
+    # and before the start it is for (the product's promise: the BE is
+    # off when the LC's request is due; a window the library gets to
+    # later than 200 us before its start is skipped, and the largest
+    # `before` leaves 9.8 ms for the disable itself on a loaded machine).
     for _ in range(5):
         at = int(w.step("chantime 0").split("=")[1])
         into = (at - (start - before * 1000)) % period
-        check(into < 5000000, "a window opened %d us after its time" % (into // 1000))
+        check(into < before * 1000, "a window opened %d us after its time" % (into // 1000))
         time.sleep(0.037)
-    # Its lease lapses: the windows stop and the channel is on.
+    # Its lease lapses: the windows stop (the library says so) and the
+    # channel is on.
     conn.send(window(961, period, start, now(), before, after, 200))
-    time.sleep(0.5)
+    end = time.monotonic() + 5.0
+    while "windows ended (lease lapsed)" not in open(w.stderr_path, errors="replace").read():
+        check(time.monotonic() < end, "the lease never lapsed")
+        time.sleep(0.05)
     c1 = wait_chan(w, lambda c: c[0] == 0, "on after the lease lapsed")
     time.sleep(0.3)
     c2 = chancounts(w)
@@ -733,7 +749,7 @@ def sc_window(args, tmp):
     conn.send(window(966, period, start, now(), before, after, 2000, flags=WINDOW_F_STATE))
     st = conn.take(WINDOW_STATE)
     check(st["flags"] == 0, "an ended schedule's state: %r" % st)
-    c1 = wait_chan(w, lambda c: c[0] == 0, "on after the end", timeout=0.5)
+    c1 = wait_chan(w, lambda c: c[0] == 0, "on after the end")
     time.sleep(0.2)
     check(chancounts(w)[1] == c1[1], "a window after the end")
 
@@ -788,10 +804,12 @@ def sc_setrace(args, tmp):
     conn.pending = [d for d in conn.pending if d["type"] != TSG]
     conn.send(command(3, OP_SET, CLIENT, TSGS[0], 2000000, 300))
     rm_reaches(w, 300)
-    t0 = time.monotonic()
     w.expect("settime 0 2048 54", settime_line(0, 2048))
-    waited = time.monotonic() - t0
-    check(waited < 1.5, "libcuda's SET waited %.2f s for the library's" % waited)
+    # libcuda's SET returned before RM answered the command's (2.5 s).
+    while select.select([conn.s], [], [], 0)[0]:
+        conn.pending.append(parse(conn.s.recv(1024)))
+    check(not any(d["type"] == RESULT for d in conn.pending),
+          "libcuda's SET waited for the library's: %r" % conn.pending)
     r = conn.take(RESULT, lambda d: d["seq"] == 3)
     check(r["err"] == 0 and r["value"] == 300, "SET under a policy: %r" % r)
     w.expect("gettime 0", ok("gettime t0") + " us=50")
@@ -864,9 +882,13 @@ def sc_activity(args, tmp):
     w.expect("probe", "probe cuLaunchKernel=found cuLaunchKernel_ptsz=found")
     d, _ = take_activity(conn, lambda d: d["launches"] == 332, "332 launches")
     d, _ = take_activity(conn, lambda d: True, "the tail to pass")
-    check(1 <= d["bursts"] - before["bursts"] <= 5, "back-to-back bursts: %r -> %r" % (before, d))
-    check(tail <= d["active_ns"] - before["active_ns"] <= 5 * tail + 50 * 1000 * 1000,
-          "back-to-back active: %r -> %r" % (before, d))
+    # (Each burst is active for a tail past its last launch, and a gap
+    # longer than the tail ends it: a loaded machine that stalls the loop
+    # splits it, but 306 launches are far fewer bursts than launches.)
+    b = d["bursts"] - before["bursts"]
+    check(1 <= b <= 306 // 2, "back-to-back bursts: %r -> %r" % (before, d))
+    check(b * tail <= d["active_ns"] - before["active_ns"]
+          <= b * tail + d["at_ns"] - before["at_ns"], "back-to-back active: %r -> %r" % (before, d))
     # Idle: the reports go on, unchanged.
     d2, seen = take_activity(conn, lambda x: x["at_ns"] - d["at_ns"] > 600e6, "idle reports")
     check(all(x["launches"] == 332 and x["active_ns"] == d["active_ns"] for x in seen),
@@ -901,101 +923,237 @@ def take_wake(conn, pred, what, timeout=5.0):
 def periodic(w, args, what):
     out = w.step("periodic %s %s" % (args.libcuda, what), timeout=15.0)
     m = re.match(r"periodic status=(\w+) wakes=(\d+) bad=(\d+) in_ctx=(\d+) stale=(\d+) "
-                 r"leads=(\d+) min=(\d+) median=(\d+) max=(\d+) events=(\d+)$", out)
+                 r"leads=(\d+) min=(\d+) median=(\d+) max=(\d+) events=(\d+) renewed=(\d+)$", out)
     check(m, "periodic %s: %r" % (what, out))
-    keys = ("wakes", "bad", "in_ctx", "stale", "leads", "min", "median", "max", "events")
+    keys = ("wakes", "bad", "in_ctx", "stale", "leads", "min", "median", "max", "events",
+            "renewed")
     d = dict(zip(keys, map(int, m.groups()[1:])))
     check(m.group(1) == "ok", "periodic %s: the application's launches: %r" % (what, out))
     return d
 
 
+# What the library itself promises about the wake's timing
+# (agent/preempt/preempt_wake.h): the intervals it calls a period agree
+# within this much, and a wake more than half its lead late is not issued.
+WAKE_JITTER_NS = 50000
+WAKE_SPLIT_NS = 100000
+SPAN_MIN = 32
+# The workloads' requests come this often (us), on an absolute schedule.
+PERIOD_US = 3000
+# The wake's predictor needs nine requests whose starts agree; whether a
+# loaded machine gives them is its own affair, not the library's. A step
+# that needs a wake is repeated until one came, for at most this long
+# (the test's TIMEOUT allows for it).
+STEADY_S = 25.0
+
+
+def periodic_until(w, args, what, pred, why):
+    """periodic runs until pred(counts) holds (see STEADY_S)."""
+    end = time.monotonic() + STEADY_S
+    while True:
+        d = periodic(w, args, what)
+        if pred(d):
+            return d
+        check(time.monotonic() < end, "%s: %r" % (why, d))
+
+
+class CudaLog:
+    """The fake libcuda's log (FAKE_CUDA_LOG, tests/preempt/fake_libcuda.c),
+    read a run at a time: per request its due time and the clock before it
+    ("S"), its event record ("V" before, "E" in the fake), its launch ("A"
+    in the fake, "L" after it), the wait that said done ("R"); and the wake
+    thread's launches ("W") where they came among them; at exit, after
+    the library's wake thread stopped, the fake's counts ("C": wake
+    launches, requests woken) in final."""
+
+    def __init__(self, tmp, name):
+        self.path = os.path.join(tmp, name)
+        self.pos = 0
+        self.final = None
+
+    def run(self):
+        """(requests, wake launches by the request they came after (-1:
+        before the first)) since the last call."""
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                text = f.read()
+        except FileNotFoundError:
+            text = ""
+        text = text[:text.rfind("\n") + 1]
+        self.pos += len(text)
+        reqs, wakes = [], []
+        for line in text.splitlines():
+            k, *t = line.split()
+            t = [int(x) for x in t]
+            if k == "S":
+                reqs.append({"due": t[0], "pre": t[1]})
+            elif k == "C":
+                self.final = {"wakes": t[0], "leads": t[1]}
+            elif k == "W":
+                wakes.append((len(reqs) - 1, t[0], "a" in reqs[-1] if reqs else False))
+            elif reqs and k in "AELRV" and k.lower() not in reqs[-1]:
+                reqs[-1][k.lower()] = t[0]
+        return reqs, wakes
+
+
+def matches_period(reqs, period_ns):
+    """The library's period is the median of eight intervals between its
+    request starts, six of them within WAKE_JITTER_NS of it. Each start it
+    took lies between the workload's clock before the launch and the fake's
+    in it: some eight intervals in a row, so bracketed, must agree."""
+    near = []
+    for p, q in zip(reqs, reqs[1:]):
+        lo, hi = q["pre"] - p["a"], q["a"] - p["pre"]
+        near.append(lo - WAKE_JITTER_NS <= period_ns <= hi + WAKE_JITTER_NS)
+    return any(sum(near[i:i + 8]) >= 6 for i in range(len(near) - 7))
+
+
+def one_of_the_starts(reqs, t):
+    """A start the library took is one of the workload's launches."""
+    return any(r["pre"] <= t <= r["a"] for r in reqs)
+
+
+def exit_summary(err):
+    m = re.search(r"wake: (\d+) requests, (\d+) wakes: (\d+) hit, (\d+) wasted \((\d+) of "
+                  r"them: kernels long after the request's first operation\), (\d+) beaten by "
+                  r"the request; (\d+) not issued \(late or failed\); (\d+) spans measured, the "
+                  r"latest 99th percentile (\d+) us", err)
+    check(m, "the exit summary: %s" % err)
+    keys = ("requests", "wakes", "hits", "wasted", "split", "beaten", "not_issued", "spans",
+            "span_us")
+    return dict(zip(keys, map(int, m.groups())))
+
+
+def check_one_launch_per_wake(s, log, what):
+    """Without a hold, every launch of the wake thread is one wake the
+    library counted (the fake saw them all: none on a stale stream), and
+    each request has one: the launches between two of the application's
+    are its wake, plus one its predecessor beat. (Both counts as they were
+    at exit: the fake's read once the library's had been.)"""
+    log.run()
+    d = log.final
+    check(d and s["wakes"] == d["wakes"], "%s: the library counted %r, the fake saw %r"
+          % (what, s, d))
+    check(s["wakes"] <= d["leads"] + s["beaten"] + 1, "%s, no hold, no train: %r %r"
+          % (what, s, d))
+    check(s["wakes"] + s["not_issued"] <= s["requests"] + 1, "%s: %r" % (what, s))
+
+
 def sc_wake(args, tmp):
     """GPUQOS_WAKE_LEAD_US: requests that come at a steady period get a wake
     (one empty kernel on the library's own stream, in the application's
-    context) about the lead ahead; Poisson arrivals get none; a context
-    destroyed or reset is never used again by the wake thread; a request
-    whose launch comes long after a CUDA event it recorded first has its
-    wake judged wasted; bad values and no value start nothing. No node
-    agent is needed."""
+    context) ahead of them; Poisson arrivals get none; a context destroyed
+    or reset is never used again by the wake thread; a hold's train ends at
+    its request; a request whose launch comes long after a CUDA event it
+    recorded first has its wake judged wasted; bad values and no value
+    start nothing. No node agent is needed."""
     sock = os.path.join(tmp, "none.sock")
     # Off: nothing is woken.
     w = Workload(args, tmp, preload_env(args, sock))
-    d = periodic(w, args, "40 3000")
+    d = periodic(w, args, "40 %d" % PERIOD_US)
     check(d["wakes"] == 0 and d["bad"] == 0, "without GPUQOS_WAKE_LEAD_US: %r" % d)
     w.finish()
     for bad in ("abc", "1001", "-5", "100us", ""):
         w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US=bad,
                                             GPUQOS_LOG="info"))
-        d = periodic(w, args, "40 3000")
+        d = periodic(w, args, "40 %d" % PERIOD_US)
         err = w.finish()
         check(d["wakes"] == 0, "GPUQOS_WAKE_LEAD_US=%r: %r" % (bad, d))
         check(bad == "" or "GPUQOS_WAKE_LEAD_US=%s is not a whole number" % bad in err,
               "GPUQOS_WAKE_LEAD_US=%r: %s" % (bad, err))
+    log = CudaLog(tmp, "steady.log")
     w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
-                                        GPUQOS_LOG="info"), preexec=steady)
-    # A request every 3 ms: once nine agree, they get a wake about 100 us
-    # ahead (the fake measures from the wake's launch to the request's).
-    # On a loaded machine the workload's own timing is not steady, and
-    # fewer are woken: that is the predictor doing its job.
-    d = periodic(w, args, "300 3000")
-    check(d["leads"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
-          and d["stale"] == 0, "steady requests: %r" % d)
-    check(30 <= d["median"] <= 250, "the lead: %r" % d)
-    # No hold: one launch per woken request. (A wake its request beat is
-    # counted with the next request, which then shows two launches.)
-    check(d["wakes"] <= d["leads"] * 21 // 20 + 2, "no hold, no train: %r" % d)
-    # Poisson arrivals of the same mean: no period, no wake.
+                                        GPUQOS_LOG="info", FAKE_CUDA_LOG=log.path),
+                 preexec=steady)
+    # Steady requests: woken, each wake in the application's context and
+    # before the request it was aimed at. The lead the fake saw (from the
+    # wake's launch to the request's) is the library's promise: the wake
+    # comes ahead of its request (it is aimed 100 us ahead and not issued
+    # more than 50 us late), not after the one before, so the median lies
+    # within the first half of the period; the exact aim is the unit
+    # test's (test_preempt_wake.c).
+    d = periodic_until(w, args, "300 %d" % PERIOD_US, lambda d: d["leads"] > 0,
+                       "steady requests were never woken")
+    check(d["bad"] == 0 and d["in_ctx"] == d["wakes"] and d["stale"] == 0,
+          "steady requests: %r" % d)
+    check(0 < d["median"] < PERIOD_US // 2, "the wakes' leads: %r" % d)
+    # Poisson arrivals of the same mean: no period, no wake. The eight
+    # intervals the predictor holds keep the steady period for two Poisson
+    # requests (a third odd interval breaks it), and one wake may have been
+    # aimed past the steady run's end: three at most.
     before = d
-    d = periodic(w, args, "300 3000 poisson 7")
+    d = periodic(w, args, "300 %d poisson 7" % PERIOD_US)
     check(d["leads"] - before["leads"] <= 3, "Poisson requests: %r -> %r" % (before, d))
     # The context destroyed (cuCtxDestroy through cuGetProcAddress) or
     # reset (cuDevicePrimaryCtxReset_v2 through dlsym) every 20 requests:
     # no wake ever lands on a stream of a context that went away, and the
     # wakes resume in the new one.
-    before = d
-    d = periodic(w, args, "200 3000 destroy 20")
+    d = periodic_until(w, args, "200 %d destroy 20" % PERIOD_US, lambda d: d["renewed"] > 0,
+                       "no wake in a context that came back")
     check(d["stale"] == 0 and d["bad"] == 0, "a context that went away was used: %r" % d)
-    check(d["wakes"] - before["wakes"] >= 15, "wakes after the context came back: %r -> %r"
-          % (before, d))
     err = w.finish()
-    check(re.search(r"wake: \d+ requests, \d+ wakes: \d+ hit", err), "the exit summary: %s" % err)
     check("wake: off" not in err and "failed" not in err.replace("late or failed", ""),
           "nothing failed: %s" % err)
-    # Each launch after a CUDA event recorded on its due time (through
-    # cuGetProcAddress): 20 us after it, woken as usual; 160 us after it,
-    # each wake is judged wasted (on a GPU the context would run the event
-    # and leave before the kernels), and the wasted ones stop the wakes.
+    check_one_launch_per_wake(exit_summary(err), log, "steady, Poisson, destroyed")
+
     # A 500 us hold: after each wake, the empty kernel again every 20 us
-    # until the request's launch (at most 500 us past the start the wake
-    # was aimed at): about five more launches per woken request. A train
-    # that ran on past the request to the hold's end would make about 30.
-    # (The wake thread spins meanwhile: on a loaded machine fewer requests
-    # are woken.)
+    # until the request's launch. The train ends there: after a request's
+    # launch, at most one launch of the wake thread that was already under
+    # way, until the next request's wake (aimed a period less the lead
+    # after the request: none within half a period). A train that ran on to
+    # the hold's end would put about 20 there.
+    log = CudaLog(tmp, "hold.log")
     w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
-                                        GPUQOS_WAKE_HOLD_US="500"), preexec=steady)
-    d = periodic(w, args, "150 3000")
-    w.finish()
-    check(d["leads"] >= 10 and d["bad"] == 0 and d["stale"] == 0
-          and 3 * d["leads"] <= d["wakes"] <= 8 * d["leads"], "the hold's train: %r" % d)
-    split = {}
-    for gap in (20, 160):
-        w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
-                                            GPUQOS_LOG="info"), preexec=steady)
-        d = periodic(w, args, "300 3000 event %d" % gap)
-        err = w.finish()
-        m = re.search(r"wake: (\d+) requests, (\d+) wakes: (\d+) hit, (\d+) wasted \((\d+) of "
-                      r"them: kernels long after the request's first operation\)", err)
-        # (On a loaded machine a late request can fall within the next
-        # one's burst: a few fewer requests.)
-        check(m and d["events"] == 300 and d["bad"] == 0 and 290 <= int(m.group(1)) <= 300,
-              "event %d: %r %s" % (gap, d, err))
-        split[gap] = (d["wakes"], int(m.group(5)))
-        # No hold, no train: one launch per woken request.
-        check(d["wakes"] <= d["leads"] * 21 // 20 + 2, "event %d, no hold: %r" % (gap, d))
-    # (On a loaded machine a few launches come late after their event.)
-    check(split[20][0] >= 40 and 10 * split[20][1] <= split[20][0],
-          "launches 20 us after the event: %r" % split)
-    check(split[160][0] <= 30 and split[160][1] >= 4, "launches 160 us after the event: %r" % split)
+                                        GPUQOS_WAKE_HOLD_US="500", GPUQOS_LOG="info",
+                                        FAKE_CUDA_LOG=log.path), preexec=steady)
+    d = periodic_until(w, args, "150 %d" % PERIOD_US, lambda d: d["wakes"] > d["leads"] > 0,
+                       "no train after a wake")
+    s = exit_summary(w.finish())
+    check(d["bad"] == 0 and d["stale"] == 0 and s["wakes"] < d["wakes"],
+          "the hold's train: %r %r" % (s, d))
+    reqs, wakes = log.run()
+    for i, r in enumerate(reqs):
+        after = [t for k, t, launched in wakes
+                 if k == i and launched and t < r["pre"] + PERIOD_US * 500]
+        check(len(after) <= 1, "request %d: %d train launches after its launch" % (i, len(after)))
+
+    # Each launch after a CUDA event recorded on its due time (through
+    # cuGetProcAddress). 160 us after it: the library judges wakes wasted
+    # for that reason (on a GPU the context would run the event and leave
+    # before the kernels). 20 us after it: only the launches that came more
+    # than 100 us after their event, by the workload's own clock (which
+    # holds the library's), may be.
+    for gap in (160, 20):
+        end = time.monotonic() + STEADY_S
+        while True:
+            log = CudaLog(tmp, "event%d.log" % gap)
+            w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
+                                                GPUQOS_LOG="info", FAKE_CUDA_LOG=log.path),
+                         preexec=steady)
+            d = periodic(w, args, "150 %d event %d" % (PERIOD_US, gap))
+            s = exit_summary(w.finish())
+            reqs, _ = log.run()
+            log.pos = 0
+            check(d["events"] == 150 and d["bad"] == 0 and len(reqs) == 150
+                  and 0 < s["requests"] <= 150, "event %d: %r %r" % (gap, d, s))
+            check_one_launch_per_wake(s, log, "event %d" % gap)
+            late = sum(r["l"] - r["v"] > WAKE_SPLIT_NS for r in reqs)
+            check(s["split"] <= late, "event %d: %d judged split, %d launches late: %r"
+                  % (gap, s["split"], late, s))
+            if (s["split"] if gap == 160 else s["hits"]) > 0:
+                break
+            check(time.monotonic() < end, "event %d: no wake judged: %r %r" % (gap, d, s))
+            os.unlink(log.path)
+
+
+def take_phase(conn, pred):
+    """The latest PHASE that pred accepts once the reports stopped, or
+    None (the other messages kept)."""
+    quiet_for(conn, -1, 0.6)
+    phs = [x for x in conn.pending if x["type"] == PHASE and pred(x)]
+    conn.pending = [x for x in conn.pending if x["type"] not in (WAKE, PHASE)]
+    return phs[-1] if phs else None
 
 
 def sc_span(args, tmp):
@@ -1004,27 +1162,48 @@ def sc_span(args, tmp):
     of how long past its due time the first wait that said done returned
     (a late request adds its lateness; a query spun on counts once it says
     done). Without the flag, no span (sc_wake_policy)."""
-    agent, w, conn = setup(args, tmp, preexec=steady, GPUQOS_LOG="info")
-    conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS | POLICY_F_PHASE
-                     | POLICY_F_SPAN, wake=wake_word(100)))
-    conn.barrier(931)
     for how, busy in (("stream", 600), ("ctx", 1200), ("query", 300)):
-        out = w.step("waits %s 150 4000 %d %s" % (args.libcuda, busy, how), timeout=15.0)
-        m = re.match(r"waits status=ok spins=(\d+)$", out)
-        check(m and (how != "query" or int(m.group(1)) > 0), "waits %s: %r" % (how, out))
-        quiet_for(conn, -1, 0.6)
-        phs = [x for x in conn.pending if x["type"] == PHASE]
-        conn.pending = [x for x in conn.pending if x["type"] not in (WAKE, PHASE)]
-        check(phs and phs[-1]["flags"] == PHASE_F_SPAN
-              and busy - 50 <= phs[-1]["span_us"] <= busy + 2500
-              and 3900000 <= phs[-1]["period_ns"] <= 4100000,
-              "PHASE with the span of %d us waited for by %s: %r" % (busy, how, phs[-1:]))
-    err = w.finish()
-    agent.close()
-    # The library's own count at exit: the last run's spans (query, 300 us).
-    m = re.search(r"; (\d+) spans measured, the latest 99th percentile (\d+) us", err)
-    check(m and 300 <= int(m.group(1)) <= 450 and 250 <= int(m.group(2)) <= 2800,
-          "the spans at exit: %s" % err)
+        # A workload of its own for each: the spans held are this way's.
+        log = CudaLog(tmp, "span-%s.log" % how)
+        agent, w, conn = setup(args, tmp, preexec=steady, GPUQOS_LOG="info",
+                               FAKE_CUDA_LOG=log.path)
+        conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS | POLICY_F_PHASE
+                         | POLICY_F_SPAN, wake=wake_word(100)))
+        conn.barrier(931)
+        reqs = []
+        end = time.monotonic() + STEADY_S
+        while True:
+            out = w.step("waits %s 150 4000 %d %s" % (args.libcuda, busy, how), timeout=15.0)
+            m = re.match(r"waits status=ok spins=(\d+)$", out)
+            check(m and (how != "query" or int(m.group(1)) > 0), "waits %s: %r" % (how, out))
+            reqs += log.run()[0]
+            ph = take_phase(conn, lambda x: x["span_us"] != 0)
+            if ph:
+                break
+            check(time.monotonic() < end, "waits %s: never a PHASE with a span" % how)
+        # The span is measured from the request's due time to the first
+        # wait that said done: no shorter than the work (as long as one of
+        # the latest spans had a start no later than its due time), and
+        # within what the workload itself saw from its due time to the
+        # wait's return (the library's due time lies on a grid of its own
+        # period, within WAKE_JITTER_NS a period of the workload's, two
+        # periods back at most).
+        longest = max((r["r"] - r["due"] + 999) // 1000 for r in reqs)
+        check(ph["flags"] == PHASE_F_SPAN
+              and busy <= ph["span_us"] <= longest + 2 * WAKE_JITTER_NS // 1000,
+              "PHASE with the span of %d us waited for by %s: %r (the workload's longest %d us)"
+              % (busy, how, ph, longest))
+        check(matches_period(reqs, ph["period_ns"])
+              and one_of_the_starts(reqs, ph["last_start_ns"]),
+              "PHASE's period and start are not the workload's: %r" % ph)
+        s = exit_summary(w.finish())
+        agent.close()
+        # The library's own count at exit: at most one span a request (its
+        # first has none), at least the SPAN_MIN a PHASE's span needs; the
+        # 99th percentile as above.
+        check(SPAN_MIN <= s["spans"] < len(reqs) and s["spans"] <= s["requests"]
+              and busy <= s["span_us"] <= longest + 2 * WAKE_JITTER_NS // 1000,
+              "the spans at exit (%d requests): %r" % (len(reqs), s))
 
 
 def sc_wake_policy(args, tmp):
@@ -1032,81 +1211,102 @@ def sc_wake_policy(args, tmp):
     and off (without the flag, with a lead or hold out of range, and when
     the connection ends); a workload whose environment sets
     GPUQOS_WAKE_LEAD_US keeps its own choice."""
-    agent, w, conn = setup(args, tmp, preexec=steady, GPUQOS_LOG="info")
+    log = CudaLog(tmp, "policy.log")
+    agent, w, conn = setup(args, tmp, preexec=steady, GPUQOS_LOG="info", FAKE_CUDA_LOG=log.path)
     # WAKE reports asked for, but no wake ever was: nothing to report.
     conn.send(policy(0, 0, flags=POLICY_F_WAKE_STATS))
-    d = periodic(w, args, "40 3000")
+    d = periodic(w, args, "40 %d" % PERIOD_US)
     check(d["wakes"] == 0, "before any wake in a POLICY: %r" % d)
     quiet_for(conn, WAKE, 0.6)
     conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS, wake=wake_word(100)))
     conn.barrier(901)
-    d = periodic(w, args, "300 3000")
-    check(d["leads"] >= 60 and d["bad"] == 0 and d["in_ctx"] == d["wakes"]
-          and d["stale"] == 0, "POLICY with a wake: %r" % d)
-    check(30 <= d["median"] <= 250, "the lead: %r" % d)
-    # The library's own counts (WAKE): every wake the fake saw, judged by
-    # the request after it; sent only when they changed.
-    # (A wake for the request after the last may be issued after the
-    # workload counted its wakes; and where wasted wakes stopped them, the
-    # wakes are all counted before the last requests are.)
-    rep = take_wake(conn, lambda m: m["wakes"] >= d["leads"] and m["requests"] >= 290,
-                    "the wakes counted")
-    # (The fake counts a request woken at its launch: a wake its request
-    # beat is counted with the next request's.)
-    check(0 <= rep["wakes"] - d["leads"] <= 1 + rep["beaten"],
-          "the library's wakes %r, the workload's %r" % (rep, d))
+    # Woken (see sc_wake for the lead), and the library's own counts
+    # (WAKE, sent only when they changed) are what the fake saw: every wake
+    # the wake thread launched, judged by the request after it (a hit at
+    # least once).
+    end = time.monotonic() + STEADY_S
+    while True:
+        d = periodic(w, args, "300 %d" % PERIOD_US)
+        rep = take_wake(conn, lambda m: m["wakes"] >= d["wakes"], "the wakes counted")
+        if d["leads"] > 0 and rep["hits"] > 0:
+            break
+        check(time.monotonic() < end, "steady requests were never woken: %r %r" % (d, rep))
+    # The reports of that run, to the last (a wake aimed past its end may
+    # still come).
+    while True:
+        try:
+            rep = take_wake(conn, lambda m: True, "", timeout=0.6)
+        except Failure:
+            break
+    check(d["bad"] == 0 and d["in_ctx"] == d["wakes"] and d["stale"] == 0,
+          "POLICY with a wake: %r" % d)
+    check(0 < d["median"] < PERIOD_US // 2, "the wakes' leads: %r" % d)
+    launches = len(log.run()[0])
     check(rep["flags"] & ~WAKE_F_STOPPED == 0 and rep["reserved"] == 0
-          and 290 <= rep["requests"] <= 301
+          and 0 < rep["requests"] <= launches - 40
           and rep["hits"] + rep["wasted"] + rep["beaten"] <= rep["wakes"] <= rep["requests"] + 1
-          and rep["wakes"] + rep["not_issued"] <= rep["requests"] + 1
-          and rep["hits"] >= 1, "the counts: %r" % rep)
-    quiet_for(conn, WAKE, 0.6)
+          and rep["wakes"] + rep["not_issued"] <= rep["requests"] + 1,
+          "the counts: %r (%d launches)" % (rep, launches))
     check(all(m["type"] != PHASE for m in conn.pending), "PHASE not asked for, yet sent")
     # PHASE asked for as well: with each WAKE, the period the wake agreed
-    # (3 ms) and the latest start, on this machine's CLOCK_MONOTONIC.
+    # and the latest start, on this machine's CLOCK_MONOTONIC: a period
+    # and a start the workload's own launches show.
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     conn.send(policy(0, 0, flags=POLICY_F_WAKE | POLICY_F_WAKE_STATS | POLICY_F_PHASE,
                      wake=wake_word(100)))
     conn.barrier(930)
-    d = periodic(w, args, "100 3000")
-    ph = conn.take(PHASE)
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    end = time.monotonic() + STEADY_S
+    while True:
+        d = periodic(w, args, "100 %d" % PERIOD_US)
+        reqs = log.run()[0]
+        ph = take_phase(conn, lambda x: x["at_ns"] > reqs[0]["pre"])
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        if ph:
+            break
+        check(time.monotonic() < end, "never a PHASE: %r" % d)
     check(ph["flags"] == 0 and ph["span_us"] == 0
-          and 2900000 <= ph["period_ns"] <= 3100000
-          and 0 < ph["last_start_ns"] <= ph["at_ns"] <= now
-          and now - ph["at_ns"] < 2000000000, "PHASE: %r (now %d)" % (ph, now))
-    quiet_for(conn, -1, 0.6)  # the last reports of that run, set aside
-    conn.pending = [m for m in conn.pending if m["type"] not in (WAKE, PHASE)]
-    # A POLICY without the flag: off.
+          and 0 < ph["last_start_ns"] <= ph["at_ns"] and t0 < ph["at_ns"] <= now
+          and one_of_the_starts(reqs, ph["last_start_ns"])
+          and matches_period(reqs, ph["period_ns"]), "PHASE: %r" % ph)
+    # A POLICY without the flag: off. (A wake already aimed may land.)
     conn.send(policy(0, 0))
     conn.barrier(902)
     before = d
-    d = periodic(w, args, "100 3000")
+    d = periodic(w, args, "100 %d" % PERIOD_US)
     check(d["leads"] - before["leads"] <= 1, "POLICY without a wake: %r -> %r" % (before, d))
     # Out of range: ignored, and no wakes.
     for i, word in enumerate((wake_word(0, 0), wake_word(1001), wake_word(100, 1001))):
         conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=word))
         conn.barrier(903 + i)
     before = d
-    d = periodic(w, args, "100 3000")
+    d = periodic(w, args, "100 %d" % PERIOD_US)
     check(d["leads"] - before["leads"] <= 1, "bad wakes in POLICY: %r -> %r" % (before, d))
     # On again; then the node agent goes away: off.
     # (With a 20 us hold this time: the log below says POLICY carried it.)
     conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100, 20)))
     conn.barrier(910)
+    # (Wakes judged wasted earlier may hold them off for a while.)
     before = d
-    # (Wakes judged wasted earlier may hold them off for a while: on a
-    # loaded machine the workload's own timing is not steady.)
-    d = periodic(w, args, "300 3000")
-    check(d["leads"] - before["leads"] >= 10, "POLICY with a wake again: %r -> %r" % (before, d))
+    d = periodic_until(w, args, "300 %d" % PERIOD_US, lambda d: d["leads"] > before["leads"],
+                       "POLICY with a wake again: %r ->" % before)
     conn.close()
-    time.sleep(0.3)
+    # Off once the library saw the connection end (it says so).
+    end = time.monotonic() + 5.0
+    while open(w.stderr_path, errors="replace").read().count(
+            "wake: off (the node agent's policy)") < 2:
+        check(time.monotonic() < end, "the library did not turn wakes off at the close")
+        time.sleep(0.05)
     before = d
-    d = periodic(w, args, "100 3000")
+    d = periodic(w, args, "100 %d" % PERIOD_US)
     check(d["leads"] - before["leads"] <= 1, "after the connection ended: %r -> %r" % (before, d))
     err = w.finish()
     agent.close()
+    # (With the 20 us hold the train adds launches the library does not
+    # count as wakes: the counts as they were before it.)
+    check(rep["wakes"] <= d["wakes"], "the library counted wakes the fake never saw: %r %r"
+          % (rep, d))
     check("wake: lead 100 us, hold 20 us (the node agent's policy)" in err
-          and "wake: off (the node agent's policy)" in err, "the log: %s" % err)
+          and err.count("wake: off (the node agent's policy)") == 2, "the log: %s" % err)
     check(err.count("ignored the wake of a POLICY") == 1
           and "ignored the wake of a POLICY (lead 0 us, hold 0 us)" in err,
           "bad wakes are said once: %s" % err)
@@ -1114,7 +1314,7 @@ def sc_wake_policy(args, tmp):
     agent, w, conn = setup(args, tmp, GPUQOS_WAKE_LEAD_US="0", GPUQOS_LOG="info")
     conn.send(policy(0, 0, flags=POLICY_F_WAKE, wake=wake_word(100)))
     conn.barrier(920)
-    d = periodic(w, args, "100 3000")
+    d = periodic(w, args, "100 %d" % PERIOD_US)
     check(d["wakes"] == 0, "GPUQOS_WAKE_LEAD_US=0 and a POLICY with a wake: %r" % d)
     w.finish()
     agent.close()

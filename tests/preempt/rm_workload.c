@@ -54,14 +54,22 @@
  *                              prints LIB's count of the preempt agent's
  *                              wake launches, those on a destroyed
  *                              context's stream, and how long after a wake
- *                              the next launch came (min, median, max us)
- *                              and its count of event records
+ *                              the next launch came (min, median, max us),
+ *                              its count of event records and of wakes in
+ *                              a context that came back; each
+ *                              request also goes to LIB's log
+ *                              (FAKE_CUDA_LOG): "S DUE NOW" before it (the
+ *                              time it was due on, and the clock), "V NOW"
+ *                              before its event record, "L NOW" after its
+ *                              launch returned
  *   waits LIB N PERIOD_US BUSY_US stream|ctx|query
  *                              cuLaunchKernel N times, one every PERIOD_US,
  *                              each taking BUSY_US in LIB's clock, then
  *                              waited for by cuStreamSynchronize (its
  *                              per-thread-stream variant), cuCtxSynchronize
- *                              or cuEventQuery spun on
+ *                              or cuEventQuery spun on; logged as
+ *                              periodic's, and "R NOW" once the wait said
+ *                              done
  *   launchtime LIB N           the same cuLaunchKernel N times back to back;
  *                              prints the mean time of one call (the cost of
  *                              the library's launch wrapper, run with and
@@ -456,6 +464,32 @@ static void do_launch(const char *lib, unsigned long n, unsigned long gap_us)
 
 typedef int (*w_destroy_fn)(void *);
 typedef int (*w_reset_fn)(int);
+typedef void (*w_log_fn)(const char *);
+
+static unsigned long long w_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static unsigned long long w_ns(const struct timespec *t)
+{
+	return (unsigned long long)t->tv_sec * 1000000000ull + (unsigned long long)t->tv_nsec;
+}
+
+/* One line to the fake's log: what, and one or two times. */
+static void w_log(w_log_fn log, char what, unsigned long long a, unsigned long long b)
+{
+	char line[64];
+
+	if (b)
+		snprintf(line, sizeof(line), "%c %llu %llu\n", what, a, b);
+	else
+		snprintf(line, sizeof(line), "%c %llu\n", what, a);
+	log(line);
+}
 
 typedef int (*w_evrec_fn)(void *, void *);
 
@@ -470,10 +504,11 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 	w_destroy_fn destroy = gpa ? (w_destroy_fn)w_gpa(gpa, "cuCtxDestroy", 12000, 0) : NULL;
 	w_reset_fn reset = h ? (w_reset_fn)dlsym(h, "cuDevicePrimaryCtxReset_v2") : NULL;
 	w_count_fn wakes = h ? (w_count_fn)dlsym(h, "fake_cuda_wakes") : NULL;
+	w_log_fn wlog = h ? (w_log_fn)dlsym(h, "fake_cuda_log") : NULL;
 	struct timespec t;
 	int bad = 0;
 
-	if (!lk || !wakes || !destroy || !reset || !evrec || !calls) {
+	if (!lk || !wakes || !destroy || !reset || !evrec || !calls || !wlog) {
 		printf("periodic failed: lookup\n");
 		return;
 	}
@@ -482,14 +517,17 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 	for (unsigned long i = 0; i < n; i++) {
 		double gap = (double)period_us;
 
+		w_log(wlog, 'S', w_ns(&t), w_now());
 		if (event_gap_us >= 0) {
 			struct timespec d = { 0, event_gap_us * 1000L };
 
+			w_log(wlog, 'V', w_now(), 0);
 			bad |= evrec((void *)0xe7e7, W_ST);
 			while (nanosleep(&d, &d) != 0 && errno == EINTR)
 				;
 		}
 		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+		w_log(wlog, 'L', w_now(), 0);
 		if (destroy_every && i % destroy_every == destroy_every - 1)
 			bad |= (i / destroy_every) % 2 ? reset(0) : destroy((void *)0xc7c7);
 		if (poisson)
@@ -501,9 +539,9 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 			;
 	}
 	printf("periodic status=%s wakes=%lu bad=%lu in_ctx=%lu stale=%lu leads=%lu min=%lu "
-	       "median=%lu max=%lu events=%lu\n",
+	       "median=%lu max=%lu events=%lu renewed=%lu\n",
 	       bad || calls(4) ? "error" : "ok", wakes(0), wakes(1), wakes(2), wakes(7), wakes(6),
-	       wakes(3), wakes(4), wakes(5), calls(3));
+	       wakes(3), wakes(4), wakes(5), calls(3), wakes(8));
 }
 
 typedef int (*w_wait_fn)(void *);
@@ -521,6 +559,7 @@ static void do_waits(const char *lib, unsigned long n, unsigned long period_us,
 	w_gpa_fn gpa = h ? (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
 	w_launch_fn lk = gpa ? (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0) : NULL;
 	w_busy_fn busy = h ? (w_busy_fn)dlsym(h, "fake_cuda_busy") : NULL;
+	w_log_fn wlog = h ? (w_log_fn)dlsym(h, "fake_cuda_log") : NULL;
 	w_wait_fn wait = NULL;
 	void *arg = W_ST;
 	int query = strcmp(how, "query") == 0, bad = 0;
@@ -535,7 +574,7 @@ static void do_waits(const char *lib, unsigned long n, unsigned long period_us,
 		wait = (w_wait_fn)w_gpa(gpa, "cuEventQuery", 12000, 0);
 		arg = (void *)0xe7e7;
 	}
-	if (!lk || !busy || !wait) {
+	if (!lk || !busy || !wait || !wlog) {
 		printf("waits failed: lookup\n");
 		return;
 	}
@@ -544,9 +583,12 @@ static void do_waits(const char *lib, unsigned long n, unsigned long period_us,
 	for (unsigned long i = 0; i < n; i++) {
 		int r;
 
+		w_log(wlog, 'S', w_ns(&t), w_now());
 		bad |= lk(W_F, 1, 2, 3, 4, 5, 6, 7, W_ST, W_PARAMS, W_EXTRA);
+		w_log(wlog, 'L', w_now(), 0);
 		while ((r = wait(arg)) == 600 && query)
 			spins++;
+		w_log(wlog, 'R', w_now(), 0);
 		bad |= r;
 		t.tv_nsec += (long)period_us * 1000L;
 		t.tv_sec += t.tv_nsec / 1000000000L;
