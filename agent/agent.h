@@ -16,14 +16,14 @@
 #include <sys/types.h>
 
 #include "abi/gq_proto.h"
-#include "agent/caps.h"
-#include "agent/config.h"
-#include "agent/direct.h"
-#include "agent/loop.h"
-#include "agent/path.h"
-#include "agent/policy.h"
-#include "agent/state.h"
-#include "agent/tracker.h"
+#include "agent/core/caps.h"
+#include "agent/core/config.h"
+#include "agent/io/direct.h"
+#include "common/loop.h"
+#include "agent/core/path.h"
+#include "agent/core/policy.h"
+#include "agent/core/state.h"
+#include "agent/io/tracker.h"
 #include "common/log.h"
 
 #define AGENT_VERSION "0.1.0"

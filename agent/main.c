@@ -13,11 +13,11 @@
  * subsystem's work; it wires them into the one loop.
  */
 #include "agent/agent.h"
-#include "agent/gpuinfo.h"
-#include "agent/kube_mode.h"
-#include "agent/metrics.h"
+#include "agent/io/gpuinfo.h"
+#include "agent/io/kube_mode.h"
+#include "agent/io/metrics.h"
 #include "agent/kubenode/podres.h"
-#include "agent/procinfo.h"
+#include "agent/io/procinfo.h"
 #include "common/log.h"
 #include "common/preemptlib.h"
 

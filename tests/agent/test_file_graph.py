@@ -21,7 +21,7 @@ ONE_MODULE = {("kube_mode", "kube_podstate")}
 def graph(objdirs):
     defs, undefs = {}, collections.defaultdict(set)
     for d in objdirs:
-        for o in glob.glob(os.path.join(d, "*.c.o")):
+        for o in glob.glob(os.path.join(d, "**", "*.c.o"), recursive=True):
             name = os.path.basename(o)[:-len(".c.o")]
             out = subprocess.run(["nm", "-g", o], capture_output=True, text=True, check=True).stdout
             for line in out.splitlines():

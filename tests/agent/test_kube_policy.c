@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "agent/config.h"
+#include "agent/core/config.h"
 #include "tests/check.h"
 
 static int parse(const char *text, struct agent_config *c, char *err, size_t errlen)

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "abi/gq_proto.h"
-#include "agent/caps.h"
-#include "agent/config.h"
-#include "agent/path.h"
+#include "agent/core/caps.h"
+#include "agent/core/config.h"
+#include "agent/core/path.h"
 #include "tests/check.h"
 
 #define BIT(c) (1ull << (c))

@@ -14,7 +14,7 @@
  * status: 0 when the list was read (a GPU may still lack a UUID; "error"
  * says why), 1 when nothing could be read, 2 for a usage error.
  */
-#include "agent/gpuinfo.h"
+#include "agent/io/gpuinfo.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

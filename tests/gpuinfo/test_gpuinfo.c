@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "agent/gpuinfo.h"
+#include "agent/io/gpuinfo.h"
 #include "tests/check.h"
 
 static size_t unhex(const char *s, uint8_t *out, size_t max)

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/kubenode/cgroup.h"
+#include "common/cgroup.h"
 #include "tests/check.h"
 
 #define MIN_FIXTURES 30

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "abi/rm_abi.h"
-#include "agent/config.h"
+#include "agent/core/config.h"
 #include "tests/check.h"
 
 static char err[512];

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "abi/rm_abi.h"
-#include "agent/policy.h"
+#include "agent/core/policy.h"
 #include "tests/check.h"
 
 #define GR RM_ENGINE_GR0

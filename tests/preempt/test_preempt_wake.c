@@ -6,7 +6,7 @@
  * whose kernels came long after its first operation), the hold after
  * wasted ones, and the requests' spans.
  */
-#include "agent/policy.h"
+#include "agent/core/policy.h"
 #include "agent/preempt/preempt_wake.h"
 #include "tests/check.h"
 

@@ -4,7 +4,7 @@
  * watches; does not own any watch's memory. Nothing here sleeps except
  * epoll_wait itself.
  */
-#include "agent/loop.h"
+#include "common/loop.h"
 #include "common/log.h"
 
 #include <errno.h>

@@ -11,9 +11,9 @@
  * order and runs the loop.
  */
 #include "agent/agent.h"
-#include "agent/gpuinfo.h"
-#include "agent/kube_mode.h"
-#include "agent/metrics.h"
+#include "agent/io/gpuinfo.h"
+#include "agent/io/kube_mode.h"
+#include "agent/io/metrics.h"
 #include "common/log.h"
 
 #include <errno.h>

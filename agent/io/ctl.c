@@ -9,9 +9,9 @@
  * not own the state it shows or changes.
  */
 #include "agent/agent.h"
-#include "agent/gpuinfo.h"
-#include "agent/kube_mode.h"
-#include "agent/procinfo.h"
+#include "agent/io/gpuinfo.h"
+#include "agent/io/kube_mode.h"
+#include "agent/io/procinfo.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>

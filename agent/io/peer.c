@@ -7,7 +7,7 @@
  * (reconcile.c) nor matching results to commands (cmd.c).
  */
 #include "agent/agent.h"
-#include "agent/procinfo.h"
+#include "agent/io/procinfo.h"
 #include "common/log.h"
 
 #include <errno.h>

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/policy.h"
+#include "agent/core/policy.h"
 
 #define CONFIG_VERSION 1
 

@@ -7,9 +7,9 @@
  * answers lookups and builds JSON for them. Controls and layouts:
  * docs/gpuinfo.md.
  */
-#include "agent/gpuinfo.h"
+#include "agent/io/gpuinfo.h"
 #include "common/log.h"
-#include "agent/loop.h"
+#include "common/loop.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
  * (see caps.h and docs/privileges.md), the capget(2) of the effective set
  * and the words for what is missing. Does not own any action.
  */
-#include "agent/caps.h"
+#include "agent/core/caps.h"
 
 #include <errno.h>
 #include <fcntl.h>

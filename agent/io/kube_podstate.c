@@ -11,8 +11,8 @@
  * Does not own classes (kube_mode.c) or the client (agent/kube).
  */
 #include "agent/agent.h"
-#include "agent/gpuinfo.h"
-#include "agent/kube_mode.h"
+#include "agent/io/gpuinfo.h"
+#include "agent/io/kube_mode.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>

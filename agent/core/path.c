@@ -4,7 +4,7 @@
  * no state; the reconciler and ctl.c feed it the facts. Does not own the
  * facts nor issuing anything.
  */
-#include "agent/path.h"
+#include "agent/core/path.h"
 
 #include "abi/gq_proto.h"
 

@@ -8,11 +8,11 @@
  * current and reads nothing else but two atomics. Does not own the
  * tables it reads or the values in them.
  */
-#include "agent/metrics.h"
+#include "agent/io/metrics.h"
 
 #include "agent/agent.h"
-#include "agent/gpuinfo.h"
-#include "agent/kube_mode.h"
+#include "agent/io/gpuinfo.h"
+#include "agent/io/kube_mode.h"
 #include "common/httpd.h"
 #include "common/log.h"
 #ifdef GPUQOS_HAVE_BPF

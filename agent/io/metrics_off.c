@@ -5,7 +5,7 @@
  * stops the start with an error rather than leave a scraper waiting for
  * an endpoint that will never come (metrics.h).
  */
-#include "agent/metrics.h"
+#include "agent/io/metrics.h"
 
 #include "common/log.h"
 

@@ -8,7 +8,7 @@
  * decision itself (policy.c). A file is accepted whole or not at all: it is
  * parsed into a scratch copy and only a valid result reaches the caller.
  */
-#include "agent/config.h"
+#include "agent/core/config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

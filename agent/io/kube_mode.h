@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "agent/kube/kube_client.h"
-#include "agent/loop.h"
+#include "common/loop.h"
 
 struct agent;
 struct proc;

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "agent/config.h"
+#include "agent/core/config.h"
 
 enum path {
 	PATH_NONE = 0,

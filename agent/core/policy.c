@@ -9,7 +9,7 @@
  * state between calls. No I/O, no globals; only policy_decide allocates
  * (its runlist table).
  */
-#include "agent/policy.h"
+#include "agent/core/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@
  * Anything below the container cgroup (a runtime's sub-cgroup, a process
  * that made its own) belongs to that container.
  */
-#include "agent/kubenode/cgroup.h"
+#include "common/cgroup.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,7 @@
  * paths; the tracer's programs and pins belong to bpf/.
  */
 #include "agent/agent.h"
-#include "agent/procinfo.h"
+#include "agent/io/procinfo.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>

@@ -9,7 +9,7 @@
  * outage only delays class changes.
  */
 #include "agent/agent.h"
-#include "agent/kube_mode.h"
+#include "agent/io/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
 

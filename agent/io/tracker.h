@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "agent/loop.h"
+#include "common/loop.h"
 
 /* Where a TSG was seen (struct tsg.sources). */
 #define TSG_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */

@@ -9,7 +9,7 @@
  * TSGs or the API server (kube_mode.c). Built without gRPC it says so.
  */
 #include "agent/agent.h"
-#include "agent/kube_mode.h"
+#include "agent/io/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
 

@@ -9,7 +9,7 @@
  * lost inside a control. Does not own deadlines (cmd.c) or what a result
  * means for a TSG (cmd.c).
  */
-#include "agent/direct.h"
+#include "agent/io/direct.h"
 #include "agent/agent.h"
 #include "common/log.h"
 

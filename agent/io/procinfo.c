@@ -7,9 +7,9 @@
  * a process can hold its /proc files for as long as it likes. Does not
  * decide what the facts mean (tsg.c classifies).
  */
-#include "agent/procinfo.h"
+#include "agent/io/procinfo.h"
 #include "agent/agent.h"
-#include "agent/kubenode/cgroup.h"
+#include "common/cgroup.h"
 #include "common/log.h"
 
 #include <errno.h>

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "agent/loop.h"
+#include "common/loop.h"
 
 /* A change to what state.json holds is written after at most this long,
  * together with every other change in that time: a burst of preempt
