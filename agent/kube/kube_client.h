@@ -57,6 +57,9 @@ struct kube_pod {
 	char **container_ids;
 	char **container_names; /* the same containers' names, "" if none */
 	size_t n_container_ids;
+	/* The client's change generation when the pod was added or last
+	 * changed as an UPDATED callback says (kube_client_changed()). */
+	uint64_t change_gen;
 };
 
 enum kube_pod_change {
@@ -71,7 +74,9 @@ enum kube_event_type {
 };
 
 struct kube_client_opts {
-	const char *node;         /* required: spec.nodeName to watch */
+	/* required: spec.nodeName to watch; pods of other nodes that a server
+	 * sends anyway are neither cached nor told */
+	const char *node;
 	struct kube_io io;        /* required */
 	void (*on_pod)(void *arg, enum kube_pod_change change, const struct kube_pod *pod);
 	void (*on_synced)(void *arg); /* a full list has been applied */
@@ -101,7 +106,7 @@ struct kube_stats {
 	uint64_t patches_unchanged; /* annotate calls that needed no request */
 	uint64_t patch_answers_too_large; /* written, answer over max_object_bytes */
 	uint64_t events_sent;
-	uint64_t events_suppressed; /* duplicates and queue overflow */
+	uint64_t events_suppressed; /* duplicates, and owed Events a newer one replaced */
 };
 
 /* cfg is borrowed and must outlive the client. Returns NULL and logs why. */
@@ -124,15 +129,28 @@ void kube_client_on_timer(struct kube_client *c);
 int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
 			 const char *value);
 
-/* Queues an events.k8s.io/v1 Event regarding a cached pod. Returns 0 when
- * queued, 1 when suppressed as a duplicate or for a full queue, -1 when
- * the pod is unknown or an argument is empty. */
+/* Queues an events.k8s.io/v1 Event regarding a cached pod. When the queue
+ * is full the pod is owed the Event instead (one per pod: a newer one
+ * replaces it), queued as soon as there is room. Returns 0 when queued or
+ * owed, 1 when suppressed as a duplicate, -1 when the pod is unknown or
+ * an argument is empty. */
 int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_type type,
 		      const char *reason, const char *action, const char *note);
 
 const struct kube_pod *kube_client_pod(const struct kube_client *c, const char *uid);
 size_t kube_client_pod_count(const struct kube_client *c);
 const struct kube_pod *kube_client_pod_at(const struct kube_client *c, size_t i);
+/* Every addition of a pod and every change an UPDATED callback reports
+ * takes the next number of one counter, which the pod keeps as its
+ * change_gen. A caller that remembers the counter after a pass asks at
+ * the next pass which pods changed since, in O(changed): */
+uint64_t kube_client_change_gen(const struct kube_client *c);
+/* Fills uids[0..max) with the cached pods whose change_gen is above since,
+ * newest first, and returns how many there are (more than max: call again
+ * with a larger array). The strings are the pods' own (valid while they
+ * are cached). Deleted pods are not in it: the DELETED callback told. */
+size_t kube_client_changed(const struct kube_client *c, uint64_t since, const char **uids,
+			   size_t max);
 /* The value of one annotation, or NULL. */
 const char *kube_pod_annotation(const struct kube_pod *pod, const char *key);
 /* The resourceVersion the next watch starts from ("" before the first list). */

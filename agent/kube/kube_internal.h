@@ -21,6 +21,8 @@
  * objects up to 1.5 MiB by default; their JSON can be somewhat larger. */
 #define KUBE_MAX_OBJECT ((size_t)4 << 20)
 #define KUBE_EVENT_QUEUE 64
+/* The longest Retry-After honoured. */
+#define KUBE_RETRY_AFTER_MAX_MS 60000u
 #define KUBE_DEDUP_SLOTS 128
 
 struct kube_buf {
@@ -67,11 +69,15 @@ struct kube_req {
 	unsigned events;        /* watch: events applied from this stream */
 	char stop_msg[256];
 	uint64_t started_ms;
+	unsigned retry_after_ms; /* the answer's Retry-After, capped; 0 none */
 	struct kube_req *next;
 };
 
 struct kube_pod_entry {
 	struct kube_pod pod;    /* first: the public view */
+	size_t at;              /* its index in c->pods */
+	/* The list of pods by change_gen, newest first (c->changed). */
+	struct kube_pod_entry *newer, *older;
 	unsigned list_gen;      /* last list pass that saw the pod */
 	cJSON *pending;         /* annotations to send, coalesced */
 	cJSON *inflight;        /* annotations in the PATCH now in flight */
@@ -80,6 +86,10 @@ struct kube_pod_entry {
 	cJSON *written;
 	uint64_t patch_due_ms;  /* no PATCH before this (after a failure) */
 	unsigned patch_failures;
+	/* An Event the full queue could not take: the newest one per pod,
+	 * queued when there is room (c->owed_head, oldest first). */
+	struct kube_event_item *owed;
+	struct kube_pod_entry *owed_next;
 };
 
 struct kube_bucket {
@@ -119,11 +129,19 @@ struct kube_client {
 
 	struct kube_pod_entry **pods;
 	size_t n_pods, cap_pods;
+	/* uid -> entry: open addressing, linear probing, a power of two
+	 * slots kept at most half full. */
+	struct kube_pod_entry **idx;
+	size_t idx_cap;
+	uint64_t change_gen;
+	struct kube_pod_entry *changed; /* newest change first */
+	int foreign_logged;     /* a pod of another node was logged once */
 	size_t patch_cursor;    /* round-robin start among pods */
 
 	struct kube_bucket patch_tb, event_tb;
 	struct kube_event_item events[KUBE_EVENT_QUEUE];
 	size_t ev_head, ev_len;
+	struct kube_pod_entry *owed_head, *owed_tail;
 	struct kube_dedup dedup[KUBE_DEDUP_SLOTS];
 	size_t dedup_next;
 
@@ -137,22 +155,34 @@ struct kube_client {
 	struct kube_stats st;
 };
 
+/* kube_util.c: helpers that call nothing else in agent/kube */
+uint64_t kube_now_ms(void);
+unsigned kube_rand(struct kube_client *c, unsigned bound);
+unsigned kube_backoff_ms(struct kube_client *c, unsigned failures);
+int kube_buf_add(struct kube_buf *b, const char *p, size_t n);
+const char *kube_status_text(long status);
+char *kube_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *kube_escape(struct kube_client *c, const char *s);
+const char *kube_json_str(const cJSON *obj, const char *a, const char *b);
+/* Parses JSON the server sent, after kube_json_mend() of the (writable)
+ * text: no string with an embedded NUL, no document lost to one lone
+ * surrogate escape. */
+void kube_json_mend(char *p, size_t n);
+cJSON *kube_json_parse(char *p, size_t n);
+unsigned kube_retry_ms(struct kube_client *c, unsigned failures, unsigned retry_after_ms);
+
+/* kube_req.c: one request */
+struct kube_req *kube_req_new(struct kube_client *c, enum kube_req_kind kind, char *url);
+int kube_req_start(struct kube_req *r, const char *method, const char *content_type);
+void kube_req_free(struct kube_req *r);
+void kube_describe_failure(const struct kube_req *r, CURLcode rc, long status, char *out,
+			   size_t len);
+void kube_event_item_free(struct kube_event_item *it);
+
 /* kube_client.c */
 /* New writes start on the loop's next turn, so that whatever the caller
  * queues in one pass (a pod's class and state) leaves in one request. */
 void kube_client_defer(struct kube_client *c);
-uint64_t kube_now_ms(void);
-unsigned kube_rand(struct kube_client *c, unsigned bound);
-unsigned kube_backoff_ms(struct kube_client *c, unsigned failures);
-struct kube_req *kube_req_new(struct kube_client *c, enum kube_req_kind kind, char *url);
-int kube_req_start(struct kube_req *r, const char *method, const char *content_type);
-void kube_req_free(struct kube_req *r);
-int kube_buf_add(struct kube_buf *b, const char *p, size_t n);
-const char *kube_status_text(long status);
-void kube_describe_failure(const struct kube_req *r, CURLcode rc, long status, char *out,
-			   size_t len);
-char *kube_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-char *kube_escape(struct kube_client *c, const char *s);
 
 /* kube_sync.c: list + watch */
 void kube_sync_step(struct kube_client *c, uint64_t now);
@@ -167,7 +197,6 @@ int kube_pods_apply_answer(struct kube_client *c, const cJSON *obj, unsigned gen
 void kube_pods_delete(struct kube_client *c, const cJSON *obj);
 void kube_pods_sweep(struct kube_client *c, unsigned gen);
 void kube_pods_free_all(struct kube_client *c);
-const char *kube_json_str(const cJSON *obj, const char *a, const char *b);
 
 /* kube_write.c: PATCHes and Events */
 void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now);
@@ -177,7 +206,6 @@ void kube_write_step(struct kube_client *c, uint64_t now, uint64_t *next_due);
 void kube_patch_done(struct kube_req *r, CURLcode rc, long status);
 void kube_event_done(struct kube_req *r, CURLcode rc, long status);
 void kube_write_free_all(struct kube_client *c);
-void kube_req_free_event(struct kube_req *r);
 
 /* kube_yaml.c */
 cJSON *kube_yaml_load(const char *path, char *err, size_t errlen);

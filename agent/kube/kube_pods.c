@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube_pods.c - the cache of this node's pods (uid -> name, namespace,
- * node, phase, annotations, container ids) and the change callbacks. A
- * node runs at most a few hundred pods, so a flat array searched in order
- * is the simplest structure that is fast enough. Does not own how objects
- * arrive (kube_sync.c) or pending annotation writes (kube_write.c).
+ * node, phase, annotations, container ids), the change callbacks and the
+ * list of what changed. Pods sit in an array (for iteration) indexed by
+ * a uid hash table, so no lookup depends on how many pods a server that
+ * ignored the fieldSelector sent. Does not own how objects arrive
+ * (kube_sync.c) or pending annotation writes (kube_write.c).
  */
 #include "agent/kube/kube_internal.h"
 
@@ -12,15 +13,6 @@
 #include <string.h>
 
 #include "common/log.h"
-
-const char *kube_json_str(const cJSON *obj, const char *a, const char *b)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, a);
-
-	if (b)
-		v = cJSON_GetObjectItemCaseSensitive(v, b);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 static void pod_clear(struct kube_pod *p)
 {
@@ -124,18 +116,130 @@ static int pod_differs(const struct kube_pod *a, const struct kube_pod *b)
 	return 0;
 }
 
+/* ---- the uid index ---- */
+
+static uint64_t uid_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* The slot that holds uid, or the empty one where it would go. */
+static size_t idx_slot(const struct kube_client *c, const char *uid)
+{
+	size_t mask = c->idx_cap - 1, i = (size_t)uid_hash(uid) & mask;
+
+	while (c->idx[i] && strcmp(c->idx[i]->pod.uid, uid) != 0)
+		i = (i + 1) & mask;
+	return i;
+}
+
+/* Keeps the index at most half full for one more pod. */
+static int idx_reserve(struct kube_client *c)
+{
+	struct kube_pod_entry **old = c->idx;
+	size_t old_cap = c->idx_cap, cap = old_cap ? old_cap : 64;
+
+	while ((c->n_pods + 1) * 2 > cap)
+		cap *= 2;
+	if (cap == old_cap)
+		return 0;
+	c->idx = calloc(cap, sizeof(*c->idx));
+	if (!c->idx) {
+		c->idx = old;
+		return -1;
+	}
+	c->idx_cap = cap;
+	for (size_t i = 0; i < old_cap; i++)
+		if (old[i])
+			c->idx[idx_slot(c, old[i]->pod.uid)] = old[i];
+	free(old);
+	return 0;
+}
+
+/* Linear probing without tombstones: after the hole, every entry of the
+ * same run whose home slot the hole would cut off from it moves up. */
+static void idx_remove(struct kube_client *c, const char *uid)
+{
+	size_t mask = c->idx_cap - 1, i = idx_slot(c, uid), j = i, home;
+
+	if (!c->idx[i])
+		return;
+	c->idx[i] = NULL;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!c->idx[j])
+			return;
+		home = (size_t)uid_hash(c->idx[j]->pod.uid) & mask;
+		/* Still reachable from its home when that lies in (i, j]. */
+		if (i < j ? (i < home && home <= j) : (i < home || home <= j))
+			continue;
+		c->idx[i] = c->idx[j];
+		c->idx[j] = NULL;
+		i = j;
+	}
+}
+
 struct kube_pod_entry *kube_pods_find(const struct kube_client *c, const char *uid)
 {
-	for (size_t i = 0; i < c->n_pods; i++)
-		if (strcmp(c->pods[i]->pod.uid, uid) == 0)
-			return c->pods[i];
-	return NULL;
+	return c->idx_cap ? c->idx[idx_slot(c, uid)] : NULL;
 }
+
+/* ---- what changed ---- */
+
+static void changed_unlink(struct kube_client *c, struct kube_pod_entry *e)
+{
+	if (e->newer)
+		e->newer->older = e->older;
+	else if (c->changed == e)
+		c->changed = e->older;
+	if (e->older)
+		e->older->newer = e->newer;
+	e->newer = e->older = NULL;
+}
+
+/* The pod changed as the agent sees it: the next generation, and first
+ * in the list, which stays ordered by change_gen. */
+static void changed_touch(struct kube_client *c, struct kube_pod_entry *e)
+{
+	changed_unlink(c, e);
+	e->pod.change_gen = ++c->change_gen;
+	e->older = c->changed;
+	if (c->changed)
+		c->changed->newer = e;
+	c->changed = e;
+}
+
+uint64_t kube_client_change_gen(const struct kube_client *c)
+{
+	return c->change_gen;
+}
+
+size_t kube_client_changed(const struct kube_client *c, uint64_t since, const char **uids,
+			   size_t max)
+{
+	size_t n = 0;
+
+	for (const struct kube_pod_entry *e = c->changed; e && e->pod.change_gen > since;
+	     e = e->older) {
+		if (n < max)
+			uids[n] = e->pod.uid;
+		n++;
+	}
+	return n;
+}
+
+/* ---- entries ---- */
 
 static struct kube_pod_entry *pods_insert(struct kube_client *c, struct kube_pod *p)
 {
 	struct kube_pod_entry *e;
 
+	if (idx_reserve(c) != 0)
+		return NULL;
 	if (c->n_pods == c->cap_pods) {
 		size_t cap = c->cap_pods ? c->cap_pods * 2 : 32;
 		struct kube_pod_entry **n = realloc(c->pods, cap * sizeof(*n));
@@ -149,7 +253,10 @@ static struct kube_pod_entry *pods_insert(struct kube_client *c, struct kube_pod
 	if (!e)
 		return NULL;
 	e->pod = *p;
+	e->at = c->n_pods;
 	c->pods[c->n_pods++] = e;
+	c->idx[idx_slot(c, e->pod.uid)] = e;
+	changed_touch(c, e);
 	return e;
 }
 
@@ -168,19 +275,37 @@ static void drop_satisfied(struct kube_pod_entry *e)
 	}
 }
 
-/* Whether resourceVersion a is newer than b. Kubernetes calls them opaque,
- * but every etcd-backed API server issues increasing decimal integers; when
- * either is not one, nothing is known to be newer. */
-static int rv_newer(const char *a, const char *b)
+static int rv_decimal(const char *s)
 {
-	char *ea, *eb;
-	unsigned long long x, y;
-
-	if (!a || !b || !*a || !*b)
+	if (!*s || (s[0] == '0' && s[1]))
 		return 0;
-	x = strtoull(a, &ea, 10);
-	y = strtoull(b, &eb, 10);
-	return *ea == '\0' && *eb == '\0' && x > y;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+/* How resourceVersion a stands to b: -1 older, 0 the same, 1 newer, 2
+ * unknown. The API calls them opaque strings that only the server may
+ * order. What every etcd-backed API server issues, though, is etcd's
+ * revision: one counter of the whole cluster, written as a decimal
+ * integer without leading zeros. Two such strings from one server are
+ * ordered as numbers: the longer is newer, of equal length the greater
+ * one (of any length, without overflow). Anything else is not compared:
+ * equal strings are the same version, other pairs are unknown. */
+static int rv_order(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int d;
+
+	if (strcmp(a, b) == 0)
+		return 0;
+	if (!rv_decimal(a) || !rv_decimal(b))
+		return 2;
+	if (la != lb)
+		return la > lb ? 1 : -1;
+	d = strcmp(a, b);
+	return d > 0 ? 1 : -1;
 }
 
 /* A PATCH's answer is the pod as it was when that PATCH ran. The watch may
@@ -196,9 +321,31 @@ int kube_pods_apply_answer(struct kube_client *c, const cJSON *obj, unsigned gen
 	if (!cJSON_IsString(uid) || !cJSON_IsString(rv))
 		return -1;
 	e = kube_pods_find(c, uid->valuestring);
-	if (!e || !rv_newer(rv->valuestring, e->pod.resource_version))
+	if (!e || rv_order(rv->valuestring, e->pod.resource_version) != 1)
 		return 0;
 	return kube_pods_apply(c, obj, gen);
+}
+
+static void remove_at(struct kube_client *c, size_t i);
+
+/* A pod of another node: never cached, never told. The fieldSelector
+ * asks the server for this node's pods alone; one that ignores it would
+ * otherwise fill the cache (and the agent's work) with the cluster's. */
+static void not_ours(struct kube_client *c, struct kube_pod *p)
+{
+	struct kube_pod_entry *e = kube_pods_find(c, p->uid);
+
+	if (!c->foreign_logged) {
+		log_warn("kube: the API server sent pod %s/%s of node \"%s\" when asked for the pods "
+			 "of node %s: ignoring pods of other nodes", p->namespace, p->name, p->node,
+			 c->node);
+		c->foreign_logged = 1;
+	}
+	/* Cached as ours once (its node can only be set, never moved): as
+	 * good as deleted here. */
+	if (e)
+		remove_at(c, e->at);
+	pod_clear(p);
 }
 
 int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
@@ -210,6 +357,10 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 	if (pod_parse(&p, obj) != 0) {
 		log_warn("kube: ignoring a pod without metadata.uid (or out of memory)");
 		return -1;
+	}
+	if (strcmp(p.node, c->node) != 0) {
+		not_ours(c, &p);
+		return 0;
 	}
 	e = kube_pods_find(c, p.uid);
 	if (!e) {
@@ -225,8 +376,11 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 		return 0;
 	}
 	e->list_gen = gen;
-	if (strcmp(p.resource_version, e->pod.resource_version) == 0) {
-		pod_clear(&p); /* seen already (a re-list, or our PATCH's answer) */
+	/* Seen already (a re-list, or our PATCH's answer), or older than
+	 * what is cached: a watch that lags behind a PATCH answer, a list
+	 * served from a stale cache. The cache never goes back. */
+	if (rv_order(p.resource_version, e->pod.resource_version) <= 0) {
+		pod_clear(&p);
 		return 0;
 	}
 	changed = pod_differs(&p, &e->pod);
@@ -234,6 +388,7 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 	free(p.uid);
 	p.uid = e->pod.uid;
 	e->pod.uid = NULL;
+	p.change_gen = e->pod.change_gen;
 	old = e->pod;
 	e->pod = p;
 	pod_clear(&old);
@@ -242,9 +397,35 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 	cJSON_Delete(e->written);
 	e->written = NULL;
 	drop_satisfied(e);
+	if (changed)
+		changed_touch(c, e);
 	if (changed && c->o.on_pod)
 		c->o.on_pod(c->o.cb_arg, KUBE_POD_UPDATED, &e->pod);
 	return 0;
+}
+
+/* The pod goes: so does the Event it was owed. */
+static void owed_drop(struct kube_client *c, struct kube_pod_entry *e)
+{
+	struct kube_pod_entry *prev = NULL;
+
+	if (!e->owed)
+		return;
+	for (struct kube_pod_entry *o = c->owed_head; o; prev = o, o = o->owed_next) {
+		if (o != e)
+			continue;
+		if (prev)
+			prev->owed_next = e->owed_next;
+		else
+			c->owed_head = e->owed_next;
+		if (c->owed_tail == e)
+			c->owed_tail = prev;
+		break;
+	}
+	e->owed_next = NULL;
+	kube_event_item_free(e->owed);
+	free(e->owed);
+	e->owed = NULL;
 }
 
 static void remove_at(struct kube_client *c, size_t i)
@@ -254,7 +435,11 @@ static void remove_at(struct kube_client *c, size_t i)
 	if (c->o.on_pod)
 		c->o.on_pod(c->o.cb_arg, KUBE_POD_DELETED, &e->pod);
 	/* The callback may not add pods, so index i is still e. */
+	idx_remove(c, e->pod.uid);
+	changed_unlink(c, e);
+	owed_drop(c, e);
 	c->pods[i] = c->pods[--c->n_pods];
+	c->pods[i]->at = i;
 	pod_clear(&e->pod);
 	cJSON_Delete(e->pending);
 	cJSON_Delete(e->inflight);
@@ -265,13 +450,10 @@ static void remove_at(struct kube_client *c, size_t i)
 void kube_pods_delete(struct kube_client *c, const cJSON *obj)
 {
 	const char *uid = kube_json_str(obj, "metadata", "uid");
+	struct kube_pod_entry *e = uid ? kube_pods_find(c, uid) : NULL;
 
-	for (size_t i = 0; uid && i < c->n_pods; i++) {
-		if (strcmp(c->pods[i]->pod.uid, uid) == 0) {
-			remove_at(c, i);
-			return;
-		}
-	}
+	if (e)
+		remove_at(c, e->at);
 }
 
 void kube_pods_sweep(struct kube_client *c, unsigned gen)
@@ -286,6 +468,7 @@ void kube_pods_sweep(struct kube_client *c, unsigned gen)
 void kube_pods_free_all(struct kube_client *c)
 {
 	for (size_t i = 0; i < c->n_pods; i++) {
+		owed_drop(c, c->pods[i]);
 		pod_clear(&c->pods[i]->pod);
 		cJSON_Delete(c->pods[i]->pending);
 		cJSON_Delete(c->pods[i]->inflight);
@@ -295,6 +478,10 @@ void kube_pods_free_all(struct kube_client *c)
 	free(c->pods);
 	c->pods = NULL;
 	c->n_pods = c->cap_pods = 0;
+	free(c->idx);
+	c->idx = NULL;
+	c->idx_cap = 0;
+	c->changed = NULL;
 }
 
 const struct kube_pod *kube_client_pod(const struct kube_client *c, const char *uid)

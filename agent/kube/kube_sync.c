@@ -18,6 +18,9 @@
 /* A watch that ends sooner than this without events is not a normal
  * server timeout: back off before the next one. */
 #define KUBE_WATCH_MIN_MS 1000u
+/* A watch that stayed open this long (or backoff_max_ms, if less) proves
+ * the server healthy even without an event: the backoff starts over. */
+#define KUBE_WATCH_HEALTHY_MS 10000u
 
 static void set_rv(struct kube_client *c, const char *rv)
 {
@@ -41,10 +44,11 @@ static void wait_then(struct kube_client *c, uint64_t now, unsigned delay_ms, in
 	c->sync_relist = relist;
 }
 
-static void fail_then(struct kube_client *c, int relist)
+/* retry_after_ms: the failed answer's Retry-After (0: none). */
+static void fail_then(struct kube_client *c, int relist, unsigned retry_after_ms)
 {
 	c->sync_failures++;
-	wait_then(c, kube_now_ms(), kube_backoff_ms(c, c->sync_failures), relist);
+	wait_then(c, kube_now_ms(), kube_retry_ms(c, c->sync_failures, retry_after_ms), relist);
 }
 
 static char *pods_url(struct kube_client *c, const char *extra)
@@ -131,13 +135,13 @@ void kube_sync_step(struct kube_client *c, uint64_t now)
 	if (rc != 0) {
 		log_error("kube: could not start the pod %s; retrying",
 			  c->sync_relist ? "list" : "watch");
-		fail_then(c, c->sync_relist);
+		fail_then(c, c->sync_relist, 0);
 	}
 }
 
-static void list_page(struct kube_client *c, cJSON *list)
+/* rv: the list's metadata.resourceVersion, a non-empty string. */
+static void list_page(struct kube_client *c, cJSON *list, const char *rv)
 {
-	const char *rv = kube_json_str(list, "metadata", "resourceVersion");
 	const char *cont = kube_json_str(list, "metadata", "continue");
 	const cJSON *item;
 
@@ -145,7 +149,7 @@ static void list_page(struct kube_client *c, cJSON *list)
 	 * resourceVersion is the one to watch from. */
 	if (!c->list_continue) {
 		free(c->list_rv);
-		c->list_rv = strdup(rv ? rv : "");
+		c->list_rv = strdup(rv);
 	}
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(list, "items"))
 		kube_pods_apply(c, item, c->list_gen);
@@ -169,18 +173,26 @@ static void list_page(struct kube_client *c, cJSON *list)
 static void list_done(struct kube_req *r, CURLcode rc, long status)
 {
 	struct kube_client *c = r->c;
+	const char *rv;
 	char why[1024];
 	cJSON *list;
 
 	if (rc == CURLE_OK && status == 200) {
-		list = cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
-		if (list && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(list, "items"))) {
-			list_page(c, list);
+		list = kube_json_parse(r->resp.p, r->resp.len);
+		rv = kube_json_str(list, "metadata", "resourceVersion");
+		/* Without a resourceVersion (or with one that is not a string:
+		 * the API makes it one) no watch can follow the list, and the
+		 * next step would be the same list at once: a failed list. */
+		if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(list, "items")) && rv && *rv) {
+			list_page(c, list, rv);
 			cJSON_Delete(list);
 			return;
 		}
+		log_error("kube: GET %s: %s; retrying the list", r->url,
+			  list && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(list, "items"))
+				  ? "the pod list has no usable metadata.resourceVersion"
+				  : "the answer is not a pod list");
 		cJSON_Delete(list);
-		log_error("kube: GET %s: the answer is not a pod list", r->url);
 	} else {
 		kube_describe_failure(r, rc, status, why, sizeof(why));
 		log_error("kube: %s; retrying the list", why);
@@ -189,7 +201,7 @@ static void list_done(struct kube_req *r, CURLcode rc, long status)
 	 * pass again from the first page. */
 	free(c->list_continue);
 	c->list_continue = NULL;
-	fail_then(c, 1);
+	fail_then(c, 1, r->retry_after_ms);
 }
 
 /* A 410 on a watch that had been running is news: list at once. Only
@@ -210,6 +222,14 @@ static void watch_gone(struct kube_client *c, const char *url)
 		  1);
 }
 
+static uint64_t watch_healthy_ms(const struct kube_client *c)
+{
+	uint64_t t = c->o.backoff_max_ms < KUBE_WATCH_HEALTHY_MS ? c->o.backoff_max_ms
+								  : KUBE_WATCH_HEALTHY_MS;
+
+	return t > KUBE_WATCH_MIN_MS ? t : KUBE_WATCH_MIN_MS;
+}
+
 static void watch_done(struct kube_req *r, CURLcode rc, long status)
 {
 	struct kube_client *c = r->c;
@@ -219,25 +239,29 @@ static void watch_done(struct kube_req *r, CURLcode rc, long status)
 	/* A watch that ran (an event, or a second) ends a streak of 410s. */
 	if (r->events || now - r->started_ms >= KUBE_WATCH_MIN_MS)
 		c->gone_streak = 0;
+	/* One that stayed open a while, quiet or not, ends a run of
+	 * failures: the cut that ends it is the first of a new run. */
+	if (r->events || now - r->started_ms >= watch_healthy_ms(c))
+		c->sync_failures = 0;
 	if (r->stop == KUBE_WATCH_GONE || (rc == CURLE_OK && status == 410)) {
 		watch_gone(c, r->url);
 	} else if (r->stop != KUBE_WATCH_OK) {
 		log_warn("kube: watch %s: %s; watching again from resourceVersion %s", r->url,
 			 r->stop_msg, c->rv);
-		fail_then(c, 0);
+		fail_then(c, 0, 0);
 	} else if (rc == CURLE_OK && status == 200) {
 		/* The server's timeoutSeconds ran out or it closed the stream
 		 * cleanly: carry on from where we are, no list. */
 		log_debug("kube: watch %s ended; watching again from resourceVersion %s", r->url,
 			  c->rv);
 		if (now - r->started_ms < KUBE_WATCH_MIN_MS && !r->events)
-			fail_then(c, 0);
+			fail_then(c, 0, 0);
 		else
 			wait_then(c, now, 0, 0);
 	} else {
 		kube_describe_failure(r, rc, status, why, sizeof(why));
 		log_warn("kube: watch: %s; watching again from resourceVersion %s", why, c->rv);
-		fail_then(c, 0);
+		fail_then(c, 0, r->retry_after_ms);
 	}
 }
 
@@ -292,7 +316,7 @@ static enum kube_watch_stop watch_event(struct kube_req *r, const cJSON *ev)
 }
 
 /* One JSON event per line; returns KUBE_WATCH_OK to go on. */
-static enum kube_watch_stop watch_line(struct kube_req *r, const char *p, size_t n)
+static enum kube_watch_stop watch_line(struct kube_req *r, char *p, size_t n)
 {
 	enum kube_watch_stop stop;
 	cJSON *ev;
@@ -301,7 +325,7 @@ static enum kube_watch_stop watch_line(struct kube_req *r, const char *p, size_t
 		n--;
 	if (n == 0)
 		return KUBE_WATCH_OK;
-	ev = cJSON_ParseWithLength(p, n);
+	ev = kube_json_parse(p, n);
 	if (!ev) {
 		snprintf(r->stop_msg, sizeof(r->stop_msg), "unparsable watch line (%zu bytes)", n);
 		return KUBE_WATCH_BAD;

@@ -65,12 +65,13 @@ static void due_min(uint64_t *due, uint64_t t)
 
 /* ---- annotations ---- */
 
-/* What the annotation will be once queued work lands: pending, then in
- * flight, then written (answer not cached), then the cached pod. Sets
- * *queued to 0 if none of the first three has it. */
-static const cJSON *planned_value(const struct kube_pod_entry *e, const char *key, int *queued)
+/* What the annotation will be once queued work lands: pending (unless
+ * skip_pending), then in flight, then written (answer not cached), then
+ * the cached pod. Sets *queued to 0 if none of the first three has it. */
+static const cJSON *planned_value(const struct kube_pod_entry *e, const char *key,
+				  int skip_pending, int *queued)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e->pending, key);
+	const cJSON *v = skip_pending ? NULL : cJSON_GetObjectItemCaseSensitive(e->pending, key);
 
 	if (!v)
 		v = cJSON_GetObjectItemCaseSensitive(e->inflight, key);
@@ -91,6 +92,29 @@ static int same_value(const cJSON *planned, int queued, const struct kube_pod *p
 	return strcmp(have, value) == 0;
 }
 
+/* Whether pending value v of key is what the pod will hold without it. */
+static int pending_moot(const struct kube_pod_entry *e, const cJSON *v)
+{
+	int queued;
+	const cJSON *base = planned_value(e, v->string, 1, &queued);
+
+	return same_value(base, queued, &e->pod, v->string,
+			  cJSON_IsString(v) ? v->valuestring : NULL);
+}
+
+/* Pending values that went back to what the pod holds (or will hold once
+ * the PATCH in flight lands) would send nothing new: they go. */
+static void drop_moot(struct kube_pod_entry *e)
+{
+	cJSON *v = e->pending ? e->pending->child : NULL, *next;
+
+	for (; v; v = next) {
+		next = v->next;
+		if (pending_moot(e, v))
+			cJSON_Delete(cJSON_DetachItemViaPointer(e->pending, v));
+	}
+}
+
 int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
 			 const char *value)
 {
@@ -101,8 +125,16 @@ int kube_client_annotate(struct kube_client *c, const char *uid, const char *key
 
 	if (!e || !key || !*key)
 		return -1;
-	planned = planned_value(e, key, &queued);
+	planned = planned_value(e, key, 0, &queued);
 	if (same_value(planned, queued, &e->pod, key, value)) {
+		c->st.patches_unchanged++;
+		return 1;
+	}
+	/* Back to what the pod holds without the value queued: unqueue it. */
+	planned = planned_value(e, key, 1, &queued);
+	if (cJSON_GetObjectItemCaseSensitive(e->pending, key) &&
+	    same_value(planned, queued, &e->pod, key, value)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(e->pending, key);
 		c->st.patches_unchanged++;
 		return 1;
 	}
@@ -177,7 +209,11 @@ static void patch_step(struct kube_client *c, uint64_t now, uint64_t *due)
 		size_t i = (c->patch_cursor + k) % n;
 		struct kube_pod_entry *e = c->pods[i];
 
-		if (!e->pending || !e->pending->child || e->inflight)
+		if (!e->pending || e->inflight)
+			continue;
+		/* A requeued value may be moot by now (a newer one put it back). */
+		drop_moot(e);
+		if (!e->pending->child)
 			continue;
 		if (e->patch_due_ms > now) {
 			due_min(due, e->patch_due_ms);
@@ -226,11 +262,12 @@ static void merge_values(cJSON **into, cJSON **from, int from_wins)
 }
 
 /* Puts a failed patch's values back unless a newer value was queued. */
-static void requeue_patch(struct kube_client *c, struct kube_pod_entry *e)
+static void requeue_patch(struct kube_client *c, struct kube_pod_entry *e,
+			  const struct kube_req *r)
 {
 	merge_values(&e->pending, &e->inflight, 0);
 	e->patch_failures++;
-	e->patch_due_ms = kube_now_ms() + kube_backoff_ms(c, e->patch_failures);
+	e->patch_due_ms = kube_now_ms() + kube_retry_ms(c, e->patch_failures, r->retry_after_ms);
 }
 
 /* The PATCH was applied but its answer cannot be cached: the values
@@ -270,8 +307,7 @@ void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
 		/* The answer is the patched pod: cache it now (unless the
 		 * watch brought a later version) so an annotate of the same
 		 * value right after sends nothing. */
-		pod = r->resp_over ? NULL
-				   : cJSON_ParseWithLength(r->resp.p ? r->resp.p : "", r->resp.len);
+		pod = r->resp_over ? NULL : kube_json_parse(r->resp.p, r->resp.len);
 		if (pod && kube_pods_apply_answer(c, pod, e->list_gen) == 0) {
 			cJSON_Delete(e->inflight);
 			e->inflight = NULL;
@@ -285,7 +321,7 @@ void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
 	if (retryable(rc, status)) {
 		log_warn("kube: annotating pod %s/%s: %s; retrying", e->pod.namespace, e->pod.name,
 			 why);
-		requeue_patch(c, e);
+		requeue_patch(c, e, r);
 		return;
 	}
 	log_error("kube: annotating pod %s/%s: %s; giving up on these values", e->pod.namespace,
@@ -322,17 +358,6 @@ static int event_is_duplicate(struct kube_client *c, uint64_t h, uint64_t now)
 	return 0;
 }
 
-static void event_item_free(struct kube_event_item *it)
-{
-	free(it->uid);
-	free(it->name);
-	free(it->namespace);
-	free(it->reason);
-	free(it->action);
-	free(it->note);
-	memset(it, 0, sizeof(*it));
-}
-
 static int event_fill(struct kube_event_item *it, const struct kube_pod *p,
 		      enum kube_event_type type, const char *reason, const char *action,
 		      const char *note)
@@ -346,8 +371,65 @@ static int event_fill(struct kube_event_item *it, const struct kube_pod *p,
 	it->note = strndup(note ? note : "", KUBE_NOTE_MAX);
 	if (it->uid && it->name && it->namespace && it->reason && it->action && it->note)
 		return 0;
-	event_item_free(it);
+	kube_event_item_free(it);
 	return -1;
+}
+
+static void owe_append(struct kube_client *c, struct kube_pod_entry *e)
+{
+	e->owed_next = NULL;
+	if (c->owed_tail)
+		c->owed_tail->owed_next = e;
+	else
+		c->owed_head = e;
+	c->owed_tail = e;
+}
+
+/* One Event per pod waits outside the queue: a newer one replaces it, so
+ * what is owed stays bounded by the pods and says the pod's latest. */
+static int event_owe(struct kube_client *c, struct kube_pod_entry *e, enum kube_event_type type,
+		     const char *reason, const char *action, const char *note)
+{
+	struct kube_event_item it = { 0 };
+
+	if (event_fill(&it, &e->pod, type, reason, action, note) != 0) {
+		log_error("kube: out of memory keeping event %s", reason);
+		return -1;
+	}
+	if (e->owed) {
+		c->st.events_suppressed++;
+		log_warn("kube: event queue full; event %s for pod %s/%s replaces %s, not yet sent",
+			 reason, e->pod.namespace, e->pod.name, e->owed->reason);
+		kube_event_item_free(e->owed);
+		*e->owed = it;
+		return 0;
+	}
+	e->owed = malloc(sizeof(*e->owed));
+	if (!e->owed) {
+		kube_event_item_free(&it);
+		log_error("kube: out of memory keeping event %s", reason);
+		return -1;
+	}
+	*e->owed = it;
+	owe_append(c, e);
+	return 0;
+}
+
+/* Moves owed Events into the queue while it has room, oldest first. */
+static void owed_refill(struct kube_client *c)
+{
+	while (c->owed_head && c->ev_len < KUBE_EVENT_QUEUE) {
+		struct kube_pod_entry *e = c->owed_head;
+
+		c->owed_head = e->owed_next;
+		if (!c->owed_head)
+			c->owed_tail = NULL;
+		e->owed_next = NULL;
+		c->events[(c->ev_head + c->ev_len) % KUBE_EVENT_QUEUE] = *e->owed;
+		c->ev_len++;
+		free(e->owed);
+		e->owed = NULL;
+	}
 }
 
 int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_type type,
@@ -362,12 +444,10 @@ int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_ty
 		c->st.events_suppressed++;
 		return 1;
 	}
-	if (c->ev_len == KUBE_EVENT_QUEUE) {
-		c->st.events_suppressed++;
-		log_warn("kube: event queue full; dropping event %s for pod %s/%s", reason,
-			 e->pod.namespace, e->pod.name);
-		return 1;
-	}
+	/* A full queue (or Events already owed, which go first): the pod is
+	 * owed this one, queued as soon as there is room. */
+	if (c->ev_len == KUBE_EVENT_QUEUE || c->owed_head)
+		return event_owe(c, e, type, reason, action, note);
 	it = &c->events[(c->ev_head + c->ev_len) % KUBE_EVENT_QUEUE];
 	if (event_fill(it, &e->pod, type, reason, action, note) != 0) {
 		log_error("kube: out of memory queueing event %s", reason);
@@ -457,7 +537,7 @@ static int send_event(struct kube_client *c, struct kube_event_item *it)
 
 static void event_step(struct kube_client *c, uint64_t now, uint64_t *due)
 {
-	while (c->ev_len) {
+	for (owed_refill(c); c->ev_len; owed_refill(c)) {
 		struct kube_event_item *it = &c->events[c->ev_head];
 
 		if (it->due_ms > now) {
@@ -470,19 +550,32 @@ static void event_step(struct kube_client *c, uint64_t now, uint64_t *due)
 		}
 		if (send_event(c, it) != 0) {
 			log_error("kube: could not start posting event %s; dropping it", it->reason);
-			event_item_free(it);
+			kube_event_item_free(it);
 		}
 		c->ev_head = (c->ev_head + 1) % KUBE_EVENT_QUEUE;
 		c->ev_len--;
 	}
 }
 
-static void event_requeue(struct kube_client *c, struct kube_event_item *it)
+static void event_requeue(struct kube_client *c, struct kube_event_item *it,
+			  unsigned retry_after_ms)
 {
+	struct kube_pod_entry *e;
 	struct kube_event_item *slot;
 
 	if (c->ev_len == KUBE_EVENT_QUEUE) {
-		event_item_free(it);
+		/* Owed to its pod, unless a newer Event already is. */
+		e = kube_pods_find(c, it->uid);
+		if (!e || e->owed || !(e->owed = malloc(sizeof(*e->owed)))) {
+			c->st.events_suppressed++;
+			kube_event_item_free(it);
+			return;
+		}
+		*e->owed = *it;
+		memset(it, 0, sizeof(*it));
+		e->owed->failures++;
+		e->owed->due_ms = kube_now_ms() + kube_retry_ms(c, e->owed->failures, retry_after_ms);
+		owe_append(c, e);
 		return;
 	}
 	c->ev_head = (c->ev_head + KUBE_EVENT_QUEUE - 1) % KUBE_EVENT_QUEUE;
@@ -490,7 +583,7 @@ static void event_requeue(struct kube_client *c, struct kube_event_item *it)
 	*slot = *it;
 	memset(it, 0, sizeof(*it));
 	slot->failures++;
-	slot->due_ms = kube_now_ms() + kube_backoff_ms(c, slot->failures);
+	slot->due_ms = kube_now_ms() + kube_retry_ms(c, slot->failures, retry_after_ms);
 	c->ev_len++;
 }
 
@@ -501,19 +594,19 @@ void kube_event_done(struct kube_req *r, CURLcode rc, long status)
 
 	if (rc == CURLE_OK && status >= 200 && status < 300) {
 		c->st.events_sent++;
-		event_item_free(&r->ev);
+		kube_event_item_free(&r->ev);
 		return;
 	}
 	kube_describe_failure(r, rc, status, why, sizeof(why));
 	if (retryable(rc, status) && r->ev.failures + 1 < KUBE_EVENT_RETRIES) {
 		log_warn("kube: event %s for pod %s/%s: %s; retrying", r->ev.reason,
 			 r->ev.namespace, r->ev.name, why);
-		event_requeue(c, &r->ev);
+		event_requeue(c, &r->ev, r->retry_after_ms);
 		return;
 	}
 	log_error("kube: event %s for pod %s/%s: %s; dropped", r->ev.reason, r->ev.namespace,
 		  r->ev.name, why);
-	event_item_free(&r->ev);
+	kube_event_item_free(&r->ev);
 }
 
 void kube_write_step(struct kube_client *c, uint64_t now, uint64_t *next_due)
@@ -525,11 +618,6 @@ void kube_write_step(struct kube_client *c, uint64_t now, uint64_t *next_due)
 void kube_write_free_all(struct kube_client *c)
 {
 	for (size_t i = 0; i < KUBE_EVENT_QUEUE; i++)
-		event_item_free(&c->events[i]);
+		kube_event_item_free(&c->events[i]);
 	c->ev_len = 0;
-}
-
-void kube_req_free_event(struct kube_req *r)
-{
-	event_item_free(&r->ev);
 }

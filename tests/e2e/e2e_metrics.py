@@ -28,13 +28,15 @@ import signal
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# The test library (tests/lib, PYTHONPATH from ctest); the metrics helpers
+# are e2e_kube.py's, beside this file.
+from e2e_kube import Prometheus, families, free_port, http_get, reference_names
+from gpuqos_test import Failure, wait_for
+from gpuqos_test import check as expect
+from gpuqos_test.kube import KubeNode
+from gpuqos_test.node import EAGER, Node, gr_timeslice, run_scenario
 
-import e2e  # noqa: E402
-import e2e_kube  # noqa: E402
-from e2e import expect, wait_for, gr_timeslice  # noqa: E402
-from e2e_kube import Prometheus, free_port, http_get, families, reference_names  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 DASHBOARD = os.path.join(HERE, "..", "..", "deploy", "grafana", "gpuqos-dashboard.json")
 # Families only Kubernetes mode exports (docs/metrics.md, "Reference").
@@ -106,7 +108,7 @@ def t_standalone_metrics(node):
         # A launch-bound LC: its readings, and the LC before it, in Prometheus.
         lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
         eager = node.workload("lc", ["--hold", "60", "--libcuda", lib, "--launch-every-us", "0"],
-                              prefix=e2e.EAGER)
+                              prefix=EAGER)
         wait_for(lambda: gr_timeslice(node, be.pid) == [2048] and gr_timeslice(node, lc.pid) == [2048],
                  timeout=10, what="the runlist at baseline beside a launch-bound LC")
 
@@ -194,7 +196,7 @@ def t_kube_dashboard(node):
             q = fill(expr)
             try:
                 wait_for(lambda: has_data(prom, q), timeout=20, what=q)
-            except e2e.Fail:
+            except Failure:
                 missing.append("%s (%s): %s -> %r" % (title, ref, q, prom.query(q)))
         expect(not missing, "dashboard queries without data:\n" + "\n".join(missing))
         print("every one of the dashboard's %d queries returned data" % len(queries))
@@ -202,15 +204,15 @@ def t_kube_dashboard(node):
         prom.stop()
 
 
-SCENARIOS = {"standalone_metrics": (t_standalone_metrics, e2e.Node),
-             "kube_dashboard": (t_kube_dashboard, e2e_kube.KubeNode)}
+SCENARIOS = {"standalone_metrics": (t_standalone_metrics, Node),
+             "kube_dashboard": (t_kube_dashboard, KubeNode)}
 
 
 def main():
     # run_scenario parses the arguments; the node kind follows the scenario.
-    make = SCENARIOS.get(sys.argv[-1], (None, e2e.Node))[1]
-    return e2e.run_scenario({k: v[0] for k, v in SCENARIOS.items()}, make,
-                            "the simulator's FUSE mount" + (" and pod cgroups" if make is not e2e.Node else ""))
+    make = SCENARIOS.get(sys.argv[-1], (None, Node))[1]
+    return run_scenario({k: v[0] for k, v in SCENARIOS.items()}, make,
+                        "the simulator's FUSE mount" + (" and pod cgroups" if make is not Node else ""))
 
 
 if __name__ == "__main__":

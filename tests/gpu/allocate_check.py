@@ -24,8 +24,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proof  # noqa: E402
+import proof  # beside it
 
 W = "/tmp/gpuqos-alloc"
 

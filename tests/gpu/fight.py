@@ -21,9 +21,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import soak  # noqa: E402  (its parser and gpuqosctl --json)
-import suite  # noqa: E402  (the suite's runner: commands, agent, environment)
+import soak  # beside it: its parser and gpuqosctl --json
+import suite  # beside it: the suite's runner (commands, agent, environment)
 
 
 def main():

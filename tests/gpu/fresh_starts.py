@@ -19,8 +19,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proof  # noqa: E402  (the same agent/workload launcher as the proof)
+import proof  # beside it: the same agent/workload launcher as the proof
 
 
 def tsg_view(stack, pid):

@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+# The test library (tests/lib: PYTHONPATH, see README.md).
+from gpuqos_test.proc import as_nobody
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = "/tmp/gpuqos-proof"
 RESULTS = []
@@ -96,15 +99,9 @@ class Stack:
         if trace:
             env["GPUQOS_TRACE"] = trace
         log = open(os.path.join(self.out, "wl-%s.log" % tag), "w")
-        pre = None
-        if nonroot:
-            def pre():
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
         full = [WORK + "/gpuqos", "run", "--class", cls, "--"] + cmd
         return subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                preexec_fn=pre, cwd=WORK)
+                                preexec_fn=as_nobody if nonroot else None, cwd=WORK)
 
 
 def tsgs_of(lst, pid):

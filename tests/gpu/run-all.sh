@@ -9,6 +9,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+# The Python test library (tests/lib/gpuqos_test) the scripts import.
+export PYTHONPATH=$ROOT/tests/lib${PYTHONPATH:+:$PYTHONPATH}
 OUTDIR=${1:?usage: run-all.sh OUTDIR}
 B=${BUNDLE:-$ROOT/build-gpu}
 PHASES=${PHASES:-"proof bench"}

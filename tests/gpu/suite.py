@@ -2,39 +2,39 @@
 # SPDX-License-Identifier: Apache-2.0
 """suite.py - the gpuqos benchmark suite: one command on any NVIDIA GPU.
 
-    python3 tests/gpu/suite.py --sets quick --out DIR [--duration-s 3]
-                               [--repeat 1] [--only REGEX] [--max-s 540]
+    PYTHONPATH=tests/lib python3 tests/gpu/suite.py --sets proof --out DIR
+        [--duration-s 3] [--repeat 1] [--only REGEX] [--max-s 540] [--list]
     python3 tests/gpu/suite.py --report DIR/suite.jsonl [--switch-us N]
+    python3 tests/gpu/suite.py --sets soak --out DIR -- --minutes 6
 
 Runs scenarios (an LC workload, 0-4 BE processes, a mode), prints a table and
 writes DIR/suite.json (every record and the derived figures) and
-DIR/suite.jsonl (one line per run, as it happens). Scenario sets:
+DIR/suite.jsonl (one line per run, as it happens). The named suites
+(tests/gpu/README.md, "The suites", has what each runs and how long):
 
-  quick    micro LC and a ResNet-50 CUDA graph, 1 and 3 all-SM BEs, a
-           training BE; alone, driver defaults, gpuqos default policy
-  models   ResNet-50, ViT-B/16 and BERT-base CUDA graphs (fixed and Poisson
-           arrivals) and eager ResNet-50 against the training BE and the
-           all-SM BE: alone, defaults, gpuqos
-  full     quick + models + every LC against 1-4 BEs of both kinds under
-           defaults and every gpuqos policy variant (long: run it in parts
-           with --only)
-  switch   what the per-request switch costs and what hides it (micro LC,
-           in-process settings through rm_probe.so)
-  puzzle   driver defaults, 1-3 BEs, fixed and Poisson arrivals
-  multibe  several BEs: defaults kept, one short BE, interleave levels
-  rotate   channel-disable rotation among 3 BEs (rm_probe.so)
-  key      the rows to repeat on every GPU kind (micro: defaults, 50 µs BE,
-           wake and hold ahead of the request)
-  fourbe   four all-SM BEs: defaults, policies default / leave / floor200,
-           rotation every 100 ms (rm_probe.so)
-  policies one BE: policies default, be20, interleave
-  proof    the rows the default policy is judged by: micro LC with 1 and 3
-           all-SM BEs (defaults, gpuqos, the several-BE floor), the node
-           agent killed and stopped mid-rotation, ResNet-50 graph beside 1
-           and 3 training BEs, micro beside 3 training BEs, eager ResNet-50
+  proof     the rows the default policy is judged by: micro LC and ResNet-50
+            graph beside 1 and 3 BEs of both kinds, the driver defaults and
+            the floor, the agent killed and stopped mid-rotation, eager
+            ResNet-50 with and without the launch-bound rule, ViT and BERT
+  quick     micro LC and ResNet-50 graph beside 1 and 3 all-SM BEs and a
+            training BE: alone, driver defaults, the default policy
+  models    ResNet-50, ViT-B/16 and BERT-base graphs (fixed and Poisson
+            arrivals) and eager ResNet-50 beside both BE kinds
+  multibe   several BEs at once (rm_probe.so): timeslices kept, one short
+            BE, interleave levels
+  policies  one BE: policies default, be20, interleave
+  fourbe    four all-SM BEs: defaults, policies default / leave / floor200,
+            rotation every 100 ms (rm_probe.so)
+  stall     an eager LC arriving beside a micro LC and three rotating BEs
+  targets   the issue's targets under the default policy, pinned, on time
+  soak      soak.py: mixed load, eager LCs coming and going, agent restarts
+  first     first_start.py: a fresh machine's first runs, one part of
+            gpuqos added per row
 
 --only REGEX keeps the matching scenarios and the baselines they are
-compared with (the same LC alone, the BEs alone).
+compared with (the same LC alone, the BEs alone). soak and first run alone,
+with --bin, --build and DIR/<suite> as their --out; what follows `--` is
+theirs.
 
 Modes: `alone` (LC only), `be_alone` (BEs only), `defaults` (nothing set),
 `gq:<policy>` (the standalone node agent with that policy file, workloads
@@ -68,6 +68,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+# The policies the suites' gq:<policy> rows run (over the node agent's
+# defaults; the experiments' own are with them in git, see SETS).
 POLICIES = {
     # The example policy's values (deploy/gpuqos-policy.example.json).
     "default": {},
@@ -75,43 +77,15 @@ POLICIES = {
     "leave": {"severalBe": "leave"},
     "floor200": {"timeslices": {"severalBeUs": 200}, "allowUnsafeSeveralBe": True},
     "interleave": {"interleave": {"lc": "high", "be": "low"}},
-    "interleave_be": {"interleave": {"be": "low"}},
     "floor": {"severalBe": "floor"},
-    "busy": {"busyLcPercent": 50},
     "norule": {"busyLcPercent": 0},
     "lc10ms": {"timeslices": {"lcUs": 10000}},
     # Every LC launch-bound (the micro LC reads 10 %): the whole runlist at
     # the driver's values all the time, with every preempt agent present.
     "allbound": {"busyLcPercent": 1},
-    # The policy asks an LC beside a BE to wake its context ahead of its
-    # periodic requests (docs/policy.md, "Waking a periodic LC").
-    "wake100": {"wake": {"leadUs": 100}},
-    "wake100h60": {"wake": {"leadUs": 100, "holdUs": 60}},
-    "wake100h120": {"wake": {"leadUs": 100, "holdUs": 120}},
+    # No wake (docs/policy.md, "Waking a periodic LC"): the switch each
+    # request pays, for the BE's physical limit.
     "nowake": {"wake": {"leadUs": 0}},
-}
-# Policies a named set runs, kept out of POLICIES (which the full matrix
-# runs every one of).
-SET_POLICIES = {
-    "rot250": {"rotation": {"periodMs": 250, "leaseMs": 600}},
-    "rot250l500": {"rotation": {"periodMs": 250, "leaseMs": 500}},
-    "rot500": {"rotation": {"periodMs": 500, "leaseMs": 1000}},
-    "nogap": {"rotation": {"inGap": False}},
-    # Windows (docs/policy.md, "Windows"): the BE off from 1.2 ms before each
-    # request to the model's request time alone plus ~300 us after its start.
-    "winvit": {"windows": {"afterUs": 1100}},
-    "winbert": {"windows": {"afterUs": 800}},
-    "winres": {"windows": {"afterUs": 1300}},
-    "winvit14": {"windows": {"afterUs": 1400}},
-    "winbert10": {"windows": {"afterUs": 1000}},
-    "winauto": {"windows": {"afterUs": "auto"}},
-    "win300": {"windows": {"afterUs": 300}},
-    "win500": {"windows": {"afterUs": 500}},
-    # The take-off started later: how much of beforeUs's 1.2 ms the BE
-    # must be given notice before a request.
-    "winb900": {"windows": {"afterUs": "auto", "beforeUs": 900}},
-    "winb700": {"windows": {"afterUs": "auto", "beforeUs": 700}},
-    "winb500": {"windows": {"afterUs": "auto", "beforeUs": 500}},
 }
 
 LC_TS = {"GQP_TIMESLICE_US": "100000"}
@@ -197,75 +171,6 @@ def set_models():
     return s
 
 
-def set_full():
-    s = set_quick() + set_models()
-    for lc in ("micro", "micro_poisson", "resnet50_graph", "vit_b16_graph", "bert_base_graph",
-               "resnet50_eager"):
-        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
-        for be in ("fill", "train"):
-            for nbe in (1, 2, 3, 4):
-                s.append(sc(f"be alone {nbe}x{be}", None, be, nbe, "be_alone"))
-                for mode in ["defaults"] + ["gq:" + p for p in POLICIES]:
-                    s.append(sc(f"{lc} {mode} {nbe}x{be}", lc, be, nbe, mode))
-    return s
-
-
-def set_switch():
-    be = lambda us: {"GQP_TIMESLICE_US": str(us)}  # noqa: E731
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone"),
-         sc("micro alone 1 block", "micro", nbe=0, mode="alone", lc_args=["--blocks", "1"]),
-         sc("micro alone all-SM", "micro", nbe=0, mode="alone", lc_args=["--blocks", "264"]),
-         sc("micro alone graph", "micro", nbe=0, mode="alone", lc_args=["--graph"]),
-         sc("micro alone wake lead 300", "micro", nbe=0, mode="alone",
-            lc_args=["--pre", "wake", "--pre-lead-us", "300"])]
-    for us in (2048, 1000, 200, 50, 20):
-        s.append(sc(f"micro probe BE {us}", "micro", "fill", 1, "probe", lc_env=LC_TS,
-                    be_env=be(us), tag="ts"))
-    for pre, lead in (("wake", 0), ("wake", 100), ("wake", 300), ("wake", 1000), ("copy", 0),
-                      ("copy", 300), ("memset", 0)):
-        s.append(sc(f"micro probe BE 50 pre {pre} lead {lead}", "micro", "fill", 1, "probe",
-                    lc_args=["--pre", pre, "--pre-lead-us", str(lead)], lc_env=LC_TS,
-                    be_env=be(50), tag="pre"))
-    for lead in (100, 300):
-        s.append(sc(f"micro probe BE 50 pre hold lead {lead}", "micro", "fill", 1, "probe",
-                    lc_args=["--pre", "hold", "--pre-lead-us", str(lead)], lc_env=LC_TS,
-                    be_env=be(50), tag="pre"))
-    s.append(sc("micro probe BE 50 1 block", "micro", "fill", 1, "probe",
-                lc_args=["--blocks", "1"], lc_env=LC_TS, be_env=be(50), tag="shape"))
-    s.append(sc("micro probe BE 50 graph", "micro", "fill", 1, "probe",
-                lc_args=["--graph"], lc_env=LC_TS, be_env=be(50), tag="shape"))
-    s.append(sc("micro probe BE 50 all-SM", "micro", "fill", 1, "probe",
-                lc_args=["--blocks", "264"], lc_env=LC_TS, be_env=be(50), tag="shape"))
-    for per in ("500", "10000"):
-        s.append(sc(f"micro probe BE 50 period {per}", "micro", "fill", 1, "probe",
-                    lc_args=["--period-us", per], lc_env=LC_TS, be_env=be(50), tag="period"))
-    s.append(sc("micro probe BE 50, BE kernel 1 ms", "micro", "fill", 1, "probe",
-                lc_env=LC_TS, be_env=be(50), be_args=["--kernel-ms", "1"], tag="bekernel"))
-    s.append(sc("micro probe BE 50, BE inflight 1", "micro", "fill", 1, "probe",
-                lc_env=LC_TS, be_env=be(50), be_args=["--inflight", "1"], tag="bekernel"))
-    return s
-
-
-def set_puzzle():
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone"),
-         sc("micro alone period 5000", "micro", nbe=0, mode="alone",
-            lc_args=["--period-us", "5000"]),
-         sc("micro_poisson alone", "micro_poisson", nbe=0, mode="alone")]
-    for nbe in (1, 2, 3):
-        s.append(sc(f"micro defaults {nbe}xfill", "micro", "fill", nbe, "defaults"))
-        s.append(sc(f"micro defaults {nbe}xfill period 5000", "micro", "fill", nbe,
-                    "defaults", lc_args=["--period-us", "5000"]))
-        s.append(sc(f"micro_poisson defaults {nbe}xfill", "micro_poisson", "fill", nbe,
-                    "defaults"))
-    s.append(sc("micro defaults 1xfill inflight 1", "micro", "fill", 1, "defaults",
-                be_args=["--inflight", "1"]))
-    s.append(sc("micro defaults 3xfill inflight 1", "micro", "fill", 3, "defaults",
-                be_args=["--inflight", "1"]))
-    return s
-
-
 def set_multibe():
     s = [sc("be alone fill", None, "fill", 1, "be_alone"),
          sc("be alone 3xfill", None, "fill", 3, "be_alone"),
@@ -291,28 +196,6 @@ def set_multibe():
     return s
 
 
-def set_rotate():
-    base = {"GQP_TIMESLICE_US": "50"}
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone"),
-         sc("rotate: 3 BEs at 50, all schedulable", "micro", "fill", 3, "probe",
-            lc_env=LC_TS, be_env=base, tag="rotate"),
-         sc("rotate: 3 BEs at 50, one schedulable (static)", "micro", "fill", 3, "probe",
-            lc_env=LC_TS, tag="rotate",
-            be_env=[dict(base, GQP_ROT_N="3", GQP_ROT_I=str(i), GQP_ROT_STATIC="1")
-                    for i in range(3)])]
-    for per in (100, 500):
-        s.append(sc(f"rotate: 3 BEs at 50, one at a time every {per} ms", "micro", "fill", 3,
-                    "probe", lc_env=LC_TS, tag="rotate",
-                    be_env=[dict(base, GQP_ROT_N="3", GQP_ROT_I=str(i),
-                                 GQP_ROT_PERIOD_MS=str(per)) for i in range(3)]))
-    s.append(sc("rotate: 3 BEs at 2048, one at a time every 500 ms", "micro", "fill", 3,
-                "probe", lc_env=LC_TS, tag="rotate",
-                be_env=[dict(GQP_ROT_N="3", GQP_ROT_I=str(i), GQP_ROT_PERIOD_MS="500")
-                        for i in range(3)]))
-    return s
-
-
 def set_fourbe():
     """Four BEs: defaults, the several-BE policy variants, and rotation."""
     rot = [dict(GQP_TIMESLICE_US="50", GQP_ROT_N="4", GQP_ROT_I=str(i), GQP_ROT_PERIOD_MS="100")
@@ -335,25 +218,6 @@ def set_policies():
     for pol in ("default", "be20", "interleave"):
         s.append(sc(f"micro gq:{pol} 1xfill", "micro", "fill", 1, f"gq:{pol}"))
     return s
-
-
-def set_key():
-    """The rows to repeat on every GPU kind."""
-    be50 = {"GQP_TIMESLICE_US": "50"}
-    return [sc("be alone fill", None, "fill", 1, "be_alone"),
-            sc("micro alone", "micro", nbe=0, mode="alone"),
-            sc("micro defaults 1xfill", "micro", "fill", 1, "defaults"),
-            sc("micro defaults 1xfill period 5000", "micro", "fill", 1, "defaults",
-               lc_args=["--period-us", "5000"]),
-            sc("micro defaults 3xfill", "micro", "fill", 3, "defaults"),
-            sc("micro probe BE 50", "micro", "fill", 1, "probe", lc_env=LC_TS, be_env=be50,
-               tag="ts"),
-            sc("micro probe BE 50 pre wake lead 100", "micro", "fill", 1, "probe",
-               lc_args=["--pre", "wake", "--pre-lead-us", "100"], lc_env=LC_TS, be_env=be50,
-               tag="pre"),
-            sc("micro probe BE 50 pre hold lead 300", "micro", "fill", 1, "probe",
-               lc_args=["--pre", "hold", "--pre-lead-us", "300"], lc_env=LC_TS, be_env=be50,
-               tag="pre")]
 
 
 def set_proof():
@@ -420,470 +284,6 @@ def set_stall():
     return s
 
 
-def set_preempt_mode():
-    """Does the BE's compute preemption mode change the switch an LC request
-    pays behind it (~200 us)? libcuda asks the RM for a mode per channel when
-    it creates the context (SET_CTXSW_PREEMPTION_MODE); rm_probe.so replaces
-    it in the BE with WFI (wait for the running work), CTA (at a thread-block
-    boundary) or CILP (at an instruction, every SM's state saved), or leaves
-    libcuda's and logs it. The LC at 100 ms, the BE at 50 us, as the policy
-    sets them. Both print their context-switch counts every second
-    (GET_CTXSW_STATS: saves by kind), which says which kind the switches
-    really were. be_fill's thread blocks run the whole 10 ms kernel, so it
-    is also run with 1 ms kernels; the training BE's blocks are short."""
-    stats = {"GQP_CTXSW_STATS_MS": "1000"}
-    lc_env = dict(LC_TS, **stats)
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("be alone train", None, "train", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone")]
-    for be, be_args in (("fill", ()), ("fill", ("--kernel-ms", "1")), ("train", ())):
-        for mode in (None, "cilp", "cta", "wfi"):
-            if be == "train" and mode == "wfi":
-                continue
-            env = dict(stats, GQP_TIMESLICE_US="50", **({"GQP_COMPUTE_PREEMPT": mode} if mode else {}))
-            what = f"{be}{' 1 ms kernels' if be_args else ''}"
-            s.append(sc(f"micro probe BE {what} at 50, compute preemption {mode or 'libcuda'}",
-                        "micro", be, 1, "probe", lc_env=lc_env, be_env=env, be_args=be_args,
-                        tag="pmode"))
-    return s
-
-
-def set_wake():
-    """The preempt agent waking a periodic LC's context one switch ahead of
-    its next request (GPUQOS_WAKE_LEAD_US): each LC under the default policy
-    without and with the wake, fixed and Poisson arrivals (a Poisson LC must
-    not lose), one and three BEs of both kinds. The LC's stderr keeps the
-    wake's own count of hits and wasted wakes."""
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("be alone train", None, "train", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone")]
-    rows = [("micro", "fill", 1), ("micro_poisson", "fill", 1), ("micro", "fill", 3),
-            ("resnet50_graph", "fill", 1),
-            ("micro", "train", 1), ("resnet50_graph", "train", 1),
-            ("vit_b16_graph", "train", 1), ("resnet50_graph", "train", 3)]
-    for lc, be, nbe in rows:
-        if lc in ("resnet50_graph", "vit_b16_graph") and nbe == 1 \
-                and not any(x["name"] == f"{lc} alone" for x in s):
-            s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
-        key = (lc, be, nbe) == ("micro", "fill", 1)
-        for lead, hold in ([(0, 0), (100, 0), (150, 0), (100, 60), (100, 120)] if key
-                           else [(0, 0), (100, 0), (100, 60)]):
-            s.append(sc(f"{lc} gq:default {nbe}x{be} wake {lead}" + (f" hold {hold}" if hold else ""),
-                        lc, be, nbe, "gq:default",
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_WAKE_HOLD_US": str(hold),
-                                "GPUQOS_LOG": "info"},
-                        tag="wake"))
-    return s
-
-
-def set_waketrace():
-    """Where a wake's tail comes from: the micro LC beside one and three
-    `be_fill`s under the default policy, without a wake and with a 100 us
-    lead (and a 60 us hold), each request traced (when it was due, when it
-    was submitted, its latency), so that the latency can be read against
-    how far the request came after the time the wake aimed at."""
-    s = [sc("micro alone", "micro", nbe=0, mode="alone", trace=True)]
-    for nbe in (1, 3):
-        for lead, hold in ((0, 0), (100, 0), (100, 60)):
-            if nbe == 3 and hold:
-                continue
-            s.append(sc(f"micro gq:default {nbe}xfill wake {lead}" + (f" hold {hold}" if hold else ""),
-                        "micro", "fill", nbe, "gq:default",
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_WAKE_HOLD_US": str(hold),
-                                "GPUQOS_LOG": "info"},
-                        tag="waketrace", trace=True))
-    return s
-
-
-def set_wakepolicy():
-    """The wake asked for by the node agent's policy (wake.leadUs), against
-    the same policy without it: the micro LC beside one and three
-    `be_fill`s (traced) and beside a training BE, a CUDA-graph ResNet-50
-    beside a training BE. Nothing is set in the workloads' environment but
-    the log level (for the wake's own counts)."""
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("be alone train", None, "train", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone"),
-         sc("resnet50_graph alone", "resnet50_graph", nbe=0, mode="alone")]
-    info = {"GPUQOS_LOG": "info"}
-    for lc, be, nbe, pols in (("micro", "fill", 1, ("default", "wake100", "wake100h60")),
-                              ("micro", "fill", 3, ("default", "wake100")),
-                              ("micro", "train", 1, ("default", "wake100")),
-                              ("resnet50_graph", "train", 1, ("default", "wake100"))):
-        for pol in pols:
-            s.append(sc(f"{lc} gq:{pol} {nbe}x{be}", lc, be, nbe, f"gq:{pol}", lc_env=info,
-                        tag="wakepolicy", trace=lc == "micro"))
-    return s
-
-
-def set_wakedefault():
-    """The default policy (which wakes an LC beside a BE, 100 us ahead)
-    against the same policy without wakes: micro LC beside one and three
-    `be_fill`s and beside a training BE, CUDA-graph ResNet-50 and ViT-B/16
-    beside a training BE."""
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("be alone train", None, "train", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone"),
-         sc("resnet50_graph alone", "resnet50_graph", nbe=0, mode="alone"),
-         sc("vit_b16_graph alone", "vit_b16_graph", nbe=0, mode="alone")]
-    info = {"GPUQOS_LOG": "info"}
-    for lc, be, nbe in (("micro", "fill", 1), ("micro", "fill", 3), ("micro", "train", 1),
-                        ("resnet50_graph", "train", 1), ("vit_b16_graph", "train", 1)):
-        for pol in ("default", "nowake"):
-            s.append(sc(f"{lc} gq:{pol} {nbe}x{be}", lc, be, nbe, f"gq:{pol}", lc_env=info,
-                        tag="wakedefault", trace=lc == "micro"))
-    return s
-
-
-def set_wakehold():
-    """Whether a hold covers the late requests that stop the wakes on a
-    host whose LC submits off its period (docs/perf-log, "Where the H200's
-    wake tail comes from"): the micro LC beside one and three `be_fill`s
-    under the default policy, with a 60 and a 120 us hold, and without a
-    wake; every request traced (wake_cliff.py reads the latency by how late
-    each came). The wake's judging still counts a request more than 150 us
-    after its wake as wasted, hold or not: the traces say whether it should."""
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone")]
-    info = {"GPUQOS_LOG": "info"}
-    for nbe in (1, 3):
-        for pol in ("default", "wake100h60", "wake100h120", "nowake"):
-            s.append(sc(f"micro gq:{pol} {nbe}xfill", "micro", "fill", nbe, f"gq:{pol}",
-                        lc_env=info, tag="wakehold", trace=True))
-    return s
-
-
-def set_wakestops():
-    """Whether the wake's stops (four wasted among the last 128 wakes stop
-    the next ones, each stop twice as long) are right on a host where a few
-    percent of the LC's requests come late: the micro LC beside one and
-    three `be_fill`s, traced, under the default policy, the same with
-    GPUQOS_WAKE_STOPS=0 in the LC (every wake judged, none stopped), and
-    without a wake."""
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone")]
-    for nbe in (1, 3):
-        for pol, env in (("default", {}), ("default", {"GPUQOS_WAKE_STOPS": "0"}), ("nowake", {})):
-            name = f"micro gq:{pol} {nbe}xfill" + (" stops 0" if env else "")
-            s.append(sc(name, "micro", "fill", nbe, f"gq:{pol}", lc_env=dict(env, GPUQOS_LOG="info"),
-                        tag="wakestops", trace=True))
-    return s
-
-
-def set_wakelag():
-    """Whether the host's lateness in submitting is what keeps the micro
-    LC's p99 off the target with the wake on (docs/perf-log, "The wake on
-    the H200 machine"): the micro LC as it is (sleeping to each due time
-    with Linux's 50 us timer slack), with a 1 ns timer slack, and busy-
-    waiting the last 200 us before each due time; beside one and three
-    `be_fill`s under the default policy, without a wake, and (busy-waiting
-    only) with a 60 and a 120 us hold. Traced; the
-    table after the main one gives each row's submit lag. Then the CUDA-graph
-    ResNet-50 as it is and busy-waiting, beside one and three training BEs
-    under the default policy."""
-    variants = (("", []), (" slack1", ["--slack-ns", "1"]), (" busy200", ["--busy-wait-us", "200"]))
-    s = [sc("be alone fill", None, "fill", 1, "be_alone")]
-    s += [sc("micro alone" + v, "micro", nbe=0, mode="alone", lc_args=a, tag="wakelag")
-          for v, a in variants]
-    info = {"GPUQOS_LOG": "info"}
-    for nbe in (1, 3):
-        for pol in ("default", "nowake", "wake100h60", "wake100h120"):
-            for v, a in variants:
-                if (nbe == 3 and v == " slack1") or (pol.startswith("wake") and v != " busy200"):
-                    continue
-                s.append(sc(f"micro gq:{pol} {nbe}xfill{v}", "micro", "fill", nbe, f"gq:{pol}",
-                            lc_args=a, lc_env=info, tag="wakelag", trace=True))
-    s += [sc("be alone train", None, "train", 1, "be_alone"),
-          sc("be alone 3xtrain", None, "train", 3, "be_alone")]
-    for v, a in (("", []), (" busy200", ["--busy-wait-us", "200"])):
-        s.append(sc("resnet50_graph alone" + v, "resnet50_graph", nbe=0, mode="alone", lc_args=a,
-                    tag="wakelag"))
-        for nbe in (1, 3):
-            s.append(sc(f"resnet50_graph gq:default {nbe}xtrain{v}", "resnet50_graph", "train",
-                        nbe, "gq:default", lc_args=a, lc_env=info, tag="wakelag"))
-    return s
-
-
-def set_graphwake():
-    """Why the wake does little for a CUDA-graph model (docs/perf-log,
-    "A CUDA-graph model and the wake"): the ResNet-50 graph every 5 ms,
-    busy-waiting to each due time, beside one training BE under the default
-    policy (wake 100 us ahead), without a wake, with 60 and 120 us holds,
-    with every wake issued (GPUQOS_WAKE_STOPS=0), and without the CUDA
-    events around each request; beside three training BEs with and without
-    the wake. Every request traced (lc_models --trace: when it was due,
-    submitted, how long the submit call took, latency, GPU time)."""
-    busy = ["--busy-wait-us", "200"]
-    info = {"GPUQOS_LOG": "info"}
-    lc = "resnet50_graph"
-    s = [sc("be alone train", None, "train", 1, "be_alone"),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone"),
-         sc(f"{lc} alone busy200", lc, nbe=0, mode="alone", lc_args=busy, tag="graphwake",
-            trace=True),
-         sc(f"{lc} alone busy200 noevents", lc, nbe=0, mode="alone", lc_args=busy + ["--no-events"],
-            tag="graphwake", trace=True)]
-    for name, pol, env, extra in (("default", "default", {}, []), ("nowake", "nowake", {}, []),
-                                  ("wake100h60", "wake100h60", {}, []),
-                                  ("wake100h120", "wake100h120", {}, []),
-                                  ("default stops0", "default", {"GPUQOS_WAKE_STOPS": "0"}, []),
-                                  ("default noevents", "default", {}, ["--no-events"]),
-                                  ("nowake noevents", "nowake", {}, ["--no-events"])):
-        s.append(sc(f"{lc} gq:{name} 1xtrain busy200", lc, "train", 1, f"gq:{pol}",
-                    lc_args=busy + extra, lc_env=dict(info, **env), tag="graphwake", trace=True))
-    for pol in ("default", "nowake"):
-        s.append(sc(f"{lc} gq:{pol} 3xtrain busy200", lc, "train", 3, f"gq:{pol}", lc_args=busy,
-                    lc_env=info, tag="graphwake", trace=True))
-    return s
-
-
-def set_graphpin():
-    """The CUDA-graph models with the LC's CPU time out of the way (docs/
-    docs/perf-log, "A CUDA-graph model and the wake"): every LC busy-waits to its
-    due time, records no CUDA events around its request (lc_models
-    --no-events: the request is the model's graph alone on the GPU), and
-    runs on CPUs of its own with the BEs on the others (pin). ResNet-50
-    alone, under the default policy and without a wake beside one and three
-    training BEs, and unpinned beside one; ViT-B/16 and BERT-base alone and
-    under the default policy beside one and three. Traced."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
-    for lc in ("resnet50_graph", "vit_b16_graph", "bert_base_graph"):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy, tag="graphpin",
-                    trace=True, pin=True))
-        pols = ("default", "nowake") if lc == "resnet50_graph" else ("default",)
-        for nbe in (1, 3):
-            for pol in pols:
-                s.append(sc(f"{lc} gq:{pol} {nbe}xtrain pinned", lc, "train", nbe, f"gq:{pol}",
-                            lc_args=busy, lc_env=info, tag="graphpin", trace=True, pin=True))
-        if lc == "resnet50_graph":
-            s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone", lc_args=busy, tag="graphpin",
-                        trace=True))
-            s.append(sc(f"{lc} gq:default 1xtrain", lc, "train", 1, "gq:default", lc_args=busy,
-                        lc_env=info, tag="graphpin", trace=True))
-    return s
-
-
-def set_graphbe20():
-    """Whether a shorter BE slice (20 us, the be20 policy) takes off what
-    is left of the models' tail once they are woken, as graphpin runs them
-    (pinned, on time, no CUDA events): ResNet-50 beside three training BEs,
-    ViT-B/16 and BERT-base beside one, each against the default policy."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
-    for lc, nbe in (("resnet50_graph", 3), ("vit_b16_graph", 1), ("bert_base_graph", 1)):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy, tag="graphbe20",
-                    trace=True, pin=True))
-        for pol in ("default", "be20"):
-            s.append(sc(f"{lc} gq:{pol} {nbe}xtrain pinned", lc, "train", nbe, f"gq:{pol}",
-                        lc_args=busy, lc_env=info, tag="graphbe20", trace=True, pin=True))
-    return s
-
-
-def set_graphevents():
-    """The wake's judging of a request whose kernels come long after the
-    CUDA event it records first (docs/policy.md, "Waking a periodic LC"):
-    the CUDA-graph ResNet-50 with its events around each request, busy-
-    waiting, beside one training BE under the default policy and without a
-    wake, and beside three under the default policy. The LC's library logs
-    at exit how many wasted wakes were of that kind. Traced."""
-    busy = ["--busy-wait-us", "200"]
-    info = {"GPUQOS_LOG": "info"}
-    lc = "resnet50_graph"
-    s = [sc("be alone train", None, "train", 1, "be_alone"),
-         sc(f"{lc} alone busy200", lc, nbe=0, mode="alone", lc_args=busy, tag="graphevents",
-            trace=True)]
-    for nbe, pol in ((1, "default"), (1, "nowake"), (3, "default")):
-        s.append(sc(f"{lc} gq:{pol} {nbe}xtrain busy200", lc, "train", nbe, f"gq:{pol}",
-                    lc_args=busy, lc_env=info, tag="graphevents", trace=True))
-    return s
-
-
-def set_graphlead():
-    """Whether a lead as long as the switch, with a hold that keeps the
-    woken context in until the request comes, hides the rest of the switch
-    for the models the 100 us lead left at 1.11-1.15x (docs/perf-log, "A
-    CUDA-graph model and the wake"): ViT-B/16 and BERT-base pinned, on
-    time, no CUDA events, beside one training BE under the default policy
-    with the wake from the LC's environment: lead/hold 100/0 (the default),
-    150/100, 200/100 and 200/150; the micro LC beside one be_fill at
-    100/0 and 200/150."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone fill", None, "fill", 1, "be_alone", pin=True)]
-    rows = [("vit_b16_graph", "train", ((100, 0), (150, 100), (200, 100), (200, 150))),
-            ("bert_base_graph", "train", ((100, 0), (150, 100), (200, 100), (200, 150))),
-            ("micro", "fill", ((100, 0), (200, 150)))]
-    for lc, be, leads in rows:
-        args = busy if lc != "micro" else []
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
-                    tag="graphlead", trace=True, pin=True))
-        for lead, hold in leads:
-            s.append(sc(f"{lc} gq:default 1x{be} pinned lead {lead} hold {hold}", lc, be, 1,
-                        "gq:default", lc_args=args,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
-                        tag="graphlead", trace=True, pin=True))
-    return s
-
-
-def set_graphhold():
-    """What a longer lead and a hold do when every wake is issued
-    (GPUQOS_WAKE_STOPS=0; graphlead's 150 and 200 us leads were judged
-    wasted, as reaching past PA_WAKE_REACH_NS, and stopped): ViT-B/16
-    pinned, on time, no CUDA events, beside one training BE, lead/hold
-    100/0, 200/0, 200/150 and 250/300; the micro LC beside one be_fill at
-    100/0, 200/150 and 200/300."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = []
-    rows = [("vit_b16_graph", "train", ((100, 0), (200, 0), (200, 150), (250, 300))),
-            ("micro", "fill", ((100, 0), (200, 150), (200, 300)))]
-    for lc, be, leads in rows:
-        args = busy if lc != "micro" else []
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
-                    tag="graphhold", trace=True, pin=True))
-        for lead, hold in leads:
-            s.append(sc(f"{lc} gq:default 1x{be} pinned stops0 lead {lead} hold {hold}", lc, be,
-                        1, "gq:default", lc_args=args,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_WAKE_STOPS": "0",
-                                "GPUQOS_LOG": "info"},
-                        tag="graphhold", trace=True, pin=True))
-    return s
-
-
-def set_holdprobe():
-    """Whether a request finds the LC's context on the GPU when something
-    of the same context keeps it there until the request is submitted
-    (docs/perf-log, "Keeping the woken context in"): the micro LC beside one
-    be_fill, each process setting its own timeslice (LC 100 ms, BE 50 us,
-    no node agent), with an empty kernel 100 us ahead on the request's
-    stream and on a second stream; a kernel spinning until the request is
-    submitted, 150 and 300 us ahead, on either stream; and a train of empty
-    kernels on the second stream, 200 and 300 us ahead, every 20 or 50 us
-    until the request."""
-    be50 = {"GQP_TIMESLICE_US": "50"}
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone", trace=True),
-         sc("micro probe BE 50", "micro", "fill", 1, "probe", lc_env=LC_TS, be_env=be50,
-            tag="holdprobe", trace=True)]
-    for pre, lead, extra in (("wake", 100, []), ("wake2", 100, []), ("hold", 300, []),
-                             ("hold2", 300, []), ("hold2", 150, []), ("train", 200, []),
-                             ("train", 300, []), ("train", 300, ["--train-us", "50"])):
-        name = f"micro probe BE 50 pre {pre} lead {lead}" + (" every 50" if extra else "")
-        s.append(sc(name, "micro", "fill", 1, "probe",
-                    lc_args=["--pre", pre, "--pre-lead-us", str(lead)] + extra, lc_env=LC_TS,
-                    be_env=be50, tag="holdprobe", trace=True))
-    return s
-
-
-def set_holdprobe2():
-    """holdprobe's train and hold at more leads, beside be_fill and beside a
-    training BE, each process printing its context-switch counts every
-    second (GET_CTXSW_STATS: whether the LC's context was saved while it
-    spun or ran its train, and how)."""
-    stats = {"GQP_CTXSW_STATS_MS": "1000"}
-    lc_env = dict(LC_TS, **stats)
-    be50 = dict(stats, GQP_TIMESLICE_US="50")
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("be alone train", None, "train", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone", trace=True)]
-    rows = [("fill", "train", 150), ("fill", "train", 175), ("fill", "train", 200),
-            ("fill", "hold2", 100), ("fill", "hold2", 200), ("fill", "hold2", 300),
-            ("fill", "wake2", 150),
-            ("train", "none", 0), ("train", "wake2", 100), ("train", "train", 150),
-            ("train", "train", 200)]
-    for be, pre, lead in rows:
-        args = ["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else []
-        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
-                    lc_args=args, lc_env=lc_env, be_env=be50, tag="holdprobe2", trace=True))
-    return s
-
-
-def set_graphtrain():
-    """The preempt agent's wake with a hold (the empty kernel again every
-    20 us from the wake until the request's first launch, at most the hold
-    past the start it was aimed at) against today's default (lead 100, no
-    hold), from the LC's environment, everything pinned: the micro LC
-    beside one be_fill, one training BE and three be_fills; the CUDA-graph
-    models on time without CUDA events beside one training BE (ResNet-50
-    also beside three)."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
-    rows = [("micro", "fill", 1, ((100, 0), (150, 50), (175, 50))),
-            ("micro", "train", 1, ((100, 0), (175, 50))),
-            ("micro", "fill", 3, ((100, 0), (175, 50))),
-            ("resnet50_graph", "train", 1, ((100, 0), (175, 50))),
-            ("resnet50_graph", "train", 3, ((100, 0), (175, 50))),
-            ("vit_b16_graph", "train", 1, ((100, 0), (150, 50), (175, 50))),
-            ("bert_base_graph", "train", 1, ((100, 0), (150, 50), (175, 50)))]
-    for lc, be, nbe, leads in rows:
-        args = busy if lc != "micro" else []
-        if not any(x["name"] == f"{lc} alone pinned" for x in s):
-            s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
-                        tag="graphtrain", trace=True, pin=True))
-        for lead, hold in leads:
-            s.append(sc(f"{lc} gq:default {nbe}x{be} pinned lead {lead} hold {hold}", lc, be,
-                        nbe, "gq:default", lc_args=args,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
-                        tag="graphtrain", trace=True, pin=True))
-    return s
-
-
-def set_trainhold():
-    """The hold's train at the default lead (100 us, hold 50: the empty
-    kernel again every 20 us until the request, at most 50 us past the
-    start aimed at) against no hold, pinned: the micro LC beside one
-    be_fill (two reps of each), ViT-B/16 and BERT-base on time without CUDA
-    events beside one training BE."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True)]
-    for lc, be in (("micro", "fill"), ("vit_b16_graph", "train"), ("bert_base_graph", "train")):
-        args = busy if lc != "micro" else []
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
-                    tag="trainhold", trace=True, pin=True))
-        for rep in ((0, 1) if lc == "micro" else (0,)):
-            for hold in (0, 50):
-                s.append(sc(f"{lc} gq:default 1x{be} pinned lead 100 hold {hold}"
-                            + (f" rep {rep}" if rep else ""), lc, be, 1, "gq:default",
-                            lc_args=args,
-                            lc_env={"GPUQOS_WAKE_LEAD_US": "100",
-                                    "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
-                            tag="trainhold", trace=True, pin=True))
-    return s
-
-
-def set_exactlead():
-    """Whether a lead of 150-175 us works through the preempt agent for an
-    LC that submits exactly on time (the micro LC busy-waiting the last
-    200 us, pinned), as it did when the LC woke its own context
-    (holdprobe2): beside one be_fill, one training BE and three be_fills,
-    lead/hold 100/0 against 150/0, 175/0 and 175/50. Run with a preempt
-    agent whose reach is the lead plus 50 us (else such leads are judged
-    wasted and stopped)."""
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy, tag="exactlead",
-            trace=True, pin=True)]
-    for be, nbe, leads in (("fill", 1, ((100, 0), (150, 0), (175, 0), (175, 50))),
-                           ("train", 1, ((100, 0), (175, 50))),
-                           ("fill", 3, ((100, 0), (175, 50)))):
-        for lead, hold in leads:
-            s.append(sc(f"micro gq:default {nbe}x{be} pinned busy200 lead {lead} hold {hold}",
-                        "micro", be, nbe, "gq:default", lc_args=busy,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
-                        tag="exactlead", trace=True, pin=True))
-    return s
-
-
 def set_targets():
     """The issue's targets under the default policy, as an LC that meets
     the wake's needs runs (pinned, on time; the models without CUDA
@@ -907,647 +307,16 @@ def set_targets():
     return s
 
 
-def set_be20multi():
-    """Whether a 20 us BE slice (the be20 policy) should be the default
-    for several BEs (one run on 2026-11-26 gave the CUDA-graph ResNet-50
-    1.02x beside three training BEs against 1.20x): ResNet-50 beside three
-    training BEs under both policies, two reps each in turn; the micro LC
-    beside three be_fills and ResNet-50 beside one training BE under both;
-    pinned, on time, no CUDA events."""
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True),
-         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy, tag="be20multi",
-            trace=True, pin=True),
-         sc("resnet50_graph alone pinned", "resnet50_graph", nbe=0, mode="alone",
-            lc_args=busy + ["--no-events"], tag="be20multi", trace=True, pin=True)]
-    rows = [("resnet50_graph", "train", 3, "default", 0), ("resnet50_graph", "train", 3, "be20", 0),
-            ("resnet50_graph", "train", 3, "default", 1), ("resnet50_graph", "train", 3, "be20", 1),
-            ("micro", "fill", 3, "default", 0), ("micro", "fill", 3, "be20", 0),
-            ("resnet50_graph", "train", 1, "be20", 0)]
-    for lc, be, nbe, pol, rep in rows:
-        args = busy + (["--no-events"] if lc != "micro" else [])
-        s.append(sc(f"{lc} gq:{pol} {nbe}x{be} pinned" + (f" rep {rep}" if rep else ""), lc, be,
-                    nbe, f"gq:{pol}", lc_args=args, lc_env={"GPUQOS_LOG": "info"},
-                    tag="be20multi", trace=True, pin=True))
-    return s
-
-
-def set_alonewake():
-    """Why a model runs faster beside a busy BE than alone (docs/perf-log,
-    "What hid it for ResNet-50"), and faster still when its woken context
-    was in ahead of it ("Keeping the woken context in"): each LC alone,
-    pinned, on time, with its CUDA events (the GPU time), without and with
-    a wake from its own environment 100, 300 and 1000 us ahead (no BE: the
-    wake only brings the GPU out of its idle state)."""
-    busy = ["--busy-wait-us", "200"]
-    s = []
-    for lc, leads in (("vit_b16_graph", (0, 100, 300, 1000)), ("resnet50_graph", (0, 100, 300)),
-                      ("micro", (0, 100))):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="alonewake", trace=True, pin=True))
-        for lead in leads:
-            # Under the node agent and gpuqos run (the preempt agent
-            # loaded), alone on the GPU; the environment's wake is followed
-            # whatever the policy says.
-            s.append(sc(f"{lc} gq:default alone pinned wake {lead}", lc, nbe=0, mode="gq:default",
-                        lc_args=busy,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_LOG": "info"},
-                        tag="alonewake", trace=True, pin=True))
-    return s
-
-
-def set_keepin():
-    """lc_micro's own train 175 us ahead (holdprobe2's best row) and the
-    preempt agent's (lead 175, hold 50, the LC busy-waiting), in turn on
-    one host, each against its own 100 us wake: whether the two differ by
-    who launches the train or by the host. Run with a preempt agent whose
-    reach is the lead plus 50 us, as exactlead."""
-    be50 = {"GQP_TIMESLICE_US": "50"}
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone", trace=True)]
-    for rep in (0, 1):
-        r = f" rep {rep}" if rep else ""
-        s.append(sc(f"micro probe BE 50 pre wake2 lead 100{r}", "micro", "fill", 1, "probe",
-                    lc_args=["--pre", "wake2", "--pre-lead-us", "100"] + busy, lc_env=LC_TS,
-                    be_env=be50, tag="keepin", trace=True))
-        s.append(sc(f"micro probe BE 50 pre train lead 175{r}", "micro", "fill", 1, "probe",
-                    lc_args=["--pre", "train", "--pre-lead-us", "175"] + busy, lc_env=LC_TS,
-                    be_env=be50, tag="keepin", trace=True))
-        for lead, hold in ((100, 0), (175, 50)):
-            s.append(sc(f"micro gq:default 1xfill busy200 lead {lead} hold {hold}{r}", "micro",
-                        "fill", 1, "gq:default", lc_args=busy,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_LOG": "info"},
-                        tag="keepin", trace=True))
-    return s
-
-
-def set_keepin2():
-    """Whether the preempt agent's train from 175 us ahead loses more
-    requests than lc_micro's own (keepin: 2.4 % against 0.3-1.0 %, the
-    agent's slow requests in runs of two and three) because of who
-    launches the train or because of what gq mode adds (the node agent's
-    settings through the preempt agents, their launch counting): beside
-    one be_fill, the LC busy-waiting, two reps in turn: lc_micro's own
-    train in probe mode and in gq mode (the agent's wake off), the agent's
-    train (lead 175, hold 50, every wake issued) and the agent's default
-    wake."""
-    be50 = {"GQP_TIMESLICE_US": "50"}
-    busy = ["--busy-wait-us", "200"]
-    own = ["--pre", "train", "--pre-lead-us", "175"] + busy
-    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
-         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True)]
-    for rep in (0, 1):
-        r = f" rep {rep}" if rep else ""
-        s.append(sc(f"micro probe BE 50 pre train lead 175{r}", "micro", "fill", 1, "probe",
-                    lc_args=own, lc_env=LC_TS, be_env=be50, tag="keepin2", trace=True))
-        s.append(sc(f"micro gq:default 1xfill pre train lead 175 agent wake off{r}", "micro",
-                    "fill", 1, "gq:default", lc_args=own,
-                    lc_env={"GPUQOS_WAKE_LEAD_US": "0", "GPUQOS_LOG": "info"},
-                    tag="keepin2", trace=True))
-        for lead, hold in ((175, 50), (100, 0)):
-            s.append(sc(f"micro gq:default 1xfill busy200 lead {lead} hold {hold}{r}", "micro",
-                        "fill", 1, "gq:default", lc_args=busy,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                "GPUQOS_WAKE_HOLD_US": str(hold), "GPUQOS_WAKE_STOPS": "0",
-                                "GPUQOS_LOG": "info"},
-                        tag="keepin2", trace=True))
-    return s
-
-
-def set_alonewake2():
-    """alonewake again with every wake issued (GPUQOS_WAKE_STOPS=0; in
-    alonewake the judging held most wakes off): whether a model alone on
-    the GPU runs faster with its context woken ahead of each request.
-    ViT-B/16 and ResNet-50 graphs alone, pinned, on time, with their CUDA
-    events (the GPU time), wake 0, 100 and 300 us."""
-    busy = ["--busy-wait-us", "200"]
-    s = []
-    for lc in ("vit_b16_graph", "resnet50_graph"):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="alonewake2", trace=True, pin=True))
-        for lead in (0, 100, 300):
-            s.append(sc(f"{lc} gq:default alone pinned wake {lead}", lc, nbe=0, mode="gq:default",
-                        lc_args=busy,
-                        lc_env={"GPUQOS_WAKE_LEAD_US": str(lead), "GPUQOS_WAKE_STOPS": "0",
-                                "GPUQOS_LOG": "info"},
-                        tag="alonewake2", trace=True, pin=True))
-    return s
-
-
-def set_rotperiod():
-    """Whether a longer rotation turn (rotation.periodMs 250 against the
-    default 100) lets three BEs keep in total what one BE keeps beside the
-    LC (run 8 of 2026-11-26: 0.80 against 0.81; each turn costs two
-    channel controls and a switch among BEs): the micro LC beside one and
-    three be_fills and the CUDA-graph ResNet-50 beside three training BEs,
-    both policies in turn, two reps, pinned, on time."""
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone 3xfill", None, "fill", 3, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True),
-         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy, tag="rotperiod",
-            trace=True, pin=True)]
-    for rep in (0, 1):
-        r = f" rep {rep}" if rep else ""
-        s.append(sc(f"micro gq:default 1xfill pinned{r}", "micro", "fill", 1, "gq:default",
-                    lc_args=busy, tag="rotperiod", trace=True, pin=True))
-        for lc, be in (("micro", "fill"), ("resnet50_graph", "train")):
-            args = busy + (["--no-events"] if lc != "micro" else [])
-            for pol in ("default", "rot250"):
-                s.append(sc(f"{lc} gq:{pol} 3x{be} pinned{r}", lc, be, 3, f"gq:{pol}",
-                            lc_args=args, lc_env={"GPUQOS_LOG": "info"}, tag="rotperiod",
-                            trace=True, pin=True))
-    return s
-
-
-def set_modelbe20():
-    """Whether the 20 us BE slice (be20) brings ViT-B/16 and BERT-base,
-    woken, nearer their solo p99 beside one training BE than the default
-    50 us (run 8 of 2026-11-26: 1.10x and 1.14x): each alone, then both
-    policies in turn; pinned, on time, no CUDA events."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
-    for lc in ("vit_b16_graph", "bert_base_graph"):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="modelbe20", trace=True, pin=True))
-        for pol in ("default", "be20"):
-            s.append(sc(f"{lc} gq:{pol} 1xtrain pinned", lc, "train", 1, f"gq:{pol}",
-                        lc_args=busy, lc_env={"GPUQOS_LOG": "info"}, tag="modelbe20",
-                        trace=True, pin=True))
-    return s
-
-
-def set_betotal():
-    """Whether three rotated BEs keep in total what one BE keeps beside the
-    LC, over 30 s windows (6 s windows count whole BE kernels and steps
-    only, and each BE loses its unfinished one at the window's end, which
-    hits three BEs three times): the micro LC beside one and three
-    be_fills (default and rot250), the CUDA-graph ResNet-50 beside one and
-    three training BEs; pinned, on time."""
-    busy = ["--busy-wait-us", "200"]
-    g = busy + ["--no-events"]
-    return [sc("be alone fill", None, "fill", 1, "be_alone", pin=True, duration_s=30),
-            sc("be alone train", None, "train", 1, "be_alone", pin=True, duration_s=30),
-            sc("micro gq:default 1xfill pinned", "micro", "fill", 1, "gq:default", lc_args=busy,
-               tag="betotal", pin=True, duration_s=30),
-            sc("micro gq:default 3xfill pinned", "micro", "fill", 3, "gq:default", lc_args=busy,
-               tag="betotal", pin=True, duration_s=30),
-            sc("micro gq:rot250 3xfill pinned", "micro", "fill", 3, "gq:rot250", lc_args=busy,
-               tag="betotal", pin=True, duration_s=30),
-            sc("resnet50_graph gq:default 1xtrain pinned", "resnet50_graph", "train", 1,
-               "gq:default", lc_args=g, tag="betotal", pin=True, duration_s=30),
-            sc("resnet50_graph gq:default 3xtrain pinned", "resnet50_graph", "train", 3,
-               "gq:default", lc_args=g, tag="betotal", pin=True, duration_s=30)]
-
-
-def set_rotconfirm():
-    """betotal's rotation turns again over 30 s windows: the CUDA-graph
-    ResNet-50 beside three training BEs with 100 and 250 ms turns (and
-    alone), the micro LC beside three be_fills with 250 ms turns under the
-    default 500 ms lease, and 500 ms turns; pinned, on time."""
-    busy = ["--busy-wait-us", "200"]
-    g = busy + ["--no-events"]
-    s = [sc("resnet50_graph alone pinned", "resnet50_graph", nbe=0, mode="alone", lc_args=g,
-            tag="rotconfirm", pin=True, duration_s=30)]
-    for pol in ("default", "rot250"):
-        s.append(sc(f"resnet50_graph gq:{pol} 3xtrain pinned", "resnet50_graph", "train", 3,
-                    f"gq:{pol}", lc_args=g, tag="rotconfirm", pin=True, duration_s=30))
-    for pol in ("rot250l500", "rot500"):
-        s.append(sc(f"micro gq:{pol} 3xfill pinned", "micro", "fill", 3, f"gq:{pol}",
-                    lc_args=busy, tag="rotconfirm", pin=True, duration_s=30))
-    return s
-
-
-def set_rotturn():
-    """Each rotation turn's change lands on an LC request now and then
-    (rotperiod's traces: the slow requests come at multiples of the turn):
-    the CUDA-graph ResNet-50 beside three training BEs with turns of 100,
-    250 (under the default 500 ms lease) and 500 ms, two reps in turn,
-    30 s windows, every request traced; pinned, on time."""
-    g = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True, duration_s=30),
-         sc("resnet50_graph alone pinned", "resnet50_graph", nbe=0, mode="alone", lc_args=g,
-            tag="rotturn", trace=True, pin=True, duration_s=30)]
-    for rep in (0, 1):
-        r = f" rep {rep}" if rep else ""
-        for pol in ("default", "rot250l500", "rot500"):
-            s.append(sc(f"resnet50_graph gq:{pol} 3xtrain pinned{r}", "resnet50_graph", "train",
-                        3, f"gq:{pol}", lc_args=g, tag="rotturn", trace=True, pin=True,
-                        duration_s=30))
-    return s
-
-
-def set_lead125():
-    """Whether a wake lead between the default 100 us and the 150 us
-    reach (125, 140) hides more of the switch for ViT-B/16 and BERT-base
-    (1.10-1.15x their solo p99 at 100) without the losses of 150 and up:
-    beside one training BE, pinned, on time, no CUDA events, leads 100
-    and 125 twice in turn and 140 once; the micro LC beside one be_fill
-    at 100 and 125."""
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone fill", None, "fill", 1, "be_alone", pin=True)]
-    for lc, be, leads in (("vit_b16_graph", "train", (100, 125, 100, 125, 140)),
-                          ("bert_base_graph", "train", (100, 125, 100, 125, 140)),
-                          ("micro", "fill", (100, 125))):
-        args = busy + (["--no-events"] if lc != "micro" else [])
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
-                    tag="lead125", trace=True, pin=True))
-        seen = {}
-        for lead in leads:
-            seen[lead] = seen.get(lead, 0) + 1
-            r = f" rep {seen[lead] - 1}" if seen[lead] > 1 else ""
-            s.append(sc(f"{lc} gq:default 1x{be} pinned lead {lead}{r}", lc, be, 1, "gq:default",
-                        lc_args=args, lc_env={"GPUQOS_WAKE_LEAD_US": str(lead),
-                                              "GPUQOS_LOG": "info"},
-                        tag="lead125", trace=True, pin=True))
-    return s
-
-
-def keepin_set(alone_pres, rows, tag):
-    """A probe-mode micro set: the BEs alone, the micro LC alone (busy-
-    waiting, pinned) and with each of alone_pres 300 us ahead, then rows of
-    (BE kind, lc_micro's --pre, its lead in us) each beside one BE at
-    50 us, the LC at 100 ms, every process printing its context-switch
-    counts every second."""
-    stats = {"GQP_CTXSW_STATS_MS": "1000"}
-    lc_env = dict(LC_TS, **stats)
-    be50 = dict(stats, GQP_TIMESLICE_US="50")
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("micro alone", "micro", nbe=0, mode="alone", lc_args=busy, trace=True, pin=True)]
-    for pre in alone_pres:
-        s.append(sc(f"micro alone {pre} 300", "micro", nbe=0, mode="alone",
-                    lc_args=busy + ["--pre", pre, "--pre-lead-us", "300"], trace=True, pin=True))
-    for be, pre, lead in rows:
-        args = busy + (["--pre", pre, "--pre-lead-us", str(lead)] if pre != "none" else [])
-        s.append(sc(f"micro probe BE {be} 50 pre {pre} lead {lead}", "micro", be, 1, "probe",
-                    lc_args=args, lc_env=lc_env, be_env=be50, tag=tag, trace=True, pin=True))
-    return s
-
-
-def set_latch():
-    """Does a woken LC context stay on the GPU while it has work, all the way
-    to its request? lc_micro's latch (--pre latch): from L us ahead a kernel
-    on a second stream spins until the request's own stream writes its
-    number (cuStreamWriteValue32 queued just before the request's kernel),
-    so the context is never idle between the latch and the request. The
-    hold of holdprobe2 (hold2: released by the host after the submit) and
-    the empty kernel 100 us ahead beside it; the LC and the latch alone
-    (what the latch costs with no BE); be_fill and a training BE at 50 us.
-    Every process prints its context-switch counts every second: one LC
-    save per request means the context stayed."""
-    rows = [("fill", "none", 0), ("fill", "wake2", 100), ("fill", "hold2", 300),
-            ("fill", "latch", 200), ("fill", "latch", 250), ("fill", "latch", 300),
-            ("fill", "latch", 400), ("train", "wake2", 100), ("train", "latch", 300)]
-    return keepin_set(("latch",), rows, "latch")
-
-
-def set_acquire():
-    """latch's question with a stream wait instead of a spinning kernel
-    (the latch run: a context whose channels have no method left is
-    switched out at its next idle point, its kernel still running, and the
-    latch then spun to its limit). waitv: an empty kernel and a wait
-    (cuStreamWaitValue32) on a second stream from L us ahead, released by
-    the request's own stream; gate: the same on the request's stream, the
-    request queued behind it and released by the host after the launch.
-    One LC save per request means the context stayed."""
-    rows = [("fill", "none", 0), ("fill", "wake2", 100),
-            ("fill", "waitv", 200), ("fill", "waitv", 300), ("fill", "waitv", 400),
-            ("fill", "gate", 200), ("fill", "gate", 300), ("fill", "gate", 400),
-            ("train", "waitv", 300), ("train", "gate", 300)]
-    return keepin_set(("waitv", "gate"), rows, "acquire")
-
-
-def set_graphsaves():
-    """How often is a CUDA-graph model's context saved per request beside a
-    BE (rm_probe's context-switch counts every second; the suite keeps the
-    series)? One save per request: the context stays from its first kernel
-    to its last. More: it is switched out within the request, at an idle
-    point between kernels, and pays the switch again (the acquire run: a
-    context whose channels have no method left is switched out at its next
-    idle point). LC at 100 ms, BE at 50 us, no wake (probe mode), pinned,
-    on time, no CUDA events; the micro LC for reference."""
-    stats = {"GQP_CTXSW_STATS_MS": "1000"}
-    lc_env = dict(LC_TS, **stats)
-    be50 = dict(stats, GQP_TIMESLICE_US="50")
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone fill", None, "fill", 1, "be_alone", pin=True)]
-    for lc in ("resnet50_graph", "vit_b16_graph", "bert_base_graph"):
-        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone", lc_args=busy, pin=True))
-    for lc, be in (("micro", "train"), ("resnet50_graph", "train"), ("vit_b16_graph", "train"),
-                   ("bert_base_graph", "train"), ("vit_b16_graph", "fill"),
-                   ("bert_base_graph", "fill")):
-        args = ["--busy-wait-us", "200"] if lc == "micro" else busy
-        s.append(sc(f"{lc} probe BE {be} 50", lc, be, 1, "probe", lc_args=args, lc_env=lc_env,
-                    be_env=be50, tag="graphsaves", trace=True, pin=True))
-    return s
-
-
-def set_turngap():
-    """Turn changes held until they fit in the LC's gap (rotation.inGap,
-    the default) against changes at the turn's period (nogap), in turn on
-    one machine: the micro LC beside three be_fills, the CUDA-graph
-    ResNet-50 beside three training BEs, pinned, on time; each LC alone.
-    The suite keeps every request (trace) to find the ones that met a
-    change."""
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone 3xfill", None, "fill", 3, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
-    for lc, be in (("micro", "fill"), ("resnet50_graph", "train")):
-        args = busy + (["--no-events"] if lc != "micro" else [])
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=args,
-                    tag="turngap", trace=True, pin=True))
-        for pol in ("default", "nogap"):
-            s.append(sc(f"{lc} gq:{pol} 3x{be} pinned", lc, be, 3, f"gq:{pol}", lc_args=args,
-                        lc_env={"GPUQOS_LOG": "info"}, tag="turngap", trace=True, pin=True))
-    return s
-
-
-def set_bewindows():
-    """Windows built into gpuqos (policy windows.*): ViT-B/16 every 10 ms and
-    BERT-base every 5 ms beside one training BE, the CUDA-graph ResNet-50
-    every 5 ms beside three, each under the default policy and with
-    windows (winvit, winbert, winres); each model alone and the BEs alone.
-    Pinned, on time, no CUDA events; the BEs log their windows."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
-    for lc, nbe, pol in (("vit_b16_graph", 1, "winvit"), ("bert_base_graph", 1, "winbert"),
-                         ("resnet50_graph", 3, "winres")):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="bewindows", trace=True, pin=True))
-        for p in ("default", pol):
-            s.append(sc(f"{lc} gq:{p} {nbe}xtrain pinned", lc, "train", nbe, f"gq:{p}",
-                        lc_args=busy, lc_env=info, be_env=info, tag="bewindows", trace=True,
-                        pin=True))
-    return s
-
-
-def set_bewindows2():
-    """bewindows again for the two models it is for, with ViT-B/16's window
-    also 300 us longer (winvit14): each model alone, under the default
-    policy and with its windows, the BE alone."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
-    for lc, pols in (("vit_b16_graph", ("default", "winvit", "winvit14")),
-                     ("bert_base_graph", ("default", "winbert"))):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="bewindows", trace=True, pin=True))
-        for p in pols:
-            s.append(sc(f"{lc} gq:{p} 1xtrain pinned", lc, "train", 1, f"gq:{p}",
-                        lc_args=busy, lc_env=info, be_env=info, tag="bewindows", trace=True,
-                        pin=True))
-    return s
-
-
-def set_bewinproof():
-    """Windows and safety: BERT-base (winbert) beside a be_fill, whose
-    longest stall (max_gap_ms) shows what a window costs it at most, also
-    with the node agent killed at 2 s and stopped for 2 s at 1 s (the
-    schedule must end with the connection, or lapse with its lease); the
-    micro LC every 2 ms under winbert, whose window is too long for its
-    period (no windows: as under the default policy)."""
-    busy = ["--busy-wait-us", "200"]
-    model = busy + ["--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    return [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-            sc("bert_base_graph alone pinned", "bert_base_graph", nbe=0, mode="alone",
-               lc_args=model, tag="bewinproof", pin=True),
-            sc("bert_base_graph gq:winbert 1xfill pinned", "bert_base_graph", "fill", 1,
-               "gq:winbert", lc_args=model, lc_env=info, be_env=info, tag="bewinproof",
-               pin=True),
-            sc("bert_base_graph gq:winbert 1xfill pinned, agent killed at 2 s",
-               "bert_base_graph", "fill", 1, "gq:winbert", lc_args=model, lc_env=info,
-               be_env=info, tag="bewinproof", pin=True, event=("kill", 2.0)),
-            sc("bert_base_graph gq:winbert 1xfill pinned, agent stopped 2 s at 1 s",
-               "bert_base_graph", "fill", 1, "gq:winbert", lc_args=model, lc_env=info,
-               be_env=info, tag="bewinproof", pin=True, event=("stop", 1.0, 2.0)),
-            sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
-               tag="bewinproof", pin=True),
-            sc("micro gq:default 1xfill pinned", "micro", "fill", 1, "gq:default",
-               lc_args=busy, lc_env=info, be_env=info, tag="bewinproof", pin=True),
-            sc("micro gq:winbert 1xfill pinned", "micro", "fill", 1, "gq:winbert",
-               lc_args=busy, lc_env=info, be_env=info, tag="bewinproof", pin=True)]
-
-
-def set_bewinfill():
-    """BERT-base's windows beside a be_fill (always ready: it comes back the
-    moment a window ends), at 800 and 1000 us after the start, every
-    request traced; the model alone."""
-    model = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("bert_base_graph alone pinned", "bert_base_graph", nbe=0, mode="alone",
-            lc_args=model, tag="bewinfill", trace=True, pin=True)]
-    for p in ("default", "winbert", "winbert10"):
-        s.append(sc(f"bert_base_graph gq:{p} 1xfill pinned", "bert_base_graph", "fill", 1,
-                    f"gq:{p}", lc_args=model, lc_env=info, be_env=info, tag="bewinfill",
-                    trace=True, pin=True))
-    return s
-
-
-def set_bewin3be():
-    """ViT-B/16 and BERT-base beside three training BEs (the issue's 1.10x
-    target), under the default policy (rotation) and with windows on the
-    BE whose turn it is; each model alone and the BEs alone."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    # One BE alone too: "BE kept" is against one BE's rate.
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
-    for lc, pol in (("vit_b16_graph", "winvit"), ("bert_base_graph", "winbert")):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="bewin3be", trace=True, pin=True))
-        for p in ("default", pol):
-            s.append(sc(f"{lc} gq:{p} 3xtrain pinned", lc, "train", 3, f"gq:{p}",
-                        lc_args=busy, lc_env=info, be_env=info, tag="bewin3be", trace=True,
-                        pin=True))
-    return s
-
-
-def set_winauto():
-    """Windows sized by each LC's own span (windows.afterUs "auto") against
-    the hand-set ones and the default policy: ViT-B/16 (winvit) and
-    BERT-base (winbert) beside one training BE, BERT-base beside a
-    be_fill; the micro LC every 2 ms beside a be_fill under the default
-    policy (the switch cost and the physical limit) and under winauto
-    (its window cannot fit its period: none). Each LC alone, the BEs
-    alone; the LCs log their spans, the BEs their windows."""
-    busy = ["--busy-wait-us", "200"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
-            tag="winauto", pin=True)]
-    for p in ("default", "winauto"):
-        s.append(sc(f"micro gq:{p} 1xfill pinned", "micro", "fill", 1, f"gq:{p}",
-                    lc_args=busy, lc_env=info, be_env=info, tag="winauto", pin=True))
-    for lc, be, pol in (("vit_b16_graph", "train", "winvit"),
-                        ("bert_base_graph", "train", "winbert"),
-                        ("bert_base_graph", "fill", "winbert")):
-        model_rows(s, lc, be, ("default", pol, "winauto"), "winauto")
-    return s
-
-
-def model_rows(s, lc, be, pols, tag):
-    """A CUDA-graph model (pinned, on time, no CUDA events, traced) beside
-    one BE under each policy, and alone unless s has it already."""
-    model = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    name = f"{lc} alone pinned"
-    if not any(x["name"] == name for x in s):
-        s.append(sc(name, lc, nbe=0, mode="alone", lc_args=model, tag=tag, trace=True, pin=True))
-    for p in pols:
-        s.append(sc(f"{lc} gq:{p} 1x{be} pinned", lc, be, 1, f"gq:{p}", lc_args=model,
-                    lc_env=info, be_env=info, tag=tag, trace=True, pin=True))
-
-
-def set_winauto3():
-    """Windows sized by the LC's span beside three training BEs (with the
-    rotation), against the default policy; BERT-base beside a be_fill under
-    winauto with the node agent killed at 2 s (the schedule must end with
-    the connection); each LC alone and the BEs alone."""
-    model = ["--busy-wait-us", "200", "--no-events"]
-    info = {"GPUQOS_LOG": "info"}
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("be alone 3xtrain", None, "train", 3, "be_alone", pin=True)]
-    for lc in ("vit_b16_graph", "bert_base_graph"):
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=model,
-                    tag="winauto3", trace=True, pin=True))
-        for p in ("default", "winauto"):
-            s.append(sc(f"{lc} gq:{p} 3xtrain pinned", lc, "train", 3, f"gq:{p}",
-                        lc_args=model, lc_env=info, be_env=info, tag="winauto3", trace=True,
-                        pin=True))
-    s.append(sc("bert_base_graph gq:winauto 1xfill pinned, agent killed at 2 s",
-                "bert_base_graph", "fill", 1, "gq:winauto", lc_args=model, lc_env=info,
-                be_env=info, tag="winauto3", pin=True, event=("kill", 2.0)))
-    return s
-
-
-def set_winbefore():
-    """How late a window may open: windows.afterUs "auto" with beforeUs
-    1200 (the default), 900, 700 and 500, beside the default policy, for
-    BERT-base beside a be_fill and a training BE and ViT-B/16 beside a
-    training BE. The disable (0.7 ms at the median) and the preempt
-    (0.3 ms) are issued from the window's start; if the BE leaves the
-    engine early in them, a shorter beforeUs keeps the request's solo GPU
-    time and gives the BE back the difference every period."""
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True)]
-    for lc, be in (("bert_base_graph", "fill"), ("bert_base_graph", "train"),
-                   ("vit_b16_graph", "train")):
-        model_rows(s, lc, be, ("default", "winauto", "winb900", "winb700", "winb500"),
-                   "winbefore")
-    return s
-
-
-def set_winnotice():
-    """Where in a take-off the BE leaves the engine: rm_probe's windows
-    (no node agent) beside BERT-base every 5 ms, the request due A us into
-    each window (A = 1200, 900, 700, 500) and the window A + 850 us long,
-    with the disable followed by a PREEMPT (as gpuqos does) and without
-    (GQP_NO_PREEMPT=1: the disabled BE leaves at its 50 us timeslice's
-    end, if at all); beside a be_fill and a training BE."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    lc = "bert_base_graph"
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy, tag="winnotice",
-            trace=True, pin=True)]
-    for be in ("fill", "train"):
-        s.append(sc(f"{lc} probe BE {be} 50", lc, be, 1, "probe", lc_args=busy, lc_env=LC_TS,
-                    be_env={"GQP_TIMESLICE_US": "50"}, tag="winnotice", trace=True, pin=True))
-        for pre in (1, 0):
-            for at in (1200, 900, 700, 500):
-                env = {"GQP_TIMESLICE_US": "50", "GQP_WIN_PERIOD_US": "5000",
-                       "GQP_WIN_OFF_US": "0", "GQP_WIN_LEN_US": str(at + 850)}
-                if not pre:
-                    env["GQP_NO_PREEMPT"] = "1"
-                s.append(sc(f"{lc} probe BE {be} 50 off {at + 850} us, request at {at}"
-                            f"{'' if pre else ', no preempt'}", lc, be, 1, "probe",
-                            lc_args=busy + ["--phase-us", str(at)], lc_env=LC_TS, be_env=env,
-                            tag="winnotice", trace=True, pin=True))
-    return s
-
-
-def set_winshort():
-    """Windows that end before the LC's request does: the LC's 100 ms
-    timeslice keeps a running request on the GPU when the BE comes back,
-    and the BE's enable takes 0.35-0.5 ms to act, so a window may only
-    need to cover the request's start. BERT-base beside a be_fill and a
-    training BE, ViT-B/16 beside a training BE, each with afterUs 300,
-    500 and "auto", under the default policy and alone; the micro LC
-    without the wake beside a be_fill (the switch cost the physical limit
-    takes)."""
-    busy = ["--busy-wait-us", "200"]
-    s = [sc("be alone fill", None, "fill", 1, "be_alone", pin=True),
-         sc("be alone train", None, "train", 1, "be_alone", pin=True),
-         sc("micro alone pinned", "micro", nbe=0, mode="alone", lc_args=busy,
-            tag="winshort", pin=True),
-         sc("micro gq:nowake 1xfill pinned", "micro", "fill", 1, "gq:nowake",
-            lc_args=busy, tag="winshort", pin=True)]
-    for lc, be in (("bert_base_graph", "fill"), ("bert_base_graph", "train"),
-                   ("vit_b16_graph", "train")):
-        model_rows(s, lc, be, ("default", "win300", "win500", "winauto"), "winshort")
-    return s
-
-
-def set_windows2():
-    """windows again: the shorter window for ViT-B/16 (request 1.2 ms in,
-    2.3 ms off) and two for BERT-base (1.2 ms in, 2.0 ms off; 1.5 in, 2.4
-    off), each beside its model alone and the same BE without windows."""
-    return windows_set((("vit_b16_graph", 10000, ((1200, 2300),)),
-                        ("bert_base_graph", 5000, ((1200, 2000), (1500, 2400)))))
-
-
-def set_windows():
-    """What keeping the BE off the GPU around each request would give a
-    CUDA-graph model and cost the BE (the one switch ViT-B/16 and BERT-base
-    still pay): rm_probe disables the BE's channels (and preempts it) from
-    the start of every window on CLOCK_MONOTONIC, for WIN us, and enables
-    them again; the model's requests are due PHASE us into the same
-    windows (lc_models --phase-us). LC at 100 ms, BE at 50 us (probe mode:
-    no wake), pinned, on time, no CUDA events; beside the same BE without
-    windows, and each model alone."""
-    return windows_set((("vit_b16_graph", 10000, ((1500, 2600), (1200, 2300))),
-                        ("bert_base_graph", 5000, ((1500, 2400),))))
-
-
-def windows_set(rows):
-    """The windows sets' scenarios: for each (LC, period us, ((phase us,
-    window us), ...)) the LC alone, beside a training BE, and beside it
-    with each window."""
-    busy = ["--busy-wait-us", "200", "--no-events"]
-    s = [sc("be alone train", None, "train", 1, "be_alone", pin=True)]
-    for lc, per, wins in rows:
-        s.append(sc(f"{lc} alone pinned", lc, nbe=0, mode="alone", lc_args=busy,
-                    tag="windows", trace=True, pin=True))
-        s.append(sc(f"{lc} probe BE train 50", lc, "train", 1, "probe", lc_args=busy,
-                    lc_env=LC_TS, be_env={"GQP_TIMESLICE_US": "50"}, tag="windows",
-                    trace=True, pin=True))
-        for phase, win in wins:
-            env = {"GQP_TIMESLICE_US": "50", "GQP_WIN_PERIOD_US": str(per),
-                   "GQP_WIN_OFF_US": "0", "GQP_WIN_LEN_US": str(win)}
-            s.append(sc(f"{lc} probe BE train 50 off {win} us from 0, request at {phase}",
-                        lc, "train", 1, "probe", lc_args=busy + ["--phase-us", str(phase)],
-                        lc_env=LC_TS, be_env=env, tag="windows", trace=True, pin=True))
-    return s
-
-
-SETS = {"winnotice": set_winnotice, "winbefore": set_winbefore, "winauto3": set_winauto3, "winshort": set_winshort, "winauto": set_winauto, "bewin3be": set_bewin3be, "bewinfill": set_bewinfill, "bewinproof": set_bewinproof, "bewindows2": set_bewindows2, "bewindows": set_bewindows, "windows2": set_windows2, "windows": set_windows, "turngap": set_turngap, "graphsaves": set_graphsaves, "acquire": set_acquire, "latch": set_latch, "lead125": set_lead125, "rotturn": set_rotturn, "rotconfirm": set_rotconfirm, "betotal": set_betotal, "modelbe20": set_modelbe20, "rotperiod": set_rotperiod, "keepin2": set_keepin2, "alonewake2": set_alonewake2, "keepin": set_keepin, "alonewake": set_alonewake, "be20multi": set_be20multi, "targets": set_targets, "exactlead": set_exactlead, "trainhold": set_trainhold, "graphtrain": set_graphtrain, "holdprobe2": set_holdprobe2, "holdprobe": set_holdprobe, "graphhold": set_graphhold, "graphlead": set_graphlead, "graphevents": set_graphevents, "graphbe20": set_graphbe20, "graphpin": set_graphpin, "graphwake": set_graphwake, "wakelag": set_wakelag, "wake": set_wake, "wakehold": set_wakehold, "wakestops": set_wakestops, "waketrace": set_waketrace, "wakepolicy": set_wakepolicy,
-        "wakedefault": set_wakedefault, "proof": set_proof, "preempt_mode": set_preempt_mode, "stall": set_stall, "key": set_key,
-        "quick": set_quick, "models": set_models, "full": set_full, "switch": set_switch, "puzzle": set_puzzle, "multibe": set_multibe, "rotate": set_rotate,
-        "fourbe": set_fourbe, "policies": set_policies}
+# The named suites (tests/gpu/README.md, "The suites"). The one-off
+# experiments that were sets here are listed, with the commit that last
+# had them, in docs/perf-log/experiments.md.
+SETS = {"proof": set_proof, "quick": set_quick, "models": set_models, "multibe": set_multibe,
+        "policies": set_policies, "fourbe": set_fourbe, "stall": set_stall,
+        "targets": set_targets}
+# Suites that are programs of their own: run with this suite's --bin,
+# --build and --out (a folder of its own under it), and whatever follows
+# `--` on the command line.
+SCRIPTS = {"soak": "soak.py", "first": "first_start.py"}
 
 MODEL_PERIOD_MS = {"resnet50": 5, "vit_b16": 10, "bert_base": 5}
 
@@ -1634,10 +403,9 @@ class Runner:
         os.makedirs(d, exist_ok=True)
         os.chmod(d, 0o755)
         pol = {"version": 1, "defaultClass": "unmanaged", "trustRunClass": True}
-        known = dict(POLICIES, **SET_POLICIES)
-        if policy not in known:
+        if policy not in POLICIES:
             raise SystemExit(f"suite: unknown policy {policy}")
-        pol.update(known[policy])
+        pol.update(POLICIES[policy])
         pfile = os.path.join(d, f"policy-{policy}.json")
         with open(pfile, "w") as f:
             json.dump(pol, f)
@@ -2122,9 +890,9 @@ def fmt(v, nd=0):
 
 
 def table(recs, switch):
-    rows = ["| scenario | rep | LC p50 µs | p99 µs | p99.9 µs | p99 vs alone | outside p50 µs "
-            "| switch µs | late/n | BE kept | BE each | BE limit | BE vs limit |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| scenario | rep | LC p50 µs | p99 µs | p99.9 µs | max µs | p99 vs alone "
+            "| outside p50 µs | switch µs | late/n | BE kept | BE each | BE limit | BE vs limit |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in recs:
         lr = r.get("lc_result") or {}
         d = r.get("derived", {})
@@ -2133,7 +901,7 @@ def table(recs, switch):
             each = [be_rate(x) for x in r["be_results"]]
         rows.append("| " + " | ".join([
             r["scenario"], str(r["rep"]), fmt(lr.get("p50_us")), fmt(lr.get("p99_us")),
-            fmt(lr.get("p999_us")), fmt(d.get("p99_vs_alone"), 2),
+            fmt(lr.get("p999_us")), fmt(lr.get("max_us")), fmt(d.get("p99_vs_alone"), 2),
             fmt(lr.get("outside_p50_us")), fmt(d.get("switch_us")),
             f"{lr['late']}/{lr['n']}" if "late" in lr else "–",
             fmt(d.get("be_kept"), 2), " ".join(fmt(x, 2) for x in each) if each else "–",
@@ -2319,9 +1087,26 @@ def select(scen, only):
     return [s for s in scen if needed(s)]
 
 
+def run_script(name, a, extra):
+    """A suite that is a program of its own (SCRIPTS): its command, or its
+    exit status once run."""
+    cmd = [sys.executable, os.path.join(HERE, SCRIPTS[name]), "--bin", a.bin, "--build", a.build,
+           "--out", os.path.join(a.out or "OUT", name)] + extra
+    if a.list:
+        print(" ".join(cmd))
+        return 0
+    os.makedirs(a.out, exist_ok=True)
+    return subprocess.run(cmd).returncode
+
+
 def main():
+    # What follows `--` goes to a SCRIPTS suite (soak.py, first_start.py).
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="quick", help="comma list of " + ", ".join(SETS))
+    ap.add_argument("--sets", default="quick",
+                    help="comma list of " + ", ".join(list(SETS) + list(SCRIPTS)))
     ap.add_argument("--out")
     ap.add_argument("--bin", default=os.path.join(HERE, "bin"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build-gpu"))
@@ -2336,7 +1121,7 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
     ap.add_argument("--report", nargs="+", metavar="JSONL",
                     help="print the table of earlier runs' suite.jsonl files and exit")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.report:
         recs = []
         for path in a.report:
@@ -2346,8 +1131,17 @@ def main():
         return 0
     if a.duration_s <= 0 or a.repeat < 1:
         ap.error("bad --duration-s or --repeat")
+    names = a.sets.split(",")
+    if any(n in SCRIPTS for n in names):
+        if len(names) > 1:
+            ap.error("soak and first run alone: one --sets each")
+        if not a.out and not a.list:
+            ap.error("--out is required")
+        return run_script(names[0], a, extra)
+    if extra:
+        ap.error("arguments after -- are for " + " and ".join(SCRIPTS) + " only")
     scen, seen = [], set()
-    for name in a.sets.split(","):
+    for name in names:
         if name not in SETS:
             ap.error(f"unknown set {name}")
         for s in SETS[name]():

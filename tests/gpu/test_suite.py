@@ -17,10 +17,13 @@ import subprocess
 import sys
 import tempfile
 
+import suite as s  # beside it: the module under test
 from gpuqos_test import check, Failure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "suite.py")
+SUITES = ("proof", "quick", "models", "multibe", "policies", "fourbe", "stall", "targets", "soak",
+          "first")
 
 
 def suite(*args, timeout=240):
@@ -33,11 +36,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     a = ap.parse_args()
-    sys.path.insert(0, HERE)
-    import suite as s  # noqa: E402  (the module under test)
-    for name in s.SETS:
+    # The named suites, each with scenarios (or, soak and first, the
+    # command it runs), and no more than a user can read through.
+    check(sorted(list(s.SETS) + list(s.SCRIPTS)) == sorted(SUITES), f"the suites: {s.SETS} {s.SCRIPTS}")
+    for name in SUITES:
         rc, out, err = suite("--sets", name, "--list")
         check(rc == 0 and out.strip(), f"--sets {name} --list: rc {rc}\n{out}{err}")
+    rc, out, err = suite("--sets", "soak", "--out", "/o", "--list", "--", "--minutes", "6")
+    check(rc == 0 and out.split()[1:] == [os.path.join(HERE, "soak.py"), "--bin", os.path.join(HERE, "bin"),
+                                          "--build", os.path.join(s.ROOT, "build-gpu"), "--out",
+                                          "/o/soak", "--minutes", "6"],
+          f"soak's command: rc {rc}\n{out}{err}")
+    rc, out, err = suite("--sets", "proof,first", "--list")
+    check(rc != 0 and "run alone" in err, f"first beside proof: rc {rc}\n{out}{err}")
     # The switch each request pays is measured without a wake: a row under
     # the default policy (which wakes) or with GPUQOS_WAKE_LEAD_US set is
     # not used; gq:nowake and GPUQOS_WAKE_LEAD_US=0 are.
@@ -133,17 +144,14 @@ def main():
         # the agent answers with no processes, and the suite records that.
         gq = recs[4]
         check(gq.get("activity_mid") == [], f"the agent's launch readings: {gq.get('activity_mid')}")
-        check("| micro gq:default 3xfill | 0 | 55 | 77 |" in out, f"the table:\n{out}")
+        # Every row shows the LC's max beside its p50, p99 and p99.9.
+        check("| micro gq:default 3xfill | 0 | 55 | 77 | 80 | 91 |" in out, f"the table:\n{out}")
         check("322@0.5" in out, f"the long stalls in the table:\n{out}")
-        # A set without a "be alone fill" row: be_fill is calibrated alone
-        # first, and every be_fill of the row gets that iteration count.
-        out_dir = os.path.join(d, "nocal")
-        rc, out, err = suite("--sets", "rotconfirm", "--only", "micro gq:rot500", "--bin",
-                             bin_dir, "--build", a.build, "--out", out_dir, "--duration-s", "1")
-        check(rc == 0 and "be_fill calibrated alone: 7 iterations" in out + err,
-              f"rotconfirm: rc {rc}\n{out}\n{err}")
-        recs = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))]
-        check([[b.get("iters_given") for b in r["be_results"]] for r in recs] == [[True] * 3],
+        # be_fill is calibrated alone before the first be_fill row, and
+        # every be_fill after it gets that iteration count.
+        check("be_fill calibrated alone: 7 iterations" in out + err, f"calibration:\n{out}\n{err}")
+        check([[b.get("iters_given") for b in r["be_results"]] for r in recs] == [[True], [True] * 3, [], [True] * 3,
+                                                                                 [True] * 3],
               f"be_fill's iterations passed to each: {recs}")
         # The eager-LC event, at driver defaults (30 s windows).
         out_dir = os.path.join(d, "stall")

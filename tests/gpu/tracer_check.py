@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proof  # noqa: E402  (shares the stack helpers)
-from proof import WORK, Stack, check, tsgs_of, wait_until  # noqa: E402
+import proof  # (beside it) shares the stack helpers
+from gpuqos_test.proc import as_nobody
+from proof import WORK, Stack, check, tsgs_of, wait_until
 
 PIN_COST = "/sys/fs/bpf/gpuqos-cost"
 PIN = "/sys/fs/bpf/gpuqos"
@@ -146,13 +146,7 @@ def bare(stack, cmd, tag, nonroot=False):
     environment, as `gpuqos run` would have recorded it."""
     env = dict(os.environ, GPUQOS_RUN_CLASS="best-effort")
     env.pop("LD_PRELOAD", None)
-    pre = None
-    if nonroot:
-        def pre():
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-    return subprocess.Popen(cmd, env=env, preexec_fn=pre, cwd=WORK,
+    return subprocess.Popen(cmd, env=env, preexec_fn=as_nobody if nonroot else None, cwd=WORK,
                             stdout=open(os.path.join(stack.out, "wl-%s.log" % tag), "w"),
                             stderr=subprocess.STDOUT)
 

@@ -15,9 +15,8 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import proof  # noqa: E402
-from proof import Stack, check, tsgs_of, wait_until  # noqa: E402
+import proof  # beside it
+from proof import Stack, check, tsgs_of, wait_until
 
 
 def smi_gpus():

@@ -9,15 +9,16 @@ the simulator's `state` file shows, never the agent's own idea.
 
 Usage: test_gpuinfo.py --build BUILD SCENARIO   (exit 77 = skipped)
 """
-import os
+import json
 import signal
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-import e2e  # noqa: E402  (Node, wait_for, expect, Fail, helpers)
-from e2e import Fail, expect, wait_for, agent_tsgs, gr_timeslice  # noqa: E402
+# The test library (tests/lib, PYTHONPATH from ctest).
+from gpuqos_test import check as expect
+from gpuqos_test import wait_for
+from gpuqos_test.node import Node, agent_tsgs, gr_timeslice, run_scenario
 
 SKIP = 77
 ATTACHED, ID_INFO, UUID_FROM_ID = "0x00000201", "0x00000205", "0x00000275"
@@ -62,7 +63,7 @@ def t_tool(node):
     p = subprocess.run([node.bin("tests/gpuinfo/gpuqos-gpus"), "--dev", node.dev],
                        capture_output=True, text=True, timeout=20, env=node.env)
     expect(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr))
-    out = e2e.json.loads(p.stdout)
+    out = json.loads(p.stdout)
     want = sim_gpus(node)
     expect(out["ok"] and out["error"] is None and len(out["gpus"]) == 2, repr(out))
     for g in out["gpus"]:
@@ -73,14 +74,14 @@ def t_tool(node):
     wait_for(lambda: node.sim_state()["clients"] == [], what="the tool's client freed")
     p = subprocess.run([node.bin("tests/gpuinfo/gpuqos-gpus"), "--dev", "/nonexistent/nvidiactl"],
                        capture_output=True, text=True, timeout=20, env=node.env)
-    out = e2e.json.loads(p.stdout)
+    out = json.loads(p.stdout)
     expect(p.returncode == 1 and not out["ok"] and out["gpus"] == [] and
            "No such file or directory" in out["error"], repr((p.returncode, out)))
     node.sim_control("fail 0x275 0x59")
     p = subprocess.run([node.bin("tests/gpuinfo/gpuqos-gpus"), "--dev", node.dev],
                        capture_output=True, text=True, timeout=20, env=node.env)
     node.sim_control("clear")
-    out = e2e.json.loads(p.stdout)
+    out = json.loads(p.stdout)
     expect(p.returncode == 0 and [g["uuid"] for g in out["gpus"]] == [None, None] and
            "GET_UUID_FROM_GPU_ID (0x275) for gpuId 0x6: NV_ERR_OPERATING_SYSTEM (0x59)" in out["error"],
            "an RM failure named in words: %r" % out)
@@ -179,7 +180,7 @@ SCENARIOS = {"tool": t_tool, "two_gpus": t_two_gpus, "failure": t_failure, "hang
 
 
 def main():
-    return e2e.run_scenario(SCENARIOS, lambda build: e2e.Node(build, gpus=2))
+    return run_scenario(SCENARIOS, lambda build: Node(build, gpus=2))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ does, without a container engine: Debian 12 from the package mirror with
 mmdebstrap (deploy/image-packages.txt; the tarball is cached under
 $GPUQOS_IMAGE_CACHE, default /var/cache/gpuqos-image, keyed on the package
 list, suite and mirror), plus this build installed by `cmake --install`
-with the image's prefix (/usr/local). Then, with crun (tests/image/oci.py):
+with the image's prefix (/usr/local). Then, with crun (gpuqos_test.oci):
 
   * every installed program and library finds all its libraries (ldd in
     the image: a runtime package missing from the list fails here);
@@ -38,12 +38,13 @@ import urllib.request
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(SRC, "tests", "e2e"))
 
-import oci  # noqa: E402
-import e2e  # noqa: E402
-from e2e import Fail, Skip, expect, wait_for  # noqa: E402
+# The test library (tests/lib, PYTHONPATH from ctest).
+from gpuqos_test import Failure as Fail  # noqa: E402
+from gpuqos_test import Skip, wait_for  # noqa: E402
+from gpuqos_test import check as expect  # noqa: E402
+from gpuqos_test import oci  # noqa: E402
+from gpuqos_test.node import Node  # noqa: E402
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("GPUQOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -173,7 +174,7 @@ def scrape(port):
 def check_demo(build, work, root):
     if not os.path.exists("/dev/fuse"):
         raise Skip("no /dev/fuse (the GPU simulator)")
-    node = e2e.Node(build)
+    node = Node(build)
     out = os.path.join(work, "out")
     os.mkdir(out)
     c = None

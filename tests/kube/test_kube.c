@@ -110,8 +110,8 @@ static int env_server(struct env *e)
 	return write_kubeconfig(e, "tok-1\n");
 }
 
-/* Loads the kubeconfig and starts the client; waits for the first list. */
-static int env_client(struct env *e)
+/* Loads the kubeconfig and starts the client. */
+static int env_client_start(struct env *e)
 {
 	char path[400], err[512];
 
@@ -133,7 +133,13 @@ static int env_client(struct env *e)
 	if (!e->c)
 		return -1;
 	e->drv.client = e->c;
-	if (kube_client_start(e->c) != 0)
+	return kube_client_start(e->c);
+}
+
+/* Starts the client and waits for the first list. */
+static int env_client(struct env *e)
+{
+	if (env_client_start(e) != 0)
 		return -1;
 	WAIT(&e->drv, 5000, e->rec.synced >= 1);
 	WAIT(&e->drv, 5000, server_watchers(&e->srv) == 1);
@@ -740,6 +746,348 @@ static void t_backoff(void)
 	env_stop(&e);
 }
 
+/* A list answer without a usable metadata.resourceVersion (a number, "",
+ * null) cannot start a watch: it is a failed list, retried with backoff,
+ * never listed again at once. */
+static void t_list_bad_rv(void)
+{
+	static const char *const bad[] = { "123", "\"\"", "null" };
+
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		struct env e;
+		char body[64];
+		double t[8];
+		int n;
+
+		CHECK(env_server(&e) == 0);
+		CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+		snprintf(body, sizeof(body), "{\"value\":%s}", bad[k]);
+		CHECK(ctl_ok(&e.srv, "POST", "/_test/list_rv", body) == 0);
+		e.o.backoff_min_ms = 200;
+		CHECK(env_client_start(&e) == 0);
+		WAIT(&e.drv, 5000, lists(&e) >= 3);
+		CHECK(e.rec.synced == 0 && !kube_client_synced(e.c));
+		CHECK(count_reqs(&e.srv, "watch", 0, NULL, 0) == 0);
+		n = count_reqs(&e.srv, "list", 200, t, 8);
+		/* Equal jitter: failure i waits at least half of 200 * 2^(i-1). */
+		for (int i = 1; i < n && i < 3; i++) {
+			printf("resourceVersion %s: list %d after %.0f ms\n", bad[k], i, t[i] - t[i - 1]);
+			CHECK(t[i] - t[i - 1] >= 100.0 * (1 << (i - 1)) - 5);
+		}
+		/* The server mends: the client lists, syncs and watches. */
+		CHECK(ctl_ok(&e.srv, "POST", "/_test/list_rv", "{}") == 0);
+		WAIT(&e.drv, 8000, e.rec.synced == 1);
+		WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+		CHECK(pod_named(&e, "p1") != NULL);
+		env_stop(&e);
+	}
+}
+
+static int has_uid(const char **uids, size_t n, const char *uid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(uids[i], uid) == 0)
+			return 1;
+	return 0;
+}
+
+/* A server that ignores the fieldSelector sends every pod of the cluster:
+ * only this node's are cached or told to the caller. */
+static void t_foreign_pods(void)
+{
+	struct env e;
+	char name[16], uid1[64];
+	const char *uids[8];
+	uint64_t g0;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/ignore_field_selector", "{\"on\":true}") == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(put_pod(&e.srv, "unscheduled", "", "Pending", NULL) == 0);
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "far%d", i);
+		CHECK(put_pod(&e.srv, name, "node-b", "Running", NULL) == 0);
+	}
+	CHECK(env_client(&e) == 0);
+	CHECK(kube_client_pod_count(e.c) == 1 && e.rec.added == 1);
+	CHECK(pod_named(&e, "p1") && !pod_named(&e, "far0") && !pod_named(&e, "unscheduled"));
+	snprintf(uid1, sizeof(uid1), "%s", pod_named(&e, "p1")->uid);
+	/* Watch events of other nodes' pods are not ours either. */
+	CHECK(put_pod(&e.srv, "far0", "node-b", "Failed", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "DELETE", "/_test/pods/default/far1", NULL) == 0);
+	CHECK(put_pod(&e.srv, "p2", NODE, "Running", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p2") != NULL);
+	CHECK(kube_client_pod_count(e.c) == 2 && e.rec.added == 2 && e.rec.updated == 0 &&
+	      e.rec.deleted == 0);
+
+	/* What changed since a generation: only what the callbacks told. */
+	g0 = kube_client_change_gen(e.c);
+	CHECK(kube_client_changed(e.c, g0, uids, 8) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"v\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "v"));
+	CHECK(kube_client_changed(e.c, g0, uids, 8) == 1 && strcmp(uids[0], uid1) == 0);
+	CHECK(kube_client_pod(e.c, uid1)->change_gen > g0);
+	/* Nothing the agent acts on differs: not a change. */
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"v\"}") == 0);
+	CHECK(put_pod(&e.srv, "p3", NODE, "Running", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p3") != NULL);
+	CHECK(kube_client_changed(e.c, g0, uids, 8) == 2);
+	CHECK(has_uid(uids, 2, uid1) && has_uid(uids, 2, pod_named(&e, "p3")->uid));
+	CHECK(strcmp(uids[0], pod_named(&e, "p3")->uid) == 0); /* newest first */
+	CHECK(kube_client_changed(e.c, kube_client_change_gen(e.c), uids, 8) == 0);
+	env_stop(&e);
+}
+
+/* Lookups by uid stay right through many additions and deletions. */
+static void t_many_pods(void)
+{
+	struct env e;
+	char name[16];
+	char (*uid)[64] = calloc(120, sizeof(*uid));
+	int gone[120] = { 0 };
+
+	CHECK(uid != NULL && env_server(&e) == 0);
+	for (int i = 0; i < 120; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		CHECK(put_pod(&e.srv, name, NODE, "Running", NULL) == 0);
+	}
+	e.o.list_limit = 50;
+	CHECK(env_client(&e) == 0);
+	CHECK(kube_client_pod_count(e.c) == 120);
+	for (int i = 0; i < 120; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		CHECK(pod_named(&e, name) != NULL);
+		if (pod_named(&e, name))
+			snprintf(uid[i], sizeof(uid[i]), "%s", pod_named(&e, name)->uid);
+	}
+	for (int i = 0; i < 120; i += 3) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/_test/pods/default/m%d", i);
+		CHECK(ctl_ok(&e.srv, "DELETE", path, NULL) == 0);
+		gone[i] = 1;
+	}
+	WAIT(&e.drv, 5000, kube_client_pod_count(e.c) == 80);
+	for (int i = 0; i < 120; i++) {
+		const struct kube_pod *p = kube_client_pod(e.c, uid[i]);
+
+		CHECK(gone[i] ? p == NULL : p && strcmp(p->uid, uid[i]) == 0);
+	}
+	/* A re-list (410) sweeps and re-inserts through the same index. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/compact", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/expire", NULL) == 0);
+	WAIT(&e.drv, 5000, e.rec.synced == 2);
+	for (int i = 0; i < 120; i++)
+		CHECK(gone[i] ? kube_client_pod(e.c, uid[i]) == NULL
+			      : kube_client_pod(e.c, uid[i]) != NULL);
+	free(uid);
+	env_stop(&e);
+}
+
+/* "latency-critical\u0000junk" must not read as "latency-critical": the
+ * client never hands out a string cut short by an escaped NUL. */
+static void t_nul_annotation(void)
+{
+	struct env e;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running",
+		      "{\"gpu.qos\":\"latency-critical\\u0000junk\"}") == 0);
+	CHECK(env_client(&e) == 0);
+	CHECK(!ann_is(&e, "p1", "gpu.qos", "latency-critical"));
+	CHECK(ann_is(&e, "p1", "gpu.qos", "latency-critical\xef\xbf\xbdjunk"));
+	/* From the watch as well. */
+	CHECK(put_pod(&e.srv, "p2", NODE, "Running", "{\"gpu.qos\":\"\\u0000\"}") == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p2") != NULL);
+	CHECK(ann_is(&e, "p2", "gpu.qos", "\xef\xbf\xbd"));
+	env_stop(&e);
+}
+
+/* The watch delivers an older version of a pod after the answer of our
+ * PATCH (a lagging watch cache): the cache never goes back. */
+static void t_patch_stale_watch(void)
+{
+	struct env e;
+	const char *uid;
+	int regressed = 0;
+	uint64_t dl;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/watch_delay", "{\"seconds\":1.0}") == 0);
+	/* Another writer first: its version reaches the client late. */
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"other\":\"x\"}") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "k", "v") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "v")); /* the PATCH answer */
+	dl = h_now_ms() + 2500;
+	while (h_now_ms() < dl) {
+		drv_turn(&e.drv, 20);
+		regressed |= !ann_is(&e, "p1", "k", "v");
+	}
+	CHECK(!regressed);
+	CHECK(ann_is(&e, "p1", "other", "x") && ann_is(&e, "p1", "k", "v"));
+	env_stop(&e);
+}
+
+/* A value queued and then put back to what the pod holds sends nothing. */
+static void t_patch_revert(void)
+{
+	struct env e;
+	const char *uid;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"a\"}") == 0);
+	CHECK(env_client(&e) == 0);
+	uid = pod_named(&e, "p1")->uid;
+	CHECK(kube_client_annotate(e.c, uid, "k", "b") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "k", "a") == 1);
+	CHECK(kube_client_annotate(e.c, uid, "gone", "x") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "gone", NULL) == 1);
+	SPIN(&e.drv, 400);
+	CHECK(count_reqs(&e.srv, "patch", 0, NULL, 0) == 0);
+	/* Reverted behind a failing PATCH: the requeued value is the pod's. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault",
+		     "{\"kind\":\"patch\",\"status\":503,\"delay\":0.4}") == 0);
+	CHECK(kube_client_annotate(e.c, uid, "k", "b") == 0);
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 0, NULL, 0) == 1);
+	CHECK(kube_client_annotate(e.c, uid, "k", "a") == 0); /* b is in flight */
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "patch", 503, NULL, 0) == 1);
+	SPIN(&e.drv, 1200);
+	CHECK(count_reqs(&e.srv, "patch", 0, NULL, 0) == 1);
+	CHECK(ann_is(&e, "p1", "k", "a"));
+	env_stop(&e);
+}
+
+/* A 429 with Retry-After: the next try waits that long (within a cap),
+ * not the first backoff step. */
+static void t_retry_after(void)
+{
+	struct env e;
+	double t[4];
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"list\",\"status\":429,"
+		     "\"retry_after\":2}") == 0);
+	e.o.backoff_min_ms = 200;
+	CHECK(env_client_start(&e) == 0);
+	WAIT(&e.drv, 6000, e.rec.synced == 1);
+	CHECK(count_reqs(&e.srv, "list", 0, t, 4) == 2);
+	printf("list retried after %.0f ms\n", t[1] - t[0]);
+	CHECK(t[1] - t[0] >= 1995);
+	/* A PATCH too. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"patch\",\"status\":503,"
+		     "\"retry_after\":1}") == 0);
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "p1")->uid, "k", "v") == 0);
+	WAIT(&e.drv, 5000, ann_is(&e, "p1", "k", "v"));
+	CHECK(count_reqs(&e.srv, "patch", 0, t, 4) == 2);
+	printf("PATCH retried after %.0f ms\n", t[1] - t[0]);
+	CHECK(t[1] - t[0] >= 995);
+	env_stop(&e);
+}
+
+/* Watches that failed raised the backoff; a watch that then stayed open
+ * (quiet: no event) proves the server healthy, so when it is cut the
+ * next one starts after the first backoff step, not the raised one. */
+static void t_quiet_watch(void)
+{
+	struct env e;
+	uint64_t cut;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	e.o.backoff_min_ms = 300;
+	e.o.backoff_max_ms = 2400;
+	CHECK(env_client(&e) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"watch\",\"status\":500,"
+		     "\"count\":3}") == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	WAIT(&e.drv, 6000, count_reqs(&e.srv, "watch", 200, NULL, 0) == 2 &&
+			   server_watchers(&e.srv) == 1);
+	CHECK(count_reqs(&e.srv, "watch", 500, NULL, 0) == 3);
+	SPIN(&e.drv, 2600); /* open and quiet longer than backoff_max_ms */
+	cut = h_now_ms();
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	/* Before: the fifth failure in a row, [1200, 2400] ms. */
+	WAIT(&e.drv, 1100, count_reqs(&e.srv, "watch", 200, NULL, 0) == 3);
+	printf("re-watched %llu ms after the cut\n", (unsigned long long)(h_now_ms() - cut));
+	env_stop(&e);
+}
+
+/* More Events at once than the queue holds: each is still posted. */
+static void t_events_owed(void)
+{
+	enum { N = 100 };
+	struct env e;
+	char name[16], note[64];
+	struct kube_stats st;
+	cJSON *evs, *ev;
+	int seen[N] = { 0 }, n = 0;
+
+	CHECK(env_server(&e) == 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "ev%d", i);
+		CHECK(put_pod(&e.srv, name, NODE, "Running", "{\"gpu.qos\":\"fastest\"}") == 0);
+	}
+	e.o.event_qps = 200;
+	e.o.event_burst = 20;
+	CHECK(env_client(&e) == 0);
+	CHECK(kube_client_pod_count(e.c) == N);
+	for (size_t i = 0; i < kube_client_pod_count(e.c); i++) {
+		const struct kube_pod *p = kube_client_pod_at(e.c, i);
+
+		snprintf(note, sizeof(note), "bad class on %s", p->name);
+		CHECK(kube_client_event(e.c, p->uid, KUBE_EVENT_WARNING, "InvalidQoSClass",
+					"Classify", note) == 0);
+	}
+	WAIT(&e.drv, 15000, count_reqs(&e.srv, "event", 201, NULL, 0) == N);
+	SPIN(&e.drv, 200);
+	CHECK(count_reqs(&e.srv, "event", 0, NULL, 0) == N);
+	evs = ctl(&e.srv, "GET", "/_test/events", NULL);
+	cJSON_ArrayForEach(ev, evs) {
+		const char *reg = cJSON_GetStringValue(
+			cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "regarding"), "name"));
+		int i = reg && strncmp(reg, "ev", 2) == 0 ? atoi(reg + 2) : -1;
+
+		if (i >= 0 && i < N && !seen[i]++)
+			n++;
+	}
+	cJSON_Delete(evs);
+	CHECK(n == N);
+	kube_client_stats(e.c, &st);
+	CHECK(st.events_sent == N);
+	env_stop(&e);
+}
+
+/* A lone UTF-16 surrogate escape is not valid JSON for cJSON: it becomes
+ * U+FFFD and the rest of the object (and of the watch) is kept. */
+static void t_lone_surrogate(void)
+{
+	struct env e;
+
+	int rv;
+
+	CHECK(env_server(&e) == 0);
+	/* put_pod() itself reads the server's answer, which has the same
+	 * escape, with plain cJSON: it says "failed"; the server's RV says
+	 * whether the pod was written. */
+	rv = server_rv(&e.srv);
+	put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"a\\ud800b\"}");
+	CHECK(server_rv(&e.srv) == rv + 1);
+	CHECK(env_client(&e) == 0);
+	CHECK(ann_is(&e, "p1", "k", "a\xef\xbf\xbd" "b"));
+	put_pod(&e.srv, "p2", NODE, "Running", "{\"k\":\"\\udc00\\ud83d\\ude00\\ud800\"}");
+	CHECK(put_pod(&e.srv, "p3", NODE, "Running", NULL) == 0);
+	CHECK(server_rv(&e.srv) == rv + 3);
+	WAIT(&e.drv, 3000, pod_named(&e, "p3") != NULL);
+	/* A valid pair stays the character it encodes (U+1F600). */
+	CHECK(ann_is(&e, "p2", "k", "\xef\xbf\xbd\xf0\x9f\x98\x80\xef\xbf\xbd"));
+	CHECK(lists(&e) == 1 && count_reqs(&e.srv, "watch", 0, NULL, 0) == 1);
+	env_stop(&e);
+}
+
 /* Everything at once, for the valgrind run. */
 static void t_all(void)
 {
@@ -782,6 +1130,11 @@ static const struct {
 	{ "malformed_annotations", t_malformed_annotations },
 	{ "rate_limit", t_rate_limit },     { "events", t_events },
 	{ "backoff", t_backoff },           { "all", t_all },
+	{ "list_bad_rv", t_list_bad_rv },   { "foreign_pods", t_foreign_pods },
+	{ "many_pods", t_many_pods },       { "nul_annotation", t_nul_annotation },
+	{ "patch_stale_watch", t_patch_stale_watch }, { "patch_revert", t_patch_revert },
+	{ "retry_after", t_retry_after },   { "quiet_watch", t_quiet_watch },
+	{ "events_owed", t_events_owed },   { "lone_surrogate", t_lone_surrogate },
 };
 
 int main(int argc, char **argv)

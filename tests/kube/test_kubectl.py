@@ -18,9 +18,8 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fake_apiserver  # noqa: E402
 from gpuqos_test import SKIP, Failure, check  # noqa: E402
+from gpuqos_test import apiserver as fake_apiserver  # noqa: E402
 
 TOKEN = "kubectl-token"
 

@@ -28,21 +28,19 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-sys.path.insert(0, os.path.join(HERE, "..", "kube"))
-sys.path.insert(0, os.path.join(HERE, "..", "image"))
-
-import e2e  # noqa: E402
-import e2e_kube  # noqa: E402
-import oci  # noqa: E402
-from e2e import Skip, expect, wait_for, gr_timeslice  # noqa: E402
-from test_plugin import Kubelet  # noqa: E402
+# The test library (tests/lib, PYTHONPATH from ctest); the test kubelet is
+# test_plugin.py's, beside this file.
+from gpuqos_test import SKIP, Skip, wait_for
+from gpuqos_test import check as expect
+from gpuqos_test import oci
+from gpuqos_test.kube import NODE, KubeNode, converged
+from gpuqos_test.node import gr_timeslice, proc_row, run_scenario
+from test_plugin import Kubelet
 
 LC_US, BE_US = 100000, 50  # the default policy's timeslices, LC beside a BE (docs/policy.md)
 
 
-class PluginNode(e2e_kube.KubeNode):
+class PluginNode(KubeNode):
     """A KubeNode with the device plugin and the test kubelet."""
 
     def __init__(self, build, kubelet_bin):
@@ -118,7 +116,7 @@ def container_pid(cid, timeout=10):
 def start_agent(node):
     """The node agent in Kubernetes mode, with the eBPF tracker when this
     host can run it (Kubernetes mode had not run with it before)."""
-    mode = ["--node-name", e2e_kube.NODE, "--kubeconfig", node.kubeconfig,
+    mode = ["--node-name", NODE, "--kubeconfig", node.kubeconfig,
             "--pod-resources-socket", os.path.join(node.dir, "kubelet", "kubelet.sock")]
     try:
         node.start_agent(bpf=True, mode=mode)
@@ -158,7 +156,7 @@ def t_crun(node):
     be = node.in_pod("be", "be")
     wait_for(lambda: gr_timeslice(node, pid) == [LC_US] and gr_timeslice(node, be.pid) == [BE_US],
              timeout=20, what="simulator: LC %d on the container's GR TSG, BE %d beside it" % (LC_US, BE_US))
-    row = e2e_kube.proc_row(node, pid)
+    row = proc_row(node, pid)
     expect(row and row["podUid"] == uid and row["podName"] == "lc"
            and row["containerId"] == node.pods["lc"][1]
            and row["class"] == "latency-critical" and row["classSource"] == "annotation"
@@ -168,7 +166,7 @@ def t_crun(node):
         maps = f.read()
     expect("/opt/gpuqos/lib/libgpuqos-preempt.so" in maps,
            "the preempt agent is loaded from the mounted versioned directory")
-    st = wait_for(lambda: (e2e_kube.converged(node, "lc") or [{}])[0].get("tsgs") == 4
+    st = wait_for(lambda: (converged(node, "lc") or [{}])[0].get("tsgs") == 4
                   and node.gq_state("lc"), timeout=15, what="the pod's state annotation, 4 TSGs")
     # With the tracker on, it may see the TSGs before the preempt agent
     # connects and the direct path sets them first: "in-process,direct".
@@ -198,11 +196,11 @@ def main():
     script, out = a.kubelet_build.split(":", 1)
     rc = subprocess.run(["sh", script, out]).returncode
     if rc:
-        return e2e.SKIP if rc == e2e.SKIP else 1
+        return SKIP if rc == SKIP else 1
     kubelet_bin = os.path.join(out, "kubelet")
     sys.argv = [sys.argv[0], "--build", a.build, a.scenario]
-    return e2e.run_scenario(SCENARIOS, lambda build: PluginNode(build, kubelet_bin),
-                            "the simulator, pod cgroups and crun")
+    return run_scenario(SCENARIOS, lambda build: PluginNode(build, kubelet_bin),
+                        "the simulator, pod cgroups and crun")
 
 
 if __name__ == "__main__":

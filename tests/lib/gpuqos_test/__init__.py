@@ -2,8 +2,14 @@
 """gpuqos_test - what every Python test suite of gpuqos shares: one failure
 and one skip type, one `check`, one `wait_for` on the monotonic clock.
 The launchers live in submodules: `sim` (the FUSE GPU simulator), `agent`
-(gpuqos-agent with fake preempt agents), and `gq_proto` is the one Python
-codec of abi/gq_proto.h.
+(gpuqos-agent with fake preempt agents), `node` (a simulated GPU node:
+simulator, real node agent, workloads, gpuqosctl; the end-to-end suites'
+command line), `kube` (that node in Kubernetes mode, with pod cgroups),
+`apiserver` (the test Kubernetes API server), `oci` (a container started
+with crun as a kubelet would), `proc` (a child that drops to nobody before
+exec) and `fake_ctl` (a stand-in control socket); `gq_proto` is the one
+Python codec of abi/gq_proto.h. A helper two folders' suites share lives
+here; a script may import a sibling of its own folder, never another's.
 
 Suites find it through PYTHONPATH, which ctest sets (ENVIRONMENT of each
 test); nothing edits sys.path. Run one by hand with

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""oci.py - runs a container the way a kubelet would, with crun.
+"""oci - runs a container the way a kubelet would, with crun.
 
 Shared by tests/chart (the chart's DaemonSet containers, on a root made of
 read-only binds of the host's /usr) and tests/image (the image's root
