@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cron.c - the wiring between the agent's core (tsg.c, cmd.c,
- * reconcile.c, state.c: gpuqos_core) and its adapters (peer.c, ctl.c,
- * direct.c, tracker.c, kube_mode.c): the hooks the core calls instead of
- * naming an adapter (struct agent_hooks), and the two timers: the periodic
- * tick (rate limits start again, garbage collection, a full reconcile),
- * the wake-up at the next deadline the core or the tracker has, and the
- * pass after every batch of events (reconcile what changed, free what was
- * closed, publish). Does not own any decision; main.c starts the parts in
- * order and runs the loop.
+ * hooks.c - the wiring between the agent's core (agent/core: gpuqos_core)
+ * and its adapters (agent/io): the hooks the core calls instead of naming
+ * an adapter (struct agent_hooks), the two loop timers - the periodic tick
+ * (rate limits start again, garbage collection, a full reconcile) and the
+ * wake-up at the next deadline the core or the tracker has - and the loop's
+ * posts, run after every batch of events in this order: reconcile what
+ * changed, free what was closed, publish. Does not own any decision;
+ * main.c starts the parts in order and runs the loop.
  */
 #include "agent/agent.h"
 #include "agent/io/gpuinfo.h"
@@ -18,9 +17,16 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
+
+/* Reconcile passes after one batch of events, at most. A pass can end what
+ * it started: a send that fails marks its peer broken (closed before the
+ * next pass, its commands failed), and a control that fails at once marks
+ * the agent dirty; the next pass then moves those TSGs to another path or
+ * backs them off. Two passes settle one such failure, the rest is room for
+ * a failure in the pass after. The bound keeps a batch where every pass
+ * breaks something from holding the loop; what it leaves dirty is
+ * reconciled by the next batch, at the latest the next tick. */
+#define RECONCILE_PASSES_MAX 4
 
 /* ---- the hooks ---- */
 
@@ -69,10 +75,10 @@ static void after_reconcile(struct agent *a)
 {
 	if (a->kube)
 		kmode_publish(a); /* the pods' annotations follow what was just decided */
-	wake_rearm(a);
+	hooks_wake_rearm(a);
 }
 
-static void hooks_install(struct agent *a)
+static void hooks_fill(struct agent *a)
 {
 	a->hooks = (struct agent_hooks){
 		.submit_in_process = submit_in_process,
@@ -88,10 +94,13 @@ static void hooks_install(struct agent *a)
 		.kernel_confirms = tracker_active,
 		.after_reconcile = after_reconcile,
 		.control_ended = metrics_control_ended,
+		.proc_alive = procinfo_alive,
+		.state_changed = state_changed,
+		.state_flush = state_flush,
 	};
 }
 
-/* ---- after every batch of events ---- */
+/* ---- after every batch of events (loop posts, in this order) ---- */
 
 /* A TSG on a device instance the GPU table lacks asks for a new query
  * (gpuinfo.c rate-limits it). */
@@ -102,50 +111,53 @@ static void gpuinfo_check_tsgs(struct agent *a)
 			gpuinfo_note_device(t->gpu);
 }
 
-/* After every batch of events: close peers whose send failed, reconcile
- * what changed, then free what was closed (no event can point at it now). */
-static void after_batch(void *arg)
+/* Close peers whose send failed, reconcile what changed. */
+static void post_reconcile(void *arg)
 {
 	struct agent *a = arg;
 
 	if (a->dirty)
 		gpuinfo_check_tsgs(a);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < RECONCILE_PASSES_MAX; i++) {
 		peer_close_broken(a);
 		if (!a->dirty)
 			break;
 		reconcile(a);
 	}
 	peer_close_broken(a);
+}
+
+/* Free what was closed in this batch: no event can point at it now. */
+static void post_reap(void *arg)
+{
+	struct agent *a = arg;
+
 	peer_reap(a);
 	ctl_reap(a);
 	kmode_reap(a);
-	metrics_publish(a); /* what this batch changed, for the next scrape */
+}
+
+/* What this batch changed, for the next scrape. */
+static void post_publish(void *arg)
+{
+	metrics_publish(arg);
 }
 
 /* ---- the timers ---- */
 
-static void on_wake(struct loop_watch *w, uint32_t events)
+static void on_wake_timer(struct loop_timer *t)
 {
-	struct agent *a = w->ctx;
-	uint64_t expirations;
+	struct agent *a = t->ctx;
 
-	(void)events;
-	if (read(w->fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_warn("timerfd read: %s", strerror(errno));
 	cmd_expire(a);
 	tracker_tick(a);
 	a->dirty = 1; /* a backoff or a claim's grace may have ended */
 }
 
-static void on_tick(struct loop_watch *w, uint32_t events)
+static void on_tick_timer(struct loop_timer *t)
 {
-	struct agent *a = w->ctx;
-	uint64_t expirations;
+	struct agent *a = t->ctx;
 
-	(void)events;
-	if (read(w->fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_warn("timerfd read: %s", strerror(errno));
 	reconcile_new_tick(a);
 	tracker_tick(a);
 	proc_gc(a);
@@ -155,62 +167,35 @@ static void on_tick(struct loop_watch *w, uint32_t events)
 	reconcile(a);
 }
 
-static int timer_watch(struct agent *a, struct loop_watch *w, loop_fn fn)
+int hooks_install(struct agent *a)
 {
-	w->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (w->fd < 0) {
-		log_error("timerfd_create: %s", strerror(errno));
-		return -1;
-	}
-	w->fn = fn;
-	w->ctx = a;
-	return loop_add(&a->loop, w, EPOLLIN);
-}
+	struct agent_io *io = a->io;
 
-static void us_to_ts(uint64_t us, struct timespec *ts)
-{
-	ts->tv_sec = (time_t)(us / 1000000u);
-	ts->tv_nsec = (long)(us % 1000000u) * 1000;
-}
-
-/* Also installs the hooks: main.c calls it after Kubernetes mode and the
- * direct path started, before any peer or tracker event. */
-int wake_init(struct agent *a)
-{
-	hooks_install(a);
-	a->loop.after_batch = after_batch;
-	a->loop.after_arg = a;
-	if (timer_watch(a, &a->wake_w, on_wake) != 0 || timer_watch(a, &a->tick_w, on_tick) != 0)
+	hooks_fill(a);
+	loop_post_add(&io->loop, &io->post_reconcile, post_reconcile, a);
+	loop_post_add(&io->loop, &io->post_reap, post_reap, a);
+	loop_post_add(&io->loop, &io->post_publish, post_publish, a);
+	if (loop_timer_add(&io->loop, &io->wake, "wake-up", on_wake_timer, a) != 0 ||
+	    loop_timer_add(&io->loop, &io->tick, "tick", on_tick_timer, a) != 0)
 		return -1;
-	tick_rearm(a);
+	hooks_tick_rearm(a);
 	return 0;
 }
 
 /* Arms the wake-up at the earliest deadline, so that none waits for the
  * next tick. */
-void wake_rearm(struct agent *a)
+void hooks_wake_rearm(struct agent *a)
 {
-	uint64_t next = reconcile_next_deadline(a), now = now_us(), claim = tracker_next_deadline(a);
-	struct itimerspec its;
+	uint64_t next = reconcile_next_deadline(a), claim = tracker_next_deadline(a);
 
 	if (claim && (next == 0 || claim < next))
 		next = claim;
-	memset(&its, 0, sizeof(its));
-	if (next)
-		us_to_ts(next > now ? next : now + 1, &its.it_value);
-	if (timerfd_settime(a->wake_w.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
-		log_warn("timerfd_settime (wake): %s", strerror(errno));
+	loop_timer_at(&a->io->wake, next);
 }
 
-/* The tick follows the config's interval (also after a reload). */
-void tick_rearm(struct agent *a)
+void hooks_tick_rearm(struct agent *a)
 {
-	struct itimerspec its;
-	uint64_t iv = (uint64_t)(a->cfg->reconcile_interval_ms ? a->cfg->reconcile_interval_ms : 1000) * 1000u;
+	unsigned ms = a->cfg->reconcile_interval_ms ? a->cfg->reconcile_interval_ms : 1000;
 
-	memset(&its, 0, sizeof(its));
-	us_to_ts(iv, &its.it_interval);
-	us_to_ts(iv, &its.it_value);
-	if (timerfd_settime(a->tick_w.fd, 0, &its, NULL) != 0)
-		log_warn("timerfd_settime (tick): %s", strerror(errno));
+	loop_timer_every(&a->io->tick, (uint64_t)ms * 1000u);
 }

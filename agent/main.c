@@ -64,6 +64,8 @@ static void usage(FILE *f)
 		"  --bpf-pin-dir DIR   its pins, on bpffs (GPUQOS_BPF_PIN_DIR, /sys/fs/bpf/gpuqos)\n"
 		"  --metrics-address ADDR:PORT  Prometheus /metrics, /healthz, /readyz\n"
 		"                      (GPUQOS_METRICS_ADDRESS, " METRICS_DEFAULT_ADDRESS "; off: none)\n"
+		"  --health-address ADDR:PORT  /healthz, /readyz alone, for the kubelet's probes\n"
+		"                      (GPUQOS_HEALTH_ADDRESS, " METRICS_DEFAULT_HEALTH_ADDRESS "; off: none)\n"
 		"  --log-level LEVEL   error, warn, info, debug (GPUQOS_LOG_LEVEL, info)\n"
 		"  --install-preempt-lib SRC  install SRC as the preempt library the device plugin\n"
 		"                      mounts into containers (a new versioned directory, `current`\n"
@@ -79,6 +81,11 @@ static void usage(FILE *f)
 #define GPUQOS_VERSION "unknown"
 #endif
 
+/* parse_options: the options asked for something that ended the run
+ * successfully (--help, --version, --install-preempt-lib); main exits 0
+ * without starting the agent. Any other non-zero value is an exit status. */
+#define OPTIONS_DONE 100
+
 static const char *preempt_lib_src;
 static const char *preempt_lib_dir;
 
@@ -93,7 +100,7 @@ static int install_preempt_lib(void)
 	}
 	log_info("preempt library %s installed as %s/%s (current)", preempt_lib_src, preempt_lib_dir,
 		 name);
-	return 100;
+	return OPTIONS_DONE;
 }
 
 static const char *env_or(const char *name, const char *def)
@@ -166,6 +173,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "install-preempt-lib", required_argument, NULL, 'I' },
 		{ "preempt-lib-dir", required_argument, NULL, 'L' },
 		{ "metrics-address", required_argument, NULL, 'M' },
+		{ "health-address", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -187,6 +195,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	a->opt.podres_socket = env_or("GPUQOS_POD_RESOURCES_SOCKET", NULL);
 	a->opt.sa_dir = env_or("GPUQOS_SERVICE_ACCOUNT_DIR", NULL);
 	metrics_set_address(env_or("GPUQOS_METRICS_ADDRESS", METRICS_DEFAULT_ADDRESS));
+	metrics_set_health_address(env_or("GPUQOS_HEALTH_ADDRESS", METRICS_DEFAULT_HEALTH_ADDRESS));
 	preempt_lib_dir = env_or("GPUQOS_PREEMPT_LIB_DIR", PREEMPTLIB_DEFAULT_DIR);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -205,12 +214,13 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'R': a->opt.podres_socket = optarg; break;
 		case 'A': a->opt.sa_dir = optarg; break;
 		case 'M': metrics_set_address(optarg); break;
+		case 'H': metrics_set_health_address(optarg); break;
 		case 'I': preempt_lib_src = optarg; break;
 		case 'L': preempt_lib_dir = optarg; break;
-		case 'h': usage(stdout); return 100;
+		case 'h': usage(stdout); return OPTIONS_DONE;
 		case 'V':
 			printf("gpuqos-agent %s\n", GPUQOS_VERSION);
-			return fflush(stdout) == 0 ? 100 : 1;
+			return fflush(stdout) == 0 ? OPTIONS_DONE : 1;
 		default: return option_error(c, argv);
 		}
 	}
@@ -290,7 +300,7 @@ static void config_reload(struct agent *a)
 	a->n.config_reloads++;
 	log_info("config %s reloaded", a->opt.config);
 	config_advise(a->cfg);
-	tick_rearm(a);
+	hooks_tick_rearm(a);
 	proc_reclassify_all(a);
 }
 
@@ -306,7 +316,7 @@ static void on_signal(struct loop_watch *w, uint32_t events)
 			gpuinfo_refresh("SIGHUP");
 		} else {
 			log_info("signal %u: exiting", si.ssi_signo);
-			a->loop.stop = 1;
+			a->io->loop.stop = 1;
 		}
 	}
 }
@@ -326,14 +336,14 @@ static int signals_init(struct agent *a)
 	/* Sends use MSG_NOSIGNAL; this guards any other write to a closed peer. */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		log_warn("ignoring SIGPIPE: %s", strerror(errno));
-	a->sig_w.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (a->sig_w.fd < 0) {
+	a->io->sig_w.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (a->io->sig_w.fd < 0) {
 		log_error("signalfd: %s", strerror(errno));
 		return -1;
 	}
-	a->sig_w.fn = on_signal;
-	a->sig_w.ctx = a;
-	return loop_add(&a->loop, &a->sig_w, EPOLLIN);
+	a->io->sig_w.fn = on_signal;
+	a->io->sig_w.ctx = a;
+	return loop_add(&a->io->loop, &a->io->sig_w, EPOLLIN);
 }
 
 static void on_direct(struct loop_watch *w, uint32_t events)
@@ -344,8 +354,12 @@ static void on_direct(struct loop_watch *w, uint32_t events)
 
 	(void)events;
 	n = direct_take(a->direct, res, sizeof(res) / sizeof(res[0]));
-	for (size_t i = 0; i < n; i++)
-		cmd_direct_result(a, &res[i]);
+	for (size_t i = 0; i < n; i++) {
+		struct cmd_outcome o = { res[i].rm_status, res[i].err, res[i].value, res[i].elapsed_ns,
+					 res[i].why, NULL };
+
+		cmd_direct_result(a, res[i].seq, &o);
+	}
 	a->dirty = 1; /* a replaced worker or a late result may free a path */
 }
 
@@ -373,10 +387,10 @@ static int direct_init(struct agent *a)
 		log_error("%s: the direct path is off", err);
 		return 0;
 	}
-	a->direct_w.fd = direct_fd(a->direct);
-	a->direct_w.fn = on_direct;
-	a->direct_w.ctx = a;
-	if (loop_add(&a->loop, &a->direct_w, EPOLLIN) != 0)
+	a->io->direct_w.fd = direct_fd(a->direct);
+	a->io->direct_w.fn = on_direct;
+	a->io->direct_w.ctx = a;
+	if (loop_add(&a->io->loop, &a->io->direct_w, EPOLLIN) != 0)
 		return -1;
 	log_info("direct path: %u workers", DIRECT_WORKERS);
 	return 0;
@@ -605,12 +619,12 @@ static int listen_all(struct agent *a)
 static int agent_start(struct agent *a)
 {
 	/* Kubernetes mode before anything that classifies a process. */
-	if (loop_init(&a->loop) != 0 || signals_init(a) != 0 || procinfo_async_start(a) != 0 ||
+	if (loop_init(&a->io->loop) != 0 || signals_init(a) != 0 || procinfo_async_start(a) != 0 ||
 	    config_initial(a) != 0 ||
 	    resolve_paths(a) != 0 || (!a->opt.standalone && kmode_start(a) != 0) ||
-	    direct_init(a) != 0 || state_load(a) != 0 || wake_init(a) != 0 ||
+	    direct_init(a) != 0 || state_load(a) != 0 || hooks_install(a) != 0 ||
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
-	    gpuinfo_init(&a->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
+	    gpuinfo_init(&a->io->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
 	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", AGENT_VERSION,
 		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);
@@ -620,21 +634,21 @@ static int agent_start(struct agent *a)
 static void close_watch(struct agent *a, struct loop_watch *w)
 {
 	if (w->fd >= 0)
-		loop_close(&a->loop, w);
+		loop_close(&a->io->loop, w);
 }
 
 static void agent_stop(struct agent *a)
 {
 	metrics_stop(); /* first: its server thread ends before the tables go */
 	/* While the peers are still listed: the next start waits for them. */
-	if (a->sd.lock_fd >= 0)
+	if (a->io->sf.lock_fd >= 0)
 		state_flush(a);
 	procinfo_async_stop(a); /* peers still being identified are refused */
 	kmode_stop(a);
 	ctl_free_all(a);
 	peer_free_all(a);
 	if (a->direct) {
-		loop_del(&a->loop, &a->direct_w);
+		loop_del(&a->io->loop, &a->io->direct_w);
 		direct_stop(a->direct);
 		a->direct = NULL;
 	}
@@ -644,31 +658,35 @@ static void agent_stop(struct agent *a)
 	state_free_all(a);
 	bound_remove(&bound_sock);
 	bound_remove(&bound_ctl);
-	close_watch(a, &a->listen_w);
-	close_watch(a, &a->ctl_w);
-	close_watch(a, &a->tick_w);
-	close_watch(a, &a->wake_w);
-	close_watch(a, &a->sig_w);
+	close_watch(a, &a->io->listen_w);
+	close_watch(a, &a->io->ctl_w);
+	loop_timer_del(&a->io->tick);
+	loop_timer_del(&a->io->wake);
+	close_watch(a, &a->io->sig_w);
 	gpuinfo_fini();
 	state_close(a); /* the lock last: the sockets are gone by now */
-	loop_fini(&a->loop);
+	loop_fini(&a->io->loop);
 	free(a->cfg);
 }
 
 int main(int argc, char **argv)
 {
 	static struct agent agent;
+	static struct agent_io io;
 	struct agent *a = &agent;
 	int rc;
 
-	a->loop.epfd = -1;
-	a->sig_w.fd = a->tick_w.fd = a->wake_w.fd = a->listen_w.fd = a->ctl_w.fd = -1;
-	a->direct_w.fd = -1;
-	a->trk.w.fd = -1;
-	a->sd.lock_fd = a->sd.timer.fd = -1;
+	a->io = &io;
+	core_clock_install(now_us);
+	a->io->loop.epfd = -1;
+	a->io->sig_w.fd = a->io->listen_w.fd = a->io->ctl_w.fd = -1;
+	a->io->tick.w.fd = a->io->wake.w.fd = -1;
+	a->io->direct_w.fd = -1;
+	a->io->trk_w.fd = -1;
+	a->io->sf.lock_fd = a->io->sf.timer.w.fd = -1;
 	rc = parse_options(a, argc, argv);
 	if (rc != 0)
-		return rc == 100 ? 0 : rc;
+		return rc == OPTIONS_DONE ? 0 : rc;
 	a->trk.setting = a->opt.bpf;
 	a->trk.pin_dir = a->opt.bpf_pin_dir;
 	a->started_us = now_us();
@@ -677,7 +695,7 @@ int main(int argc, char **argv)
 		log_error("out of memory");
 		return 1;
 	}
-	rc = agent_start(a) == 0 && loop_run(&a->loop) == 0 ? 0 : 1;
+	rc = agent_start(a) == 0 && loop_run(&a->io->loop) == 0 ? 0 : 1;
 	agent_stop(a);
 	log_info("gpuqos-agent exited");
 	return rc;

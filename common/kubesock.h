@@ -41,8 +41,10 @@ struct kubesock_watch {
 int kubesock_watch_init(struct kubesock_watch *w, const char *dir);
 /* 1 when a watch was newly added (the directory appeared), else 0. */
 int kubesock_watch_retry(struct kubesock_watch *w);
-/* Reads every pending event; bits[i] gets KUBESOCK_* for names[i] (the
- * directory itself going away deletes them all). Returns the OR. */
+/* Reads every pending event; bits[i] gets KUBESOCK_* for names[i]. The
+ * directory itself going away deletes them all and ends the watch (wd is
+ * -1 then): no event comes again until kubesock_watch_retry adds it anew,
+ * which the caller tries until the directory is back. Returns the OR. */
 unsigned kubesock_watch_drain(struct kubesock_watch *w, const char *const *names, size_t n,
 			      unsigned *bits);
 void kubesock_watch_close(struct kubesock_watch *w);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * loop.c - epoll wrapper. Owns the epoll fd and the dispatch of ready
- * watches; does not own any watch's memory. Nothing here sleeps except
+ * loop.c - epoll wrapper, timers and after-batch posts (loop.h). Owns the
+ * epoll fd, every timerfd, and the dispatch of ready watches, due timers
+ * and posts; does not own any source's memory. Nothing here sleeps except
  * epoll_wait itself.
  */
 #include "common/loop.h"
@@ -10,13 +11,13 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #define LOOP_BATCH 64
 
-/* Weak: the core's unit tests (tests/agent/test_core.c) link a fake clock. */
-__attribute__((weak)) uint64_t now_us(void)
+uint64_t now_us(void)
 {
 	struct timespec ts;
 
@@ -40,6 +41,7 @@ void loop_fini(struct loop *l)
 	if (l->epfd >= 0)
 		close(l->epfd);
 	l->epfd = -1;
+	l->posts = NULL;
 }
 
 int loop_add(struct loop *l, struct loop_watch *w, uint32_t events)
@@ -84,6 +86,117 @@ void loop_del(struct loop *l, struct loop_watch *w)
 	w->dead = 1;
 }
 
+/* ---- timers ---- */
+
+static void on_timerfd(struct loop_watch *w, uint32_t events)
+{
+	struct loop_timer *t = w->ctx;
+	uint64_t expirations;
+
+	(void)events;
+	/* EAGAIN: re-armed by another handler of this batch after it fired */
+	if (read(w->fd, &expirations, sizeof(expirations)) < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_warn("%s timer: read: %s", t->name, strerror(errno));
+		return;
+	}
+	t->fn(t);
+}
+
+int loop_timer_add(struct loop *l, struct loop_timer *t, const char *name, loop_timer_fn fn,
+		   void *ctx)
+{
+	t->loop = l;
+	t->fn = fn;
+	t->ctx = ctx;
+	t->name = name ? name : "a";
+	t->w.fn = on_timerfd;
+	t->w.ctx = t;
+	t->w.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (t->w.fd < 0) {
+		log_error("%s timer: timerfd_create: %s", t->name, strerror(errno));
+		return -1;
+	}
+	if (loop_add(l, &t->w, EPOLLIN) != 0) {
+		int e = errno;
+
+		close(t->w.fd);
+		t->w.fd = -1;
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static void us_to_ts(uint64_t us, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(us / 1000000u);
+	ts->tv_nsec = (long)(us % 1000000u) * 1000;
+}
+
+static int timer_set(struct loop_timer *t, int flags, uint64_t value_us, uint64_t interval_us)
+{
+	struct itimerspec its;
+
+	if (t->w.fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	memset(&its, 0, sizeof(its));
+	us_to_ts(value_us, &its.it_value);
+	us_to_ts(interval_us, &its.it_interval);
+	if (timerfd_settime(t->w.fd, flags, &its, NULL) != 0) {
+		log_warn("%s timer: timerfd_settime: %s", t->name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int loop_timer_at(struct loop_timer *t, uint64_t at)
+{
+	if (at == 0)
+		return timer_set(t, 0, 0, 0);
+	/* a moment past (or now) is 1 us ahead: an all-zero value disarms */
+	uint64_t now = now_us();
+
+	return timer_set(t, TFD_TIMER_ABSTIME, at > now ? at : now + 1, 0);
+}
+
+int loop_timer_after(struct loop_timer *t, uint64_t us)
+{
+	return timer_set(t, 0, us, 0);
+}
+
+int loop_timer_every(struct loop_timer *t, uint64_t period_us)
+{
+	return timer_set(t, 0, period_us, period_us);
+}
+
+int loop_timer_disarm(struct loop_timer *t)
+{
+	return timer_set(t, 0, 0, 0);
+}
+
+void loop_timer_del(struct loop_timer *t)
+{
+	if (t->loop)
+		loop_close(t->loop, &t->w);
+}
+
+/* ---- posts ---- */
+
+void loop_post_add(struct loop *l, struct loop_post *p, loop_post_fn fn, void *ctx)
+{
+	struct loop_post **pp = &l->posts;
+
+	while (*pp)
+		pp = &(*pp)->next;
+	p->next = NULL;
+	p->fn = fn;
+	p->ctx = ctx;
+	*pp = p;
+}
+
 int loop_run(struct loop *l)
 {
 	struct epoll_event evs[LOOP_BATCH];
@@ -103,8 +216,8 @@ int loop_run(struct loop *l)
 			if (!w->dead)
 				w->fn(w, evs[i].events);
 		}
-		if (l->after_batch)
-			l->after_batch(l->after_arg);
+		for (struct loop_post *p = l->posts; p; p = p->next)
+			p->fn(p->ctx);
 	}
 	return 0;
 }

@@ -54,12 +54,8 @@ void pcfg_defaults(struct plugin_config *c)
 	strcpy(c->procfs_root, "/proc");
 	strcpy(c->nvml_lib, "libnvidia-ml.so.1");
 	strcpy(c->metrics_address, PMETRICS_DEFAULT_ADDRESS);
+	strcpy(c->health_address, PMETRICS_DEFAULT_HEALTH_ADDRESS);
 	c->log_level = LOG_LEVEL_INFO;
-}
-
-const char *pcfg_mode_name(enum pcfg_mode m)
-{
-	return m == PCFG_INJECT ? "inject" : "shares";
 }
 
 /* "domain/name" as Kubernetes extended resources spell it; never in the
@@ -285,7 +281,7 @@ static int load_file(struct plugin_config *c, const char *path, char *err, size_
 
 enum opt_id {
 	O_CONFIG = 1, O_MODE, O_DIR, O_AGENT_DIR, O_LIB_DIR, O_CTL, O_LOG, O_SYSFS, O_PROCFS,
-	O_NVML, O_METRICS, O_HELP, O_VERSION,
+	O_NVML, O_METRICS, O_HEALTH, O_HELP, O_VERSION,
 };
 
 struct opt_def {
@@ -305,6 +301,7 @@ static const struct opt_def opts[] = {
 	{ "procfs-root", "GPUQOS_PROCFS_ROOT", O_PROCFS },
 	{ "nvml-lib", "GPUQOS_NVML_LIB", O_NVML },
 	{ "metrics-address", "GPUQOS_PLUGIN_METRICS_ADDRESS", O_METRICS },
+	{ "health-address", "GPUQOS_PLUGIN_HEALTH_ADDRESS", O_HEALTH },
 };
 
 static int set_path(char *dst, const char *name, const char *v, int absolute, char *err,
@@ -313,6 +310,23 @@ static int set_path(char *dst, const char *name, const char *v, int absolute, ch
 	if (!v[0] || strlen(v) >= PATH_MAX || (absolute && v[0] != '/'))
 		return bad(err, errlen, "%s \"%s\": want a%s path", name, v,
 			   absolute ? "n absolute" : "");
+	strcpy(dst, v);
+	return 0;
+}
+
+_Static_assert(sizeof(((struct plugin_config *)0)->metrics_address) == PMETRICS_ADDRESS_MAX &&
+		       sizeof(((struct plugin_config *)0)->health_address) == PMETRICS_ADDRESS_MAX,
+	       "an address field holds what metrics.c accepts");
+
+/* dst is PMETRICS_ADDRESS_MAX bytes. */
+static int set_address(char *dst, const char *what, const char *name, const char *v, char *err,
+		       size_t errlen)
+{
+	if (strlen(v) >= PMETRICS_ADDRESS_MAX)
+		return bad(err, errlen, "%s: longer than %d characters", name,
+			   PMETRICS_ADDRESS_MAX - 1);
+	if (pmetrics_check_address(what, v, err, errlen) < 0)
+		return -1;
 	strcpy(dst, v);
 	return 0;
 }
@@ -343,13 +357,9 @@ static int set_one(struct plugin_config *c, enum opt_id id, const char *name, co
 	case O_NVML:
 		return set_path(c->nvml_lib, name, v, 0, err, errlen);
 	case O_METRICS:
-		if (strlen(v) >= sizeof(c->metrics_address))
-			return bad(err, errlen, "%s: longer than %zu characters", name,
-				   sizeof(c->metrics_address) - 1);
-		if (pmetrics_check_address(v, err, errlen) < 0)
-			return -1;
-		strcpy(c->metrics_address, v);
-		return 0;
+		return set_address(c->metrics_address, "metrics", name, v, err, errlen);
+	case O_HEALTH:
+		return set_address(c->health_address, "health", name, v, err, errlen);
 	case O_LOG: {
 		enum log_level l;
 		if (log_parse_level(v, &l) < 0)
@@ -381,6 +391,8 @@ static void usage(void)
 	       "                             libnvidia-ml.so.1)\n"
 	       "  --metrics-address ADDR|off Prometheus /metrics, e.g. :9403 or 127.0.0.1:9403\n"
 	       "                             (GPUQOS_PLUGIN_METRICS_ADDRESS, " PMETRICS_DEFAULT_ADDRESS ")\n"
+	       "  --health-address ADDR|off  /healthz alone, for the kubelet's probes\n"
+	       "                             (GPUQOS_PLUGIN_HEALTH_ADDRESS, " PMETRICS_DEFAULT_HEALTH_ADDRESS ")\n"
 	       "  --help, --version\n"
 	       "Flags win over the environment, the environment over the file.\n"
 	       "Reference: docs/device-plugin.md\n");

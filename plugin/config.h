@@ -44,6 +44,7 @@ struct plugin_config {
 	char procfs_root[PATH_MAX]; /* /proc; the driver's per-GPU minor numbers */
 	char nvml_lib[PATH_MAX];    /* libnvidia-ml.so.1; "" or "none": no health events */
 	char metrics_address[256];  /* HOST:PORT of /metrics; "off": none (metrics.c) */
+	char health_address[256];   /* HOST:PORT of /healthz alone; "off": none */
 	enum log_level log_level;
 };
 
@@ -59,7 +60,12 @@ int pcfg_apply_json(struct plugin_config *c, const char *text, size_t len, char 
  * printed (exit 0), -1 with err filled (exit 2). */
 int pcfg_load(struct plugin_config *c, int argc, char **argv, char *err, size_t errlen);
 
-/* "shares" / "inject", ... for logs and docs. */
-const char *pcfg_mode_name(enum pcfg_mode m);
+/* "shares" / "inject", ... for logs, docs and the metrics' mode label.
+ * Inline: what reads the configuration (metrics.c) calls nothing in
+ * config.c, which calls metrics.c to check its addresses. */
+static inline const char *pcfg_mode_name(enum pcfg_mode m)
+{
+	return m == PCFG_INJECT ? "inject" : "shares";
+}
 
 #endif

@@ -340,6 +340,45 @@ static int container_init(struct parena *a, V1beta1__ContainerAllocateResponse *
 	return a->oom ? -1 : 0;
 }
 
+struct id_at {
+	const char *id;
+	size_t container;
+};
+
+static int by_id(const void *a, const void *b)
+{
+	const struct id_at *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+
+	if (c)
+		return c;
+	return (x->container > y->container) - (x->container < y->container);
+}
+
+/* A device goes to one container: the same id in two containers of one
+ * request would give both the same share. Sorted, so a request of
+ * PDEV_MAX_IDS ids costs n log n, not n^2. */
+static int check_across(const V1beta1__AllocateRequest *req, size_t total, char *why,
+			size_t whylen)
+{
+	struct id_at all[PDEV_MAX_IDS];
+	size_t n = 0;
+	char b[80];
+
+	for (size_t i = 0; i < req->n_container_requests; i++)
+		for (size_t k = 0; k < req->container_requests[i]->n_devices_ids && n < total; k++)
+			all[n++] = (struct id_at){ req->container_requests[i]->devices_ids[k], i };
+	qsort(all, n, sizeof(all[0]), by_id);
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(all[i - 1].id, all[i].id) == 0) {
+			say(why, whylen,
+			    "Allocate: device id \"%s\" given to container requests %zu and %zu",
+			    shown(all[i].id, b, sizeof(b)), all[i - 1].container, all[i].container);
+			return -1;
+		}
+	return 0;
+}
+
 static int check_allocate(const struct presource *r, const struct pgpus *g,
 			  const V1beta1__AllocateRequest *req, char *why, size_t whylen)
 {
@@ -368,7 +407,7 @@ static int check_allocate(const struct presource *r, const struct pgpus *g,
 		if (check_ids(r, g, q->devices_ids, q->n_devices_ids, "Allocate", why, whylen) < 0)
 			return -1;
 	}
-	return 0;
+	return check_across(req, total, why, whylen);
 }
 
 V1beta1__AllocateResponse *pdev_allocate(const struct plugin_config *cfg, const struct presource *r,

@@ -83,7 +83,8 @@ struct pinject {
 };
 
 /* Builds the response for req, or returns NULL with why filled (unknown
- * or duplicate id, an empty request or container, too many ids). */
+ * id, an id given twice in one container or to two, an empty request or
+ * container, too many ids). */
 V1beta1__AllocateResponse *pdev_allocate(const struct plugin_config *c, const struct presource *r,
 					 const struct pgpus *g, const struct pinject *inj,
 					 const V1beta1__AllocateRequest *req, struct parena *a,

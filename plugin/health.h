@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * health.h - GPU health from NVML XID events, when libnvidia-ml.so.1 can be
- * dlopen'ed (never a build dependency). A critical XID marks its GPU
+ * health.h - GPU health from NVML, when libnvidia-ml.so.1 can be dlopen'ed
+ * (never a build dependency). A GPU NVML calls lost (GPU_IS_LOST,
+ * RESET_REQUIRED) is Unhealthy until it answers NVML again; all GPUs are
+ * when NVML cannot tell which is lost. A critical XID marks its GPU
  * unhealthy for good (a GPU that threw one needs a drain and a reset, not
  * a retry); the XIDs an application or a timeslice can cause are ignored:
  * 13 (graphics engine exception), 31 (MMU fault), 43 (channel stopped),

@@ -4,16 +4,20 @@
  *
  * One server per resource (server.c) is started, then registered with the
  * kubelet (register.c): serve first, so the kubelet's first calls find
- * the socket. The loop (epoll on a signalfd, an inotify watch on the
- * device-plugin directory and a backoff timer) starts everything again
- * when the kubelet restarts (kubelet.sock created), when one of our sockets
- * is deleted (a new kubelet removes them; the events of one restart are
- * let settle for SETTLE_MS), on SIGHUP, and after a failure, with a backoff
- * of 0.5 s doubling to 30 s. SIGTERM and SIGINT stop it
- * cleanly.
+ * the socket. The common loop (common/loop.c: a signalfd, an inotify
+ * watch on the device-plugin directory and two timers) starts everything
+ * again when the kubelet restarts (kubelet.sock created or replaced), when
+ * one of our sockets is deleted (a new kubelet removes them; the events of
+ * one restart are let settle for SETTLE_MS), when the directory appears
+ * (late on a booting node, or deleted and made again by a kubelet
+ * reinstall: while it is missing it is looked for every DIR_POLL_MS, since
+ * a watch on a directory that is gone never fires), on SIGHUP, and after a
+ * failure, with a backoff of 0.5 s doubling to 30 s. SIGTERM and SIGINT
+ * stop it cleanly.
  */
 #include "common/kubesock.h"
 #include "common/log.h"
+#include "common/loop.h"
 #include "plugin/config.h"
 #include "plugin/gpus.h"
 #include "plugin/health.h"
@@ -29,7 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BACKOFF_MIN_MS 500
@@ -38,6 +42,9 @@
  * kubelet.sock removed and made again) that may arrive in separate reads:
  * one cycle this long after the last of them, not one per read. */
 #define SETTLE_MS 200
+/* How often a missing device-plugin directory is looked for: registered
+ * within a few seconds of it appearing, one failed syscall a second. */
+#define DIR_POLL_MS 1000
 
 struct plugin {
 	struct plugin_config cfg;
@@ -47,10 +54,16 @@ struct plugin {
 	struct pserver *srv[2];
 	struct phealth *health;
 	struct kubesock_watch watch;
-	int sfd, tfd;
+	struct loop loop;
+	struct loop_watch sig_w, dir_w;
+	struct loop_timer cycle_t; /* the next cycle: settle or backoff */
+	struct loop_timer dir_t;   /* looks for the directory while it is gone */
+	int dir_polling;
 	unsigned backoff_ms;
-	const char *why_next; /* what the armed timer's cycle is for */
+	const char *why_next; /* what the armed cycle_t is for */
 	char kubelet_sock[PATH_MAX + 16];
+	struct stat registered; /* the kubelet.sock all were registered on */
+	int have_registered;
 };
 
 static void stop_servers(struct plugin *p)
@@ -64,11 +77,7 @@ static void stop_servers(struct plugin *p)
 
 static void arm(struct plugin *p, unsigned ms, const char *why)
 {
-	struct itimerspec it = { 0 };
-
-	it.it_value.tv_sec = ms / 1000;
-	it.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
-	timerfd_settime(p->tfd, 0, &it, NULL);
+	loop_timer_after(&p->cycle_t, (uint64_t)ms * 1000u);
 	p->why_next = why;
 }
 
@@ -79,15 +88,76 @@ static void arm_retry(struct plugin *p, const char *why)
 	p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff_ms * 2;
 }
 
+/* 1 when the directory watch was lost and is back now, 0 while there is
+ * no directory, -1 when it is there but cannot be watched (no inotify
+ * watches left): served all the same, restarts then go unseen. While it
+ * is not watched dir_t tries again every DIR_POLL_MS. */
+static int rewatch(struct plugin *p)
+{
+	int e;
+
+	if (p->watch.wd >= 0)
+		return 0;
+	if (kubesock_watch_retry(&p->watch)) {
+		log_info("the device-plugin directory %s is there: watching it", p->watch.dir);
+		if (p->dir_polling)
+			loop_timer_disarm(&p->dir_t);
+		p->dir_polling = 0;
+		return 1;
+	}
+	e = errno;
+	if (!p->dir_polling) {
+		log_info("cannot watch the device-plugin directory %s (%s); trying every %d ms",
+			 p->watch.dir, strerror(e), DIR_POLL_MS);
+		loop_timer_every(&p->dir_t, (uint64_t)DIR_POLL_MS * 1000u);
+		p->dir_polling = 1;
+	}
+	return e == ENOENT || e == ENOTDIR ? 0 : -1;
+}
+
+/* A directory back is a kubelet (re)installed: start at once. */
+static void dir_appeared(struct plugin *p)
+{
+	p->backoff_ms = BACKOFF_MIN_MS;
+	arm(p, SETTLE_MS, "the device-plugin directory appeared");
+}
+
+static int register_all(struct plugin *p, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < p->n_res; i++) {
+		int rc = preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
+				       p->res[i].kind != PRES_INJECT, err, errlen);
+
+		pmetrics_registration(p->res[i].name, rc == 0);
+		if (rc < 0)
+			return -1;
+		log_info("%s: registered with the kubelet as %s", p->res[i].name,
+			 pserver_endpoint(p->srv[i]));
+	}
+	return 0;
+}
+
 /* Serve every resource, then register each. Any failure: all again later. */
 static void cycle(struct plugin *p, const char *why)
 {
-	struct itimerspec off = { 0 };
 	char err[512];
+	struct stat st;
 
+	loop_timer_disarm(&p->cycle_t);
+	if (p->watch.wd < 0) {
+		/* no directory, nothing to serve in: dir_t starts the cycle that
+		 * finds it back (a start here would race its appearance) */
+		int back = rewatch(p);
+		if (back == 0) {
+			log_debug("%s: no device-plugin directory yet", why);
+			return;
+		}
+		if (back > 0)
+			why = "the device-plugin directory appeared";
+	}
 	log_info("starting the plugin servers (%s)", why);
-	timerfd_settime(p->tfd, 0, &off, NULL);
 	stop_servers(p);
+	p->have_registered = 0;
 	for (size_t i = 0; i < p->n_res; i++) {
 		p->srv[i] = pserver_start(&p->cfg, &p->res[i], &p->sh, err, sizeof(err));
 		if (!p->srv[i]) {
@@ -95,41 +165,72 @@ static void cycle(struct plugin *p, const char *why)
 			return;
 		}
 	}
-	if (access(p->kubelet_sock, F_OK) < 0) {
+	if (stat(p->kubelet_sock, &st) < 0) {
 		/* no kubelet yet: its socket's creation starts the next cycle */
 		log_info("waiting for %s to appear", p->kubelet_sock);
 		return;
 	}
-	for (size_t i = 0; i < p->n_res; i++) {
-		int rc = preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
-				       p->res[i].kind != PRES_INJECT, err, sizeof(err));
-
-		pmetrics_registration(p->res[i].name, rc == 0);
-		if (rc < 0) {
-			arm_retry(p, err);
-			return;
-		}
-		log_info("%s: registered with the kubelet as %s", p->res[i].name,
-			 pserver_endpoint(p->srv[i]));
+	if (register_all(p, err, sizeof(err)) < 0) {
+		arm_retry(p, err);
+		return;
 	}
 	p->backoff_ms = BACKOFF_MIN_MS;
+	p->registered = st;
+	p->have_registered = 1;
 }
 
-/* A kubelet restart shows as kubelet.sock created, or our socket gone. */
-static void on_inotify(struct plugin *p)
+/* 1 when kubelet.sock is still the one every resource was registered on
+ * (the creation an event reports may be the one a cycle already saw: a
+ * kubelet that made its socket just after the watch was added). The
+ * change time tells a new socket that got the old one's inode. */
+static int same_kubelet(const struct plugin *p)
 {
+	struct stat st;
+
+	return p->have_registered && stat(p->kubelet_sock, &st) == 0 &&
+	       st.st_dev == p->registered.st_dev && st.st_ino == p->registered.st_ino &&
+	       st.st_ctim.tv_sec == p->registered.st_ctim.tv_sec &&
+	       st.st_ctim.tv_nsec == p->registered.st_ctim.tv_nsec;
+}
+
+static void on_cycle_timer(struct loop_timer *t)
+{
+	struct plugin *p = t->ctx;
+
+	cycle(p, p->why_next ? p->why_next : "retry");
+}
+
+static void on_dir_timer(struct loop_timer *t)
+{
+	struct plugin *p = t->ctx;
+
+	if (rewatch(p) > 0)
+		dir_appeared(p);
+}
+
+/* A kubelet restart shows as kubelet.sock created, or our socket gone;
+ * a kubelet reinstall as the directory itself gone (and made again). */
+static void on_inotify(struct loop_watch *w, uint32_t events)
+{
+	struct plugin *p = w->ctx;
 	const char *names[3] = { "kubelet.sock" };
 	unsigned bits[3];
 	int again = 0;
 
+	(void)events;
 	for (size_t i = 0; i < p->n_res; i++)
 		names[i + 1] = p->srv[i] ? pserver_endpoint(p->srv[i]) : "";
 	kubesock_watch_drain(&p->watch, names, p->n_res + 1, bits);
-	if (kubesock_watch_retry(&p->watch)) {
-		arm(p, SETTLE_MS, "the device-plugin directory appeared");
+	if (p->watch.wd < 0) {
+		/* nothing to serve in until it is back: rewatch() looks for it */
+		log_warn("the device-plugin directory %s went away", p->watch.dir);
+		if (rewatch(p) > 0) /* made again already */
+			dir_appeared(p);
 		return;
 	}
-	if (bits[0] & KUBESOCK_CREATED) {
+	if ((bits[0] & KUBESOCK_CREATED) && same_kubelet(p)) {
+		log_debug("kubelet.sock created: the one already registered on");
+	} else if (bits[0] & KUBESOCK_CREATED) {
 		p->backoff_ms = BACKOFF_MIN_MS; /* a new kubelet: no reason to wait longer */
 		arm(p, SETTLE_MS, "the kubelet (re)started");
 		return;
@@ -142,64 +243,35 @@ static void on_inotify(struct plugin *p)
 		arm(p, SETTLE_MS, "our socket was removed");
 }
 
-/* 1 to keep running. */
-static int on_signal(struct plugin *p)
+static void on_signal(struct loop_watch *w, uint32_t events)
 {
+	struct plugin *p = w->ctx;
 	struct signalfd_siginfo si;
 
-	while (read(p->sfd, &si, sizeof(si)) == sizeof(si)) {
+	(void)events;
+	while (read(w->fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			cycle(p, "SIGHUP");
 			continue;
 		}
 		log_info("signal %u: stopping", si.ssi_signo);
-		return 0;
+		p->loop.stop = 1;
+		return;
 	}
-	return 1;
-}
-
-static int add_fd(int ep, int fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
-
-	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 }
 
 static int run(struct plugin *p)
 {
-	struct epoll_event evs[4];
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-
-	if (ep < 0 || add_fd(ep, p->sfd) < 0 || add_fd(ep, p->tfd) < 0 ||
-	    add_fd(ep, p->watch.fd) < 0) {
-		log_error("epoll: %s", strerror(errno));
-		if (ep >= 0)
-			close(ep);
+	p->sig_w.fn = on_signal;
+	p->sig_w.ctx = p;
+	p->dir_w.fn = on_inotify;
+	p->dir_w.ctx = p;
+	if (loop_add(&p->loop, &p->sig_w, EPOLLIN) < 0 || loop_add(&p->loop, &p->dir_w, EPOLLIN) < 0 ||
+	    loop_timer_add(&p->loop, &p->cycle_t, "plugin cycle", on_cycle_timer, p) < 0 ||
+	    loop_timer_add(&p->loop, &p->dir_t, "device-plugin directory", on_dir_timer, p) < 0)
 		return 1;
-	}
 	cycle(p, "start");
-	for (;;) {
-		int n = epoll_wait(ep, evs, 4, -1);
-		if (n < 0 && errno != EINTR)
-			break;
-		for (int i = 0; i < n; i++) {
-			int fd = evs[i].data.fd;
-			if (fd == p->sfd && !on_signal(p)) {
-				close(ep);
-				return 0;
-			}
-			if (fd == p->tfd) {
-				uint64_t v;
-				if (read(p->tfd, &v, sizeof(v)) == sizeof(v))
-					cycle(p, p->why_next ? p->why_next : "retry");
-			}
-			if (fd == p->watch.fd)
-				on_inotify(p);
-		}
-	}
-	log_error("epoll_wait: %s", strerror(errno));
-	close(ep);
-	return 1;
+	return loop_run(&p->loop) < 0 ? 1 : 0;
 }
 
 /* The socket directory is mounted into every container: anything in it
@@ -239,12 +311,13 @@ static int setup(struct plugin *p, char *err, size_t errlen)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	p->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	p->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (p->sfd < 0 || p->tfd < 0 || kubesock_watch_init(&p->watch, p->cfg.device_plugin_dir) < 0) {
-		snprintf(err, errlen, "signalfd/timerfd/inotify: %s", strerror(errno));
+	p->sig_w.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (p->sig_w.fd < 0 || kubesock_watch_init(&p->watch, p->cfg.device_plugin_dir) < 0 ||
+	    loop_init(&p->loop) < 0) {
+		snprintf(err, errlen, "signalfd/inotify/epoll: %s", strerror(errno));
 		return -1;
 	}
+	p->dir_w.fd = p->watch.fd; /* kubesock_watch_close closes it */
 	p->backoff_ms = BACKOFF_MIN_MS;
 	if (p->cfg.injection != PCFG_INJ_NONE)
 		check_socket_dir(p->cfg.node_agent_socket_dir);
@@ -259,7 +332,8 @@ int main(int argc, char **argv)
 	char err[1024];
 	int rc;
 
-	p.sfd = p.tfd = p.watch.fd = -1;
+	p.sig_w.fd = p.dir_w.fd = p.watch.fd = p.loop.epfd = -1;
+	p.cycle_t.w.fd = p.dir_t.w.fd = -1;
 	rc = pcfg_load(&p.cfg, argc, argv, err, sizeof(err));
 	if (rc != 0) {
 		if (rc < 0)
@@ -278,11 +352,14 @@ int main(int argc, char **argv)
 	pmetrics_stop(); /* first: a scrape reads the GPU table and resources */
 	stop_servers(&p);
 	phealth_stop(p.health);
+	if (p.cycle_t.loop)
+		loop_timer_del(&p.cycle_t);
+	if (p.dir_t.loop)
+		loop_timer_del(&p.dir_t);
+	loop_fini(&p.loop);
 	kubesock_watch_close(&p.watch);
-	if (p.sfd >= 0)
-		close(p.sfd);
-	if (p.tfd >= 0)
-		close(p.tfd);
+	if (p.sig_w.fd >= 0)
+		close(p.sig_w.fd);
 	pthread_mutex_destroy(&p.sh.mu);
 	return rc;
 }

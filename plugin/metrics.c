@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.c - the device plugin's Prometheus metrics and /healthz over
- * HTTP (libmicrohttpd's own thread). Counters are atomics the plugin's
- * threads add to; a scrape renders them, and the devices the kubelet is
- * told about (pdev_list on a copy of the GPU table, the same function
- * ListAndWatch sends), into a buffer of its own. Does not own the GPU
- * table, the resources or when anything is counted (main.c, server.c).
+ * HTTP (libmicrohttpd's own thread), and /healthz again on a listener of
+ * its own (--health-address) that clients of the metrics port cannot
+ * fill. Counters are atomics the plugin's threads add to; a scrape renders
+ * them, and the devices the kubelet is told about (pdev_list on a copy of
+ * the GPU table, the same function ListAndWatch sends), into a buffer of
+ * its own. Does not own the GPU table, the resources, when anything is
+ * counted (main.c, server.c) or the configuration: it reads the values
+ * main hands it and calls nothing in config.c.
  */
 #include "plugin/metrics.h"
 
 #include "common/httpd.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "plugin/config.h"
 #include "plugin/devices.h"
 #include "plugin/server.h"
@@ -31,8 +35,10 @@
 #endif
 
 #define PM_MAX_RES 2 /* pres_from_config's most */
-#define PM_HTTP_CONNECTIONS 16u
-#define PM_HTTP_TIMEOUT_S 10u
+/* The metrics port faces the pod network (docs/metrics.md, "Limits"); the
+ * health port answers the kubelet's probes. */
+static const struct httpd_limits pm_metrics_limits = { 32, 8, 5 };
+static const struct httpd_limits pm_health_limits = { 16, 4, 2 };
 #define PM_TEXT_MAX (64u << 10)
 
 struct pm_res {
@@ -44,7 +50,7 @@ struct pm_res {
 };
 
 static struct {
-	struct MHD_Daemon *d;
+	struct MHD_Daemon *d, *health;
 	const char *mode;
 	struct pshared *sh;
 	struct pm_res r[PM_MAX_RES];
@@ -130,16 +136,28 @@ static void family(struct pbuf *b, const char *name, const char *type, const cha
 	pput(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* Resource names are checked by the config ("domain/name", no quotes or
- * backslashes), so they go into label values as they are. */
+static void pput_bytes(void *b, const char *p, size_t n)
+{
+	pput(b, "%.*s", (int)n, p);
+}
+
+/* `name{label="value"` with the value escaped as valid UTF-8: the config
+ * checks resource names, but no label value relies on a check elsewhere. */
+static void sample(struct pbuf *b, const char *name, const char *label, const char *v)
+{
+	pput(b, "%s{%s=\"", name, label);
+	utf8_prom_label(v, pput_bytes, b);
+	pput(b, "\"");
+}
+
 static void per_res(struct pbuf *b, const char *name, const char *extra, size_t off)
 {
 	for (size_t i = 0; i < PM.n; i++) {
 		const atomic_uint_fast64_t *v =
 			(const atomic_uint_fast64_t *)((const char *)&PM.r[i] + off);
 
-		pput(b, "%s{resource=\"%s\"%s} %llu\n", name, PM.r[i].res->name, extra,
-		     (unsigned long long)atomic_load(v));
+		sample(b, name, "resource", PM.r[i].res->name);
+		pput(b, "%s} %llu\n", extra, (unsigned long long)atomic_load(v));
 	}
 }
 
@@ -171,18 +189,20 @@ static void render_devices(struct pbuf *b)
 	       "Devices ListAndWatch advertises for the resource, by health.");
 	for (size_t i = 0; i < PM.n; i++) {
 		devices_of(PM.r[i].res, &ok, &bad);
-		pput(b, "gpuqos_device_plugin_devices{resource=\"%s\",health=\"Healthy\"} %zu\n",
-		     PM.r[i].res->name, ok);
-		pput(b, "gpuqos_device_plugin_devices{resource=\"%s\",health=\"Unhealthy\"} %zu\n",
-		     PM.r[i].res->name, bad);
+		sample(b, "gpuqos_device_plugin_devices", "resource", PM.r[i].res->name);
+		pput(b, ",health=\"Healthy\"} %zu\n", ok);
+		sample(b, "gpuqos_device_plugin_devices", "resource", PM.r[i].res->name);
+		pput(b, ",health=\"Unhealthy\"} %zu\n", bad);
 	}
 }
 
 static void render(struct pbuf *b)
 {
 	family(b, "gpuqos_device_plugin_info", "gauge", "The device plugin (value 1).");
-	pput(b, "gpuqos_device_plugin_info{version=\"%s\",mode=\"%s\"} 1\n", GPUQOS_VERSION,
-	     PM.mode);
+	sample(b, "gpuqos_device_plugin_info", "version", GPUQOS_VERSION);
+	pput(b, ",mode=\"");
+	utf8_prom_label(PM.mode, pput_bytes, b);
+	pput(b, "\"} 1\n");
 	family(b, "gpuqos_device_plugin_start_time_seconds", "gauge",
 	       "When the device plugin started (Unix time).");
 	pput(b, "gpuqos_device_plugin_start_time_seconds %.3f\n", PM.start_wall);
@@ -198,9 +218,10 @@ static void render(struct pbuf *b)
 		offsetof(struct pm_res, reregistrations));
 	family(b, "gpuqos_device_plugin_registered", "gauge",
 	       "1 while the resource's last registration succeeded and its server runs.");
-	for (size_t i = 0; i < PM.n; i++)
-		pput(b, "gpuqos_device_plugin_registered{resource=\"%s\"} %d\n", PM.r[i].res->name,
-		     atomic_load(&PM.r[i].registered));
+	for (size_t i = 0; i < PM.n; i++) {
+		sample(b, "gpuqos_device_plugin_registered", "resource", PM.r[i].res->name);
+		pput(b, "} %d\n", atomic_load(&PM.r[i].registered));
+	}
 	family(b, "gpuqos_device_plugin_allocations_total", "counter",
 	       "Allocate calls answered, by resource and result (ok or refused).");
 	per_res(b, "gpuqos_device_plugin_allocations_total", ",result=\"ok\"",
@@ -209,9 +230,11 @@ static void render(struct pbuf *b)
 		offsetof(struct pm_res, alloc_refused));
 	family(b, "gpuqos_device_plugin_list_and_watch_streams", "gauge",
 	       "ListAndWatch streams open, by resource.");
-	for (size_t i = 0; i < PM.n; i++)
-		pput(b, "gpuqos_device_plugin_list_and_watch_streams{resource=\"%s\"} %u\n",
-		     PM.r[i].res->name, atomic_load(&PM.r[i].streams));
+	for (size_t i = 0; i < PM.n; i++) {
+		sample(b, "gpuqos_device_plugin_list_and_watch_streams", "resource",
+		       PM.r[i].res->name);
+		pput(b, "} %u\n", atomic_load(&PM.r[i].streams));
+	}
 	render_devices(b);
 }
 
@@ -237,21 +260,28 @@ static enum MHD_Result reply_health(struct MHD_Connection *conn)
 	return httpd_reply_text(conn, MHD_HTTP_OK, "ok\n");
 }
 
+/* The metrics port keeps /healthz for what probes it already; the health
+ * listener is the one that stays free. */
 static const struct httpd_route routes[] = {
 	{ "/metrics", reply_metrics },
 	{ "/healthz", reply_health },
 	{ NULL, NULL },
 };
+
+static const struct httpd_route health_routes[] = {
+	{ "/healthz", reply_health },
+	{ NULL, NULL },
+};
 /* ---- start and stop ---- */
 
-int pmetrics_check_address(const char *addr, char *err, size_t errlen)
+int pmetrics_check_address(const char *what, const char *addr, char *err, size_t errlen)
 {
 	char host[200];
 	unsigned port;
 
 	if (httpd_address_off(addr) || httpd_split_address(addr, host, sizeof(host), &port) == 0)
 		return 0;
-	snprintf(err, errlen, "metrics address \"%s\": " HTTPD_ADDRESS_WANT, addr);
+	snprintf(err, errlen, "%s address \"%s\": " HTTPD_ADDRESS_WANT, what, addr);
 	return -1;
 }
 
@@ -263,38 +293,57 @@ static double wall_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int pmetrics_start(const struct plugin_config *cfg, const struct presource *res, size_t n,
-		   struct pshared *sh, char *err, size_t errlen)
+/* One listener: -1 with err for an address that cannot be parsed; one
+ * that cannot be bound is logged and the plugin runs without it. */
+static int listen_on(const char *what, const char *addr, const struct httpd_route *r,
+		     const struct httpd_limits *lim, struct MHD_Daemon **d, char *err,
+		     size_t errlen)
 {
-	const char *addr = cfg->metrics_address;
 	char host[200];
 	unsigned port;
 
 	if (httpd_address_off(addr)) {
-		log_info("metrics: off");
+		log_info("%s: off", what);
 		return 0;
 	}
-	if (pmetrics_check_address(addr, err, errlen) < 0 ||
-	    httpd_split_address(addr, host, sizeof(host), &port) != 0)
+	if (httpd_split_address(addr, host, sizeof(host), &port) != 0) {
+		snprintf(err, errlen, "%s address \"%s\": " HTTPD_ADDRESS_WANT, what, addr);
 		return -1;
+	}
+	*d = httpd_start(what, host, port, r, lim);
+	if (!*d) {
+		log_error("%s: cannot serve on %s; running without it", what, addr);
+		return 0;
+	}
+	log_info("%s: serving %s%s on %s (port %u)", what, r[0].path,
+		 r == routes ? " and /healthz" : "", addr, httpd_port(*d));
+	return 0;
+}
+
+int pmetrics_start(const struct plugin_config *cfg, const struct presource *res, size_t n,
+		   struct pshared *sh, char *err, size_t errlen)
+{
 	PM.n = n < PM_MAX_RES ? n : PM_MAX_RES;
 	for (size_t i = 0; i < PM.n; i++)
 		PM.r[i].res = &res[i];
 	PM.sh = sh;
 	PM.mode = pcfg_mode_name(cfg->mode);
 	PM.start_wall = wall_now();
-	PM.d = httpd_start(host, port, routes, PM_HTTP_CONNECTIONS, PM_HTTP_TIMEOUT_S);
-	if (!PM.d) {
-		log_error("metrics: cannot serve on %s; running without metrics", addr);
-		return 0;
+	if (listen_on("metrics", cfg->metrics_address, routes, &pm_metrics_limits, &PM.d, err,
+		      errlen) != 0 ||
+	    listen_on("health", cfg->health_address, health_routes, &pm_health_limits, &PM.health,
+		      err, errlen) != 0) {
+		pmetrics_stop();
+		return -1;
 	}
-	log_info("metrics: serving /metrics and /healthz on %s", addr);
 	return 0;
 }
 
 void pmetrics_stop(void)
 {
+	if (PM.health)
+		MHD_stop_daemon(PM.health);
 	if (PM.d)
 		MHD_stop_daemon(PM.d); /* joins its thread: no scrape runs after */
-	PM.d = NULL;
+	PM.d = PM.health = NULL;
 }

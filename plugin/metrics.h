@@ -3,7 +3,7 @@
  * metrics.h - the device plugin's Prometheus endpoint (libmicrohttpd):
  * registrations, re-registrations, allocations, ListAndWatch streams and
  * the devices advertised, by resource (docs/metrics.md, "The device
- * plugin").
+ * plugin"), and /healthz on a listener of its own.
  *
  * The plugin's threads (main's restart loop, each server's completion
  * queue thread) only add to atomic counters here; the HTTP thread renders
@@ -24,24 +24,28 @@ struct presource;
 struct pshared;
 
 /* Without libmicrohttpd the plugin is built without metrics and the
- * default is off (an address given then is an error). */
+ * defaults are off (an address given then is an error). */
 #ifdef GPUQOS_HAVE_MHD
 #define PMETRICS_DEFAULT_ADDRESS ":9403"
+#define PMETRICS_DEFAULT_HEALTH_ADDRESS "127.0.0.1:9405"
 #else
 #define PMETRICS_DEFAULT_ADDRESS "off"
+#define PMETRICS_DEFAULT_HEALTH_ADDRESS "off"
 #endif
 #define PMETRICS_ADDRESS_MAX 256
 
 /* 0 when addr is one pmetrics_start can serve ("off" included), else -1
- * with err naming it (config.c checks the flag and the environment). */
-int pmetrics_check_address(const char *addr, char *err, size_t errlen);
+ * with err naming it as what ("metrics", "health") (config.c checks the
+ * flags and the environment). */
+int pmetrics_check_address(const char *what, const char *addr, char *err, size_t errlen);
 
-/* Serves cfg->metrics_address ("HOST:PORT", ":PORT", "[V6]:PORT"; "off"
- * or "": nothing) for the n resources of res, whose names and table stay
- * valid until pmetrics_stop. -1 with err filled for an address that
+/* Serves cfg->metrics_address (/metrics and /healthz) and
+ * cfg->health_address (/healthz alone): "HOST:PORT", ":PORT", "[V6]:PORT";
+ * "off" or "": nothing. For the n resources of res, whose names and table
+ * stay valid until pmetrics_stop. -1 with err filled for an address that
  * cannot be parsed (or any address in a build without metrics); an
- * address that cannot be bound is logged and the plugin runs without
- * metrics (0). */
+ * address that cannot be bound is logged and the plugin runs without that
+ * listener (0). Reads cfg, calls nothing in config.c. */
 int pmetrics_start(const struct plugin_config *cfg, const struct presource *res, size_t n,
 		   struct pshared *sh, char *err, size_t errlen);
 void pmetrics_stop(void);

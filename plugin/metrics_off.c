@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics_off.c - the device plugin built without libmicrohttpd: no
- * metrics endpoint, and an address other than "off" is refused at start
- * so nobody waits for a scrape that cannot come (metrics.h).
+ * metrics or health endpoint, and an address other than "off" is refused
+ * at start so nobody waits for a scrape or a probe that cannot come
+ * (metrics.h).
  */
 #include "plugin/metrics.h"
 
@@ -11,14 +12,14 @@
 #include <stdio.h>
 #include <string.h>
 
-int pmetrics_check_address(const char *addr, char *err, size_t errlen)
+int pmetrics_check_address(const char *what, const char *addr, char *err, size_t errlen)
 {
 	if (!addr[0] || strcmp(addr, "off") == 0)
 		return 0;
 	snprintf(err, errlen,
-		 "metrics address \"%s\": gpuqos-device-plugin was built without libmicrohttpd "
-		 "(no metrics); use off",
-		 addr);
+		 "%s address \"%s\": gpuqos-device-plugin was built without libmicrohttpd "
+		 "(no HTTP server); use off",
+		 what, addr);
 	return -1;
 }
 
@@ -28,7 +29,9 @@ int pmetrics_start(const struct plugin_config *cfg, const struct presource *res,
 	(void)res;
 	(void)n;
 	(void)sh;
-	return pmetrics_check_address(cfg->metrics_address, err, errlen);
+	if (pmetrics_check_address("metrics", cfg->metrics_address, err, errlen) != 0)
+		return -1;
+	return pmetrics_check_address("health", cfg->health_address, err, errlen);
 }
 
 void pmetrics_stop(void) {}

@@ -57,6 +57,7 @@ struct rpc {
 	int finished;  /* our status is sent: nothing more goes out */
 	int pending;   /* batches in flight */
 	enum method m;
+	int counted;   /* one of the unary calls in flight (PSERVER_MAX_CALLS) */
 	/* ListAndWatch */
 	int closed, send_busy, sent_any, stalled;
 	uint64_t sent_gen, send_started_ms;
@@ -78,7 +79,9 @@ struct pserver {
 	_Atomic int shutting_down;
 	int shutdown_done;
 	size_t live;     /* rpcs not yet freed */
-	struct rpc *streams;
+	size_t n_calls;  /* unary calls in flight (counted) */
+	uint64_t refused; /* calls refused over PSERVER_MAX_CALLS */
+	struct rpc *streams; /* newest first */
 	size_t n_streams;
 	unsigned stall_ms;
 	struct tag t_shutdown;
@@ -127,6 +130,8 @@ static void rpc_free(struct rpc *r)
 		grpc_slice_unref(r->status_details);
 	if (r->call)
 		grpc_call_unref(r->call);
+	if (r->counted)
+		r->s->n_calls--;
 	r->s->live--;
 	free(r);
 }
@@ -155,9 +160,10 @@ static grpc_byte_buffer *to_buffer(const ProtobufCMessage *m)
 	return bb;
 }
 
-/* Ends a unary call: the answer (NULL on error) and the status. */
-static void finish(struct rpc *r, const ProtobufCMessage *resp, grpc_status_code st,
-		   const char *details)
+/* Ends a unary call: the answer (NULL on error) and the status; an
+ * error is logged when loud. */
+static void finish_call(struct rpc *r, const ProtobufCMessage *resp, grpc_status_code st,
+			const char *details, int loud)
 {
 	grpc_op ops[3];
 	size_t n = 0;
@@ -175,9 +181,15 @@ static void finish(struct rpc *r, const ProtobufCMessage *resp, grpc_status_code
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
 	ops[n].data.send_status_from_server.status = st;
 	ops[n++].data.send_status_from_server.status_details = &r->status_details;
-	if (st != GRPC_STATUS_OK)
+	if (st != GRPC_STATUS_OK && loud)
 		log_warn("%s: %s", r->s->res.name, details);
 	(void)start(r, ops, n, &r->t_send);
+}
+
+static void finish(struct rpc *r, const ProtobufCMessage *resp, grpc_status_code st,
+		   const char *details)
+{
+	finish_call(r, resp, st, details, 1);
 }
 
 /* The request's bytes, or NULL (with size 0) when none came. */
@@ -380,17 +392,31 @@ static void streams_tick(struct pserver *s)
 	}
 }
 
+/* The oldest stream goes: a client that opened streams and stopped holds
+ * old ones, while the newest is a kubelet that asks now (and does not
+ * ask again when refused). */
+static void evict_oldest(struct pserver *s)
+{
+	struct rpc *old = s->streams;
+
+	while (old && old->next)
+		old = old->next;
+	if (!old)
+		return;
+	log_warn("%s: ListAndWatch: %d streams open; ending the oldest for a new one",
+		 s->res.name, PSERVER_MAX_STREAMS);
+	stream_unlink(old);
+	old->finished = 1; /* nothing more goes out on it */
+	(void)grpc_call_cancel_with_status(old->call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+					   "ListAndWatch: a newer stream took this one's slot", NULL);
+}
+
 static void start_stream(struct rpc *r)
 {
 	struct pserver *s = r->s;
 
-	if (s->n_streams >= PSERVER_MAX_STREAMS) {
-		char why[128];
-		snprintf(why, sizeof(why), "ListAndWatch: %d streams already open",
-			 PSERVER_MAX_STREAMS);
-		finish(r, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
-		return;
-	}
+	while (s->n_streams >= PSERVER_MAX_STREAMS)
+		evict_oldest(s);
 	r->next = s->streams;
 	s->streams = r;
 	s->n_streams++;
@@ -420,6 +446,23 @@ static enum method method_of(const grpc_slice *m)
 	return M_UNKNOWN;
 }
 
+/* Over the bound: answered at once, before its request is read, so a
+ * client that opens calls and sends nothing holds at most
+ * PSERVER_MAX_CALLS of them (each some 12 KB of gRPC state). */
+static void refuse(struct rpc *r)
+{
+	struct pserver *s = r->s;
+	char why[128];
+
+	s->refused++;
+	if (r->m == M_ALLOCATE)
+		pmetrics_allocation(s->res.name, 0);
+	snprintf(why, sizeof(why), "%d calls already in flight (%llu refused so far)",
+		 PSERVER_MAX_CALLS, (unsigned long long)s->refused);
+	/* a flood of them is logged at the 1st, 2nd, 4th, 8th... */
+	finish_call(r, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, why, !(s->refused & (s->refused - 1)));
+}
+
 static void on_new(struct rpc *r, int ok)
 {
 	struct pserver *s = r->s;
@@ -440,6 +483,8 @@ static void on_new(struct rpc *r, int ok)
 	r->m = method_of(&r->details.method);
 	if (r->m == M_LIST) {
 		start_stream(r);
+	} else if (s->n_calls >= PSERVER_MAX_CALLS) {
+		refuse(r);
 	} else if (r->m == M_UNKNOWN) {
 		char *p = grpc_slice_to_c_string(r->details.method);
 		char why[256];
@@ -447,6 +492,8 @@ static void on_new(struct rpc *r, int ok)
 		gpr_free(p);
 		finish(r, NULL, GRPC_STATUS_UNIMPLEMENTED, why);
 	} else {
+		r->counted = 1;
+		s->n_calls++;
 		memset(&op, 0, sizeof(op));
 		op.op = GRPC_OP_RECV_MESSAGE;
 		op.data.recv_message.recv_message = &r->recv_buf;

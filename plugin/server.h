@@ -5,9 +5,12 @@
  * serving GetDevicePluginOptions, ListAndWatch, GetPreferredAllocation,
  * Allocate and PreStartContainer.
  *
- * Owns: the socket, the gRPC server and its calls, the open ListAndWatch
- * streams (one send in flight each; a new device generation is sent once
- * the previous send finished, so bursts of changes coalesce). Does not own
+ * Owns: the socket, the gRPC server and its calls (at most
+ * PSERVER_MAX_CALLS unary ones in flight), the open ListAndWatch streams
+ * (one send in flight each; a new device generation is sent once the
+ * previous send finished, so bursts of changes coalesce; when all slots
+ * are taken a new stream ends the oldest: a restarted kubelet always gets
+ * its list, a stopped client never keeps it out). Does not own
  * the device table (struct pshared, written by main.c and health.c) or
  * registration (register.c).
  */
@@ -20,7 +23,10 @@
 #include "plugin/devices.h"
 
 #define PSERVER_MAX_MSG (1u << 20)  /* larger requests get RESOURCE_EXHAUSTED */
-#define PSERVER_MAX_STREAMS 8       /* ListAndWatch streams open at once */
+#define PSERVER_MAX_STREAMS 8       /* ListAndWatch streams open at once; the
+				     * newest wins, the oldest is ended */
+#define PSERVER_MAX_CALLS 128       /* other calls in flight; more get
+				     * RESOURCE_EXHAUSTED at once */
 #define PSERVER_TICK_MS 100         /* how soon a stream sees a new generation */
 #define PSERVER_STALL_MS 30000      /* a stream whose kubelet reads nothing is ended */
 

@@ -1,18 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * caps.c - the one table of which capability each privileged action needs
- * (see caps.h and docs/privileges.md), the capget(2) of the effective set
- * and the words for what is missing. Does not own any action.
+ * (see caps.h and docs/privileges.md) and the words for what is missing.
+ * Pure: reading the effective set is agent/io/capsread.c's. Does not own
+ * any action.
  */
 #include "agent/core/caps.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -49,37 +46,6 @@ const struct caps_need *caps_table(size_t *n)
 {
 	*n = CAPS_NACTIONS;
 	return table;
-}
-
-static int read_ptrace_scope(void)
-{
-	char buf[16];
-	ssize_t r;
-	int fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -1;
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (r <= 0)
-		return -1;
-	buf[r] = '\0';
-	return buf[0] >= '0' && buf[0] <= '3' ? buf[0] - '0' : -1;
-}
-
-int caps_read(struct caps *c)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-
-	memset(c, 0, sizeof(*c));
-	memset(data, 0, sizeof(data));
-	c->ptrace_scope = read_ptrace_scope();
-	if (syscall(SYS_capget, &hdr, data) != 0)
-		return -1;
-	c->eff = (uint64_t)data[0].effective | ((uint64_t)data[1].effective << 32);
-	c->known = 1;
-	return 0;
 }
 
 int caps_allows(const struct caps *c, enum caps_action a)

@@ -4,8 +4,9 @@
  * needs, said in one place (docs/privileges.md is the prose version), and
  * what the agent holds: its effective set, read once at start.
  *
- * Owns: the action -> capability table, reading the effective set and the
- * Yama ptrace scope, and the sentence that names a missing capability.
+ * Owns: the action -> capability table and the sentence that names a
+ * missing capability; all pure. Reading the effective set and the Yama
+ * ptrace scope is the adapters' (agent/io/capsread.c, caps_read in io.h).
  * Does not own: deciding what to do when one is missing (path.c, the
  * callers), nor dropping capabilities.
  *
@@ -47,10 +48,6 @@ struct caps {
 
 /* The table, in enum order. */
 const struct caps_need *caps_table(size_t *n);
-
-/* Reads the calling thread's effective set and the Yama scope. 0, or -1
- * with errno when capget fails (then nothing is allowed). */
-int caps_read(struct caps *c);
 
 /* Pure: whether c allows action a. Yama scope 3 forbids pidfd_getfd to
  * everyone, whatever the capabilities. */

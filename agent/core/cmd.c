@@ -8,7 +8,7 @@
  * which path (reconcile.c, ctl.c, path.c), nor the paths (peer.c,
  * direct.c).
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -56,7 +56,7 @@ static const char *err_name(uint32_t err)
  * direct path gets the same budget: its queue wait plus the control. */
 static uint64_t cmd_deadline(const struct agent *a)
 {
-	return now_us() + 2ull * a->cfg->control_deadline_ms * 1000u;
+	return core_now_us() + 2ull * a->cfg->control_deadline_ms * 1000u;
 }
 
 /* Issues op on t through path (chosen by the caller with tsg_path). */
@@ -82,7 +82,7 @@ struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum path path, uint32_t o
 	c->h_tsg = t->h_tsg;
 	c->op = op;
 	c->arg = arg;
-	c->sent = now_us();
+	c->sent = core_now_us();
 	c->deadline = cmd_deadline(a);
 	c->ctl = ctl;
 	if (path == PATH_IN_PROCESS)
@@ -122,7 +122,7 @@ static void tsg_backoff(struct tsg *t)
 	t->sent.backoff_ms = t->sent.backoff_ms ? t->sent.backoff_ms * 2 : AGENT_BACKOFF_MIN_MS;
 	if (t->sent.backoff_ms > AGENT_BACKOFF_MAX_MS)
 		t->sent.backoff_ms = AGENT_BACKOFF_MAX_MS;
-	t->sent.backoff_until = now_us() + (uint64_t)t->sent.backoff_ms * 1000u;
+	t->sent.backoff_until = core_now_us() + (uint64_t)t->sent.backoff_ms * 1000u;
 }
 
 static void tsg_record_error(struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
@@ -208,7 +208,7 @@ static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd
 	t->sent.error[0] = '\0';
 	t->sent.backoff_ms = 0;
 	t->sent.backoff_until = 0;
-	tsg_gate_note(t, c->op == GQ_OP_GATE, now_us());
+	tsg_gate_note(t, c->op == GQ_OP_GATE, core_now_us());
 	t->gate.leased = c->op == GQ_OP_GATE || c->arg > 0;
 	if (t->gate.leased)
 		t->gate.renewed = c->sent;
@@ -223,7 +223,7 @@ static void tsg_verify_answer(struct agent *a, struct tsg *t, const struct cmd *
 	uint32_t believed = tsg_effective_ts(t);
 
 	a->n.verify_reads++;
-	t->verify.at = now_us();
+	t->verify.at = core_now_us();
 	if (c->sent < t->obs.ts_at || v == believed)
 		return;
 	t->verify.mismatches++;
@@ -279,7 +279,7 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 		/* What a SET left is read back soon: libcuda or another
 		 * telling may follow it (docs/policy.md, verifyIntervalS). */
 		if (c->op == GQ_OP_SET_TIMESLICE && a->cfg->verify_interval_s)
-			t->verify.due = now_us() + AGENT_VERIFY_SETTLE_MS * 1000ull;
+			t->verify.due = core_now_us() + AGENT_VERIFY_SETTLE_MS * 1000ull;
 		/* Having to set this value again means someone set it back
 		 * (or the RM did not keep it): tsg_revert_wait. */
 		if (c->op == GQ_OP_SET_TIMESLICE)
@@ -341,23 +341,22 @@ void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)
 	cmd_finish(a, c, &o);
 }
 
-void cmd_direct_result(struct agent *a, const struct direct_res *r)
+void cmd_direct_result(struct agent *a, uint32_t seq, const struct cmd_outcome *o)
 {
-	struct cmd_outcome o = { r->rm_status, r->err, r->value, r->elapsed_ns, r->why, NULL };
 	struct cmd *c;
 
 	for (c = a->cmds; c; c = c->next)
-		if (c->seq == r->seq && c->path == PATH_DIRECT)
+		if (c->seq == seq && c->path == PATH_DIRECT)
 			break;
 	if (!c) {
 		a->n.unknown_result++;
-		log_debug("direct path: result %u matches no command", r->seq);
+		log_debug("direct path: result %u matches no command", seq);
 		return;
 	}
 	if (c->timed_out)
 		log_info("pid %d: %s on TSG 0x%x returned %.1f s late on the direct path",
-			 (int)c->pid, gq_op_name(c->op), c->h_tsg, (double)r->elapsed_ns / 1e9);
-	cmd_finish(a, c, &o);
+			 (int)c->pid, gq_op_name(c->op), c->h_tsg, (double)o->elapsed_ns / 1e9);
+	cmd_finish(a, c, o);
 }
 
 static void tsg_timeout(struct agent *a, struct cmd *c, struct tsg *t)
@@ -420,7 +419,7 @@ static void cmd_timeout(struct agent *a, struct cmd *c)
 
 void cmd_expire(struct agent *a)
 {
-	uint64_t now = now_us();
+	uint64_t now = core_now_us();
 	struct cmd *c = a->cmds;
 
 	while (c) {

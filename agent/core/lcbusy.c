@@ -27,7 +27,7 @@
  * to be launch-bound gives up its own priority, one that hides it gets
  * what every LC got before this rule.
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 
 /* Weight of the newest interval: with reports every 250 ms, about a
@@ -106,7 +106,7 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 		p->busy.base_launches = m->launches;
 		p->busy.base_active_ns = m->active_ns;
 		p->busy.base_at_ns = m->at_ns;
-		p->busy.heard_us = now_us();
+		p->busy.heard_us = core_now_us();
 		return;
 	}
 	if (m->at_ns < p->busy.base_at_ns || m->launches < p->busy.base_launches ||
@@ -126,7 +126,7 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 		lcbusy_forget(a, p);
 		return;
 	}
-	p->busy.heard_us = now_us();
+	p->busy.heard_us = core_now_us();
 	dt = m->at_ns - p->busy.base_at_ns;
 	if (dt < LCBUSY_MIN_INTERVAL_NS)
 		return;
@@ -161,7 +161,7 @@ void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m)
 
 void lcbusy_tick(struct agent *a)
 {
-	uint64_t now = now_us();
+	uint64_t now = core_now_us();
 
 	for (struct proc *p = a->procs; p; p = p->next) {
 		if (p->busy.heard_us && now - p->busy.heard_us > LCBUSY_STALE_US) {

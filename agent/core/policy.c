@@ -178,6 +178,7 @@ size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_r
 						 .lc = in[i].cls == CLASS_LC,
 						 .be = in[i].cls == CLASS_BE,
 						 .be_gateable = in[i].cls == CLASS_BE && in[i].gateable,
+						 .be_procs = in[i].cls == CLASS_BE && !in[i].proc_repeat,
 						 .lc_busy = in[i].cls == CLASS_LC && in[i].lc_busy };
 	if (n > 1)
 		qsort(rl, n, sizeof(*rl), runlist_cmp);
@@ -186,6 +187,7 @@ size_t policy_runlists(const struct policy_tsg_in *in, size_t n, struct policy_r
 			rl[m - 1].lc += rl[i].lc;
 			rl[m - 1].be += rl[i].be;
 			rl[m - 1].be_gateable += rl[i].be_gateable;
+			rl[m - 1].be_procs += rl[i].be_procs;
 			rl[m - 1].lc_busy += rl[i].lc_busy;
 		} else {
 			rl[m++] = rl[i];
@@ -262,11 +264,22 @@ static void decide_be(const struct policy_config *cfg, const struct policy_tsg_i
 	else if (cfg->several_be == POLICY_SEVERAL_BE_LEAVE)
 		set(o, baseline_of(t), restore_level(cfg->be_interleave),
 		    "several BEs beside an LC: left at baseline");
-	else if (cfg->several_be == POLICY_SEVERAL_BE_ROTATE && c->be_gateable == c->be) {
-		set(o, cfg->be_timeslice_us, cfg->be_interleave,
-		    "several BEs beside an LC: one schedulable at a time, rotated");
+	else if (cfg->several_be == POLICY_SEVERAL_BE_ROTATE && c->be_gateable == c->be &&
+		 c->be_procs > 1) {
+		/* Turns are per process: a process with several TSGs here has
+		 * them all schedulable in its turn, beside each other. */
+		if (t->proc_tsgs > 1)
+			set(o, cfg->several_be_timeslice_us, cfg->be_interleave,
+			    "several BE processes beside an LC: one schedulable at a time, rotated; "
+			    "its several TSGs at the safe floor");
+		else
+			set(o, cfg->be_timeslice_us, cfg->be_interleave,
+			    "several BEs beside an LC: one schedulable at a time, rotated");
 		o->rotate = 1;
-	} else if (cfg->several_be == POLICY_SEVERAL_BE_ROTATE)
+	} else if (cfg->several_be == POLICY_SEVERAL_BE_ROTATE && c->be_gateable == c->be)
+		set(o, cfg->several_be_timeslice_us, cfg->be_interleave,
+		    "several BE TSGs of one process beside an LC: safe floor (turns are per process)");
+	else if (cfg->several_be == POLICY_SEVERAL_BE_ROTATE)
 		set(o, cfg->several_be_timeslice_us, cfg->be_interleave,
 		    "several BEs beside an LC, not all can be gated: safe floor");
 	else

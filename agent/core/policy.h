@@ -115,6 +115,12 @@ struct policy_tsg_in {
 	int gateable;
 	/* An LC TSG whose process is launch-bound (lcbusy.c). */
 	int lc_busy;
+	/* A BE's process: its BE TSGs on this runlist, this one included (0
+	 * is taken as 1), and whether another of them came before this one
+	 * (its process is counted once, on the first). A rotation's turns are
+	 * per process: all of them are schedulable in their process's turn. */
+	uint32_t proc_tsgs;
+	int proc_repeat;
 };
 
 struct policy_tsg_out {
@@ -130,6 +136,7 @@ struct policy_runlist {
 	uint32_t gpu, engine_type;
 	uint32_t lc, be;
 	uint32_t be_gateable; /* BEs whose preempt agent can gate them */
+	uint32_t be_procs;    /* processes of the BEs (policy_tsg_in.proc_repeat) */
 	uint32_t lc_busy;     /* LCs whose process is launch-bound */
 };
 

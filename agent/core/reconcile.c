@@ -10,7 +10,7 @@
  * (policy.c), the paths (peer.c, direct.c: reached through struct
  * agent_hooks) or the timers (cron.c).
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 
 #include <stdio.h>
@@ -47,20 +47,73 @@ static int tsg_counts(const struct tsg *t)
 	return t->gpu != GQ_UNKNOWN && !tsg_unverified(t);
 }
 
+/* A BE TSG and the index of its policy input (proc_groups). */
+struct be_at {
+	const struct tsg *t;
+	size_t at;
+};
+
+/* The BE TSGs of one process on one runlist, side by side. */
+static int by_proc_runlist(const void *x, const void *y)
+{
+	const struct tsg *a = ((const struct be_at *)x)->t, *b = ((const struct be_at *)y)->t;
+
+	if (a->gpu != b->gpu)
+		return a->gpu < b->gpu ? -1 : 1;
+	if (a->engine != b->engine)
+		return a->engine < b->engine ? -1 : 1;
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	return a < b ? -1 : (a > b);
+}
+
+/* Rotation turns are per process (rotate.c), so the policy counts BE
+ * processes and knows how many TSGs each has on its runlist: in[i] gets
+ * proc_tsgs and proc_repeat. ts[0..n) are the TSGs of in[0..n). */
+static int proc_groups(struct tsg *const *ts, struct policy_tsg_in *in, size_t n)
+{
+	struct be_at *g = malloc((n + 1) * sizeof(*g));
+	size_t m = 0;
+
+	if (!g)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (in[i].cls == CLASS_BE)
+			g[m++] = (struct be_at){ ts[i], i };
+	qsort(g, m, sizeof(*g), by_proc_runlist);
+	for (size_t i = 0, j; i < m; i = j) {
+		for (j = i + 1; j < m && g[j].t->pid == g[i].t->pid && g[j].t->gpu == g[i].t->gpu &&
+				g[j].t->engine == g[i].t->engine;
+		     j++)
+			;
+		for (size_t k = i; k < j; k++) {
+			in[g[k].at].proc_tsgs = (uint32_t)(j - i);
+			in[g[k].at].proc_repeat = k > i;
+		}
+	}
+	free(g);
+	return 0;
+}
+
 static int pass_inputs(struct agent *a, struct pass *ps)
 {
 	size_t i = 0, n = a->ntsgs;
+	struct tsg **ts;
 
 	memset(ps, 0, sizeof(*ps));
 	ps->in = calloc(n + 1, sizeof(*ps->in));
 	ps->out = calloc(n + 1, sizeof(*ps->out));
 	ps->rl = calloc(n + 1, sizeof(*ps->rl));
-	if (!ps->in || !ps->out || !ps->rl) {
+	ts = calloc(n + 1, sizeof(*ts));
+	if (!ps->in || !ps->out || !ps->rl || !ts) {
+		free(ts);
 		pass_free(ps);
 		return -1;
 	}
 	for (struct tsg *t = a->tsgs; t && i < n; t = t->next, i++) {
 		int counts = tsg_counts(t);
+
+		ts[i] = t;
 
 		ps->in[i].gpu = counts ? t->gpu : GQ_UNKNOWN;
 		ps->in[i].engine_type = t->engine;
@@ -70,6 +123,12 @@ static int pass_inputs(struct agent *a, struct pass *ps)
 		ps->in[i].lc_busy = counts && t->proc->busy.always;
 	}
 	ps->n = i;
+	if (proc_groups(ts, ps->in, i) != 0) {
+		free(ts);
+		pass_free(ps);
+		return -1;
+	}
+	free(ts);
 	return 0;
 }
 
@@ -109,7 +168,32 @@ static void note_own(struct agent *a)
 	}
 }
 
-static int run_policy(struct agent *a, struct pass *ps)
+/* A TSG's rotation membership changes at most once per dwell
+ * (rotate_dwell_us): a neighbour or its own preempt agent flipping what it
+ * reports (NO_GATE, gateable or not, a process coming and going) cannot
+ * make the agent gate, ungate and set a BE again and again. The first
+ * change goes at once; one within the dwell of the last waits, with the
+ * settings that go with it. A TSG no longer BE leaves at once: an LC is
+ * never kept gated. 1: keep t's current decision. */
+static int rotation_held(struct agent *a, struct tsg *t, const struct policy_tsg_out *o,
+			 uint64_t now)
+{
+	if (o->rotate == t->gate.rotate) {
+		t->gate.change_held = 0;
+		return 0;
+	}
+	if (t->gate.rotate_since && t->proc->cls == CLASS_BE &&
+	    now < t->gate.rotate_since + rotate_dwell_us(a)) {
+		a->n.rotation_changes_held += !t->gate.change_held;
+		t->gate.change_held = 1;
+		return 1;
+	}
+	t->gate.rotate_since = now;
+	t->gate.change_held = 0;
+	return 0;
+}
+
+static int run_policy(struct agent *a, struct pass *ps, uint64_t now)
 {
 	size_t i = 0;
 
@@ -120,6 +204,8 @@ static int run_policy(struct agent *a, struct pass *ps)
 	ps->m = policy_runlists(ps->in, ps->n, ps->rl);
 	policy_decide_with(&a->cfg->policy, ps->in, ps->n, ps->rl, ps->m, ps->out);
 	for (struct tsg *t = a->tsgs; t && i < ps->n; t = t->next, i++) {
+		if (rotation_held(a, t, &ps->out[i], now))
+			continue;
 		if (t->want.desired_il != ps->out[i].interleave)
 			t->sent.il_refused = IL_REFUSED_NONE; /* a new level deserves a new try */
 		t->want.desired_ts = ps->out[i].timeslice_us;
@@ -142,31 +228,6 @@ static int run_policy(struct agent *a, struct pass *ps)
 	return 0;
 }
 
-/* The facts path.c chooses from, for action act on t. */
-static struct path_in path_facts(struct agent *a, const struct tsg *t, enum path_action act)
-{
-	const struct peer *peer = t->proc->peer;
-
-	return (struct path_in){
-		.mode = a->cfg->control_path[act],
-		.action = act,
-		.peer = peer && peer->hello && !peer->broken,
-		.peer_stalled = peer && peer->stalled,
-		.direct_caps = caps_allows(&a->caps, CAPS_DIRECT),
-		.interleave_caps = caps_allows(&a->caps, CAPS_INTERLEAVE),
-		.direct_running = a->direct != NULL,
-		.direct_stalled = a->hooks.direct_stalled && a->hooks.direct_stalled(a),
-		.fd_known = t->fd != GQ_UNKNOWN,
-	};
-}
-
-struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_action act)
-{
-	struct path_in in = path_facts(a, t, act);
-
-	return path_select(&in);
-}
-
 /* A claim's read-back goes through the direct path when it may carry
  * timeslice controls: then the agent hears the RM itself. Through the
  * preempt agent otherwise (or when the direct path could not reach the
@@ -175,7 +236,7 @@ struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_acti
  * path does not bind it. */
 static struct path_choice readback_path(struct agent *a, const struct tsg *t)
 {
-	struct path_in in = path_facts(a, t, ACTION_TIMESLICE);
+	struct path_in in = tsg_path_facts(a, t, ACTION_TIMESLICE);
 	struct path_choice direct = { .path = PATH_NONE }, agent;
 
 	if (in.mode != PATH_MODE_IN_PROCESS && !t->readback_direct_failed) {
@@ -210,16 +271,66 @@ static int path_budget(struct agent *a, const struct tsg *t, enum path path, uin
 	return t->proc->peer && t->proc->peer->sent_this_tick < AGENT_CMDS_PER_TICK;
 }
 
+/* The time between two controls one TSG may get: AGENT_CONTROLS_PER_S
+ * a second, or what its rotation needs where turns or leases are short
+ * (one GATE, UNGATE or renewal per turn or quarter lease, whichever is
+ * shorter) and two to spare. */
+static uint64_t control_interval_us(const struct agent *a)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+	uint64_t step_ms = cfg->gate_lease_ms / 4u, rate = AGENT_CONTROLS_PER_S;
+
+	if (cfg->rotate_period_ms < step_ms)
+		step_ms = cfg->rotate_period_ms;
+	if (step_ms && (1000u + step_ms - 1u) / step_ms + 2u > rate)
+		rate = (1000u + step_ms - 1u) / step_ms + 2u;
+	return 1000000u / rate;
+}
+
+/* The bound on controls per TSG (a generic cell rate algorithm: at most
+ * AGENT_CONTROLS_BURST at once, then one per control_interval_us), so no
+ * preempt agent's reports, however they flip, make the agent flood
+ * another process. Read-backs change nothing and are not counted. An
+ * UNGATE of a TSG held off now goes at once (counted): the bound never
+ * keeps a BE gated; it only ever follows a GATE that was counted. 1: op
+ * may be sent now. */
+static int control_allowed(struct agent *a, struct tsg *t, uint32_t op, uint64_t now)
+{
+	uint64_t iv = control_interval_us(a), slack = (AGENT_CONTROLS_BURST - 1u) * iv;
+
+	if (op == GQ_OP_GET_TIMESLICE)
+		return 1;
+	if (t->sent.bucket_tat > now + slack && !(op == GQ_OP_UNGATE && t->gate.gated)) {
+		a->n.controls_held += t->sent.held_until == 0;
+		t->sent.held_until = t->sent.bucket_tat - slack;
+		return 0;
+	}
+	return 1;
+}
+
+static void control_charge(struct agent *a, struct tsg *t, uint32_t op, uint64_t now)
+{
+	if (op == GQ_OP_GET_TIMESLICE)
+		return;
+	t->sent.bucket_tat = (t->sent.bucket_tat > now ? t->sent.bucket_tat : now) +
+			     control_interval_us(a);
+	t->sent.held_until = 0;
+}
+
 static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch, uint32_t op,
 		    uint64_t arg)
 {
+	uint64_t now = core_now_us();
+
 	if (ch->path == PATH_NONE) {
 		tsg_block(a, t, op, ch);
 		return 0;
 	}
 	t->sent.blocked = NULL;
-	if (!path_budget(a, t, ch->path, op) || !cmd_issue(a, t, ch->path, op, arg, NULL))
+	if (!path_budget(a, t, ch->path, op) || !control_allowed(a, t, op, now) ||
+	    !cmd_issue(a, t, ch->path, op, arg, NULL))
 		return 0;
+	control_charge(a, t, op, now);
 	if (ch->path == PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
 		a->readback_sent_this_tick++;
 	else if (ch->path == PATH_DIRECT)
@@ -302,6 +413,8 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	uint32_t op;
 	uint64_t arg;
 
+	if (t->sent.held_until && t->sent.held_until <= now)
+		t->sent.held_until = 0; /* control_allowed holds it again if need be */
 	if (t->sent.inflight || t->sent.backoff_until > now || t->unverified_until ||
 	    t->claim == TSG_CLAIM_REFUSED)
 		return 0; /* an unverified or refused claim is never acted on */
@@ -389,7 +502,7 @@ static uint32_t hypothetical(struct agent *a, const struct pass *ps, const struc
  * hypothetical twin would give a sole BE the several-BE floor. Otherwise
  * the policy's answer for one more such TSG. 0: leave libcuda's value (the
  * answer is the baseline, or the GPUs disagree). */
-static uint32_t peer_policy_for(struct agent *a, const struct pass *ps, const struct proc *p,
+static uint32_t reconcile_policy_for(struct agent *a, const struct pass *ps, const struct proc *p,
 				uint32_t own, uint32_t engine, uint32_t baseline)
 {
 	uint32_t answer = own != GQ_UNKNOWN ? own : hypothetical(a, ps, p, engine, baseline);
@@ -397,15 +510,15 @@ static uint32_t peer_policy_for(struct agent *a, const struct pass *ps, const st
 	return answer == GQ_UNKNOWN || answer == baseline ? 0 : answer;
 }
 
-static void peer_policy(struct agent *a, const struct pass *ps, struct peer *p)
+static void reconcile_send_policy(struct agent *a, const struct pass *ps, struct peer *p)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
 	uint32_t gr = 0, copy = 0, wake = 0;
 
 	if (p->proc && p->proc->cls != CLASS_UNMANAGED) {
-		gr = peer_policy_for(a, ps, p->proc, p->proc->own_gr, RM_ENGINE_GR0,
+		gr = reconcile_policy_for(a, ps, p->proc, p->proc->own_gr, RM_ENGINE_GR0,
 				     RM_DEFAULT_TIMESLICE_GR_US);
-		copy = peer_policy_for(a, ps, p->proc, p->proc->own_copy, RM_ENGINE_COPY0 + 2,
+		copy = reconcile_policy_for(a, ps, p->proc, p->proc->own_copy, RM_ENGINE_COPY0 + 2,
 				       RM_DEFAULT_TIMESLICE_COPY_US);
 		/* Wakes while one of its TSGs is an LC beside a BE, no longer:
 		 * alone, or beside a launch-bound LC, there is no switch to
@@ -436,13 +549,13 @@ static int holding_now(struct agent *a, uint64_t now)
 
 void reconcile(struct agent *a)
 {
-	uint64_t now = now_us();
+	uint64_t now = core_now_us();
 	unsigned sent = 0;
 	struct pass ps;
 	int holding;
 
 	a->dirty = 0;
-	if (run_policy(a, &ps) != 0) {
+	if (run_policy(a, &ps, now) != 0) {
 		if (a->hooks.after_reconcile)
 			a->hooks.after_reconcile(a);
 		return;
@@ -456,7 +569,7 @@ void reconcile(struct agent *a)
 	 * to the new value rather than racing it. */
 	for (struct peer *p = a->peers; p; p = p->next)
 		if (p->hello)
-			peer_policy(a, &ps, p);
+			reconcile_send_policy(a, &ps, p);
 	for (struct tsg *t = a->tsgs; t; t = t->next)
 		sent += (unsigned)reconcile_tsg(a, t, now, holding);
 	pass_free(&ps);
@@ -476,7 +589,7 @@ void reconcile_new_tick(struct agent *a)
 
 uint64_t reconcile_next_deadline(const struct agent *a)
 {
-	uint64_t next = cmd_next_deadline(a), now = now_us(), turn = rotate_next_deadline(a);
+	uint64_t next = cmd_next_deadline(a), now = core_now_us(), turn = rotate_next_deadline(a);
 	uint64_t win = window_next_deadline(a);
 	/* The grace ends in reconcile (holding_now): be there when it does. */
 	uint64_t grace_end = a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
@@ -486,6 +599,8 @@ uint64_t reconcile_next_deadline(const struct agent *a)
 			next = t->sent.backoff_until;
 		if (t->verify.due > now && (next == 0 || t->verify.due < next))
 			next = t->verify.due;
+		if (t->sent.held_until && (next == 0 || t->sent.held_until < next))
+			next = t->sent.held_until > now ? t->sent.held_until : now;
 		for (int k = 0; k < TSG_NSETTINGS; k++)
 			if (t->revert[k].until > now && (next == 0 || t->revert[k].until < next))
 				next = t->revert[k].until;

@@ -1,21 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rotate.c - taking turns: of the BEs the policy put in a rotation on one
- * runlist, exactly one is schedulable at a time and the others are gated
- * (their channels disabled by their own preempt agent), the turn passing
- * to the BE whose last turn is oldest every rotate_period_ms.
+ * runlist, exactly one process is schedulable at a time and the others
+ * are gated (their channels disabled by their own preempt agent). All
+ * the rotating TSGs of one process there take one turn together; every
+ * rotate_period_ms the turn passes to the process the agent served least
+ * so far (ties: the one waiting longest).
  *
- * Owns: the turn of every rotating TSG and whether it should be gated
- * (struct tsg_gate.want), when a gate must be renewed, and when the next
- * turn or renewal is due. Does not own: the decision who rotates
- * (policy.c), sending GATE and UNGATE (reconcile.c), executing them and
- * the lease (the preempt agent, docs/protocol.md "Gating").
+ * Owns: the rotation's members (struct rot_member: one per process and
+ * runlist), their turns and what each was served, whether each rotating
+ * TSG should be gated (struct tsg_gate.want), when a gate must be
+ * renewed, and when the next turn or renewal is due. Does not own: the
+ * decision who rotates (policy.c, held by the dwell in reconcile.c),
+ * sending GATE and UNGATE (reconcile.c), executing them and the lease (the
+ * preempt agent, docs/protocol.md "Gating").
  *
  * Why: with several BEs at any timeslice an LC request waits behind each
  * schedulable BE's slice; gating all but one gives the one-BE latency
- * with three or four BEs (docs/perf-log).
+ * with three or four BEs (docs/perf-log). Turns per process, not per TSG,
+ * and counted from the agent's own plan, not from what a preempt agent
+ * says: a process cannot buy turns with contexts nor by misreporting.
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 
 #include <stdlib.h>
@@ -43,23 +49,27 @@ int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now)
 	return t->gate.leased && now >= t->gate.renewed + renew_after_us(a);
 }
 
+uint64_t rotate_dwell_us(const struct agent *a)
+{
+	uint64_t two_turns = 2ull * a->cfg->policy.rotate_period_ms;
+
+	return (two_turns > ROTATE_DWELL_MIN_MS ? two_turns : ROTATE_DWELL_MIN_MS) * 1000u;
+}
+
 static int by_runlist(const void *x, const void *y)
 {
-	const struct tsg *a = *(const struct tsg *const *)x, *b = *(const struct tsg *const *)y;
+	const struct rot_member *a = *(const struct rot_member *const *)x;
+	const struct rot_member *b = *(const struct rot_member *const *)y;
 
 	if (a->gpu != b->gpu)
 		return a->gpu < b->gpu ? -1 : 1;
 	if (a->engine != b->engine)
 		return a->engine < b->engine ? -1 : 1;
-	if (a->pid != b->pid)
-		return a->pid < b->pid ? -1 : 1;
-	if (a->h_tsg != b->h_tsg)
-		return a->h_tsg < b->h_tsg ? -1 : 1;
-	return a->h_client < b->h_client ? -1 : (a->h_client > b->h_client);
+	return a->proc->pid < b->proc->pid ? -1 : (a->proc->pid > b->proc->pid);
 }
 
 /* When an LC's requests come, for the turn changes on its GPU: its
- * period, latest start and where in its period a change begins (now_us()
+ * period, latest start and where in its period a change begins (core_now_us()
  * clock), from its preempt agent's PHASE (peer.c). */
 struct gap {
 	uint64_t period_us, last_us, offset_us; /* period_us 0: none known */
@@ -86,9 +96,9 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 	if (window_applies(a, lc, now)) {
 		const struct policy_config *cfg = &a->cfg->policy;
 
-		g.offset_us = (uint64_t)window_after(a, lc, now) + WINDOW_CHANGE_AFTER_US;
+		g.offset_us = (uint64_t)window_update_after(a, lc, now) + WINDOW_CHANGE_AFTER_US;
 		if (g.offset_us + ROTATE_CHANGE_US + cfg->window_before_us <= lc->phase.period_us) {
-			g.last_us = phase_grid(lc);
+			g.last_us = phase_grid_update(lc);
 			return g;
 		}
 	}
@@ -111,113 +121,272 @@ uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, ui
 	return at + (end - at + period_us - 1) / period_us * period_us;
 }
 
-/* The member of g[0..n) whose turn it is now; starts a new turn when the
- * current one has lasted a period (or there is none). Where an LC's gap is
- * known when the period ends, the turn goes on until the change's controls
- * fit between the LC's requests (ROTATE_CHANGE_US before its next wake),
- * at most one LC period: a request that meets them waits 150 µs or more
- * (docs/perf-log). */
-static struct tsg *turn_of(struct agent *a, struct tsg **g, size_t n, uint64_t now,
-			   uint64_t period_us)
+/* What m was served, its turn so far included. */
+static uint64_t served_now(const struct rot_member *m, uint64_t now)
 {
-	struct tsg *cur = NULL, *next = NULL;
+	return m->served_us + (m->turn_start && now > m->turn_start ? now - m->turn_start : 0);
+}
 
+/* m's turn ends now: what it held is served, and it queues behind every
+ * process waiting already. */
+static void turn_close(struct agent *a, struct rot_member *m, uint64_t now)
+{
+	m->served_us = served_now(m, now);
+	m->queued = ++a->rot_seq;
+	m->turn_start = m->turn_end = 0;
+	m->waiting_since = now;
+}
+
+static void turn_open(struct rot_member *m, uint64_t now)
+{
+	if (m->waiting_since && now > m->waiting_since &&
+	    now - m->waiting_since > m->longest_wait_us)
+		m->longest_wait_us = now - m->waiting_since;
+	m->waiting_since = 0;
+	m->turn_start = m->last_turn = now;
+	m->turn_end = 0;
+}
+
+/* Processes leaving and joining the rotation of g[0..n) (one runlist).
+ * One that joins (or comes back) is counted as served as much as the
+ * most served of those already in, and queues behind them: a new process
+ * never goes before one that waits, and a stream of new ones cannot keep
+ * an old one waiting past one turn of each process in. A holder that
+ * leaves has its turn so far served. */
+static void membership(struct agent *a, struct rot_member **g, size_t n, uint64_t now)
+{
+	uint64_t top = 0;
+	int any = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (g[i]->active) {
+			uint64_t s = served_now(g[i], now);
+
+			any = 1;
+			top = s > top ? s : top;
+		}
 	for (size_t i = 0; i < n; i++) {
-		if (g[i]->gate.turn_start == 0)
+		struct rot_member *m = g[i];
+
+		if (m->active && m->tsgs == 0) {
+			if (m->turn_start)
+				turn_close(a, m, now);
+			m->active = 0;
+			m->waiting_since = 0;
+		} else if (!m->active && m->tsgs) {
+			if (any && m->served_us < top)
+				m->served_us = top;
+			m->queued = ++a->rot_seq;
+			m->active = 1;
+			m->turn_start = m->turn_end = 0;
+			m->waiting_since = now;
+		}
+	}
+}
+
+/* Nobody is owed more than one turn: a process whose turns were cut
+ * short (the rotation ended, its turn was taken from it) gets one turn
+ * early, never a run of them that would keep the others waiting. */
+static void owed_at_most_one_turn(struct rot_member **g, size_t n, uint64_t period_us)
+{
+	uint64_t top = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (g[i]->active && g[i]->served_us > top)
+			top = g[i]->served_us;
+	for (size_t i = 0; i < n; i++)
+		if (g[i]->active && g[i]->served_us + period_us < top)
+			g[i]->served_us = top - period_us;
+}
+
+static int goes_before(const struct rot_member *x, const struct rot_member *y)
+{
+	if (x->served_us != y->served_us)
+		return x->served_us < y->served_us;
+	return x->queued < y->queued;
+}
+
+/* The member of g[0..n) (one runlist) whose turn it is now; starts a new
+ * turn when the current one has lasted a period (or there is none).
+ * Where an LC's gap is known when the period ends, the turn goes on until
+ * the change's controls fit between the LC's requests (ROTATE_CHANGE_US
+ * before its next wake), at most one LC period: a request that meets them
+ * waits 150 µs or more (docs/perf-log). NULL: nobody rotates there. */
+static struct rot_member *turn_of(struct agent *a, struct rot_member **g, size_t n, uint64_t now,
+				  uint64_t period_us)
+{
+	struct rot_member *cur = NULL, *next = NULL;
+	size_t in = 0;
+
+	membership(a, g, n, now);
+	for (size_t i = 0; i < n; i++) {
+		if (!g[i]->active)
+			continue;
+		in++;
+		if (g[i]->turn_start == 0)
 			continue;
 		if (cur == NULL)
 			cur = g[i];
 		else
-			g[i]->gate.turn_start = 0; /* one turn at a time */
+			turn_close(a, g[i], now); /* one turn at a time */
 	}
-	if (cur && now < cur->gate.turn_start + period_us)
+	if (in == 0)
+		return NULL;
+	if (cur && now < cur->turn_start + period_us)
 		return cur;
-	if (cur && cur->gate.turn_end == 0) {
+	if (cur && cur->turn_end == 0) {
 		struct gap gap = lc_gap(a, cur->gpu, now, period_us);
 
 		if (gap.period_us)
-			cur->gate.turn_end = rotate_gap_point(cur->gate.turn_start + period_us,
-							      gap.period_us, gap.last_us,
-							      gap.offset_us);
+			cur->turn_end = rotate_gap_point(cur->turn_start + period_us, gap.period_us,
+							 gap.last_us, gap.offset_us);
 	}
-	if (cur && now < cur->gate.turn_end)
+	if (cur && now < cur->turn_end)
 		return cur;
+	if (cur) {
+		a->n.turns_in_gap += cur->turn_end != 0;
+		turn_close(a, cur, now);
+	}
+	owed_at_most_one_turn(g, n, period_us);
 	for (size_t i = 0; i < n; i++) {
-		if (g[i] == cur && n > 1)
+		if (!g[i]->active || (g[i] == cur && in > 1))
 			continue;
-		if (next == NULL || g[i]->gate.last_turn < next->gate.last_turn)
+		if (next == NULL || goes_before(g[i], next))
 			next = g[i];
 	}
-	if (cur) {
-		a->n.turns_in_gap += cur->gate.turn_end != 0;
-		cur->gate.turn_start = 0;
-		cur->gate.turn_end = 0;
-	}
 	a->n.turns++;
-	next->gate.turn_start = now;
-	next->gate.turn_end = 0;
-	next->gate.last_turn = now;
+	turn_open(next, now);
 	if (next != cur)
-		log_debug("rotation: GPU %u engine %u: turn of pid %d TSG 0x%x (%zu BEs)", next->gpu,
-			  next->engine, (int)next->pid, next->h_tsg, n);
+		log_debug("rotation: GPU %u engine %u: turn of pid %d (%zu processes)", next->gpu,
+			  next->engine, (int)next->proc->pid, in);
 	return next;
+}
+
+/* t's process's member on t's runlist, made when it has none; NULL when
+ * out of memory. */
+static struct rot_member *member_of(struct agent *a, struct tsg *t)
+{
+	struct rot_member *m = t->gate.member;
+
+	if (m && m->proc == t->proc && m->gpu == t->gpu && m->engine == t->engine)
+		return m;
+	for (m = a->rot; m; m = m->next)
+		if (m->proc == t->proc && m->gpu == t->gpu && m->engine == t->engine)
+			return m;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->proc = t->proc;
+	m->gpu = t->gpu;
+	m->engine = t->engine;
+	m->next = a->rot;
+	a->rot = m;
+	return m;
 }
 
 void rotate_plan(struct agent *a, uint64_t now)
 {
 	uint64_t period_us = (uint64_t)a->cfg->policy.rotate_period_ms * 1000u;
-	struct tsg **g;
+	struct rot_member **g;
 	size_t n = 0;
 
+	for (struct rot_member *m = a->rot; m; m = m->next)
+		m->tsgs = 0;
 	for (struct tsg *t = a->tsgs; t; t = t->next) {
 		t->gate.want = 0;
-		if (!t->gate.rotate)
-			t->gate.turn_start = t->gate.turn_end = 0;
-		else
-			n++;
+		t->gate.member = t->gate.rotate ? member_of(a, t) : NULL;
+		if (t->gate.member)
+			t->gate.member->tsgs++;
+		else if (t->gate.rotate)
+			log_error("rotation: out of memory; pid %d TSG 0x%x not gated",
+				  (int)t->pid, t->h_tsg);
 	}
+	for (struct rot_member *m = a->rot; m; m = m->next)
+		n += m->tsgs || m->active;
 	if (n == 0)
 		return;
 	g = malloc(n * sizeof(*g));
 	if (!g) {
 		/* Nobody gated: every BE stays schedulable at its timeslice. */
 		log_error("rotation: out of memory; no BE gated this pass");
+		for (struct tsg *t = a->tsgs; t; t = t->next)
+			t->gate.member = NULL;
 		return;
 	}
 	n = 0;
-	for (struct tsg *t = a->tsgs; t; t = t->next)
-		if (t->gate.rotate)
-			g[n++] = t;
+	for (struct rot_member *m = a->rot; m; m = m->next)
+		if (m->tsgs || m->active)
+			g[n++] = m;
 	qsort(g, n, sizeof(*g), by_runlist);
 	for (size_t i = 0, j; i < n; i = j) {
-		struct tsg *turn;
-
 		for (j = i + 1; j < n && g[j]->gpu == g[i]->gpu && g[j]->engine == g[i]->engine; j++)
 			;
-		turn = turn_of(a, g + i, j - i, now, period_us);
-		for (size_t k = i; k < j; k++)
-			g[k]->gate.want = g[k] != turn;
+		turn_of(a, g + i, j - i, now, period_us);
 	}
 	free(g);
+	/* After turn_of only the holder of each rotation has a turn_start. */
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->gate.member) {
+			t->gate.want = t->gate.member->turn_start == 0;
+			t->gate.last_turn = t->gate.member->last_turn;
+		}
+}
+
+unsigned rotate_processes(const struct agent *a, uint32_t gpu, uint32_t engine)
+{
+	unsigned n = 0;
+
+	for (const struct rot_member *m = a->rot; m; m = m->next)
+		n += m->active && m->gpu == gpu && m->engine == engine;
+	return n;
+}
+
+void rotate_forget_proc(struct agent *a, const struct proc *p)
+{
+	struct rot_member **pp = &a->rot;
+
+	while (*pp) {
+		struct rot_member *m = *pp;
+
+		if (m->proc == p) {
+			*pp = m->next;
+			free(m);
+		} else {
+			pp = &m->next;
+		}
+	}
+}
+
+void rotate_free_all(struct agent *a)
+{
+	while (a->rot) {
+		struct rot_member *m = a->rot;
+
+		a->rot = m->next;
+		free(m);
+	}
 }
 
 uint64_t rotate_next_deadline(const struct agent *a)
 {
 	uint64_t period_us = (uint64_t)a->cfg->policy.rotate_period_ms * 1000u, next = 0;
 
-	for (const struct tsg *t = a->tsgs; t; t = t->next) {
-		uint64_t due = 0;
+	for (const struct rot_member *m = a->rot; m; m = m->next) {
+		uint64_t due;
 
-		if (t->gate.rotate && t->gate.turn_start)
-			due = t->gate.turn_end ? t->gate.turn_end : t->gate.turn_start + period_us;
+		if (!m->active || !m->turn_start)
+			continue;
+		due = m->turn_end ? m->turn_end : m->turn_start + period_us;
+		if (next == 0 || due < next)
+			next = due;
+	}
+	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		if (t->gate.leased) {
 			uint64_t renew = t->gate.renewed + renew_after_us(a);
 
-			if (due == 0 || renew < due)
-				due = renew;
+			if (next == 0 || renew < next)
+				next = renew;
 		}
-		if (due && (next == 0 || due < next))
-			next = due;
 	}
 	return next;
 }

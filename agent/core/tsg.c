@@ -9,7 +9,7 @@
  * sockets, the tracker's events (tracker.c) or the decision of what a
  * TSG's settings should be (reconcile.c, policy.c).
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -43,7 +43,7 @@ void proc_log(struct agent *a, struct proc *p, enum log_level lv, const char *fm
 	char line[512];
 	va_list ap;
 
-	if (!ratelimit_allow(&p->log, now_us(), AGENT_PROC_LOG_BURST, AGENT_PROC_LOG_WINDOW_MS * 1000ull,
+	if (!ratelimit_allow(&p->log, core_now_us(), AGENT_PROC_LOG_BURST, AGENT_PROC_LOG_WINDOW_MS * 1000ull,
 			     &dropped)) {
 		a->n.log_suppressed++;
 		return;
@@ -167,12 +167,12 @@ void proc_gc(struct agent *a)
 
 	while (*pp) {
 		struct proc *p = *pp;
-		uint64_t st;
 
-		if (!p->peer && (procinfo_starttime(p->pid, &st) != 0 || st != p->starttime)) {
+		if (!p->peer && !proc_alive(a, p->pid, p->starttime)) {
 			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
 			proc_log_flush(p);
 			tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_ALL);
+			rotate_forget_proc(a, p);
 			*pp = p->next;
 			free(p);
 			continue;
@@ -282,7 +282,7 @@ static struct tsg *tsg_claim_new(struct agent *a, struct proc *p, const struct g
 		p->claims++;
 	}
 	if (a->hooks.kernel_confirms && a->hooks.kernel_confirms(a)) {
-		t->unverified_until = now_us() + TRACKER_CLAIM_GRACE_MS * 1000ull;
+		t->unverified_until = core_now_us() + TRACKER_CLAIM_GRACE_MS * 1000ull;
 		log_debug("pid %d: TSG 0x%x/0x%x held until the eBPF tracker confirms it",
 			  (int)p->pid, m->h_client, m->h_tsg);
 	} else {
@@ -300,7 +300,7 @@ static struct tsg *tsg_claim_new(struct agent *a, struct proc *p, const struct g
 struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, uint32_t gen)
 {
 	struct tsg *t = tsg_find(a, p->pid, m->h_client, m->h_tsg);
-	uint64_t now = now_us();
+	uint64_t now = core_now_us();
 	int kernel;
 
 	if (!t) {
@@ -403,7 +403,7 @@ int tsg_ts_differs(const struct tsg *t)
 void tsg_revert_arm(struct tsg *t, enum tsg_setting which, uint32_t v)
 {
 	t->revert[which].set_value = v;
-	t->revert[which].set_at = now_us();
+	t->revert[which].set_at = core_now_us();
 }
 
 int tsg_revert_wait(struct agent *a, struct tsg *t, enum tsg_setting which, uint64_t now)
@@ -594,6 +594,7 @@ void proc_free_all(struct agent *a)
 		a->tsgs = t->next;
 		tsg_free(a, t);
 	}
+	rotate_free_all(a);
 	while (a->procs) {
 		struct proc *p = a->procs;
 
@@ -602,4 +603,34 @@ void proc_free_all(struct agent *a)
 		free(p);
 	}
 	uid_use_free_all(a);
+}
+
+uint32_t proc_wake_lead_us(const struct proc *p)
+{
+	return p && p->peer && p->peer->policy_valid ? GQ_WAKE_LEAD(p->peer->policy_wake) : 0;
+}
+
+/* The facts path.c chooses from, for action act on t. */
+struct path_in tsg_path_facts(struct agent *a, const struct tsg *t, enum path_action act)
+{
+	const struct peer *peer = t->proc->peer;
+
+	return (struct path_in){
+		.mode = a->cfg->control_path[act],
+		.action = act,
+		.peer = peer && peer->hello && !peer->broken,
+		.peer_stalled = peer && peer->stalled,
+		.direct_caps = caps_allows(&a->caps, CAPS_DIRECT),
+		.interleave_caps = caps_allows(&a->caps, CAPS_INTERLEAVE),
+		.direct_running = a->direct != NULL,
+		.direct_stalled = a->hooks.direct_stalled && a->hooks.direct_stalled(a),
+		.fd_known = t->fd != GQ_UNKNOWN,
+	};
+}
+
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_action act)
+{
+	struct path_in in = tsg_path_facts(a, t, act);
+
+	return path_select(&in);
 }

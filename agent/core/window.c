@@ -4,11 +4,10 @@
  * the one periodic LC beside it, by a schedule its own preempt agent runs
  * (docs/policy.md, "Windows"; docs/protocol.md, "Windows").
  *
- * Owns: when an LC's requests come, as rotations and windows use it (a
- * PHASE fresh enough, the one LC with one on a GPU, the grid of its due
- * times); which BE process gets which schedule (that grid and period, the
+ * Owns: which BE process gets which schedule (that grid and period, the
  * policy's before and after), and sending, renewing and ending it. Does
- * not own: receiving PHASE (peer.c), running the schedule (the BE's
+ * not own: receiving PHASE (peer.c), when an LC's requests come
+ * (phase.c), running the schedule (the BE's
  * preempt agent, preempt_window.c), placing a rotation's turn change
  * (rotate.c, which asks here).
  *
@@ -20,7 +19,7 @@
  * policy gives windows.afterUs: a number, or "auto" for each LC's own
  * span (what its preempt agent measured, PHASE).
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 
 #include <string.h>
@@ -29,75 +28,6 @@
  * windows less than this before the next renewal, is not sent before
  * that renewal. */
 #define WINDOW_SAME_US 20u
-
-int phase_fresh(const struct proc *p, uint64_t now)
-{
-	return p->phase.have && p->phase.rx_us <= now && now - p->phase.rx_us <= PHASE_FRESH_US;
-}
-
-struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
-{
-	struct proc *lc = NULL;
-
-	for (const struct tsg *t = a->tsgs; t; t = t->next) {
-		struct proc *pr = t->proc;
-
-		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !phase_fresh(pr, now))
-			continue;
-		if (lc && lc != pr)
-			return NULL;
-		lc = pr;
-	}
-	return lc;
-}
-
-/* A request starts when its first launch comes, which a late process
- * (its thread descheduled, a slow submit) makes later than the time it
- * was due, never earlier, and sometimes by more than half a period. The
- * latest start alone would move every window of the next PHASE period
- * (250 ms) by one request's lateness; the median of the last three,
- * each placed on the newest one's period, ignores one late report. With
- * two, the earlier placement counts: lateness only delays. */
-uint64_t phase_grid(struct proc *lc)
-{
-	uint64_t per = lc->phase.period_ns, s = lc->phase.last_start_us;
-	uint64_t drift = per > lc->grid.period_ns ? per - lc->grid.period_ns
-						  : lc->grid.period_ns - per;
-	int64_t d[WINDOW_GRID_SAMPLES], med;
-	unsigned n;
-
-	if (lc->grid.n && lc->grid.rx_us == lc->phase.rx_us)
-		return lc->grid.anchor_us;
-	lc->grid.rx_us = lc->phase.rx_us;
-	if (drift * 100u > per)
-		lc->grid.n = 0;
-	lc->grid.period_ns = per;
-	n = lc->grid.n < WINDOW_GRID_SAMPLES ? lc->grid.n + 1 : WINDOW_GRID_SAMPLES;
-	for (unsigned i = n - 1; i > 0; i--)
-		lc->grid.starts_us[i] = lc->grid.starts_us[i - 1];
-	lc->grid.starts_us[0] = s;
-	lc->grid.n = n;
-	/* Where each start's grid point lies from s, within half a period. */
-	for (unsigned i = 0; i < n; i++) {
-		int64_t r = ((int64_t)lc->grid.starts_us[i] - (int64_t)s) * 1000 % (int64_t)per;
-
-		if (r < 0)
-			r += (int64_t)per;
-		if (r > (int64_t)per / 2)
-			r -= (int64_t)per;
-		d[i] = r;
-	}
-	for (unsigned i = 1; i < n; i++) /* n <= 3: insertion sort */
-		for (unsigned k = i; k > 0 && d[k] < d[k - 1]; k--) {
-			int64_t t = d[k];
-
-			d[k] = d[k - 1];
-			d[k - 1] = t;
-		}
-	med = n == 2 ? d[0] : d[n / 2];
-	lc->grid.anchor_us = (uint64_t)((int64_t)s + med / 1000);
-	return lc->grid.anchor_us;
-}
 
 /* With windows.afterUs "auto", an LC's windows end its span (PHASE: the
  * 99th percentile of its last requests' ends past their due times) plus
@@ -121,7 +51,7 @@ static uint32_t after_fits(const struct policy_config *cfg, const struct proc *l
 	return max > cfg->window_before_us ? (uint32_t)(max - cfg->window_before_us) : 0;
 }
 
-uint32_t window_after(const struct agent *a, struct proc *lc, uint64_t now)
+uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t now)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
 	uint32_t want, fits;
@@ -162,7 +92,7 @@ uint32_t window_after(const struct agent *a, struct proc *lc, uint64_t now)
 int window_applies(const struct agent *a, struct proc *lc, uint64_t now)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
-	uint32_t after = lc ? window_after(a, lc, now) : 0;
+	uint32_t after = lc ? window_update_after(a, lc, now) : 0;
 	uint64_t span = (uint64_t)cfg->window_before_us + after;
 
 	return after && !lc->busy.always && lc->phase.period_ns >= 1000u &&
@@ -190,9 +120,9 @@ static int window_for(const struct agent *a, const struct proc *be, uint64_t now
 		out->on = 1;
 		out->gpu = t->gpu;
 		out->period_ns = lc->phase.period_ns;
-		out->start_us = phase_grid(lc);
+		out->start_us = phase_grid_update(lc);
 		out->before_us = cfg->window_before_us;
-		out->after_us = window_after(a, lc, now);
+		out->after_us = window_update_after(a, lc, now);
 		out->lc_pid = lc->pid;
 		return 1;
 	}
@@ -277,4 +207,12 @@ uint64_t window_next_deadline(const struct agent *a)
 			next = due;
 	}
 	return next;
+}
+
+int peer_window_held(const struct peer *p, uint64_t now)
+{
+	if (!p || !p->win.on || !p->win_state.known ||
+	    now - p->win_state.rx_us > (uint64_t)WINDOW_LEASE_MS * 1000u)
+		return -1;
+	return p->win_state.on;
 }

@@ -8,11 +8,16 @@
  * at once: a client that connects and stalls holds nothing for long. Does
  * not own the state it shows or changes.
  */
-#include "agent/agent.h"
+#include "agent/io/ctl.h"
+#include "agent/io/direct.h"
+#include "agent/io/io.h"
+#include "agent/io/peer.h"
+#include "agent/io/tracker.h"
 #include "agent/io/gpuinfo.h"
 #include "agent/io/kube_mode.h"
 #include "agent/io/procinfo.h"
 #include "common/log.h"
+#include "common/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -23,7 +28,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #define CTL_REQ_MAX 4096
@@ -40,7 +44,7 @@ enum ctl_phase { CTL_READ, CTL_WAIT, CTL_WRITE, CTL_DRAIN };
 struct ctl_conn {
 	struct ctl_conn *next;
 	struct loop_watch w;
-	struct loop_watch timer; /* timerfd: CTL_IDLE_MS for the request, then the answer */
+	struct loop_timer timer; /* CTL_IDLE_MS for the request, then the answer */
 	enum ctl_phase phase;
 	char in[CTL_REQ_MAX + 1];
 	size_t inlen;
@@ -60,9 +64,8 @@ static void ctl_close(struct agent *a, struct ctl_conn *c)
 	if (c->w.dead)
 		return;
 	cmd_detach_ctl(a, c);
-	loop_close(&a->loop, &c->w);
-	if (c->timer.fd >= 0)
-		loop_close(&a->loop, &c->timer);
+	loop_close(&a->io->loop, &c->w);
+	loop_timer_del(&c->timer);
 	for (struct ctl_conn **pp = &a->ctls; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -131,7 +134,7 @@ static void ctl_flush(struct agent *a, struct ctl_conn *c)
 	/* Closing with unread request bytes (an oversized request) would reset
 	 * the connection before the client reads the answer: end our side and
 	 * discard what still comes until the client closes. */
-	if (shutdown(c->w.fd, SHUT_WR) != 0 || loop_mod(&a->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
+	if (shutdown(c->w.fd, SHUT_WR) != 0 || loop_mod(&a->io->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
 		ctl_close(a, c);
 		return;
 	}
@@ -142,21 +145,15 @@ static void ctl_flush(struct agent *a, struct ctl_conn *c)
 /* 0 ms disarms. */
 static void ctl_arm(struct agent *a, struct ctl_conn *c, unsigned ms)
 {
-	struct itimerspec its = { .it_value = { .tv_sec = ms / 1000u,
-						.tv_nsec = (long)(ms % 1000u) * 1000000L } };
-
-	if (timerfd_settime(c->timer.fd, 0, &its, NULL) != 0) {
-		log_warn("ctl: timer: %s", strerror(errno));
+	if (loop_timer_after(&c->timer, (uint64_t)ms * 1000u) != 0)
 		ctl_close(a, c);
-	}
 }
 
-static void on_ctl_timer(struct loop_watch *w, uint32_t events)
+static void on_ctl_timer(struct loop_timer *t)
 {
-	struct ctl_conn *c = (struct ctl_conn *)((char *)w - offsetof(struct ctl_conn, timer));
-	struct agent *a = w->ctx;
+	struct ctl_conn *c = (struct ctl_conn *)((char *)t - offsetof(struct ctl_conn, timer));
+	struct agent *a = t->ctx;
 
-	(void)events;
 	ctl_timeouts++;
 	log_debug("ctl: connection closed: idle for %u ms", CTL_IDLE_MS);
 	ctl_close(a, c);
@@ -165,6 +162,7 @@ static void on_ctl_timer(struct loop_watch *w, uint32_t events)
 /* Takes ownership of answer. */
 static void ctl_answer(struct agent *a, struct ctl_conn *c, cJSON *answer)
 {
+	utf8_json_sanitize(answer); /* names from /proc are any bytes */
 	char *s = answer ? cJSON_PrintUnformatted(answer) : NULL;
 
 	cJSON_Delete(answer);
@@ -184,7 +182,7 @@ static void ctl_answer(struct agent *a, struct ctl_conn *c, cJSON *answer)
 	c->out[c->outlen - 1] = '\n';
 	free(s);
 	c->phase = CTL_WRITE;
-	if (loop_mod(&a->loop, &c->w, EPOLLOUT) != 0) {
+	if (loop_mod(&a->io->loop, &c->w, EPOLLOUT) != 0) {
 		ctl_close(a, c);
 		return;
 	}
@@ -524,8 +522,8 @@ static void files_json(const struct agent *a, cJSON *counters)
 {
 	if (!counters)
 		return;
-	cJSON_AddNumberToObject(counters, "stateWrites", (double)a->sd.writes);
-	cJSON_AddNumberToObject(counters, "stateWriteErrors", (double)a->sd.write_errors);
+	cJSON_AddNumberToObject(counters, "stateWrites", (double)a->io->sf.writes);
+	cJSON_AddNumberToObject(counters, "stateWriteErrors", (double)a->io->sf.write_errors);
 	cJSON_AddNumberToObject(counters, "ctlRefused", (double)ctl_refused);
 	cJSON_AddNumberToObject(counters, "ctlTimeouts", (double)ctl_timeouts);
 }
@@ -884,7 +882,7 @@ static void ctl_request(struct agent *a, struct ctl_conn *c)
 	c->in[c->inlen] = '\0';
 	/* Stop reading: one request per connection. While its commands run
 	 * their own deadlines bound it. */
-	if (loop_mod(&a->loop, &c->w, 0) != 0) {
+	if (loop_mod(&a->io->loop, &c->w, 0) != 0) {
 		ctl_close(a, c);
 		return;
 	}
@@ -993,24 +991,16 @@ static void ctl_accept_one(struct agent *a, int fd)
 	c->w.fd = fd;
 	c->w.fn = on_ctl_conn;
 	c->w.ctx = a;
-	c->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	c->timer.fn = on_ctl_timer;
-	c->timer.ctx = a;
-	if (c->timer.fd < 0) {
-		log_warn("ctl: timerfd_create: %s", strerror(errno));
+	/* Added in this batch: no event of this batch can point at them, so
+	 * a failure frees c at once. */
+	if (loop_timer_add(&a->io->loop, &c->timer, "ctl", on_ctl_timer, a) != 0) {
 		close(fd);
 		free(c);
 		return;
 	}
-	if (loop_add(&a->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
-		close(c->timer.fd);
+	if (loop_add(&a->io->loop, &c->w, EPOLLIN | EPOLLRDHUP) != 0) {
+		loop_timer_del(&c->timer);
 		close(fd);
-		free(c);
-		return;
-	}
-	if (loop_add(&a->loop, &c->timer, EPOLLIN) != 0) {
-		loop_close(&a->loop, &c->w);
-		close(c->timer.fd);
 		free(c);
 		return;
 	}
@@ -1042,10 +1032,10 @@ int ctl_listen(struct agent *a)
 
 	if (fd < 0)
 		return -1;
-	a->ctl_w.fd = fd;
-	a->ctl_w.fn = on_ctl_listen;
-	a->ctl_w.ctx = a;
-	if (loop_add(&a->loop, &a->ctl_w, EPOLLIN) != 0)
+	a->io->ctl_w.fd = fd;
+	a->io->ctl_w.fn = on_ctl_listen;
+	a->io->ctl_w.ctx = a;
+	if (loop_add(&a->io->loop, &a->io->ctl_w, EPOLLIN) != 0)
 		return -1;
 	log_info("ctl: listening on %s", a->opt.ctl_socket);
 	return 0;

@@ -10,7 +10,10 @@
  * means for a TSG (cmd.c).
  */
 #include "agent/io/direct.h"
-#include "agent/agent.h"
+#include "abi/rm_plan.h"
+#include "agent/io/io.h"
+#include "agent/io/direct.h"
+#include "agent/io/procinfo.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -51,48 +54,6 @@ __attribute__((format(printf, 4, 5))) static void res_fail(struct direct_res *re
 	va_start(ap, fmt);
 	vsnprintf(res->why + n, sizeof(res->why) - (size_t)n, fmt, ap);
 	va_end(ap);
-}
-
-struct plan {
-	uint32_t cmd, size;
-	union {
-		struct rm_tsg_timeslice timeslice;
-		struct rm_tsg_preempt preempt;
-		struct rm_tsg_interleave interleave;
-	} params;
-};
-
-/* The same mapping the preempt agent makes from a COMMAND. */
-static int plan_control(const struct direct_req *r, struct plan *p)
-{
-	memset(p, 0, sizeof(*p));
-	switch (r->op) {
-	case GQ_OP_SET_TIMESLICE:
-		if (r->arg >= GQ_UNKNOWN)
-			return -1;
-		p->cmd = RM_CTRL_TSG_SET_TIMESLICE;
-		p->params.timeslice.timesliceUs = r->arg;
-		break;
-	case GQ_OP_GET_TIMESLICE:
-		p->cmd = RM_CTRL_TSG_GET_TIMESLICE;
-		break;
-	case GQ_OP_SET_INTERLEAVE:
-		if (r->arg > RM_INTERLEAVE_HIGH)
-			return -1;
-		p->cmd = RM_CTRL_TSG_SET_INTERLEAVE;
-		p->params.interleave.tsgInterleaveLevel = (rm_u32)r->arg;
-		break;
-	case GQ_OP_PREEMPT:
-		if (r->arg & ~(uint64_t)1)
-			return -1;
-		p->cmd = RM_CTRL_TSG_PREEMPT;
-		p->params.preempt.bWait = (rm_u8)(r->arg & 1);
-		break;
-	default:
-		return -1;
-	}
-	p->size = rm_tsg_ctrl_params_size(p->cmd);
-	return 0;
 }
 
 /* The duplicate must be the configured control device, and the very file
@@ -179,13 +140,13 @@ static int dup_fd(const struct direct_req *r, struct direct_res *res)
 void direct_control(const char *nvidiactl, const struct direct_req *r, struct direct_res *res)
 {
 	struct rm_control_params p;
-	struct plan plan;
+	struct rm_plan plan; /* the control the preempt library issues for a COMMAND */
 	uint64_t t0;
 	int dup, ret, e;
 
 	memset(res, 0, sizeof(*res));
 	res->seq = r->seq;
-	if (plan_control(r, &plan) != 0) {
+	if (rm_plan_of(r->op, r->arg, &plan) != 0) {
 		res_fail(res, r, GQ_ERR_BAD_OP, "op %u arg %llu out of range", r->op,
 			 (unsigned long long)r->arg);
 		return;
@@ -202,7 +163,7 @@ void direct_control(const char *nvidiactl, const struct direct_req *r, struct di
 	p.hObject = r->h_tsg;
 	p.cmd = plan.cmd;
 	p.params = (rm_u64)(uintptr_t)&plan.params;
-	p.paramsSize = plan.size;
+	p.paramsSize = plan.params_size;
 	t0 = now_ns();
 	ret = ioctl(dup, RM_IOCTL_CONTROL, &p);
 	e = errno;
@@ -218,7 +179,7 @@ void direct_control(const char *nvidiactl, const struct direct_req *r, struct di
 	if (p.status != RM_OK)
 		snprintf(res->why, sizeof(res->why), "pid %d fd %u TSG 0x%x: RM control 0x%x: %s (0x%x)",
 			 (int)r->pid, r->fd, r->h_tsg, plan.cmd, rm_status_name(p.status), p.status);
-	res->value = r->op == GQ_OP_GET_TIMESLICE ? plan.params.timeslice.timesliceUs : r->arg;
+	res->value = rm_plan_value(r->op, r->arg, &plan);
 }
 
 /* ---- the worker pool ---- */

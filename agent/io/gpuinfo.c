@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 static void add_str_or_null(cJSON *o, const char *k, const char *v)
@@ -76,7 +75,7 @@ static struct {
 	struct loop *loop;
 	char dev[4096];
 	struct loop_watch job_w;   /* the running job's eventfd */
-	struct loop_watch timer_w; /* its deadline, or the next retry */
+	struct loop_timer timer; /* its deadline, or the next retry */
 	struct gpuinfo_job *job;   /* the running query, or NULL */
 	uint64_t job_started_us;
 	int job_late;      /* it passed its deadline and is still inside the RM */
@@ -84,7 +83,7 @@ static struct {
 	struct gpuinfo_table table;
 	char last_error[256];
 	uint64_t last_unknown_us;
-} g = { .job_w = { .fd = -1 }, .timer_w = { .fd = -1 } };
+} g = { .job_w = { .fd = -1 }, .timer = { .w = { .fd = -1 } } };
 
 static void job_put(struct gpuinfo_job *j)
 {
@@ -118,13 +117,11 @@ static void *job_main(void *arg)
 	return NULL;
 }
 
+/* 0 ms disarms. */
 static void timer_arm(uint32_t ms)
 {
-	struct itimerspec its = { .it_value = { .tv_sec = ms / 1000u,
-						.tv_nsec = (long)(ms % 1000u) * 1000000L } };
-
-	if (g.timer_w.fd >= 0 && timerfd_settime(g.timer_w.fd, 0, &its, NULL) != 0)
-		log_warn("GPU table: timerfd_settime: %s", strerror(errno));
+	if (g.timer.w.fd >= 0)
+		loop_timer_after(&g.timer, (uint64_t)ms * 1000u);
 }
 
 static void on_job(struct loop_watch *w, uint32_t events);
@@ -287,13 +284,9 @@ static void on_job(struct loop_watch *w, uint32_t events)
 /* The deadline of a running query, or the retry after a failure. A query
  * past its deadline is left to finish (one stuck worker at most): a new
  * one would only get stuck behind the same RM call. */
-static void on_timer(struct loop_watch *w, uint32_t events)
+static void on_timer(struct loop_timer *t)
 {
-	uint64_t n;
-
-	(void)events;
-	if (read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		log_warn("GPU table: timerfd read: %s", strerror(errno));
+	(void)t;
 	if (g.job && !g.job_late) {
 		g.job_late = 1;
 		log_error("GPU table: no answer from %s within %u ms (an RM control is blocking); "
@@ -335,14 +328,7 @@ int gpuinfo_init(struct loop *loop, const char *dev)
 {
 	g.loop = loop;
 	snprintf(g.dev, sizeof(g.dev), "%s", dev);
-	g.timer_w.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (g.timer_w.fd < 0) {
-		log_error("GPU table: timerfd_create: %s", strerror(errno));
-		return -1;
-	}
-	g.timer_w.fn = on_timer;
-	g.timer_w.ctx = NULL;
-	if (loop_add(loop, &g.timer_w, EPOLLIN) != 0)
+	if (loop_timer_add(loop, &g.timer, "GPU table", on_timer, NULL) != 0)
 		return -1;
 	start_query("start-up");
 	if (g.job)
@@ -395,7 +381,6 @@ void gpuinfo_fini(void)
 		job_put(g.job); /* a worker inside the RM frees it when it returns */
 		g.job = NULL;
 	}
-	if (g.timer_w.fd >= 0)
-		loop_close(g.loop, &g.timer_w);
+	loop_timer_del(&g.timer);
 	g.loop = NULL;
 }

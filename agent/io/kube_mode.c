@@ -8,7 +8,7 @@
  * or the TSG table; the TSG table never depends on the API server, so an
  * outage only delays class changes.
  */
-#include "agent/agent.h"
+#include "agent/io/io.h"
 #include "agent/io/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* ---- classification ---- */
@@ -116,6 +115,7 @@ static void on_synced(void *arg)
 		a->kube->synced_us = now_us();
 		log_info("kubernetes: %zu pod(s) of this node listed", kube_client_pod_count(a->kube->client));
 	}
+	a->kube->publish_all = 1; /* a list may have brought what a watch missed */
 	reclassify_pod(a, NULL, 0, NULL);
 }
 
@@ -154,7 +154,7 @@ static void kfd_drop(struct agent *a, struct kfd *f)
 {
 	struct kmode *k = a->kube;
 
-	loop_del(&a->loop, &f->w);
+	loop_del(&a->io->loop, &f->w);
 	for (struct kfd **pp = &k->fds; *pp; pp = &(*pp)->next) {
 		if (*pp == f) {
 			*pp = f->next;
@@ -177,7 +177,7 @@ static int io_watch_fd(void *arg, int fd, unsigned events)
 		return 0;
 	}
 	if (f)
-		return loop_mod(&a->loop, &f->w, ev);
+		return loop_mod(&a->io->loop, &f->w, ev);
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		log_error("kubernetes: out of memory watching fd %d", fd);
@@ -187,7 +187,7 @@ static int io_watch_fd(void *arg, int fd, unsigned events)
 	f->w.fd = fd;
 	f->w.fn = on_kfd;
 	f->w.ctx = f;
-	if (loop_add(&a->loop, &f->w, ev) != 0) {
+	if (loop_add(&a->io->loop, &f->w, ev) != 0) {
 		free(f);
 		return -1;
 	}
@@ -199,30 +199,17 @@ static int io_watch_fd(void *arg, int fd, unsigned events)
 static int io_arm_timer(void *arg, long delay_ms)
 {
 	struct agent *a = arg;
-	struct itimerspec its;
 
-	memset(&its, 0, sizeof(its));
-	if (delay_ms == 0)
-		its.it_value.tv_nsec = 1; /* 0 would disarm it */
-	else if (delay_ms > 0) {
-		its.it_value.tv_sec = delay_ms / 1000;
-		its.it_value.tv_nsec = (delay_ms % 1000) * 1000000L;
-	}
-	if (timerfd_settime(a->kube->timer_w.fd, 0, &its, NULL) != 0) {
-		log_error("kubernetes: timerfd_settime: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
+	if (delay_ms < 0)
+		return loop_timer_disarm(&a->kube->timer);
+	/* 0: on the next turn of the loop (1 us: a 0 would disarm it) */
+	return loop_timer_after(&a->kube->timer, delay_ms ? (uint64_t)delay_ms * 1000u : 1u);
 }
 
-static void on_kube_timer(struct loop_watch *w, uint32_t events)
+static void on_kube_timer(struct loop_timer *t)
 {
-	struct agent *a = w->ctx;
-	uint64_t n;
+	struct agent *a = t->ctx;
 
-	(void)events;
-	if (read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		log_warn("kubernetes: timerfd read: %s", strerror(errno));
 	kube_client_on_timer(a->kube->client);
 }
 
@@ -270,14 +257,7 @@ static int kube_client_init(struct agent *a)
 		.cb_arg = a,
 	};
 
-	k->timer_w.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (k->timer_w.fd < 0) {
-		log_error("kubernetes: timerfd_create: %s", strerror(errno));
-		return -1;
-	}
-	k->timer_w.fn = on_kube_timer;
-	k->timer_w.ctx = a;
-	if (loop_add(&a->loop, &k->timer_w, EPOLLIN) != 0)
+	if (loop_timer_add(&a->io->loop, &k->timer, "kubernetes", on_kube_timer, a) != 0)
 		return -1;
 	k->client = kube_client_new(&k->cfg, &o);
 	if (!k->client)
@@ -298,7 +278,7 @@ int kmode_start(struct agent *a)
 		log_error("kubernetes: out of memory");
 		return -1;
 	}
-	a->kube->timer_w.fd = a->kube->podres_w.fd = a->kube->inotify_w.fd = -1;
+	a->kube->timer.w.fd = a->kube->podres_w.fd = a->kube->inotify_w.fd = -1;
 	if (a->cfg->nrules || a->cfg->default_class != CLASS_UNMANAGED)
 		log_info("kubernetes: the policy file's rules and defaultClass are not used; "
 			 "a pod's gpu.qos annotation decides (default %s)",
@@ -320,8 +300,7 @@ void kmode_stop(struct agent *a)
 	while (k->fds)
 		kfd_drop(a, k->fds);
 	kmode_reap(a);
-	if (k->timer_w.fd >= 0)
-		loop_close(&a->loop, &k->timer_w);
+	loop_timer_del(&k->timer);
 	kube_config_free(&k->cfg);
 	kmode_free_pods(k);
 	free(k);
@@ -365,6 +344,8 @@ void kmode_json(struct agent *a, cJSON *agent_obj)
 	cJSON_AddStringToObject(o, "resourceVersion", kube_client_resource_version(k->client));
 	cJSON_AddStringToObject(o, "defaultClass", class_name(a->cfg->k8s_default_class));
 	cJSON_AddNumberToObject(o, "classChanges", (double)k->class_changes);
+	cJSON_AddNumberToObject(o, "publishPasses", (double)k->publish_passes);
+	cJSON_AddNumberToObject(o, "publishedPods", (double)k->published_pods);
 	stats_json(k, o);
 	kmode_podres_json(a, o);
 }

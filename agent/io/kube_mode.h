@@ -54,11 +54,22 @@ struct kpod {
 struct kmode {
 	struct kube_config cfg;
 	struct kube_client *client;
-	struct loop_watch timer_w;
+	struct loop_timer timer;
 	struct kfd *fds, *dead_fds;
 	struct kpod *pods;
 	uint64_t synced_us; /* first full list applied (now_us), 0 before */
 	uint64_t class_changes;
+	/* Publishing (kube_podstate.c) visits the pods that can have changed,
+	 * not every cached pod: the pods of GPU processes, the pods it last
+	 * published with TSGs (one more visit removes their annotations), and
+	 * the pods the client changed since published_gen. publish_all asks
+	 * for one pass over every cached pod (a list applied, the restart
+	 * grace over). */
+	uint64_t published_gen;
+	int publish_all, grace_over;
+	char (*shown)[40];
+	size_t nshown;
+	uint64_t publish_passes, published_pods;
 	/* pod-resources (kubelet), when built */
 	struct podres *podres;
 	struct loop_watch podres_w, inotify_w;

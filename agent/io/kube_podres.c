@@ -8,7 +8,7 @@
  * once per distinct error and changes nothing else. Does not own classes,
  * TSGs or the API server (kube_mode.c). Built without gRPC it says so.
  */
-#include "agent/agent.h"
+#include "agent/io/io.h"
 #include "agent/io/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
@@ -69,7 +69,7 @@ static int podres_watch(struct agent *a, struct loop_watch *w, int fd, loop_fn f
 	w->fd = fd;
 	w->fn = fn;
 	w->ctx = a;
-	return loop_add(&a->loop, w, EPOLLIN);
+	return loop_add(&a->io->loop, w, EPOLLIN);
 }
 
 int kmode_podres_start(struct agent *a)
@@ -101,8 +101,8 @@ void kmode_podres_stop(struct agent *a)
 
 	if (k->podres) {
 		/* The fds belong to podres: out of the loop first. */
-		loop_del(&a->loop, &k->podres_w);
-		loop_del(&a->loop, &k->inotify_w);
+		loop_del(&a->io->loop, &k->podres_w);
+		loop_del(&a->io->loop, &k->inotify_w);
 		podres_stop(k->podres);
 		k->podres = NULL;
 	}

@@ -10,10 +10,11 @@
  * JSON therefore holds no clock and nothing else that moves by itself.
  * Does not own classes (kube_mode.c) or the client (agent/kube).
  */
-#include "agent/agent.h"
+#include "agent/io/io.h"
 #include "agent/io/gpuinfo.h"
 #include "agent/io/kube_mode.h"
 #include "common/log.h"
+#include "common/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -55,6 +56,9 @@ void kmode_forget_pod(struct agent *a, const char *uid)
 
 void kmode_free_pods(struct kmode *k)
 {
+	free(k->shown);
+	k->shown = NULL;
+	k->nshown = 0;
 	while (k->pods) {
 		struct kpod *p = k->pods;
 
@@ -283,6 +287,7 @@ static char *state_json(const struct pod_sum *s, enum class_source source)
 	if (s->woken) /* asked to wake ahead of their periodic requests */
 		cJSON_AddNumberToObject(o, "wake", (double)s->woken);
 	cJSON_AddStringToObject(o, "state", s->failed ? "failed" : s->pending ? "pending" : "converged");
+	utf8_json_sanitize(o); /* an annotation value is valid UTF-8 */
 	out = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return out;
@@ -296,7 +301,10 @@ static void annotate(struct agent *a, const char *uid, const char *key, const ch
 		log_warn("kubernetes: annotation %s of pod %s not queued", key, uid);
 }
 
-static void publish_pod(struct agent *a, const struct kube_pod *pod, int may_remove)
+/* Returns 1 while the pod has TSGs of ours: it is visited again at the
+ * next pass. One without them whose annotations may not be removed yet
+ * (the restart grace) is visited by the full pass at the grace's end. */
+static int publish_pod(struct agent *a, const struct kube_pod *pod, int may_remove)
 {
 	struct pod_sum s;
 	enum class_source source;
@@ -308,18 +316,18 @@ static void publish_pod(struct agent *a, const struct kube_pod *pod, int may_rem
 	if (!s.tsgs) {
 		/* The last GPU process went: nothing of ours stays behind. After
 		 * a restart, only once its processes had time to come back. */
-		if (may_remove) {
-			annotate(a, uid, KMODE_KEY_CLASS, NULL);
-			annotate(a, uid, KMODE_KEY_STATE, NULL);
-		}
-		return;
+		if (!may_remove)
+			return 0;
+		annotate(a, uid, KMODE_KEY_CLASS, NULL);
+		annotate(a, uid, KMODE_KEY_STATE, NULL);
+		return 0;
 	}
 	snprintf(cls, sizeof(cls), "%s",
 		 class_name((enum qos_class)kmode_pod_class(a, pod, &source, NULL)));
 	state = state_json(&s, source);
 	if (!state) {
 		log_error("kubernetes: out of memory formatting the state of pod %s", uid);
-		return;
+		return 1;
 	}
 	annotate(a, uid, KMODE_KEY_CLASS, cls);
 	annotate(a, uid, KMODE_KEY_STATE, state);
@@ -329,36 +337,126 @@ static void publish_pod(struct agent *a, const struct kube_pod *pod, int may_rem
 		for (const struct tsg *t = a->tsgs; strcmp(p->pod_uid, uid) == 0 && t; t = t->next)
 			if (t->pid == p->pid)
 				tsg_events(a, uid, kp, t);
+	return 1;
+}
+
+/* ---- which pods a pass visits ---- */
+
+struct uidset {
+	char (*v)[40];
+	size_t n, cap;
+};
+
+static int uidset_add(struct uidset *u, const char *uid)
+{
+	if (!uid || !*uid)
+		return 0;
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? u->cap * 2 : 64;
+		char(*v)[40] = realloc(u->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		u->v = v;
+		u->cap = cap;
+	}
+	snprintf(u->v[u->n++], sizeof(u->v[0]), "%s", uid);
+	return 0;
+}
+
+static int uid_cmp(const void *x, const void *y)
+{
+	return strcmp((const char *)x, (const char *)y);
+}
+
+static void uidset_unique(struct uidset *u)
+{
+	size_t k = 0;
+
+	if (!u->n)
+		return;
+	qsort(u->v, u->n, sizeof(u->v[0]), uid_cmp);
+	for (size_t i = 1; i < u->n; i++)
+		if (strcmp(u->v[i], u->v[k]) != 0)
+			memcpy(u->v[++k], u->v[i], sizeof(u->v[0]));
+	u->n = k + 1;
+}
+
+/* Every cached pod (a full pass), else the pods that can have changed
+ * since the last pass: those of GPU processes, those last published with
+ * TSGs, and those the client changed since k->published_gen. A call into
+ * the client may apply a finished request and change its cache: the pass
+ * walks a copy of the uids, looking each pod up afresh. */
+static int publish_set(struct agent *a, int all, struct uidset *u)
+{
+	struct kmode *k = a->kube;
+	struct kube_client *c = k->client;
+	const char **changed = NULL;
+	size_t n;
+	int rc = 0;
+
+	if (all) {
+		n = kube_client_pod_count(c);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const struct kube_pod *pod = kube_client_pod_at(c, i);
+
+			rc = uidset_add(u, pod ? pod->uid : NULL);
+		}
+		return rc;
+	}
+	for (const struct proc *p = a->procs; p && rc == 0; p = p->next)
+		rc = uidset_add(u, p->pod_uid);
+	for (size_t i = 0; i < k->nshown && rc == 0; i++)
+		rc = uidset_add(u, k->shown[i]);
+	n = kube_client_changed(c, k->published_gen, NULL, 0);
+	if (n && rc == 0) {
+		changed = calloc(n, sizeof(*changed));
+		if (!changed)
+			return -1;
+		n = kube_client_changed(c, k->published_gen, changed, n);
+		for (size_t i = 0; i < n && rc == 0; i++)
+			rc = uidset_add(u, changed[i]);
+		free(changed);
+	}
+	return rc;
 }
 
 void kmode_publish(struct agent *a)
 {
-	struct kube_client *c = a->kube->client;
-	size_t n = kube_client_pod_count(c);
-	uint64_t now = now_us();
-	char (*uids)[40];
-	int may_remove;
+	struct kmode *k = a->kube;
+	struct kube_client *c = k->client;
+	struct uidset u = { 0 }, shown = { 0 };
+	uint64_t gen, now = now_us();
+	int may_remove, all;
 
-	if (!kube_client_synced(c) || !n)
+	if (!kube_client_synced(c) || !kube_client_pod_count(c))
 		return; /* classes are not known yet: nothing true to write */
 	may_remove = !a->expected && now >= a->started_us + AGENT_RESTART_GRACE_MS * 1000ull;
-	/* A call into the client may apply a finished request and change its
-	 * cache: walk a copy of the uids, looking each pod up afresh. */
-	uids = calloc(n, sizeof(*uids));
-	if (!uids) {
+	if (may_remove && !k->grace_over) {
+		k->grace_over = 1; /* annotations a restart left behind may go now */
+		k->publish_all = 1;
+	}
+	all = k->publish_all;
+	gen = kube_client_change_gen(c);
+	if (publish_set(a, all, &u) != 0) {
 		log_error("kubernetes: out of memory publishing pod state");
+		free(u.v);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct kube_pod *pod = kube_client_pod_at(c, i);
+	uidset_unique(&u);
+	log_debug("kubernetes: publishing %zu pod(s)%s", u.n, all ? " (all)" : "");
+	for (size_t i = 0; i < u.n; i++) {
+		const struct kube_pod *pod = kube_client_pod(c, u.v[i]);
 
-		snprintf(uids[i], sizeof(uids[i]), "%s", pod ? pod->uid : "");
+		if (pod && publish_pod(a, pod, may_remove) && uidset_add(&shown, u.v[i]) != 0)
+			log_error("kubernetes: out of memory remembering pod %s", u.v[i]);
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct kube_pod *pod = uids[i][0] ? kube_client_pod(c, uids[i]) : NULL;
-
-		if (pod)
-			publish_pod(a, pod, may_remove);
-	}
-	free(uids);
+	free(u.v);
+	free(k->shown);
+	k->shown = shown.v;
+	k->nshown = shown.n;
+	k->published_gen = gen;
+	k->publish_all = 0;
+	k->publish_passes++;
+	k->published_pods += u.n;
 }

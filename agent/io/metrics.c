@@ -5,8 +5,11 @@
  * tables in one function (collect), renders the text exposition from the
  * copy and publishes it as an immutable, reference-counted buffer; the
  * HTTP server (libmicrohttpd's own thread) serves whichever buffer is
- * current and reads nothing else but two atomics. Does not own the
- * tables it reads or the values in them.
+ * current and reads nothing else but three atomics. /healthz and /readyz
+ * have a listener of their own besides (--health-address), whose thread
+ * reads those atomics alone: clients that hold every slot of the metrics
+ * port cannot fail the kubelet's probes. Does not own the tables it reads
+ * or the values in them.
  */
 #include "agent/io/metrics.h"
 
@@ -15,6 +18,7 @@
 #include "agent/io/kube_mode.h"
 #include "common/httpd.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #ifdef GPUQOS_HAVE_BPF
 #include "bpf/tsgtrace_api.h"
 #endif
@@ -34,8 +38,13 @@
 
 #define MT_BUCKETS 1024u
 #define MT_OUTCOMES 8u      /* distinct (op, status) counted per TSG */
-#define MT_HTTP_CONNECTIONS 32u
-#define MT_HTTP_TIMEOUT_S 10u
+/* The metrics port faces the pod network: a scraper holds one connection,
+ * a few are plenty for one address, and one that goes quiet mid-request is
+ * dropped soon (docs/metrics.md, "Limits"). */
+static const struct httpd_limits mt_metrics_limits = { 64, 8, 5 };
+/* The health port answers the kubelet's probes (1 s timeout by default),
+ * a request at a time per probe. */
+static const struct httpd_limits mt_health_limits = { 32, 4, 2 };
 #define MT_STALL_MIN_US 10000000ull /* /healthz: the loop silent this long */
 #define MT_PATHS 3                  /* enum path */
 #define MT_DROPS 8
@@ -92,7 +101,9 @@ enum { READY = 0, NOT_SYNCED = 1, NO_TRACKER = 2 };
 
 static struct {
 	char address[256];
+	char health_address[256];
 	struct MHD_Daemon *d;
+	struct MHD_Daemon *health;
 	pthread_mutex_t mu;   /* guards cur: held for the swap or a reference */
 	struct snap *cur;
 	atomic_int ready;     /* READY or why not */
@@ -106,7 +117,9 @@ static struct {
 	struct mtsg *bucket[MT_BUCKETS];
 	struct mhist lat[MT_PATHS];
 	uint64_t timeouts[MT_PATHS];
-} M = { .address = METRICS_DEFAULT_ADDRESS, .mu = PTHREAD_MUTEX_INITIALIZER };
+} M = { .address = METRICS_DEFAULT_ADDRESS,
+	.health_address = METRICS_DEFAULT_HEALTH_ADDRESS,
+	.mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- a growing text buffer ---- */
 
@@ -155,24 +168,22 @@ static void __attribute__((format(printf, 2, 3))) bput(struct mbuf *b, const cha
 	}
 }
 
-/* A label value in the exposition format's escapes; "" values are left
- * out (Prometheus treats an empty label as an absent one). */
+static void bput_bytes(void *b, const char *p, size_t n)
+{
+	bput(b, "%.*s", (int)n, p);
+}
+
+/* A label value in the exposition format's escapes, as valid UTF-8 (a
+ * process name is any bytes, and one invalid value fails the whole
+ * scrape); "" values are left out (Prometheus treats an empty label as an
+ * absent one). */
 static void blabel(struct mbuf *b, int *first, const char *name, const char *v)
 {
 	if (!v || !*v)
 		return;
 	bput(b, "%s%s=\"", *first ? "" : ",", name);
 	*first = 0;
-	while (*v) {
-		size_t run = strcspn(v, "\\\"\n");
-
-		if (run)
-			bput(b, "%.*s", (int)run, v);
-		v += run;
-		if (*v)
-			bput(b, "\\%c", *v == '\n' ? 'n' : *v);
-		v += *v != '\0';
-	}
+	utf8_prom_label(v, bput_bytes, b);
 	bput(b, "\"");
 }
 
@@ -1072,12 +1083,14 @@ void metrics_publish(struct agent *a)
 	uint64_t now = now_us(), iv;
 	struct snap *s, *old;
 
-	if (!M.d)
+	if (!M.d && !M.health)
 		return;
 	iv = (uint64_t)(a->cfg->reconcile_interval_ms ? a->cfg->reconcile_interval_ms : 1000) * 1000u;
 	atomic_store(&M.stall_us, iv * 5 > MT_STALL_MIN_US ? iv * 5 : MT_STALL_MIN_US);
 	atomic_store(&M.loop_us, now);
 	atomic_store(&M.ready, readiness(a));
+	if (!M.d)
+		return;
 	if (M.cur && now - M.last_render_us < M.render_gap_us)
 		return;
 	M.last_render_us = now;
@@ -1101,7 +1114,8 @@ void metrics_publish(struct agent *a)
 	snap_unref(old);
 }
 
-/* ---- HTTP (libmicrohttpd's thread: reads M.cur and the atomics only) ---- */
+/* ---- HTTP (libmicrohttpd's threads: M.cur and the atomics only; the
+ * health listener's thread the atomics alone) ---- */
 
 static enum MHD_Result reply_metrics(struct MHD_Connection *conn)
 {
@@ -1150,8 +1164,16 @@ static enum MHD_Result reply_ready(struct MHD_Connection *conn)
 	}
 }
 
+/* The metrics port keeps answering the probes' paths for what probes it
+ * already; the health listener is the one that stays free. */
 static const struct httpd_route routes[] = {
 	{ "/metrics", reply_metrics },
+	{ "/healthz", reply_health },
+	{ "/readyz", reply_ready },
+	{ NULL, NULL },
+};
+
+static const struct httpd_route health_routes[] = {
 	{ "/healthz", reply_health },
 	{ "/readyz", reply_ready },
 	{ NULL, NULL },
@@ -1163,45 +1185,58 @@ void metrics_set_address(const char *addr)
 	snprintf(M.address, sizeof(M.address), "%s", addr ? addr : "");
 }
 
-static int metrics_off(void)
+void metrics_set_health_address(const char *addr)
 {
-	return httpd_address_off(M.address);
+	snprintf(M.health_address, sizeof(M.health_address), "%s", addr ? addr : "");
+}
+
+/* One listener: -1 only for an address that cannot be parsed; one that
+ * cannot be bound is logged and the agent runs without it. */
+static int listen_on(const char *what, const char *addr, const struct httpd_route *r,
+		     const struct httpd_limits *lim, struct MHD_Daemon **d)
+{
+	char host[200];
+	unsigned port;
+
+	if (httpd_address_off(addr)) {
+		log_info("%s: off", what);
+		return 0;
+	}
+	if (httpd_split_address(addr, host, sizeof(host), &port) != 0) {
+		log_error("%s: address \"%s\": " HTTPD_ADDRESS_WANT, what, addr);
+		return -1;
+	}
+	*d = httpd_start(what, host, port, r, lim);
+	if (!*d) {
+		log_error("%s: cannot serve on %s; running without it", what, addr);
+		return 0;
+	}
+	log_info("%s: serving %s%s on %s (port %u)", what, r[0].path,
+		 r == routes ? ", /healthz and /readyz" : " and /readyz", addr, httpd_port(*d));
+	return 0;
 }
 
 int metrics_start(struct agent *a)
 {
-	char host[200];
-	unsigned port;
-	const union MHD_DaemonInfo *info;
-
-	if (metrics_off()) {
-		log_info("metrics: off");
-		return 0;
-	}
-	if (httpd_split_address(M.address, host, sizeof(host), &port) != 0) {
-		log_error("metrics: address \"%s\": " HTTPD_ADDRESS_WANT, M.address);
-		return -1;
-	}
 	M.start_wall = wall_now() - (double)(now_us() - a->started_us) / 1e6;
 	atomic_store(&M.loop_us, now_us());
 	atomic_store(&M.stall_us, MT_STALL_MIN_US);
 	atomic_store(&M.ready, NOT_SYNCED);
-	M.d = httpd_start(host, port, routes, MT_HTTP_CONNECTIONS, MT_HTTP_TIMEOUT_S);
-	if (!M.d) {
-		log_error("metrics: cannot serve on %s; running without metrics", M.address);
-		return 0;
+	if (listen_on("metrics", M.address, routes, &mt_metrics_limits, &M.d) != 0 ||
+	    listen_on("health", M.health_address, health_routes, &mt_health_limits, &M.health) != 0) {
+		metrics_stop();
+		return -1;
 	}
-	info = MHD_get_daemon_info(M.d, MHD_DAEMON_INFO_BIND_PORT);
-	log_info("metrics: serving /metrics, /healthz and /readyz on %s (port %u)", M.address,
-		 info ? (unsigned)info->port : port);
 	return 0;
 }
 
 void metrics_stop(void)
 {
+	if (M.health)
+		MHD_stop_daemon(M.health);
 	if (M.d)
 		MHD_stop_daemon(M.d); /* joins its thread: no scrape runs after */
-	M.d = NULL;
+	M.d = M.health = NULL;
 	snap_unref(M.cur);
 	M.cur = NULL;
 	mt_free_all();

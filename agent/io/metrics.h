@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.h - Prometheus metrics of the node agent over HTTP
- * (libmicrohttpd), plus /healthz and /readyz (docs/metrics.md).
+ * (libmicrohttpd), plus /healthz and /readyz, on the metrics port and on a
+ * listener of their own that slow clients of the metrics port cannot fill
+ * (docs/metrics.md).
  *
  * The loop owns every table; the HTTP server runs on libmicrohttpd's own
  * thread and never touches them. After a batch the loop renders the
@@ -29,8 +31,10 @@ struct tsg;
  * any other address stops the start with an error. */
 #ifdef GPUQOS_HAVE_MHD
 #define METRICS_DEFAULT_ADDRESS ":9402"
+#define METRICS_DEFAULT_HEALTH_ADDRESS "127.0.0.1:9404"
 #else
 #define METRICS_DEFAULT_ADDRESS "off"
+#define METRICS_DEFAULT_HEALTH_ADDRESS "off"
 #endif
 /* The snapshot is rendered at most this often (and the reconcile tick
  * guarantees a pass every second or so). */
@@ -39,9 +43,12 @@ struct tsg;
 /* --metrics-address (GPUQOS_METRICS_ADDRESS): "HOST:PORT", ":PORT" (every
  * address), "[V6]:PORT", or "off"/"" (no HTTP server). Before start. */
 void metrics_set_address(const char *addr);
-/* Starts the HTTP server. A server that cannot start is logged and the
- * agent runs without metrics (workloads come first); -1 only for an
- * address that cannot be parsed. */
+/* --health-address (GPUQOS_HEALTH_ADDRESS): where /healthz and /readyz
+ * are served on their own, same forms; loopback by default. Before start. */
+void metrics_set_health_address(const char *addr);
+/* Starts the HTTP servers. One that cannot start is logged and the agent
+ * runs without it (workloads come first); -1 only for an address that
+ * cannot be parsed. */
 int metrics_start(struct agent *a);
 /* After every batch: readiness, liveness, and a new snapshot when due. */
 void metrics_publish(struct agent *a);

@@ -6,8 +6,10 @@
  * (AGENT_PEERS_*). Does not own what a command or a POLICY should be
  * (reconcile.c) nor matching results to commands (cmd.c).
  */
-#include "agent/agent.h"
+#include "agent/io/peer.h"
+#include "agent/io/io.h"
 #include "agent/io/procinfo.h"
+#include "agent/io/statefile.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -77,13 +79,25 @@ int unix_listen(const char *path, int type, mode_t mode)
 	return fd;
 }
 
+/* A peer and its socket's watch, in one allocation: the model's struct
+ * peer first, so freeing the peer frees both. */
+struct peer_conn {
+	struct peer p;
+	struct loop_watch w;
+};
+
+static struct loop_watch *peer_watch(struct peer *p)
+{
+	return &((struct peer_conn *)p)->w;
+}
+
 static int peer_send(struct agent *a, struct peer *p, void *msg, const char *what)
 {
 	struct gq_hdr *h = msg;
 
 	if (p->broken)
 		return -1;
-	if (send(p->w.fd, msg, h->length, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)h->length)
+	if (send(peer_watch(p)->fd, msg, h->length, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)h->length)
 		return 0;
 	if (errno == EAGAIN || errno == EWOULDBLOCK) {
 		/* The peer is not reading; the caller retries on a later tick. */
@@ -141,10 +155,6 @@ int peer_send_window(struct agent *a, struct peer *p)
 	return peer_send(a, p, &m, "WINDOW");
 }
 
-uint32_t proc_wake_lead_us(const struct proc *p)
-{
-	return p && p->peer && p->peer->policy_valid ? GQ_WAKE_LEAD(p->peer->policy_wake) : 0;
-}
 
 int peer_send_command(struct agent *a, struct peer *p, struct cmd *c)
 {
@@ -162,7 +172,7 @@ int peer_send_command(struct agent *a, struct peer *p, struct cmd *c)
 
 void peer_close(struct agent *a, struct peer *p, const char *why)
 {
-	if (p->w.dead)
+	if (peer_watch(p)->dead)
 		return;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
 	cmd_fail_peer(a, p);
@@ -184,7 +194,7 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 	tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_PREEMPT);
 	if (p->proc->peer == p)
 		p->proc->peer = NULL;
-	loop_close(&a->loop, &p->w);
+	loop_close(&a->io->loop, peer_watch(p));
 	for (struct peer **pp = &a->peers; *pp; pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
@@ -228,7 +238,7 @@ void peer_free_all(struct agent *a)
 	while (a->peers)
 		peer_close(a, a->peers, "agent exiting");
 	peer_reap(a);
-	if (a->listen_w.fd >= 0 && a->spare_fd >= 0)
+	if (a->io->listen_w.fd >= 0 && a->spare_fd >= 0)
 		close(a->spare_fd);
 }
 
@@ -350,7 +360,7 @@ static const char *wake_bad(const struct gq_wake *m, const struct proc *prev)
 
 /* A WAKE: kept for ctl and metrics, or dropped and counted; the
  * connection stays either way (docs/protocol.md, "Wake"). */
-static void on_wake(struct agent *a, struct peer *p, const struct gq_wake *m)
+static void on_wake_report(struct agent *a, struct peer *p, const struct gq_wake *m)
 {
 	struct proc *pr = p->proc;
 	/* Asked only of a peer whose HELLO offered it (peer_send_policy). */
@@ -463,13 +473,6 @@ static void on_window_state(struct agent *a, struct peer *p, const struct gq_win
 	p->win_state.rx_us = now_us();
 }
 
-int peer_window_held(const struct peer *p, uint64_t now)
-{
-	if (!p || !p->win.on || !p->win_state.known ||
-	    now - p->win_state.rx_us > (uint64_t)WINDOW_LEASE_MS * 1000u)
-		return -1;
-	return p->win_state.on;
-}
 
 /* Returns 0, or -1 when the message breaks the protocol. */
 static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_t n)
@@ -515,7 +518,7 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		lcbusy_report(a, p->proc, buf);
 		return 0;
 	case GQ_WAKE:
-		on_wake(a, p, buf);
+		on_wake_report(a, p, buf);
 		return 0;
 	case GQ_PHASE:
 		on_phase(a, p, buf);
@@ -533,7 +536,7 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 
 static void on_peer(struct loop_watch *w, uint32_t events)
 {
-	struct peer *p = (struct peer *)((char *)w - offsetof(struct peer, w));
+	struct peer *p = &((struct peer_conn *)((char *)w - offsetof(struct peer_conn, w)))->p;
 	struct agent *a = w->ctx;
 	/* Messages hold 8-byte fields (RM_ALIGN8): read them in place. */
 	_Alignas(8) unsigned char buf[GQ_MSG_MAX];
@@ -658,6 +661,7 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	socklen_t len = sizeof(cred);
 	struct uid_use *u;
 	struct proc *old;
+	struct peer_conn *conn;
 	struct peer *p;
 
 	if (!pi) {
@@ -673,15 +677,16 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 		return;
 	}
 	/* ---- end of the procinfo hook */
-	p = calloc(1, sizeof(*p));
-	if (!p) {
+	conn = calloc(1, sizeof(*conn));
+	if (!conn) {
 		close(fd);
 		return;
 	}
+	p = &conn->p;
 	p->pid = pid;
-	p->w.fd = fd;
-	p->w.fn = on_peer;
-	p->w.ctx = a;
+	conn->w.fd = fd;
+	conn->w.fn = on_peer;
+	conn->w.ctx = a;
 	p->accept_seq = seq;
 	/* Identified after a connection its pid made later: stale. Checked
 	 * before proc_attach, which would take this one's /proc facts. */
@@ -694,7 +699,7 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 		return;
 	}
 	p->proc = proc_attach(a, pid, pi);
-	if (!p->proc || loop_add(&a->loop, &p->w, EPOLLIN | EPOLLRDHUP) != 0) {
+	if (!p->proc || loop_add(&a->io->loop, &conn->w, EPOLLIN | EPOLLRDHUP) != 0) {
 		close(fd);
 		free(p);
 		return;
@@ -715,7 +720,7 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 		 class_source_name(p->proc->cls_source));
 	/* procinfo hook: what it sent while its facts were read (HELLO, its
 	 * TSGs) is taken now, before anything is decided for its process. */
-	on_peer(&p->w, EPOLLIN);
+	on_peer(&conn->w, EPOLLIN);
 }
 
 /* Out of fds: accept with the spare one freed, close at once, keep a
@@ -779,10 +784,10 @@ int peer_listen(struct agent *a)
 	fd = unix_listen(a->opt.socket, SOCK_SEQPACKET, 0666);
 	if (fd < 0)
 		return -1;
-	a->listen_w.fd = fd;
-	a->listen_w.fn = on_listen;
-	a->listen_w.ctx = a;
-	if (loop_add(&a->loop, &a->listen_w, EPOLLIN) != 0)
+	a->io->listen_w.fd = fd;
+	a->io->listen_w.fn = on_listen;
+	a->io->listen_w.ctx = a;
+	if (loop_add(&a->io->loop, &a->io->listen_w, EPOLLIN) != 0)
 		return -1;
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	a->peers_max = peers_limit();

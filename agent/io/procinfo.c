@@ -8,7 +8,8 @@
  * decide what the facts mean (tsg.c classifies).
  */
 #include "agent/io/procinfo.h"
-#include "agent/agent.h"
+#include "agent/io/io.h"
+#include "common/fileio.h"
 #include "common/cgroup.h"
 #include "common/log.h"
 
@@ -21,49 +22,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ENVIRON_MAX (1u << 20)
-
-/* Reads a whole small /proc file into a malloc'd, NUL-terminated buffer. */
-static char *read_file(const char *path, size_t max, size_t *len)
-{
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap + 1);
-	int fd;
-
-	if (!buf)
-		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		free(buf);
-		return NULL;
-	}
-	for (;;) {
-		ssize_t r;
-
-		if (n == cap) {
-			char *nb = cap >= max ? NULL : realloc(buf, cap * 2 + 1);
-
-			if (!nb)
-				break; /* truncated: enough for what we look for */
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-}
 
 /* stat: "pid (comm) state ppid ..."; comm may hold spaces and ')', so
  * fields are counted from the last ')'. starttime is field 22. */
@@ -101,7 +63,7 @@ int procinfo_starttime(pid_t pid, uint64_t *starttime)
 	int rc;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = read_file(path, 4096, &len);
+	s = fileio_read_head(path, 4096, &len);
 	if (!s)
 		return -1;
 	rc = parse_stat(s, starttime, NULL, 0);
@@ -132,7 +94,7 @@ static void read_cgroup(pid_t pid, struct procinfo *pi)
 
 	out[0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	s = read_file(path, CGROUP_TEXT_MAX, &len);
+	s = fileio_read_head(path, CGROUP_TEXT_MAX, &len);
 	if (!s)
 		return;
 	cgroup_identity(s, len, pi);
@@ -162,7 +124,7 @@ static void read_run_class(pid_t pid, char *out, size_t outlen)
 
 	out[0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-	s = read_file(path, ENVIRON_MAX, &len);
+	s = fileio_read_head(path, ENVIRON_MAX, &len);
 	if (!s)
 		return;
 	while (i < len) {
@@ -185,7 +147,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 
 	memset(pi, 0, sizeof(*pi));
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = read_file(path, 4096, &len);
+	s = fileio_read_head(path, 4096, &len);
 	if (!s)
 		return -1;
 	rc = parse_stat(s, &pi->starttime, pi->comm, sizeof(pi->comm));
@@ -198,6 +160,13 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	read_cgroup(pid, pi);
 	read_run_class(pid, pi->run_class, sizeof(pi->run_class));
 	return 0;
+}
+
+int procinfo_alive(pid_t pid, uint64_t starttime)
+{
+	uint64_t st;
+
+	return procinfo_starttime(pid, &st) == 0 && st == starttime;
 }
 
 int procinfo_fd_is(pid_t pid, uint32_t fd, const char *want)
@@ -243,7 +212,8 @@ struct procinfo_pool {
 	int stopping;
 	unsigned refs; /* the loop's, and one per live thread: the last frees */
 	int efd;
-	struct loop_watch ev_w, timer_w; /* the loop's own */
+	struct loop_watch ev_w; /* the loop's own */
+	struct loop_timer timer;
 	int timer_armed;
 	uint64_t reads, timeouts, refused;
 };
@@ -356,12 +326,7 @@ static int pi_spawn(struct procinfo_pool *pp)
 
 static void pi_arm(struct procinfo_pool *pp, uint64_t at)
 {
-	uint64_t now = now_us(), in = at > now ? at - now : 1;
-	struct itimerspec its = { .it_value = { .tv_sec = (time_t)(in / 1000000u),
-						.tv_nsec = (long)(in % 1000000u) * 1000L } };
-
-	if (timerfd_settime(pp->timer_w.fd, 0, &its, NULL) != 0)
-		log_error("procinfo: timer: %s", strerror(errno));
+	loop_timer_at(&pp->timer, at);
 	pp->timer_armed = at != 0;
 }
 
@@ -394,7 +359,7 @@ static void pi_answer(struct agent *a, struct pi_req *r, const char *why)
 static void on_pi_done(struct loop_watch *w, uint32_t events)
 {
 	struct agent *a = w->ctx;
-	struct procinfo_pool *pp = a->pi_pool;
+	struct procinfo_pool *pp = a->io->pi_pool;
 	struct pi_req *done = NULL, **tail = &done;
 	uint64_t n;
 
@@ -453,17 +418,14 @@ static struct pi_req *pi_take(struct procinfo_pool *pp, struct pi_req *r)
 	return copy;
 }
 
-static void on_pi_timer(struct loop_watch *w, uint32_t events)
+static void on_pi_timer(struct loop_timer *timer)
 {
-	struct agent *a = w->ctx;
-	struct procinfo_pool *pp = a->pi_pool;
+	struct agent *a = timer->ctx;
+	struct procinfo_pool *pp = a->io->pi_pool;
 	struct pi_req *late = NULL;
-	uint64_t now = now_us(), n, next;
+	uint64_t now = now_us(), next;
 	char why[160];
 
-	(void)events;
-	if (read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		log_warn("procinfo: timer: %s", strerror(errno));
 	pthread_mutex_lock(&pp->mu);
 	for (struct pi_req *r = pp->reqs, *next_r; r; r = next_r) {
 		struct pi_req *t;
@@ -497,7 +459,7 @@ static void on_pi_timer(struct loop_watch *w, uint32_t events)
 
 int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void *arg)
 {
-	struct procinfo_pool *pp = a->pi_pool;
+	struct procinfo_pool *pp = a->io->pi_pool;
 	struct pi_req *r;
 
 	if (!pp) {
@@ -545,18 +507,17 @@ int procinfo_async_start(struct agent *a)
 	pthread_cond_init(&pp->cv, NULL);
 	pp->refs = 1;
 	pp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	pp->timer_w.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	a->pi_pool = pp;
-	if (pp->efd < 0 || pp->timer_w.fd < 0) {
-		log_error("procinfo: eventfd/timerfd: %s", strerror(errno));
+	pp->timer.w.fd = -1;
+	a->io->pi_pool = pp;
+	if (pp->efd < 0) {
+		log_error("procinfo: eventfd: %s", strerror(errno));
 		return -1;
 	}
 	pp->ev_w.fd = pp->efd;
 	pp->ev_w.fn = on_pi_done;
 	pp->ev_w.ctx = a;
-	pp->timer_w.fn = on_pi_timer;
-	pp->timer_w.ctx = a;
-	if (loop_add(&a->loop, &pp->ev_w, EPOLLIN) != 0 || loop_add(&a->loop, &pp->timer_w, EPOLLIN) != 0)
+	if (loop_add(&a->io->loop, &pp->ev_w, EPOLLIN) != 0 ||
+	    loop_timer_add(&a->io->loop, &pp->timer, "procinfo", on_pi_timer, a) != 0)
 		return -1;
 	pthread_mutex_lock(&pp->mu);
 	for (unsigned i = 0; i < PROCINFO_WORKERS; i++) {
@@ -572,12 +533,12 @@ int procinfo_async_start(struct agent *a)
 
 void procinfo_async_stop(struct agent *a)
 {
-	struct procinfo_pool *pp = a->pi_pool;
+	struct procinfo_pool *pp = a->io->pi_pool;
 	struct pi_req *left = NULL;
 
 	if (!pp)
 		return;
-	a->pi_pool = NULL;
+	a->io->pi_pool = NULL;
 	pthread_mutex_lock(&pp->mu);
 	pp->stopping = 1;
 	while (pp->reqs) {
@@ -605,9 +566,8 @@ void procinfo_async_stop(struct agent *a)
 		free(r);
 	}
 	if (pp->ev_w.fd >= 0)
-		loop_del(&a->loop, &pp->ev_w);
-	if (pp->timer_w.fd >= 0)
-		loop_close(&a->loop, &pp->timer_w);
+		loop_del(&a->io->loop, &pp->ev_w);
+	loop_timer_del(&pp->timer);
 	/* Workers write the eventfd only for a request still pending: none is. */
 	close(pp->efd);
 	pi_pool_unref(pp);
@@ -615,7 +575,7 @@ void procinfo_async_stop(struct agent *a)
 
 int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done)
 {
-	struct procinfo_pool *pp = a->pi_pool;
+	struct procinfo_pool *pp = a->io->pi_pool;
 	int found = 0;
 
 	if (!pp)
@@ -630,7 +590,7 @@ int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done)
 
 void procinfo_get_stats(const struct agent *a, struct procinfo_stats *s)
 {
-	struct procinfo_pool *pp = a->pi_pool;
+	struct procinfo_pool *pp = a->io->pi_pool;
 
 	memset(s, 0, sizeof(*s));
 	if (!pp)

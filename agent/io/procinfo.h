@@ -5,7 +5,7 @@
  * /proc/<pid>/environ sleeps on the target's mm (its mmap lock, its exec);
  * /proc/<pid>/cgroup on the cgroup lock. A process can hold those for as
  * long as it likes (a page fault on a FUSE file that never answers, an
- * exec stopped half way), so procinfo_read (agent.h) runs on worker
+ * exec stopped half way), so procinfo_read runs on worker
  * threads with a deadline, and the answer comes back to the loop through
  * an eventfd, as the direct path does (direct.h). Owns the workers, the
  * queue and the deadline; does not own what the facts mean (tsg.c) nor
@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/core/core.h"
+
 #define PROCINFO_WORKERS 2
 /* Workers left inside a read past its deadline are replaced, up to this
  * many at once; past it reads fail at once until some return. */
@@ -28,8 +30,12 @@
 /* A /proc read takes microseconds; one this late is held by its process. */
 #define PROCINFO_DEADLINE_MS 2000u
 
-struct agent;
-struct procinfo;
+/* The synchronous readers (any thread). 0, or -1 with errno. */
+int procinfo_starttime(pid_t pid, uint64_t *starttime);
+int procinfo_read(pid_t pid, struct procinfo *pi);
+int procinfo_fd_is(pid_t pid, uint32_t fd, const char *path);
+/* agent_hooks.proc_alive: pid runs and started at starttime. */
+int procinfo_alive(pid_t pid, uint64_t starttime);
 
 /* On the loop thread, once: pi holds the facts, or pi is NULL and why says
  * in words why there are none (the process is gone, its /proc did not

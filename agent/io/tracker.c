@@ -10,7 +10,8 @@
  * Does not own the table's data structure (tsg.c), the policy or the
  * paths; the tracer's programs and pins belong to bpf/.
  */
-#include "agent/agent.h"
+#include "agent/io/io.h"
+#include "agent/io/tracker.h"
 #include "agent/io/procinfo.h"
 #include "common/log.h"
 
@@ -359,15 +360,15 @@ static int tracker_open(struct agent *a)
 		return -1;
 	}
 	a->trk.inherited = tsgtrace_inherited(a->trk.tt);
-	a->trk.w.fd = tsgtrace_fd(a->trk.tt);
-	a->trk.w.fn = on_ring;
-	a->trk.w.ctx = a;
+	a->io->trk_w.fd = tsgtrace_fd(a->trk.tt);
+	a->io->trk_w.fn = on_ring;
+	a->io->trk_w.ctx = a;
 	return 0;
 }
 
 int tracker_init(struct agent *a)
 {
-	a->trk.w.fd = -1;
+	a->io->trk_w.fd = -1;
 	if (a->trk.setting == TRACKER_OFF) {
 		snprintf(a->trk.off, sizeof(a->trk.off), "off (--bpf off)");
 		log_info("eBPF tracker: off; TSGs come from preempt agents only");
@@ -383,7 +384,7 @@ int tracker_init(struct agent *a)
 	 * the first wait. */
 	tracker_dump(a);
 	tracker_consume(a);
-	if (loop_add(&a->loop, &a->trk.w, EPOLLIN) != 0)
+	if (loop_add(&a->io->loop, &a->io->trk_w, EPOLLIN) != 0)
 		return -1;
 	log_info("eBPF tracker: %s, pins %s%s, %u TSG(s) known", tsgtrace_attach_mode(a->trk.tt),
 		 a->trk.pin_dir ? a->trk.pin_dir : TSGTRACE_DEFAULT_PIN_DIR,
@@ -398,7 +399,7 @@ void tracker_stop(struct agent *a)
 {
 	if (!a->trk.tt)
 		return;
-	loop_del(&a->loop, &a->trk.w);
+	loop_del(&a->io->loop, &a->io->trk_w);
 	tsgtrace_close(a->trk.tt);
 	a->trk.tt = NULL;
 }
@@ -477,7 +478,7 @@ void tracker_json(struct agent *a, cJSON *agent_obj)
 
 int tracker_init(struct agent *a)
 {
-	a->trk.w.fd = -1;
+	a->io->trk_w.fd = -1;
 	snprintf(a->trk.off, sizeof(a->trk.off), "%s",
 		 a->trk.setting == TRACKER_OFF ? "off (--bpf off)"
 					       : "this gpuqos-agent was built without the eBPF tracker");

@@ -20,40 +20,10 @@
 
 #include <stdint.h>
 
-#include "common/loop.h"
+#include "agent/core/core.h"
 
-/* Where a TSG was seen (struct tsg.sources). */
-#define TSG_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */
-#define TSG_SRC_PREEMPT 0x2u /* the process's injected preempt agent reported it */
-#define TSG_SRC_ALL (TSG_SRC_BPF | TSG_SRC_PREEMPT)
-
-/* A preempt agent reports a TSG after its ioctl returned, and the tracer
- * sent its event before that return, so the kernel's word is normally
- * there first; the grace only covers the two arriving in either order
- * within one loop pass and a slow ring wake-up. */
-#define TRACKER_CLAIM_GRACE_MS 1000u
-
-enum tracker_setting {
-	TRACKER_AUTO = 0, /* use it when it can be opened, say why not otherwise */
-	TRACKER_ON = 1,   /* refuse to start without it */
-	TRACKER_OFF = 2,
-};
-
-struct tsgtrace;
 struct cJSON;
 struct agent;
-
-struct tracker {
-	enum tracker_setting setting;
-	const char *pin_dir;   /* as configured; NULL: the library's default */
-	struct tsgtrace *tt;   /* NULL while off */
-	struct loop_watch w;
-	char off[384];         /* why it is off, or "" */
-	unsigned inherited;    /* TSGTRACE_INHERITED_* of the open */
-	uint64_t events;       /* events consumed */
-	uint64_t refused_claims;
-	uint64_t ignored;      /* TSGs on another device than the control device */
-};
 
 /* "auto", "on", "off" (also 1/0, true/false, yes/no). 0, or -1. */
 int tracker_parse_setting(const char *s, enum tracker_setting *out);

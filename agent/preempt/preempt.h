@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * preempt.h - the state the parts of libgpuqos-preempt.so share: the lock,
- * the tables, the event queue, the policy, and the fds the library owns.
+ * preempt.h - the core every part of libgpuqos-preempt.so builds on: the
+ * shared state (the lock, the tables, the event queue, the policy, the
+ * fds the library owns), the emit path from the tables to the library's
+ * thread, the real ioctl/close, thread creation, the library's own RM
+ * control, logging and the clock.
  *
- * Owns: declarations only. preempt_ioctl.c defines the state and the
- * interposed symbols; preempt_conn.c the thread that talks to the node
- * agent; preempt_trace.c the trace file; preempt_log.c stderr logging.
+ * Owns: declarations only. preempt_core.c defines the state and the calls
+ * above; preempt_log.c logging and the clock. The features (the interposed
+ * ioctl, the connection, gates, windows, wakes, launch counting, the
+ * trace) each have a header of their own and call down into these, never
+ * back into one another in a cycle (tests/preempt/test_preempt_file_graph.py).
  * Nothing in here is exported from the library.
  */
 #ifndef GPUQOS_PREEMPT_H
@@ -15,6 +20,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "abi/gq_proto.h"
 #include "preempt_track.h"
@@ -37,7 +43,7 @@ struct pa_state {
 	/* Held across one timeslice control and its record (taken before
 	 * lock, through pa_ts_lock): by the library's thread, and by an
 	 * application thread whose SET_TIMESLICE is rewritten
-	 * (preempt_conn.c says why). */
+	 * (preempt_timeslice.c says why). */
 	pthread_mutex_t ts_lock;
 	struct pa_track track;
 	struct pa_event queue[PA_QUEUE_LEN];
@@ -81,12 +87,23 @@ enum pa_policy_phase {
 
 extern struct pa_state pa;
 
+/* ---- preempt_core.c ---- */
+
 /* Set the phase and wake application threads waiting for POLICY. */
 void pa_policy_phase_set(enum pa_policy_phase ph);
 
-/* preempt_ioctl.c */
+/* The next ioctl/close after this library (the kernel's own calls where
+ * none was found), for the library's own calls: set once by the
+ * initialisation (pa_real_set), before the library has a thread or an fd.
+ * The interposed ioctl() and close() keep their own copies (preempt_ioctl.c:
+ * its hot path). */
+void pa_real_set(pa_ioctl_fn io, pa_close_fn cl);
 pa_ioctl_fn pa_real_ioctl(void);
+pa_close_fn pa_real_close_fn(void);
 int pa_real_close(int fd);
+
+void pa_lock(void);
+void pa_unlock(void);
 void pa_fd_mark(int fd);   /* close(fd) must take the slow path; under lock */
 void pa_fd_unmark(int fd); /* under lock */
 /* Around the creation of one of the library's own fds: close() in other
@@ -95,44 +112,21 @@ void pa_own_fd_begin(void);
 void pa_own_fd_end(int fd);
 void pa_emit(void *ctx, const struct pa_event *ev); /* a pa_emit_fn; ctx: int *wake */
 void pa_wake(int wake);    /* after unlocking: tell the thread about new events */
-/* ts_lock, waited for at most PA_TS_LOCK_WAIT_MS: neither side stalls on
- * a control of the other that does not return; without the lock the race
- * is still seen afterwards (set_seq) and RM asked. Returns 1 if taken;
- * pa_ts_unlock takes that answer. */
-#define PA_TS_LOCK_WAIT_MS 50u
-int pa_ts_lock(void);
-void pa_ts_unlock(int locked);
-void pa_lock(void);
-void pa_unlock(void);
 
-/* preempt_conn.c */
-void pa_conn_start(void);       /* idempotent; on the first RM client */
-/* A TSG's set_seq (0 when it is not tracked), taken before a control of
- * the library's thread; then, under pa_ts_lock, pa_ts_accepted records
- * that RM accepted value_us from it (reported now when report, else by
- * the RESULT), or asks RM when an application SET was recorded since. */
-unsigned pa_ts_seq(rm_handle h_client, rm_handle h_tsg);
-void pa_ts_accepted(int fd, rm_handle h_client, rm_handle h_tsg, unsigned seq, rm_u64 value_us,
-		    int report);
-void pa_conn_child_reset(void); /* in a forked child: forget thread and fds */
+/* An absolute CLOCK_REALTIME deadline ms from now, for condition waits. */
+void pa_deadline_in(struct timespec *dl, unsigned ms);
+
 /* A detached thread of the library, created with every signal blocked,
  * named `name`; stack 0: the default size. -1 with errno on failure. */
 int pa_thread_spawn(void *(*fn)(void *), const char *name, size_t stack);
 
-/* preempt_launch.c: libcuda's own definition of name, or NULL. */
-void *pa_cuda_sym(const char *name);
+/* One RM control on fd with the real ioctl (the library's own call, not
+ * libcuda's: never tracked or rewritten). Returns 0 or the ioctl's errno;
+ * *status gets the RM's status word, *elapsed_ns grows by the time spent. */
+rm_u32 pa_rm_control(int fd, rm_handle h_client, rm_handle h_object, rm_u32 cmd, void *params,
+		     rm_u32 size, rm_u32 *status, rm_u64 *elapsed_ns);
 
-/* preempt_trace.c */
-extern int pa_trace_on;
-struct pa_trace_call;
-void pa_trace_init(const char *path_template);
-void pa_trace_child_reset(void);
-int pa_trace_owns(int fd);
-struct pa_trace_call *pa_trace_begin(int fd, unsigned long request, enum rm_call_kind kind,
-				     void *arg);
-void pa_trace_end(struct pa_trace_call *tc, int ret, int err);
-
-/* preempt_log.c */
+/* ---- preempt_log.c ---- */
 enum pa_log_level {
 	PA_LOG_OFF = 0,
 	PA_LOG_INFO = 1,

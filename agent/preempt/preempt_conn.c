@@ -7,7 +7,9 @@
  * draining the event queue onto the socket, validating every datagram,
  * issuing COMMANDs on libcuda's fd with the real ioctl. Does not own: the
  * tables or the queue's producers (preempt_ioctl.c), message layouts
- * (preempt_msg.c).
+ * (preempt_msg.c), which control a COMMAND is (abi/rm_plan.h), the
+ * timeslice record (preempt_timeslice.c), the queue itself and thread
+ * creation (preempt_core.c).
  *
  * Application threads never wait on this thread: they append to the queue
  * under the lock and poke the eventfd. Everything blocking happens here.
@@ -15,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -24,11 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi/rm_plan.h"
 #include "preempt.h"
+#include "preempt_conn.h"
+#include "preempt_cuda.h"
 #include "preempt_gate.h"
 #include "preempt_window.h"
 #include "preempt_launch.h"
 #include "preempt_msg.h"
+#include "preempt_timeslice.h"
 #include "preempt_wake.h"
 
 #define PA_BACKOFF_MIN_MS 50u
@@ -293,101 +298,22 @@ static int pa_flush(int s)
 
 /* ---- commands ---- */
 
-static rm_u32 pa_issue(int fd, const struct gq_command *c, struct pa_ctrl *ctl, rm_u32 *status,
+static rm_u32 pa_issue(int fd, const struct gq_command *c, struct rm_plan *plan, rm_u32 *status,
 		       rm_u64 *elapsed_ns)
 {
 	*elapsed_ns = 0;
-	return pa_rm_control(fd, c->h_client, c->h_tsg, ctl->cmd, &ctl->params, ctl->params_size,
-			     status, elapsed_ns);
-}
-
-/* ---- the library's own timeslice controls ----
- *
- * The application and this thread both set timeslices, and a record that
- * lands after a newer value would make the node agent take a TSG for set
- * while RM holds libcuda's value. A rewritten SET of the application and
- * every control of this thread hold pa.ts_lock across the ioctl and its
- * record, so those are recorded in the order RM took them (each side
- * waits for it at most PA_TS_LOCK_WAIT_MS). The application's SET that is
- * not rewritten (no policy yet), or that stopped waiting, is seen only
- * once it returned; each record bumps the TSG's set_seq, and a control of
- * ours that sees it moved does not know which call reached RM last: RM is
- * asked (pa_ts_settle). */
-
-static unsigned long pa_ts_races; /* our SET raced the application's */
-
-unsigned pa_ts_seq(rm_handle h_client, rm_handle h_tsg)
-{
-	struct pa_tsg *g;
-	unsigned seq = 0;
-
-	pa_lock();
-	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
-	if (g != NULL)
-		seq = g->set_seq;
-	pa_unlock();
-	return seq;
-}
-
-/* Our SET raced the application's: ask RM and record its answer (reported
- * with the next flush). An application SET recorded after we asked
- * reached RM after our SET, so its value stands. */
-static void pa_ts_settle(int fd, rm_handle h_client, rm_handle h_tsg)
-{
-	struct rm_tsg_timeslice ts = { 0 };
-	unsigned seq = pa_ts_seq(h_client, h_tsg);
-	rm_u32 err, status = 0;
-	rm_u64 elapsed = 0;
-	struct pa_tsg *g;
-	int wake = 0;
-
-	err = pa_rm_control(fd, h_client, h_tsg, RM_CTRL_TSG_GET_TIMESLICE, &ts, sizeof(ts), &status,
-			    &elapsed);
-	pa_info("TSG 0x%x of client 0x%x: the application set its timeslice while we did "
-		"(%lu so far); RM holds %llu us (err %u, %s)",
-		h_tsg, h_client, ++pa_ts_races, (unsigned long long)ts.timesliceUs, err,
-		rm_status_name(status));
-	if (err != 0 || status != RM_OK)
-		return;
-	pa_lock();
-	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
-	if (g != NULL && g->set_seq == seq)
-		pa_track_note_timeslice(&pa.track, h_client, h_tsg, g->app_timeslice_us, 1,
-					ts.timesliceUs, pa_emit, &wake);
-	pa_unlock();
-	pa_wake(wake);
-}
-
-void pa_ts_accepted(int fd, rm_handle h_client, rm_handle h_tsg, unsigned seq, rm_u64 value_us,
-		    int report)
-{
-	rm_u32 v = value_us >= GQ_UNKNOWN ? GQ_UNKNOWN - 1 : (rm_u32)value_us;
-	struct pa_tsg *g;
-	int wake = 0, raced = 0;
-
-	pa_lock();
-	g = pa_track_tsg_find(&pa.track, h_client, h_tsg);
-	if (g != NULL && g->set_seq != seq)
-		raced = 1;
-	else if (g != NULL && report)
-		pa_track_note_timeslice(&pa.track, h_client, h_tsg, g->app_timeslice_us, 1, v,
-					pa_emit, &wake);
-	else if (g != NULL)
-		g->timeslice_us = v;
-	pa_unlock();
-	pa_wake(wake);
-	if (raced)
-		pa_ts_settle(fd, h_client, h_tsg);
+	return pa_rm_control(fd, c->h_client, c->h_tsg, plan->cmd, &plan->params,
+			     plan->params_size, status, elapsed_ns);
 }
 
 /* A command RM accepted; seq: the TSG's set_seq before it was issued. A
  * read or a level that an application call overtook is not recorded:
  * that call's value is as new as ours or newer. */
-static void pa_record(int fd, const struct gq_command *c, const struct pa_ctrl *ctl,
+static void pa_record(int fd, const struct gq_command *c, const struct rm_plan *plan,
 		      unsigned seq)
 {
 	struct pa_tsg *g;
-	rm_u64 v = pa_cmd_value(c, ctl);
+	rm_u64 v = rm_plan_value(c->op, c->arg, plan);
 
 	if (c->op == GQ_OP_SET_TIMESLICE) {
 		pa_ts_accepted(fd, c->h_client, c->h_tsg, seq, v, 0);
@@ -405,7 +331,7 @@ static void pa_record(int fd, const struct gq_command *c, const struct pa_ctrl *
 static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 {
 	struct gq_result r;
-	struct pa_ctrl ctl;
+	struct rm_plan plan;
 	struct pa_tsg *g;
 	rm_u32 err, status = 0;
 	rm_u64 value = c->arg, elapsed = 0;
@@ -423,7 +349,7 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 		pa_msg_result(&r, c, status, err, value, elapsed);
 		return pa_send(s, &r, sizeof(r));
 	}
-	err = pa_cmd_plan(c, &ctl);
+	err = rm_plan_of(c->op, c->arg, &plan);
 	locked = pa_ts_lock();
 	if (err == 0) {
 		pa_lock();
@@ -439,11 +365,11 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 	if (err == 0 && pa_deadline_passed(received_ns, pa_now_ns(), c->deadline_us))
 		err = GQ_ERR_EXPIRED;
 	if (err == 0)
-		err = pa_issue(fd, c, &ctl, &status, &elapsed);
+		err = pa_issue(fd, c, &plan, &status, &elapsed);
 	if (err == 0) {
-		value = pa_cmd_value(c, &ctl);
+		value = rm_plan_value(c->op, c->arg, &plan);
 		if (status == RM_OK)
-			pa_record(fd, c, &ctl, seq);
+			pa_record(fd, c, &plan, seq);
 	}
 	pa_ts_unlock(locked);
 	pa_debug("command %u op %u client 0x%x tsg 0x%x: err %u, %s", c->hdr.seq, c->op,
@@ -458,7 +384,7 @@ static int pa_command(int s, const struct gq_command *c, rm_u64 received_ns)
 static void pa_apply_event(const struct pa_event *ev)
 {
 	struct gq_command c;
-	struct pa_ctrl ctl;
+	struct rm_plan plan;
 	rm_u32 err, status = 0;
 	rm_u64 elapsed = 0;
 	unsigned seq;
@@ -469,11 +395,11 @@ static void pa_apply_event(const struct pa_event *ev)
 	c.h_client = ev->tsg.h_client;
 	c.h_tsg = ev->tsg.h;
 	c.arg = ev->value_us;
-	err = pa_cmd_plan(&c, &ctl);
+	err = rm_plan_of(c.op, c.arg, &plan);
 	locked = pa_ts_lock();
 	seq = pa_ts_seq(c.h_client, c.h_tsg);
 	if (err == 0)
-		err = pa_issue(ev->tsg.fd, &c, &ctl, &status, &elapsed);
+		err = pa_issue(ev->tsg.fd, &c, &plan, &status, &elapsed);
 	pa_debug("new TSG 0x%x of client 0x%x set to %u us: err %u, %s, %llu ns", c.h_tsg, c.h_client,
 		 ev->value_us, err, rm_status_name(status), (unsigned long long)elapsed);
 	if (err == 0 && status == RM_OK)
@@ -682,7 +608,7 @@ static void pa_serve(int s)
 	}
 }
 
-static void *pa_main(void *unused)
+static void *conn_thread_main(void *unused)
 {
 	unsigned backoff = PA_BACKOFF_MIN_MS;
 	int s;
@@ -712,38 +638,6 @@ static void *pa_main(void *unused)
 
 /* ---- starting and forgetting the thread ---- */
 
-int pa_thread_spawn(void *(*fn)(void *), const char *name, size_t stack)
-{
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t th;
-	int rc;
-
-	if (pthread_attr_init(&attr) != 0)
-		return -1;
-	rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (rc == 0 && stack)
-		rc = pthread_attr_setstacksize(&attr, stack);
-	/* Created with every signal blocked, so no signal meant for the
-	 * application is ever delivered to it, not even before it runs. */
-	sigfillset(&all);
-	if (rc == 0)
-		rc = pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (rc == 0) {
-		rc = pthread_create(&th, &attr, fn, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	pthread_attr_destroy(&attr);
-	if (rc != 0) {
-		errno = rc;
-		return -1;
-	}
-	/* Names the thread in ps and /proc; failing to is harmless. */
-	if (pthread_setname_np(th, name) != 0)
-		pa_debug("could not name the %s thread", name);
-	return 0;
-}
-
 void pa_conn_start(void)
 {
 	int efd;
@@ -767,7 +661,7 @@ void pa_conn_start(void)
 		atomic_store(&pa.thread_started, 0);
 		return;
 	}
-	if (pa_thread_spawn(pa_main, "gpuqos-preempt", PA_THREAD_STACK) == 0)
+	if (pa_thread_spawn(conn_thread_main, "gpuqos-preempt", PA_THREAD_STACK) == 0)
 		return;
 	pa_info("pthread_create: %m; not connecting to the node agent");
 	pa_lock();

@@ -12,7 +12,8 @@
  * or the connection ends, enabling the TSG and putting back the timeslice
  * the application chose; after a longer outage of the node agent, putting
  * back every TSG's timeslice. Does not own: the tables (preempt_track.c),
- * the connection and the RESULT message (preempt_conn.c).
+ * the connection and the RESULT message (preempt_conn.c), the RM control
+ * call (preempt_core.c), the timeslice record (preempt_timeslice.c).
  *
  * Why the library ends leases itself: a disabled channel is not scheduled
  * at all, so the application stalls on its next wait until it is enabled
@@ -31,6 +32,7 @@
 
 #include "preempt.h"
 #include "preempt_gate.h"
+#include "preempt_timeslice.h"
 
 /* An enable that failed for a reason other than the TSG being gone is
  * retried this often until it succeeds. */
@@ -52,28 +54,6 @@ static pthread_mutex_t pa_chan_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long pa_gate_lapses; /* leases that ended without renewal */
 static rm_u64 pa_down_since_ns;       /* the connection ended then; 0: up */
 static int pa_restored;               /* this outage's restore is done */
-
-rm_u32 pa_rm_control(int fd, rm_handle h_client, rm_handle h_object, rm_u32 cmd, void *params,
-		     rm_u32 size, rm_u32 *status, rm_u64 *elapsed_ns)
-{
-	struct rm_control_params p;
-	rm_u64 t0 = pa_now_ns();
-	int ret, err;
-
-	memset(&p, 0, sizeof(p));
-	p.hClient = h_client;
-	p.hObject = h_object;
-	p.cmd = cmd;
-	p.params = (rm_u64)(uintptr_t)params;
-	p.paramsSize = size;
-	ret = pa_real_ioctl()(fd, RM_IOCTL_CONTROL, &p);
-	err = errno;
-	*elapsed_ns += pa_now_ns() - t0;
-	*status = p.status;
-	if (ret != 0)
-		return err != 0 ? (rm_u32)err : EIO;
-	return 0;
-}
 
 /* What acting on one TSG needs, copied out under the lock. */
 struct pa_gate_job {

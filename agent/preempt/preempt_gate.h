@@ -9,12 +9,6 @@
 
 #include "abi/gq_proto.h"
 
-/* One RM control on fd with the real ioctl (the library's own call, not
- * libcuda's: never tracked or rewritten). Returns 0 or the ioctl's errno;
- * *status gets the RM's status word, *elapsed_ns grows by the time spent. */
-rm_u32 pa_rm_control(int fd, rm_handle h_client, rm_handle h_object, rm_u32 cmd, void *params,
-		     rm_u32 size, rm_u32 *status, rm_u64 *elapsed_ns);
-
 /* Execute a validated GATE or UNGATE. Returns the RESULT's err (0, an
  * errno, GQ_ERR_UNKNOWN_TSG or GQ_ERR_NOT_GATEABLE) and fills the RM
  * status of the channel control and the time spent in ioctl(). A GATE of

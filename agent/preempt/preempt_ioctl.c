@@ -3,11 +3,14 @@
  * preempt_ioctl.c - the interposed ioctl() and close() of
  * libgpuqos-preempt.so, the library's initialisation and fork handling.
  *
- * Owns: the shared state (struct pa_state), the real ioctl/close, the
- * SET_TIMESLICE rewrite on libcuda's path, feeding completed RM calls to the
- * tables, and resetting everything in a forked child. Does not own: the
- * tables' logic (preempt_track.c), the node-agent connection
- * (preempt_conn.c), the trace file (preempt_trace.c).
+ * Owns: finding the next ioctl/close (and handing them to preempt_core.c
+ * for the library's own calls), the SET_TIMESLICE rewrite on libcuda's
+ * path, feeding completed RM calls to the tables, waiting for the first
+ * POLICY, and resetting everything in a forked child. Does not own: the
+ * shared state and the emit path (preempt_core.c), the tables' logic
+ * (preempt_track.c), the node-agent connection (preempt_conn.c), the
+ * timeslice record (preempt_timeslice.c), the trace file
+ * (preempt_trace.c).
  *
  * The fast path: an ioctl that is not an RM call costs a compare and a
  * tail call, with no lock and no system call of ours.
@@ -20,49 +23,26 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "preempt.h"
-#include "preempt_wake.h"
+#include "preempt_conn.h"
 #include "preempt_launch.h"
+#include "preempt_timeslice.h"
+#include "preempt_trace.h"
+#include "preempt_wake.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
 
-struct pa_state pa = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.ts_lock = PTHREAD_MUTEX_INITIALIZER,
-	.policy_cv = PTHREAD_COND_INITIALIZER,
-	.policy_wait_ms = PA_POLICY_WAIT_MS_DEFAULT,
-	.evfd = -1,
-	.sock = -1,
-	.tmpfd = -1,
-};
-
+/* The next ioctl and close, for the interposed symbols themselves (the
+ * library's own calls take preempt_core.c's copies): read on every call,
+ * so one load here and no call into another file. */
 static _Atomic pa_ioctl_fn pa_ioctl_next;
 static _Atomic pa_close_fn pa_close_next;
 static pthread_once_t pa_once = PTHREAD_ONCE_INIT;
 
-/* ---- the real functions ---- */
-
-/* Used only if dlsym cannot find the next definition: the application
- * must keep working, so go to the kernel directly. */
-static int pa_sys_ioctl(int fd, unsigned long request, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, request);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	return (int)syscall(SYS_ioctl, fd, request, arg);
-}
-
-static int pa_sys_close(int fd)
-{
-	return (int)syscall(SYS_close, fd);
-}
+/* ---- initialisation ---- */
 
 static void pa_config_socket(void)
 {
@@ -95,29 +75,6 @@ static void pa_config_policy_wait(void)
 		return;
 	}
 	pa.policy_wait_ms = (unsigned)ms;
-}
-
-/* An absolute CLOCK_REALTIME deadline ms from now, for condition waits. */
-static void pa_deadline_in(struct timespec *dl, unsigned ms)
-{
-	if (clock_gettime(CLOCK_REALTIME, dl) != 0) {
-		dl->tv_sec = 0;
-		dl->tv_nsec = 0;
-	}
-	dl->tv_sec += ms / 1000;
-	dl->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (dl->tv_nsec >= 1000000000L) {
-		dl->tv_sec++;
-		dl->tv_nsec -= 1000000000L;
-	}
-}
-
-void pa_policy_phase_set(enum pa_policy_phase ph)
-{
-	pa_lock();
-	atomic_store(&pa.policy_phase, ph);
-	pthread_cond_broadcast(&pa.policy_cv);
-	pa_unlock();
 }
 
 /* A TSG was just created while the connection to the node agent is being
@@ -164,7 +121,8 @@ static void pa_init(void)
 	int rc;
 
 	pa_log_init();
-	atomic_store(&pa_close_next, cl != NULL ? cl : pa_sys_close);
+	pa_real_set(io, cl);
+	atomic_store(&pa_close_next, pa_real_close_fn());
 	pa_disabled = off != NULL && strcmp(off, "1") == 0;
 	if (pa_disabled)
 		pa_info("GPUQOS_PREEMPT_DISABLE=1: not taking part");
@@ -183,8 +141,7 @@ static void pa_init(void)
 	if (io == NULL)
 		pa_info("dlsym(ioctl) found nothing; calling the kernel directly");
 	/* Last: a non-NULL ioctl pointer means initialisation is complete. */
-	atomic_store_explicit(&pa_ioctl_next, io != NULL ? io : pa_sys_ioctl,
-			      memory_order_release);
+	atomic_store_explicit(&pa_ioctl_next, pa_real_ioctl(), memory_order_release);
 	pa_debug("loaded; agent socket %s", pa.addr_ok ? pa.addr.sun_path : "(none)");
 }
 
@@ -193,7 +150,9 @@ __attribute__((constructor)) static void pa_constructor(void)
 	pthread_once(&pa_once, pa_init);
 }
 
-pa_ioctl_fn pa_real_ioctl(void)
+/* ---- the next ioctl and close ---- */
+
+static pa_ioctl_fn pa_next_ioctl(void)
 {
 	pa_ioctl_fn f = atomic_load_explicit(&pa_ioctl_next, memory_order_acquire);
 
@@ -204,65 +163,17 @@ pa_ioctl_fn pa_real_ioctl(void)
 	return atomic_load_explicit(&pa_ioctl_next, memory_order_acquire);
 }
 
-static pa_close_fn pa_close_real(void)
+static pa_close_fn pa_next_close(void)
 {
 	pa_close_fn f = atomic_load_explicit(&pa_close_next, memory_order_relaxed);
 
 	if (__builtin_expect(f != NULL, 1))
 		return f;
-	pa_real_ioctl();
+	pa_next_ioctl();
 	return atomic_load_explicit(&pa_close_next, memory_order_relaxed);
 }
 
-int pa_real_close(int fd)
-{
-	return pa_close_real()(fd);
-}
-
-/* ---- the lock, the queue, the fd map ---- */
-
-void pa_lock(void)
-{
-	pthread_mutex_lock(&pa.lock);
-}
-
-void pa_unlock(void)
-{
-	pthread_mutex_unlock(&pa.lock);
-}
-
-void pa_fd_mark(int fd)
-{
-	if (fd < 0)
-		return;
-	if (fd >= PA_FDMAP_BITS) {
-		atomic_store(&pa.fd_big, 1);
-		return;
-	}
-	atomic_fetch_or(&pa.fdmap[fd / 64], 1ul << (fd % 64));
-}
-
-void pa_fd_unmark(int fd)
-{
-	if (fd < 0 || fd >= PA_FDMAP_BITS || pa_track_fd_in_use(&pa.track, fd))
-		return;
-	atomic_fetch_and(&pa.fdmap[fd / 64], ~(1ul << (fd % 64)));
-}
-
-/* The lock is held across the creating system call (socket(), eventfd(),
- * open()); none of them blocks. */
-void pa_own_fd_begin(void)
-{
-	pa_lock();
-	atomic_store(&pa.fd_creating, 1);
-}
-
-void pa_own_fd_end(int fd)
-{
-	pa_fd_mark(fd);
-	atomic_store(&pa.fd_creating, 0);
-	pa_unlock();
-}
+/* ---- the fd map ---- */
 
 static int pa_fd_marked(int fd)
 {
@@ -273,41 +184,6 @@ static int pa_fd_marked(int fd)
 	if (fd >= PA_FDMAP_BITS)
 		return atomic_load_explicit(&pa.fd_big, memory_order_relaxed);
 	return (atomic_load_explicit(&pa.fdmap[fd / 64], memory_order_relaxed) >> (fd % 64)) & 1;
-}
-
-void pa_emit(void *ctx, const struct pa_event *ev)
-{
-	int *wake = ctx;
-
-	/* While disconnected, the greeting's snapshot will carry the state. */
-	if (!pa.connected)
-		return;
-	if (pa.qlen == PA_QUEUE_LEN) {
-		pa.q_overflow = 1;
-		pa.ctr_queue_overflow++;
-	} else {
-		pa.queue[(pa.qhead + pa.qlen) % PA_QUEUE_LEN] = *ev;
-		pa.qlen++;
-	}
-	if (!pa.wake_pending) {
-		pa.wake_pending = 1;
-		*wake = 1;
-	}
-}
-
-void pa_wake(int wake)
-{
-	rm_u64 one = 1;
-	int saved = errno;
-	int efd;
-
-	if (!wake)
-		return;
-	efd = atomic_load(&pa.evfd);
-	/* EAGAIN means the counter is already non-zero: the thread will wake. */
-	if (efd >= 0 && write(efd, &one, sizeof(one)) != sizeof(one))
-		pa_debug("eventfd write: %m");
-	errno = saved;
 }
 
 /* The policy's timeslice for a TSG on this engine; 0: leave it. */
@@ -447,25 +323,11 @@ static int pa_rewrite_issue(pa_ioctl_fn real, int fd, unsigned long request,
 	return ret;
 }
 
-int pa_ts_lock(void)
-{
-	struct timespec dl;
-
-	pa_deadline_in(&dl, PA_TS_LOCK_WAIT_MS);
-	return pthread_mutex_timedlock(&pa.ts_lock, &dl) == 0;
-}
-
-void pa_ts_unlock(int locked)
-{
-	if (locked)
-		pthread_mutex_unlock(&pa.ts_lock);
-}
-
 /* ---- the interposed symbols ---- */
 
 static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, void *arg)
 {
-	pa_ioctl_fn real = pa_real_ioctl();
+	pa_ioctl_fn real = pa_next_ioctl();
 	struct pa_trace_call *tc = NULL;
 	struct pa_rewrite rw;
 	struct pa_call c;
@@ -506,9 +368,9 @@ PA_EXPORT int ioctl(int fd, unsigned long request, ...)
 		 * only for them. */
 		if (__builtin_expect(RM_IOC_TYPE(request) == RM_IOCTL_MAGIC, 0) && pa_trace_on)
 			return pa_rm_ioctl(fd, request, kind, arg);
-		return pa_real_ioctl()(fd, request, arg);
+		return pa_next_ioctl()(fd, request, arg);
 	}
-	real = pa_real_ioctl(); /* initialises, so pa_disabled is set */
+	real = pa_next_ioctl(); /* initialises, so pa_disabled is set */
 	if (__builtin_expect(pa_disabled, 0))
 		return real(fd, request, arg);
 	return pa_rm_ioctl(fd, request, kind, arg);
@@ -530,13 +392,13 @@ static int pa_close_slow(int fd)
 	pa_fd_unmark(fd);
 	pa_unlock();
 	pa_wake(wake);
-	return pa_real_close(fd);
+	return pa_next_close()(fd);
 }
 
 PA_EXPORT int close(int fd)
 {
 	if (__builtin_expect(!pa_fd_marked(fd), 1))
-		return pa_close_real()(fd);
+		return pa_next_close()(fd);
 	return pa_close_slow(fd);
 }
 

@@ -9,7 +9,8 @@
  * came, for the wake's judging, preempt_wake_pred.c), of its waits for
  * GPU work (when a request ended, for its span, the same file) and of
  * cuGetProcAddress, and the counters (struct gq_activity).
- * Does not own: sending them (preempt_conn.c).
+ * Does not own: sending them (preempt_conn.c), finding libcuda's own
+ * functions (preempt_cuda.c).
  *
  * How CUDA reaches the launch entry points: the runtime (cudart, static or
  * shared) dlopen()s libcuda and asks dlsym(handle, "cuGetProcAddress_v2")
@@ -37,6 +38,7 @@
 #include <string.h>
 
 #include "preempt.h"
+#include "preempt_cuda.h"
 #include "preempt_launch.h"
 #include "preempt_wake.h"
 
@@ -160,26 +162,6 @@ void pa_launch_child_reset(void)
 	atomic_store(&pa_missed, 0);
 	atomic_store(&pa_first_op_ns, 0);
 	atomic_store(&pa_done_ns, 0);
-}
-
-/* ---- the real dlsym ---- */
-
-typedef void *(*pa_dlsym_fn)(void *, const char *);
-static _Atomic(pa_dlsym_fn) pa_dlsym_real;
-
-static pa_dlsym_fn pa_real_dlsym(void)
-{
-	/* dlsym's versions: GLIBC_2.34 where libc has it, the architecture's
-	 * first version in libdl before. dlvsym is not interposed. */
-	static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17",
-						"GLIBC_2.0" };
-	pa_dlsym_fn f = atomic_load_explicit(&pa_dlsym_real, memory_order_acquire);
-
-	for (size_t i = 0; !f && i < sizeof(versions) / sizeof(versions[0]); i++)
-		f = (pa_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-	if (f)
-		atomic_store_explicit(&pa_dlsym_real, f, memory_order_release);
-	return f;
 }
 
 /* ---- wrappers ---- */
@@ -322,17 +304,6 @@ static void *pa_wrapper(enum pa_kind k, unsigned i)
 	};
 #undef PA_PTRS
 	return w[k][i];
-}
-
-/* Whether p is one of this library's own functions (a wrapper, or an
- * exported launch function found by a dlsym(RTLD_DEFAULT)). */
-static int pa_is_ours(void *p)
-{
-	Dl_info self, it;
-
-	if (!dladdr((void *)pa_launch_note, &self) || !dladdr(p, &it))
-		return 0;
-	return self.dli_fbase == it.dli_fbase;
 }
 
 /* The wrapper bound to real (binding a free slot if needed), or real
@@ -508,37 +479,10 @@ __asm__(".text\n"
 #else
 #define PA_HAVE_DLSYM 0
 #endif
-
-int pa_launch_counting(void)
-{
-	return PA_HAVE_DLSYM;
-}
+/* pa_launch_counting (preempt_cuda.c) says whether this entry exists. */
+_Static_assert(PA_HAVE_DLSYM == PA_DLSYM_INTERPOSED, "PA_DLSYM_INTERPOSED out of step");
 
 /* ---- the launch functions by name (programs linked with -lcuda) ---- */
-
-/* libcuda's own definition of name (preempt.h), for the functions this
- * library exports too and for those the wake thread calls: the next one
- * after this library, else libcuda's own where it was loaded without
- * RTLD_GLOBAL (libcuda's references to its own exported functions can land
- * here, and so can what cuGetProcAddress hands out). NULL: none is
- * loaded. */
-void *pa_cuda_sym(const char *name)
-{
-	pa_dlsym_fn real = pa_real_dlsym();
-	void *p, *h;
-
-	if (!real)
-		return NULL;
-	p = real(RTLD_NEXT, name);
-	if (p)
-		return p;
-	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
-		return NULL;
-	p = real(h, name);
-	dlclose(h);
-	return pa_is_ours(p) ? NULL : p;
-}
 
 /* The real definition of an exported name, looked up once into *next;
  * NULL while libcuda is not loaded. */

@@ -18,8 +18,7 @@ struct pa_launch_counts {
 void pa_launch_read(struct pa_launch_counts *c);
 /* In a forked child: nothing launched yet. */
 void pa_launch_child_reset(void);
-/* Whether launches reach the counters here (dlsym is interposed on this
- * architecture). */
-int pa_launch_counting(void);
+/* (Whether launches reach the counters here: pa_launch_counting,
+ * preempt_cuda.h.) */
 
 #endif /* GPUQOS_PREEMPT_LAUNCH_H */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * preempt_msg.c - filling the messages the preempt agent sends and planning
- * the RM control a COMMAND asks for.
+ * preempt_msg.c - filling the messages the preempt agent sends and checking
+ * the ones it receives.
  *
- * Owns: byte layouts (through abi/gq_proto.h), op/arg validation, the
- * deadline rule. Does not own: sending, receiving or issuing anything.
+ * Owns: byte layouts (through abi/gq_proto.h), GATE/UNGATE and WINDOW
+ * validation, the deadline rule. Does not own: sending, receiving or
+ * issuing anything, or which RM control a COMMAND becomes (abi/rm_plan.h).
  */
 #include <string.h>
 
@@ -93,39 +94,6 @@ void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c
 	}
 }
 
-rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out)
-{
-	memset(out, 0, sizeof(*out));
-	switch (c->op) {
-	case GQ_OP_SET_TIMESLICE:
-		/* Reported back as a u32 with GQ_UNKNOWN reserved. */
-		if (c->arg >= GQ_UNKNOWN)
-			return GQ_ERR_BAD_OP;
-		out->cmd = RM_CTRL_TSG_SET_TIMESLICE;
-		out->params.timeslice.timesliceUs = c->arg;
-		break;
-	case GQ_OP_GET_TIMESLICE:
-		out->cmd = RM_CTRL_TSG_GET_TIMESLICE;
-		break;
-	case GQ_OP_SET_INTERLEAVE:
-		if (c->arg > RM_INTERLEAVE_HIGH)
-			return GQ_ERR_BAD_OP;
-		out->cmd = RM_CTRL_TSG_SET_INTERLEAVE;
-		out->params.interleave.tsgInterleaveLevel = (rm_u32)c->arg;
-		break;
-	case GQ_OP_PREEMPT:
-		if (c->arg & ~(rm_u64)1)
-			return GQ_ERR_BAD_OP;
-		out->cmd = RM_CTRL_TSG_PREEMPT;
-		out->params.preempt.bWait = (rm_u8)(c->arg & 1);
-		break;
-	default:
-		return GQ_ERR_BAD_OP;
-	}
-	out->params_size = rm_tsg_ctrl_params_size(out->cmd);
-	return 0;
-}
-
 rm_u32 pa_gate_check(const struct gq_command *c)
 {
 	if (c->op == GQ_OP_GATE)
@@ -133,13 +101,6 @@ rm_u32 pa_gate_check(const struct gq_command *c)
 	if (c->op == GQ_OP_UNGATE)
 		return c->arg <= GQ_GATE_LEASE_MAX_MS ? 0 : GQ_ERR_BAD_OP;
 	return GQ_ERR_BAD_OP;
-}
-
-rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl)
-{
-	if (c->op == GQ_OP_GET_TIMESLICE)
-		return ctl->params.timeslice.timesliceUs;
-	return c->arg;
 }
 
 int pa_deadline_passed(rm_u64 received_ns, rm_u64 now_ns, rm_u32 deadline_us)

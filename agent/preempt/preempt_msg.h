@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * preempt_msg.h - the preempt agent's side of the gq_proto messages: filling
- * the messages it sends, and turning a COMMAND into one RM control.
+ * the messages it sends, and checking the ones it receives.
  *
- * Owns: message layouts as the preempt agent fills them, command validation
- * and the deadline rule. Does not own: sockets, ioctl(), tables (it takes a
- * copy of a TSG). Pure functions, unit-tested directly.
+ * Owns: message layouts as the preempt agent fills them, GATE/UNGATE and
+ * WINDOW validation and the deadline rule (which RM control the other
+ * COMMANDs become: abi/rm_plan.h, shared with the node agent's direct
+ * path). Does not own: sockets, ioctl(), tables (it takes a copy of a
+ * TSG). Pure functions, unit-tested directly.
  */
 #ifndef GPUQOS_PREEMPT_MSG_H
 #define GPUQOS_PREEMPT_MSG_H
@@ -26,30 +28,12 @@ void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c);
 /* PHASE from c; with span, c's span where it has one under the period. */
 void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span);
 
-/* The one RM control a COMMAND turns into. */
-struct pa_ctrl {
-	rm_u32 cmd;         /* RM_CTRL_TSG_* */
-	rm_u32 params_size; /* rm_tsg_ctrl_params_size(cmd) */
-	union {
-		struct rm_tsg_timeslice timeslice;
-		struct rm_tsg_preempt preempt;
-		struct rm_tsg_interleave interleave;
-	} params;
-};
-
-/* Validate a COMMAND's op and arg and build its control. Returns 0, or
- * GQ_ERR_BAD_OP (nothing to issue). */
-rm_u32 pa_cmd_plan(const struct gq_command *c, struct pa_ctrl *out);
-
 /* Validate a GATE (lease 1..GQ_GATE_LEASE_MAX_MS) or UNGATE (lease
  * 0..GQ_GATE_LEASE_MAX_MS).
- * Returns 0 or GQ_ERR_BAD_OP. pa_cmd_plan refuses both: they are not one
+ * Returns 0 or GQ_ERR_BAD_OP. The other ops become one TSG control each
+ * (rm_plan_of, abi/rm_plan.h), which refuses these two: they are not one
  * TSG control (preempt_gate.c). */
 rm_u32 pa_gate_check(const struct gq_command *c);
-
-/* The value a RESULT carries once the control ran: the read-back for
- * GET_TIMESLICE, the command's arg otherwise. */
-rm_u64 pa_cmd_value(const struct gq_command *c, const struct pa_ctrl *ctl);
 
 /* Whether a command received at received_ns may no longer start at now_ns.
  * A budget of 0 has always passed: a command must carry a real deadline. */

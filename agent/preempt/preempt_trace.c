@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "preempt.h"
+#include "preempt_trace.h"
 
 #define PA_TRACE_MAX_PARAMS 4096u
 /* Two hex dumps plus the fixed fields of the longest record. */

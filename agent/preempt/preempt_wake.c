@@ -21,11 +21,12 @@
  * Owns: the wake thread, its module, function and stream, and the context
  * it saw the requests in. Does not own: counting launches
  * (preempt_launch.c, which calls pa_wake_request at each burst's first
- * launch). Off unless the workload's environment sets GPUQOS_WAKE_LEAD_US,
- * or the node agent's POLICY asks (its policy file's `wake`, for an LC
- * whose BEs it cut short); where the environment sets it, POLICY is not
- * followed: the application knows best whether its requests come at a
- * steady period (docs/policy.md, "Waking a periodic LC").
+ * launch), finding libcuda's functions (preempt_cuda.c). Off unless the
+ * workload's environment sets GPUQOS_WAKE_LEAD_US, or the node agent's
+ * POLICY asks (its policy file's `wake`, for an LC whose BEs it cut
+ * short); where the environment sets it, POLICY is not followed: the
+ * application knows best whether its requests come at a steady period
+ * (docs/policy.md, "Waking a periodic LC").
  *
  * Safety: the thread calls libcuda only with `cuda_lock` held, and the
  * wrappers of cuCtxDestroy / cuDevicePrimaryCtxRelease / cuDevicePrimaryCtxReset
@@ -45,7 +46,7 @@
 #include <time.h>
 
 #include "preempt.h"
-#include "preempt_launch.h"
+#include "preempt_cuda.h"
 #include "preempt_wake.h"
 #include "preempt_wake_sass.h"
 
@@ -311,7 +312,7 @@ static void pw_train(rm_u64 seq, void *ctx, rm_u64 end)
 	}
 }
 
-static void *pw_main(void *arg)
+static void *wake_thread_main(void *arg)
 {
 	(void)arg;
 	/* Timer slack: the default 50 us would eat most of the lead. */
@@ -374,7 +375,7 @@ static void pw_spawn(void)
 	if (atomic_exchange(&pw_thread_started, 1))
 		return;
 	/* The default stack: the thread runs libcuda's PTX compiler. */
-	if (pa_thread_spawn(pw_main, "gpuqos-wake", 0) != 0) {
+	if (pa_thread_spawn(wake_thread_main, "gpuqos-wake", 0) != 0) {
 		pa_info("wake: pthread_create: %m; no wakes");
 		atomic_store(&pw_lead_us, 0);
 		atomic_store(&pw.dead, 1);

@@ -114,7 +114,7 @@ static void pw_end(const char *why)
 	pw_log_counts(why);
 }
 
-static void *pw_main(void *arg)
+static void *window_thread_main(void *arg)
 {
 	(void)arg;
 	/* Timer slack: the default 50 us would move every window. */
@@ -173,7 +173,7 @@ static int pw_spawn(void)
 	if (pw.started)
 		return pw.dead ? -1 : 0;
 	pw.started = 1;
-	if (pa_thread_spawn(pw_main, "gpuqos-window", 0) != 0) {
+	if (pa_thread_spawn(window_thread_main, "gpuqos-window", 0) != 0) {
 		pa_info("windows: pthread_create: %m; no windows in this process");
 		pw.dead = 1;
 		return -1;

@@ -2,11 +2,11 @@
 /*
  * test_core.c - unit tests of the node agent's core (gpuqos_core: tsg.c,
  * cmd.c, reconcile.c, state.c and the pure files) linked alone: no
- * process, no socket, no timer. The clock is fake (now_us below replaces
- * loop.c's weak one); the control paths are hooks that record what the
+ * process, no socket, no timer. The clock is fake (fake_clock, installed
+ * as the core's clock); the control paths are hooks that record what the
  * core submits. Each test names the rule it holds the core to.
  */
-#include "agent/agent.h"
+#include "agent/core/core.h"
 #include "tests/check.h"
 
 #include <errno.h>
@@ -15,13 +15,13 @@
 
 static uint64_t fake_now = 1000000000ull;
 
-uint64_t now_us(void)
+static uint64_t fake_clock(void)
 {
 	return fake_now;
 }
 
 /* What the core submitted, in order. */
-#define MAX_SENT 256
+#define MAX_SENT 65536
 static struct sent {
 	enum path path;
 	pid_t pid;
@@ -77,8 +77,7 @@ static struct agent *agent_new(void)
 	a->cfg->default_class = CLASS_UNMANAGED;
 	a->cfg->control_deadline_ms = 1000;
 	a->cfg->verify_interval_s = 0; /* test_verify turns the read-backs on */
-	a->sd.lock_fd = -1;
-	a->sd.timer.fd = -1; /* no state file: state.c writes nothing */
+	/* no state file: without the state hooks state.c writes nothing */
 	a->hooks.submit_in_process = submit_in_process;
 	a->hooks.send_policy = send_policy;
 	a->started_us = fake_now - 10000000ull; /* long after any restart grace */
@@ -505,7 +504,7 @@ static void test_verify_direct_fallback(void)
 	struct tsg *tb, *tl;
 	struct agent *a = be_beside_lc_verify(&tb, &tl, 60);
 	static int direct_stand_in; /* never dereferenced by the core */
-	struct direct_res r;
+	struct cmd_outcome o;
 	size_t n, i;
 
 	a->caps = (struct caps){ .known = 1, .eff = ~0ull, .ptrace_scope = -1 };
@@ -516,10 +515,9 @@ static void test_verify_direct_fallback(void)
 	reconcile(a);
 	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);
 	CHECK(i < nsent && sent[i].path == PATH_DIRECT);
-	memset(&r, 0, sizeof(r));
-	r.seq = sent[i].seq;
-	r.err = ENOTTY;
-	cmd_direct_result(a, &r);
+	memset(&o, 0, sizeof(o));
+	o.err = ENOTTY;
+	cmd_direct_result(a, sent[i].seq, &o);
 	CHECK(tb->readback_direct_failed);
 	CHECK_EQ_U(a->n.verify_mismatches, 0);
 	fake_now += 60ull * 1000000ull;
@@ -996,7 +994,7 @@ static void window_step(struct agent *a, uint64_t us)
 	answer_all(a, n);
 }
 
-/* phase_grid: the median of the last three starts on the newest one's
+/* phase_grid_update: the median of the last three starts on the newest one's
  * period; a late report moves nothing. */
 static void test_phase_grid(void)
 {
@@ -1006,44 +1004,44 @@ static void test_phase_grid(void)
 	lc.phase.period_ns = 10000000;
 	lc.phase.last_start_us = 1000000;
 	lc.phase.rx_us = 1;
-	CHECK_EQ_U(phase_grid(&lc), 1000000);
+	CHECK_EQ_U(phase_grid_update(&lc), 1000000);
 	/* The same report again changes nothing. */
 	lc.phase.last_start_us = 1000900;
-	CHECK_EQ_U(phase_grid(&lc), 1000000);
+	CHECK_EQ_U(phase_grid_update(&lc), 1000000);
 	/* A start 900 us late, 25 periods on: of two, the earlier placement. */
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 1250900;
-	CHECK_EQ_U(phase_grid(&lc), 1250000);
+	CHECK_EQ_U(phase_grid_update(&lc), 1250000);
 	/* On time, then one 6.5 ms late (over half a period: it reads as
 	 * 3.5 ms early): the median keeps the grid. */
 	lc.phase.rx_us = 3;
 	lc.phase.last_start_us = 1500003;
-	CHECK_EQ_U(phase_grid(&lc), 1500003);
+	CHECK_EQ_U(phase_grid_update(&lc), 1500003);
 	lc.phase.rx_us = 4;
 	lc.phase.last_start_us = 1756500;
-	CHECK_EQ_U((phase_grid(&lc) - 1750003) % 10000, 0); /* a start on the grid */
+	CHECK_EQ_U((phase_grid_update(&lc) - 1750003) % 10000, 0); /* a start on the grid */
 	/* The grid really moved (every start 2 ms later): the median of the
 	 * two on-time reports and the late one follows the newest. */
 	lc.phase.rx_us = 5;
 	lc.phase.last_start_us = 2002003;
-	CHECK_EQ_U(phase_grid(&lc), 2002003);
+	CHECK_EQ_U(phase_grid_update(&lc), 2002003);
 	lc.phase.rx_us = 6;
 	lc.phase.last_start_us = 2252003;
-	CHECK_EQ_U(phase_grid(&lc), 2252003);
+	CHECK_EQ_U(phase_grid_update(&lc), 2252003);
 	/* A period kept in ns: 5000.4 us, 50 periods between reports. */
 	memset(&lc, 0, sizeof(lc));
 	lc.phase.period_ns = 5000400;
 	lc.phase.last_start_us = 3000000;
 	lc.phase.rx_us = 1;
-	CHECK_EQ_U(phase_grid(&lc), 3000000);
+	CHECK_EQ_U(phase_grid_update(&lc), 3000000);
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 3000000 + 250020;
-	CHECK_EQ_U(phase_grid(&lc), 3250020);
+	CHECK_EQ_U(phase_grid_update(&lc), 3250020);
 	/* A new period starts a new grid. */
 	lc.phase.rx_us = 3;
 	lc.phase.period_ns = 4000000;
 	lc.phase.last_start_us = 3700321;
-	CHECK_EQ_U(phase_grid(&lc), 3700321);
+	CHECK_EQ_U(phase_grid_update(&lc), 3700321);
 }
 
 static void test_windows(void)
@@ -1174,7 +1172,7 @@ static void test_windows(void)
 	lc->phase.span_us = 0;
 	window_step(a, 1000);
 	CHECK(!win_last.on);
-	CHECK_EQ_U(window_after(a, lc, fake_now), 0);
+	CHECK_EQ_U(window_update_after(a, lc, fake_now), 0);
 	lc->phase.span_us = 712;
 	window_step(a, 1000);
 	CHECK(win_last.on);
@@ -1260,6 +1258,204 @@ static void test_rotation_needs_every_be(void)
 	reconcile(a);
 	CHECK_EQ_U(t1->want.desired_ts, 50);
 	CHECK(t1->gate.rotate && t2->gate.rotate);
+	agent_free(a);
+}
+
+/* Rotation tests: BE process pid with n gateable GR TSGs (0x10, 0x11, ...)
+ * into t[0..n). */
+static void be_proc(struct agent *a, pid_t pid, unsigned n, struct tsg **t)
+{
+	struct proc *p = proc_with_peer(a, pid, "best-effort");
+
+	p->peer->can_gate = 1;
+	for (unsigned k = 0; k < n; k++)
+		t[k] = report(a, p, 0x10 + k, RM_ENGINE_GR0, 2048);
+}
+
+/* One step: us later, a tick, a pass, every command answered at once (a
+ * preempt agent that does what it is told). Returns the controls (not
+ * read-backs) pid got in it. */
+static unsigned rot_step(struct agent *a, uint64_t us, pid_t pid)
+{
+	unsigned got = 0;
+
+	fake_now += us;
+	nsent = 0;
+	reconcile_new_tick(a);
+	reconcile(a);
+	CHECK(nsent < MAX_SENT);
+	for (size_t i = 0; i < nsent; i++)
+		got += sent[i].pid == pid && sent[i].op != GQ_OP_GET_TIMESLICE;
+	answer_all(a, 0);
+	return got;
+}
+
+/* Every TSG of t[0..n) is schedulable (its preempt agent said ungated). */
+static int all_ungated(struct tsg *const *t, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		if (t[k]->gate.gated)
+			return 0;
+	return 1;
+}
+
+/* Turns are per process: a process with 32 GR TSGs beside one with a
+ * single TSG gets half the time, not 32 turns in 33, and the single TSG
+ * waits one turn at a time. */
+static void test_rotation_per_process(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *many[32], *one[1];
+	uint64_t sched_many = 0, sched_one = 0, total = 0;
+
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	be_proc(a, 1, 32, many);
+	be_proc(a, 4, 1, one);
+	for (int k = 0; k < 20; k++)
+		rot_step(a, 5000, 0);
+	CHECK(one[0]->gate.rotate && many[0]->gate.rotate && many[31]->gate.rotate);
+	CHECK_EQ_U(rotate_processes(a, 0, RM_ENGINE_GR0), 2);
+	CHECK_EQ_U(one[0]->want.desired_ts, 50);
+	/* all 32 schedulable in their turn: at the floor, as several BEs */
+	CHECK_EQ_U(many[0]->want.desired_ts, 1000);
+	one[0]->gate.longest_us = 0;
+	for (int k = 0; k < 4000; k++) { /* 20 s */
+		rot_step(a, 5000, 0);
+		sched_many += all_ungated(many, 32) ? 5000 : 0;
+		sched_one += all_ungated(one, 1) ? 5000 : 0;
+		total += 5000;
+	}
+	CHECK(sched_many >= total * 45 / 100 && sched_many <= total * 55 / 100);
+	CHECK(sched_one >= total * 45 / 100 && sched_one <= total * 55 / 100);
+	/* One turn of the other process (250 ms) and a step at a time. */
+	CHECK(tsg_gated_longest_us(one[0], fake_now) >= 250000);
+	CHECK(tsg_gated_longest_us(one[0], fake_now) <= 250000 + 2 * 5000);
+	agent_free(a);
+}
+
+/* Four BEs, one with three contexts, one coming late, the turn changes
+ * held to an LC's gaps (turns of varying length): each process is
+ * schedulable within 10 % of the mean. */
+static void test_rotation_fair_four(void)
+{
+	static const pid_t pids[4] = { 1, 4, 5, 6 };
+	static const unsigned ntsg[4] = { 1, 3, 1, 1 };
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct tsg *t[4][3];
+	uint64_t sched[4] = { 0, 0, 0, 0 }, mean = 0;
+
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	lc->phase.have = 1;
+	lc->phase.period_us = 7000; /* a change waits up to 7 ms for a gap */
+	lc->phase.last_start_us = fake_now;
+	for (int i = 0; i < 3; i++)
+		be_proc(a, pids[i], ntsg[i], t[i]);
+	for (int k = 0; k < 400; k++) { /* 2 s with three */
+		lc->phase.rx_us = fake_now;
+		rot_step(a, 5000, 0);
+	}
+	be_proc(a, pids[3], ntsg[3], t[3]);
+	for (int k = 0; k < 20; k++) {
+		lc->phase.rx_us = fake_now;
+		rot_step(a, 5000, 0);
+	}
+	CHECK_EQ_U(rotate_processes(a, 0, RM_ENGINE_GR0), 4);
+	for (int k = 0; k < 12000; k++) { /* 60 s: 240 turns */
+		lc->phase.rx_us = fake_now;
+		rot_step(a, 5000, 0);
+		for (int i = 0; i < 4; i++)
+			sched[i] += all_ungated(t[i], ntsg[i]) ? 5000 : 0;
+	}
+	CHECK(a->n.turns_in_gap > 100);
+	for (int i = 0; i < 4; i++)
+		mean += sched[i] / 4;
+	for (int i = 0; i < 4; i++) {
+		CHECK(sched[i] >= mean * 90 / 100 && sched[i] <= mean * 110 / 100);
+		/* three turns of the others at a time, each held at most 7 ms */
+		for (unsigned k = 0; k < ntsg[i]; k++)
+			CHECK(tsg_gated_longest_us(t[i][k], fake_now) <= 3 * (250000 + 7000) + 2 * 5000);
+	}
+	agent_free(a);
+}
+
+/* A BE whose preempt agent flips NO_GATE every 5 ms for 15 s: the other
+ * BE gets fewer than 20 controls in any second (the membership's dwell
+ * and the bound on controls per TSG), and still takes turns. */
+static void test_rotation_flipper(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *victim[1], *flip[1];
+	struct gq_tsg m;
+	unsigned per_s = 0, worst = 0, gates = 0, total = 0;
+
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	be_proc(a, 1, 1, victim);
+	be_proc(a, 4, 1, flip);
+	for (int k = 0; k < 20; k++)
+		rot_step(a, 5000, 1);
+	CHECK(victim[0]->gate.rotate);
+	memset(&m, 0, sizeof(m));
+	m.h_client = 0xc1d00004u;
+	m.h_tsg = 0x10;
+	m.h_device = 0x5c000001;
+	m.engine_type = RM_ENGINE_GR0;
+	m.fd = 3;
+	m.timeslice_us = GQ_UNKNOWN;
+	m.app_timeslice_us = 2048;
+	m.interleave = GQ_UNKNOWN;
+	for (int k = 0; k < 3000; k++) { /* 15 s in 5 ms steps */
+		size_t g0;
+		unsigned got;
+
+		m.flags = k % 2 ? GQ_TSG_F_NO_GATE : 0;
+		CHECK(tsg_upsert(a, flip[0]->proc, &m, 1) == flip[0]);
+		g0 = victim[0]->gate.count;
+		got = rot_step(a, 5000, 1);
+		gates += victim[0]->gate.count > g0;
+		per_s += got;
+		total += got;
+		if (k % 200 == 199) {
+			worst = per_s > worst ? per_s : worst;
+			per_s = 0;
+		}
+	}
+	CHECK(worst > 0 && worst < 20);
+	CHECK(total < 15 * 20);
+	CHECK(gates > 0); /* the rotation went on */
+	CHECK(a->n.rotation_changes_held > 0);
+	agent_free(a);
+}
+
+/* A stream of short-lived BEs (a new one every 200 ms, each living
+ * 400 ms: at most three processes at once) beside an old one: a newcomer
+ * queues behind those waiting, so the old BE is never gated longer than
+ * two turns at a time. */
+static void test_rotation_newcomers(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *old[1], *young[64];
+	unsigned most = 0;
+
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	be_proc(a, 1, 1, old);
+	for (int k = 0; k < 20; k++)
+		rot_step(a, 5000, 0);
+	for (int k = 0; k < 3000; k++) { /* 15 s */
+		int i = k / 40;
+
+		if (k % 40 == 0 && i < 64) {
+			if (i >= 2)
+				tsg_drop(a, young[i - 2]);
+			be_proc(a, 10 + i, 1, &young[i]);
+		}
+		rot_step(a, 5000, 0);
+		if (rotate_processes(a, 0, RM_ENGINE_GR0) > most)
+			most = rotate_processes(a, 0, RM_ENGINE_GR0);
+	}
+	CHECK_EQ_U(most, 3);
+	CHECK(old[0]->gate.count > 10);
+	CHECK(tsg_gated_longest_us(old[0], fake_now) <= (most - 1) * 250000 + 2 * 5000);
 	agent_free(a);
 }
 
@@ -1514,6 +1710,7 @@ static void test_gate_time(void)
 int main(void)
 {
 	log_set_level(LOG_LEVEL_ERROR);
+	core_clock_install(fake_clock);
 	test_unverified_claims();
 	test_inflight_and_backoff();
 	test_belief_latest();
@@ -1528,6 +1725,10 @@ int main(void)
 	test_gate_time();
 	test_rotation_needs_every_be();
 	test_rotation_gap();
+	test_rotation_per_process();
+	test_rotation_fair_four();
+	test_rotation_flipper();
+	test_rotation_newcomers();
 	test_phase_grid();
 	test_windows();
 	test_restart_grace();

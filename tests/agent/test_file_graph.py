@@ -1,65 +1,166 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""test_file_graph.py OBJDIR... - the node agent's files call each other
-without cycles (docs/architecture.md: edges point down only).
+"""test_file_graph.py OBJECT... - the node agent's files keep their layers
+(docs/architecture.md) and call each other in no cycle.
 
 Builds the graph "file A calls a function defined in file B" from the
-symbols of the agent's object files (nm) and fails on any cycle except the
-pairs named in ONE_MODULE (one module split over two files).
+symbols of the objects (one `nm -A` over all of them) and fails when
+  * a strongly connected component of the agent's files holds more than
+    one file, unless it is a pair named in ONE_MODULE (one module in two
+    files), or holds more than MAX_CYCLE files at all;
+  * a call crosses a layer the wrong way:
+      core/        may call core/ and CORE_COMMON only
+      io/          may call core/, io/, common/, bpf/, kube/, kubenode/
+      main, hooks  (the wiring) may call anything
+      core/, io/   never call the wiring
+      common/      calls common/ only
+Each object's name is its path below CMakeFiles/<target>.dir/, with the
+target's folder for the libraries: core/tsg, io/peer, main, common/loop,
+kube/kube_client.
 """
 import collections
-import glob
-import os
+import re
 import subprocess
 import sys
 
+MAX_CYCLE = 2
 # Kubernetes mode: classification (kube_mode.c) and what it writes back on
 # the pods (kube_podstate.c) are one module in two files.
-ONE_MODULE = {("kube_mode", "kube_podstate")}
+ONE_MODULE = {("io/kube_mode", "io/kube_podstate")}
+# The core's only way out: log lines, and valid UTF-8 in what it prints.
+CORE_COMMON = {"common/log", "common/utf8"}
+WIRING = {"main", "hooks"}
+# What the graph must at least hold, so that a wrong argument list or a
+# renamed object cannot pass.
+EXPECTED = {"core/tsg", "core/cmd", "core/reconcile", "core/state", "core/clock", "io/peer",
+            "io/ctl", "io/procinfo", "io/statefile", "main", "hooks", "common/loop",
+            "common/log"}
+# The folder a library target's objects belong to.
+TARGET_FOLDER = {"gpuqos_kube": "kube", "gpuqos_kubenode": "kubenode",
+                 "gpuqos_tsgtrace": "bpf"}
 
 
-def graph(objdirs):
-    defs, undefs = {}, collections.defaultdict(set)
-    for d in objdirs:
-        for o in glob.glob(os.path.join(d, "**", "*.c.o"), recursive=True):
-            name = os.path.basename(o)[:-len(".c.o")]
-            out = subprocess.run(["nm", "-g", o], capture_output=True, text=True, check=True).stdout
-            for line in out.splitlines():
-                f = line.split()
-                if len(f) == 3 and f[1] in "TDBRW":
-                    defs[f[2]] = name
-                elif len(f) == 2 and f[0] == "U":
-                    undefs[name].add(f[1])
-    g = collections.defaultdict(set)
+def file_name(obj):
+    """core/tsg for .../CMakeFiles/gpuqos_core.dir/core/tsg.c.o"""
+    m = re.search(r"CMakeFiles/([^/]+)\.dir/(.*)\.c\.o$", obj)
+    if not m:
+        return None
+    target, rest = m.group(1), m.group(2)
+    while rest.startswith("__/"):
+        rest = rest[3:]
+    if rest.startswith("common/") or target not in TARGET_FOLDER:
+        return rest
+    return TARGET_FOLDER[target] + "/" + rest
+
+
+def graph(objs):
+    out = subprocess.run(["nm", "-A"] + objs, capture_output=True, text=True,
+                         check=True).stdout
+    defs, undefs, files = {}, collections.defaultdict(set), set()
+    for line in out.splitlines():
+        # "/x/CMakeFiles/gpuqos_core.dir/core/tsg.c.o:0000000000000000 T tsg_new"
+        where, sep, sym = line.partition(".c.o:")
+        if not sep:
+            continue
+        name = file_name(where + ".c.o")
+        if name is None:
+            continue
+        files.add(name)
+        f = sym.split()
+        if len(f) == 3 and f[1] in "TDBRWC":
+            defs[f[2]] = name
+        elif len(f) == 2 and f[0] == "U":
+            undefs[name].add(f[1])
+    g = {n: set() for n in files}
+    why = {}
     for name, syms in undefs.items():
-        for s in syms:
+        for s in sorted(syms):
             if s in defs and defs[s] != name:
                 g[name].add(defs[s])
-    return g, set(defs.values())
+                why.setdefault((name, defs[s]), s)
+    return g, why
 
 
-def reaches(g, a, b):
-    seen, todo = set(), [a]
-    while todo:
-        v = todo.pop()
-        if v == b:
-            return True
-        if v not in seen:
-            seen.add(v)
-            todo.extend(g[v])
-    return False
+def sccs(g):
+    """Tarjan's strongly connected components, iteratively."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    for root in sorted(g):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                out.append(sorted(comp))
+    return out
+
+
+def layer(name):
+    if name in WIRING:
+        return "wiring"
+    return name.split("/", 1)[0] if "/" in name else "other"
+
+
+def allowed(src, dst):
+    ls, ld = layer(src), layer(dst)
+    if ls == "core":
+        return ld == "core" or dst in CORE_COMMON
+    if ls == "io":
+        return ld in ("core", "io", "common", "bpf", "kube", "kubenode")
+    if ls == "common":
+        return ld == "common"
+    return True
+
+
+def agent_file(name):
+    return layer(name) in ("core", "io", "wiring")
 
 
 def main():
-    g, files = graph(sys.argv[1:])
-    if len(files) < 10:
-        print("FAIL: only %d object files found in %s" % (len(files), sys.argv[1:]))
+    g, why = graph(sys.argv[1:])
+    missing = EXPECTED - set(g)
+    if missing:
+        print("FAIL: objects missing from the graph: %s" % sorted(missing))
         return 1
-    cycles = sorted({tuple(sorted((a, b))) for a in list(g) for b in g[a] if reaches(g, b, a)})
-    bad = [c for c in cycles if c not in ONE_MODULE]
-    print("%d files; edges in cycles: %s" % (len(files), cycles))
-    if bad:
-        print("FAIL: files that call each other (an upward call?): %s" % bad)
+    fail = []
+    comps = [c for c in sccs(g) if len(c) > 1 and any(agent_file(n) for n in c)]
+    largest = max((len(c) for c in comps), default=1)
+    print("%d files; largest cycle: %d file(s); cycles: %s" % (len(g), largest, comps))
+    for c in comps:
+        if len(c) > MAX_CYCLE or tuple(c) not in ONE_MODULE:
+            edges = ["%s -> %s (%s)" % (a, b, why[(a, b)]) for a in c for b in sorted(g[a])
+                     if b in c]
+            fail.append("files that call each other: %s: %s" % (c, "; ".join(edges)))
+    for src in sorted(g):
+        for dst in sorted(g[src]):
+            if not allowed(src, dst):
+                fail.append("%s may not call %s (%s)" % (src, dst, why[(src, dst)]))
+    for f in fail:
+        print("FAIL: " + f)
+    if fail:
         return 1
     print("ok")
     return 0

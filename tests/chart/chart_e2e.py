@@ -6,13 +6,18 @@ container's command and args (with Kubernetes' $(VAR) expansion), its env
 (values and the downward API's spec.nodeName / metadata.namespace), its
 volume mounts (a hostPath becomes a folder of the test standing for that
 host path; a configMap becomes its files; readOnly and HostToContainer are
-kept) and its securityContext capabilities are turned into an OCI bundle and
-started with crun (tests/image/oci.py) on a root of read-only binds of the
+kept; a projected service-account volume becomes the token, ca.crt and
+namespace files the kubelet writes) and its securityContext (capabilities,
+no_new_privs, a read-only root, and seccompProfile RuntimeDefault as
+containerd's default profile for the container's capabilities:
+runtime-default-seccomp.json) are turned into an OCI bundle and
+started with crun (gpuqos_test.oci) on a root of read-only binds of the
 host's /usr, with the build installed by `cmake --install` at /usr/local
 (where the image has it). What the kubelet and the NVIDIA runtime add is
-added the same way: the service-account folder and KUBERNETES_SERVICE_HOST
-/PORT (in-cluster configuration, against tests/kube/fake_apiserver.py over
-TLS), and /dev/nvidiactl (here the GPU simulator's).
+added the same way: KUBERNETES_SERVICE_HOST/PORT and, where the pod does
+not turn automounting off, the service-account folder in every container
+(in-cluster configuration, against tests/kube/fake_apiserver.py over TLS),
+and /dev/nvidiactl (here the GPU simulator's).
 
 A flag the binary does not know, a wrong path or a missing capability makes
 the container exit or the workloads go unmanaged, and the test fails.
@@ -22,17 +27,23 @@ the LC pod's timeslice.
 """
 import json
 import os
+import platform
 import re
 import secrets
 import shutil
 import subprocess
 import time
 
-import oci
-import e2e_kube
-from e2e import wait_for, gr_timeslice, expect
+from gpuqos_test import Skip, oci, wait_for
+from gpuqos_test import apiserver
+from gpuqos_test import check as expect
+from gpuqos_test import kube as e2e_kube
+from gpuqos_test.node import gr_timeslice
 
 NS = "gpuqos-system"
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SECCOMP_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime-default-seccomp.json")
 LC_US, BE_US = 90000, 60  # not the defaults: they must come from the chart's ConfigMap
 
 
@@ -42,6 +53,33 @@ def install(build, stage):
                        env=dict(os.environ, DESTDIR=stage), capture_output=True, text=True)
     expect(p.returncode == 0, "cmake --install %s: %s%s" % (build, p.stdout[-1500:], p.stderr[-1500:]))
     return os.path.join(stage, "usr", "local")
+
+
+def runtime_default_seccomp(caps):
+    """The OCI seccomp profile containerd gives a container with these
+    capabilities (bounding set) for seccompProfile RuntimeDefault."""
+    if platform.machine() != "x86_64":
+        raise Skip("the RuntimeDefault seccomp profile is modelled for x86_64 only")
+    with open(SECCOMP_DATA) as f:
+        d = json.load(f)
+    allow = lambda names, **kw: dict({"names": sorted(names), "action": "SCMP_ACT_ALLOW"}, **kw)
+    rules = [allow(d["allow"])]
+    rules += [allow([r["name"]], args=r["args"]) for r in d["allowWithArgs"]]
+    rules += [allow(d["byCapability"][c]) for c in caps if c in d["byCapability"]]
+    if "CAP_SYS_ADMIN" not in caps:
+        w = d["withoutSysAdmin"]
+        rules.append(allow(["clone"], args=[{"index": 0, "value": w["cloneMaskedFlags"], "valueTwo": 0,
+                                              "op": "SCMP_CMP_MASKED_EQ"}]))
+        rules.append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": w["clone3Errno"]})
+    return {"defaultAction": d["defaultAction"], "architectures": d["architectures"], "syscalls": rules}
+
+
+def seccomp_mode(container):
+    """The Seccomp: line of the container's first process (2: a filter)."""
+    pid = container.init_pid()
+    expect(pid, "%s: no process" % container.id)
+    with open("/proc/%d/status" % pid) as f:
+        return [line.split()[1] for line in f if line.startswith("Seccomp:")][0]
 
 
 def free_port():
@@ -83,6 +121,8 @@ class Pod:
         prop = {"HostToContainer": "rslave", "Bidirectional": "rshared"}.get(m.get("mountPropagation"))
         if "hostPath" in vol:
             return oci.bind(self.host(vol["hostPath"]["path"]), m["mountPath"], ro, prop)
+        if "projected" in vol:
+            return oci.bind(self.projected(m["name"], vol["projected"]), m["mountPath"], True)
         if "configMap" in vol:
             cm = self.node.configmaps[vol["configMap"]["name"]]
             d = os.path.join(self.node.dir, "configmap-" + m["name"])
@@ -93,6 +133,45 @@ class Pod:
                         f.write(v)
             return oci.bind(d, m["mountPath"], True)
         raise AssertionError("volume kind the test does not model: %r" % vol)
+
+    def projected(self, name, proj):
+        """The files the kubelet writes for a projected volume: the sources
+        a service-account token volume has, each checked, nothing else."""
+        d = os.path.join(self.node.dir, "projected-" + name)
+        if os.path.isdir(d):
+            return d
+        os.makedirs(d)
+        for src in proj["sources"]:
+            if "serviceAccountToken" in src:
+                t = src["serviceAccountToken"]
+                expect("audience" not in t, "%s: a token for another audience than the API server" % name)
+                shutil.copy(self.sa + "/token", os.path.join(d, t["path"]))
+            elif "configMap" in src and src["configMap"]["name"] == "kube-root-ca.crt":
+                # The cluster's CA, as the kube-root-ca.crt ConfigMap of every
+                # namespace carries it.
+                for item in src["configMap"]["items"]:
+                    expect(item["key"] == "ca.crt", "%s: kube-root-ca.crt has no key %s" % (name, item["key"]))
+                    shutil.copy(self.sa + "/ca.crt", os.path.join(d, item["path"]))
+            elif "downwardAPI" in src:
+                for item in src["downwardAPI"]["items"]:
+                    expect(item["fieldRef"]["fieldPath"] == "metadata.namespace",
+                           "%s: downward API field not modelled: %r" % (name, item))
+                    with open(os.path.join(d, item["path"]), "w") as f:
+                        f.write(NS)
+            else:
+                raise AssertionError("projected source the test does not model: %r" % src)
+        return d
+
+    def seccomp(self, c, caps):
+        """The container's seccomp profile: its own seccompProfile, else the
+        pod's; RuntimeDefault as containerd has it; none when privileged or
+        unset (the kubelet's default, Unconfined)."""
+        sc = c.get("securityContext", {})
+        prof = sc.get("seccompProfile") or self.spec.get("securityContext", {}).get("seccompProfile")
+        if sc.get("privileged") or not prof or prof["type"] == "Unconfined":
+            return None
+        expect(prof["type"] == "RuntimeDefault", "seccompProfile %r: not modelled by the test" % prof)
+        return runtime_default_seccomp(caps)
 
     def env(self, c):
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -126,9 +205,15 @@ class Pod:
         mounts += list(extra_mounts)
         sc = c.get("securityContext", {})
         expect(sc.get("runAsUser", 0) == 0, "the test models root containers only")
-        return oci.Container(self.node.dir, name, args, env, mounts, oci.capabilities(sc), links=links,
-                             readonly=bool(sc.get("readOnlyRootFilesystem")),
-                             no_new_privs=not sc.get("allowPrivilegeEscalation", True), tmp=False)
+        caps = oci.capabilities(sc)
+        ctr = oci.Container(self.node.dir, name, args, env, mounts, caps, links=links,
+                            readonly=bool(sc.get("readOnlyRootFilesystem")),
+                            no_new_privs=not sc.get("allowPrivilegeEscalation", True), tmp=False)
+        ctr.seccomp = self.seccomp(c, caps)
+        if ctr.seccomp:
+            ctr.cfg["linux"]["seccomp"] = ctr.seccomp
+            ctr.write()
+        return ctr
 
 
 class ChartNode(e2e_kube.KubeNode):
@@ -142,10 +227,10 @@ class ChartNode(e2e_kube.KubeNode):
                             "-subj", "/CN=kubernetes", "-addext", "subjectAltName=IP:127.0.0.1",
                             "-keyout", key, "-out", self.cert], capture_output=True)
         if r.returncode != 0:
-            raise e2e_kube.Skip("openssl could not make a certificate: %r" % r.stderr[-200:])
+            raise Skip("openssl could not make a certificate: %r" % r.stderr[-200:])
         state = self.api.state
         self.api.stop()
-        srv = e2e_kube.fake_apiserver.Server(0, self.token, self.cert, key)
+        srv = apiserver.Server(0, self.token, self.cert, key)
         srv.state = state
         self.api = srv.start()
         self.containers = []
@@ -157,7 +242,8 @@ class ChartNode(e2e_kube.KubeNode):
         super().close()
 
 
-def run(build, which, render, Skip, Fail):
+def run(build, which, render):
+    """Failure or Skip (gpuqos_test's) say how it went."""
     why = oci.why_not()
     if why:
         raise Skip(why)
@@ -165,19 +251,12 @@ def run(build, which, render, Skip, Fail):
         raise Skip("no /dev/fuse (the GPU simulator)")
     if not shutil.which("openssl"):
         raise Skip("openssl is not installed")
+    node = ChartNode(build)
     try:
-        node = ChartNode(build)
-    except e2e_kube.Skip as e:
-        raise Skip(str(e))
-    try:
-        (agent_scenario if which == "agent" else plugin_scenario)(node, build, render, Skip)
-    except Exception as e:
+        (agent_scenario if which == "agent" else plugin_scenario)(node, build, render)
+    except Exception:
         for c in node.containers:
             print("---- container %s log (tail)\n%s" % (c.id, c.text()[-3000:]))
-        if isinstance(e, e2e_kube.e2e.Fail):
-            raise Fail(str(e))
-        if isinstance(e, e2e_kube.Skip):
-            raise Skip(str(e))
         raise
     finally:
         oci.close_after(node.close)
@@ -186,9 +265,12 @@ def run(build, which, render, Skip, Fail):
 def prepare(node, build, render, values):
     local = install(build, os.path.join(node.dir, "stage"))
     port = free_port()
+    # The probes' own ports, free ones: tests beside this one use the defaults.
+    node.health_port, node.plugin_health_port = free_port(), free_port()
     # host.nvidiactl: the simulator's path, so that a workload's fd (opened on
     # this host) reads back as the agent's --nvidiactl.
     vals = ["--set", "agent.bpf=off,metrics.port=%d,host.nvidiactl=%s" % (port, node.dev),
+            "--set", "health.port=%d,health.devicePluginPort=%d" % (node.health_port, node.plugin_health_port),
             "--set", "policy.timeslices.lcUs=%d,policy.timeslices.beUs=%d" % (LC_US, BE_US)] + values
     # The eBPF tracker stays off: it would attach to every process on this
     # host; tests/e2e checks it with a pin folder of its own.
@@ -207,7 +289,7 @@ def nvidiactl(node, pod):
     return oci.bind(node.dev, node.dev)
 
 
-def agent_scenario(node, build, render, Skip):
+def agent_scenario(node, build, render):
     # The whole pod is rendered; chart.e2e_plugin starts the plugin's container.
     pod, port = prepare(node, build, render, [])
     spec = pod.spec
@@ -236,21 +318,32 @@ def agent_scenario(node, build, render, Skip):
     agent.start()
     wait_for(lambda: not agent.running() or node.ctl_ready(), timeout=30, what="the agent's ctl socket")
     expect(agent.running(), "the agent container exited: %s" % agent.text()[-3000:])
+    # All that follows runs under the chart's seccomp profile, with the API
+    # token of the agent's own projected volume.
+    expect(agent.seccomp and seccomp_mode(agent) == "2",
+           "the agent runs under the RuntimeDefault seccomp filter (Seccomp: 2)")
+    expect([m for m in agent.cfg["mounts"] if m["destination"] == SA_DIR],
+           "the agent container has the service-account token at %s" % SA_DIR)
     lc = node.in_pod("lc", "be")
     be = node.in_pod("be", "lc")
     wait_for(lambda: gr_timeslice(node, lc.pid) == [LC_US] and gr_timeslice(node, be.pid) == [BE_US],
              timeout=30, what="simulator: LC %d / BE %d us from the chart's policy" % (LC_US, BE_US))
-    st = wait_for(lambda: e2e_kube.converged(node, "lc", "be"), timeout=30,
-                  what="gpuqos.io/state annotations converged (in-cluster API access)")
-    expect(st[0]["timesliceUs"]["gr"] == [LC_US], "LC state: %r" % st[0])
+    # The annotation follows the simulator by one PATCH: an LC that was
+    # alone for a moment was converged at its baseline first.
+    def lc_converged():
+        st = e2e_kube.converged(node, "lc", "be")
+        return st if st and st[0]["timesliceUs"]["gr"] == [LC_US] else None
+    wait_for(lc_converged, timeout=30,
+             what="gpuqos.io/state annotations converged, the LC's at %d us (in-cluster API access)" % LC_US)
     # The chart's metrics port: the series of the LC pod, health, readiness.
     expect("--metrics-address=:%d" % port in args, "the chart serves metrics on metrics.port: %r" % args)
     lc_ts = wait_for(lambda: [line for line in scrape(port, "/metrics").splitlines()
                               if line.startswith("gpuqos_tsg_timeslice_applied_seconds{") and 'pod="lc"' in line
                               and abs(float(line.rsplit(" ", 1)[1]) - LC_US / 1e6) < 1e-9],
                      timeout=15, what="the LC pod's timeslice on the chart's metrics port")
+    # The kubelet's probes go to the health port, where the chart points them.
     for path in ("/healthz", "/readyz"):
-        scrape(port, path)
+        scrape(node.health_port, path)
     print("metrics: %s" % lc_ts[0])
     expect(agent.running(), "the agent container is still running")
     print("agent container (%s) ran the chart's command; LC %d / BE %d us reached the simulated GPU"
@@ -280,9 +373,9 @@ class Kubelet:
 
     def __init__(self, build, dpdir, log):
         out = os.path.join(build, "tests", "chart", "kubelet")
-        rc = subprocess.run(["sh", os.path.join(e2e_kube.HERE, "..", "plugin", "build_kubelet.sh"), out]).returncode
+        rc = subprocess.run(["sh", os.path.join(SRC, "tests", "plugin", "build_kubelet.sh"), out]).returncode
         if rc == 77:
-            raise e2e_kube.Skip("the test kubelet cannot be built here (tests/plugin/build_kubelet.sh)")
+            raise Skip("the test kubelet cannot be built here (tests/plugin/build_kubelet.sh)")
         expect(rc == 0, "building the test kubelet failed")
         self.p = subprocess.Popen([os.path.join(out, "kubelet"), "-dir", dpdir], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=log, text=True)
@@ -317,7 +410,7 @@ def gpu_fixtures(node, root):
     return gpus
 
 
-def plugin_scenario(node, build, render, Skip):
+def plugin_scenario(node, build, render):
     """The plugin container registers the chart's resources with a kubelet
     through the chart's device-plugin folder and advertises the chart's
     share counts."""
@@ -342,10 +435,14 @@ def plugin_scenario(node, build, render, Skip):
                      ("GPUQOS_NVML_LIB", "none")):
             c.env_extra(k, v)
         node.containers.append(c)
+        expect(not [m for m in c.cfg["mounts"] if m["destination"].startswith("/var/run/secrets")],
+               "the device plugin container gets no API credentials: %r" % c.cfg["mounts"])
         try:
             c.start()
             r = kubelet.cmd(op="wait_register", n=len(want[mode]), timeout_ms=20000)
             expect(r.get("ok"), "%s mode: registrations %r\n%s" % (mode, r, c.text()[-2000:]))
+            expect(c.seccomp and seccomp_mode(c) == "2",
+                   "the device plugin runs under the RuntimeDefault seccomp filter (Seccomp: 2)")
             got = {}
             for reg in r["regs"]:
                 w = kubelet.cmd(op="watch", endpoint=reg["endpoint"])

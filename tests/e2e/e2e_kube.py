@@ -34,7 +34,7 @@ import urllib.request
 # gpuqos_test.node, its Kubernetes mode gpuqos_test.kube.
 from gpuqos_test import Skip, wait_for
 from gpuqos_test import check as expect
-from gpuqos_test.kube import NS, KubeNode, converged
+from gpuqos_test.kube import NODE, NS, KubeNode, converged
 from gpuqos_test.node import EAGER, agent_tsgs, gr_timeslice, proc_row, run_scenario
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -495,8 +495,61 @@ def metrics_scenario(node, prom, base):
              timeout=30, what="no LC shares a runlist with a BE any more")
 
 
+def t_kube_publish(node):
+    """A dense node: 300 pods of this node that run nothing on the GPU, one
+    LC and one BE that do. Once the state is written, a pass visits the
+    GPU pods (and pods the watch changed), not every cached pod: the
+    agent's own counts of passes and pods visited say so. A pod that
+    changes is visited, and a GPU pod whose process left is visited once
+    more (its annotations go), then no more."""
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    for i in range(300):
+        node.st.upsert({"metadata": {"name": "idle-%d" % i, "namespace": NS, "uid": "idle-%05d" % i,
+                                     "annotations": {}},
+                        "spec": {"nodeName": NODE, "containers": [{"name": "main"}]},
+                        "status": {"phase": "Running"}})
+    node.start_kube_agent()
+    lc = node.in_pod("lc", "lc")
+    be = node.in_pod("be", "be")
+    wait_for(lambda: converged(node, "lc", "be"), timeout=30, what="the GPU pods' state written")
+    wait_for(lambda: node.kube_view()["pods"] == 302, what="every pod of the node cached")
+
+    def counts():
+        v = node.kube_view()
+        return v["publishPasses"], v["publishedPods"]
+
+    def per_pass(seconds):
+        p0, n0 = counts()
+        wait_for(lambda: counts()[0] >= p0 + 5, timeout=seconds, what="five publishing passes")
+        p1, n1 = counts()
+        return (n1 - n0) / (p1 - p0)
+
+    # Both GPU pods every pass; the 300 idle pods never (before this, every
+    # pass visited all 302).
+    visited = per_pass(30)
+    expect(visited <= 2.0, "a pass visits the GPU pods, not every cached pod: %.1f pods a pass" % visited)
+    expect(visited >= 2.0, "both GPU pods are visited every pass: %.1f pods a pass" % visited)
+    # A change on an idle pod brings it into the next pass, once.
+    p0, n0 = counts()
+    node.set_annotation("idle-7", "example.com/x", "1")
+    wait_for(lambda: counts()[0] >= p0 + 5, timeout=30, what="five passes after a change")
+    p1, n1 = counts()
+    expect(n1 - n0 == 2 * (p1 - p0) + 1, "the changed pod visited once: %d pods in %d passes"
+           % (n1 - n0, p1 - p0))
+    # The BE leaves: its pod is visited once more (annotations removed), then not.
+    be.kill()
+    be.wait()
+    wait_for(lambda: "gpuqos.io/state" not in node.ann("be"), timeout=30, what="the BE pod's annotations removed")
+    visited = per_pass(30)
+    expect(visited == 1.0, "only the LC's pod is visited now: %.1f pods a pass" % visited)
+    lc.kill()
+    lc.wait()
+
+
 SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage,
-             "kube_valgrind": t_kube_valgrind, "kube_metrics": t_kube_metrics}
+             "kube_valgrind": t_kube_valgrind, "kube_metrics": t_kube_metrics,
+             "kube_publish": t_kube_publish}
 
 
 def main():

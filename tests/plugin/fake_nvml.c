@@ -3,7 +3,11 @@
  * fake_nvml.c - the few NVML functions the device plugin's health watch
  * dlopens (plugin/health.c), driven by a file: each line
  * "<GPU UUID> <XID>" appended to $FAKE_NVML_EVENTS becomes one XID event
- * on that GPU. A test library only; it knows nothing of a real GPU.
+ * on that GPU; "lost <GPU UUID>" makes that GPU gone (nvmlEventSetWait
+ * and its nvmlDeviceGetMemoryInfo say GPU_IS_LOST) and "found <GPU UUID>"
+ * brings it back; "lost *" / "found *" make the wait say GPU_IS_LOST
+ * while every GPU still answers (NVML cannot tell which is gone). A test
+ * library only; it knows nothing of a real GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,7 @@
 #define NVML_SUCCESS 0
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_TIMEOUT 10
+#define NVML_ERROR_GPU_IS_LOST 15
 
 struct event {
 	void *device;
@@ -21,7 +26,12 @@ struct event {
 	unsigned gpu_instance, compute_instance;
 };
 
+struct memory {
+	unsigned long long total, free, used;
+};
+
 static char uuids[MAX_DEV][96];
+static int lost[MAX_DEV], lost_any;
 static int n_dev;
 static long offset;
 
@@ -83,6 +93,48 @@ static int next_line(char *line, size_t len)
 	return got;
 }
 
+int nvmlDeviceGetMemoryInfo(void *dev, struct memory *m)
+{
+	long i = (long)dev - 1;
+
+	if (i < 0 || i >= n_dev)
+		return NVML_ERROR_NOT_FOUND;
+	if (lost[i])
+		return NVML_ERROR_GPU_IS_LOST;
+	m->total = 16ull << 30;
+	m->free = m->total;
+	m->used = 0;
+	return NVML_SUCCESS;
+}
+
+/* "lost X" / "found X": 1 when line was one. */
+static int lost_line(const char *line)
+{
+	char word[16], uuid[96];
+	int on;
+
+	if (sscanf(line, "%15s %95s", word, uuid) != 2)
+		return 0;
+	if (strcmp(word, "lost") != 0 && strcmp(word, "found") != 0)
+		return 0;
+	on = word[0] == 'l';
+	if (strcmp(uuid, "*") == 0)
+		lost_any = on;
+	for (int i = 0; i < n_dev; i++)
+		if (strcmp(uuids[i], uuid) == 0)
+			lost[i] = on;
+	return 1;
+}
+
+static int any_lost(void)
+{
+	int any = lost_any;
+
+	for (int i = 0; i < n_dev; i++)
+		any |= lost[i];
+	return any;
+}
+
 int nvmlEventSetWait_v2(void *set, struct event *ev, unsigned timeout_ms)
 {
 	char line[256], uuid[96];
@@ -91,7 +143,7 @@ int nvmlEventSetWait_v2(void *set, struct event *ev, unsigned timeout_ms)
 
 	for (unsigned waited = 0; waited <= timeout_ms; waited += 20) {
 		while (next_line(line, sizeof(line))) {
-			if (sscanf(line, "%95s %llu", uuid, &xid) != 2)
+			if (lost_line(line) || sscanf(line, "%95s %llu", uuid, &xid) != 2)
 				continue;
 			for (int i = 0; i < n_dev; i++)
 				if (strcmp(uuids[i], uuid) == 0) {
@@ -102,6 +154,9 @@ int nvmlEventSetWait_v2(void *set, struct event *ev, unsigned timeout_ms)
 					return NVML_SUCCESS;
 				}
 		}
+		/* like NVML: every wait says so while a GPU is gone */
+		if (any_lost())
+			return NVML_ERROR_GPU_IS_LOST;
 		nanosleep(&step, NULL);
 	}
 	return NVML_ERROR_TIMEOUT;

@@ -374,15 +374,80 @@ def t_bad_input(env):
         check(env.kubelet.cmd(op="stall", endpoint=QOS)["ok"], "stall")
     a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-5"]])
     check(a["ok"], "Allocate after bad input and stalled streams: %s" % a)
-    # streams are limited (8 per resource: 1 watched + 3 stalled + 4)
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=500)
+    check(not n["ok"] and n["error"] == "timeout", "bad input changed the device list: %s" % n)
+    # streams are limited (8 per resource: 1 watched + 3 stalled + 4): the
+    # newest wins, the oldest (the watched one) is ended
     for _ in range(4):
         check(env.kubelet.cmd(op="stall", endpoint=QOS)["ok"], "stall")
     x = env.kubelet.cmd(op="watch", endpoint=QOS)
-    check(not x["ok"] and x["code"] == 8 and "streams already open" in x["error"], "stream limit: %s" % x)
+    check(x["ok"] and ids(x) == ids(w), "a new stream at the limit: %s" % x.get("error"))
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=10000)
+    check(not n["ok"] and n.get("end") and n["code"] == 8, "the oldest stream is ended: %s" % n)
     a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-6"]])
     check(a["ok"], "Allocate at the stream limit: %s" % a)
-    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=500)
-    check(not n["ok"] and n["error"] == "timeout", "bad input changed the device list: %s" % n)
+    check(env.plugin.poll() is None, "the plugin died")
+
+
+def t_slot_thief(env):
+    """A client that opened every ListAndWatch slot and reads nothing does
+    not keep the kubelet's stream out: the newest stream wins, the oldest
+    thief is ended (and says why), the other thieves stay."""
+    env.start_plugin(INJECT)
+    register(env, 1)
+    thief = [env.kubelet.cmd(op="stall", endpoint=QOS) for _ in range(8)]
+    check(all(t["ok"] for t in thief), "the thief holds 8 streams: %s" % thief)
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(w["ok"] and ids(w) == ["qos-%d" % i for i in range(100)],
+          "the kubelet's stream beside 8 thieves: %s" % w.get("error"))
+    r = env.kubelet.cmd(op="stall_result", stream=thief[0]["stream"], timeout_ms=10000)
+    check(not r["ok"] and r.get("code") == 8 and r.get("messages") == 1, "the oldest thief ended: %s" % r)
+    r = env.kubelet.cmd(op="stall_result", stream=thief[1]["stream"], timeout_ms=300)
+    check(r.get("error") == "open", "the next oldest stays: %s" % r)
+    check("ending the oldest for a new one" in open(env.plugin_log).read(), "logged")
+    # and after a kubelet restart the new kubelet registers and watches
+    restart_check(env, (QOS,), {QOS: ids(w)})
+
+
+def t_allocate_across(env):
+    """One device id in two containers of one Allocate is refused, naming
+    it; the same ids in one container each pass."""
+    env.start_plugin(INJECT)
+    register(env, 1)
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1", "qos-2"], ["qos-3", "qos-1"]])
+    check(not a["ok"] and a["code"] == 3 and
+          'device id "qos-1" given to container requests 0 and 1' in a["error"], "dup across: %s" % a)
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1", "qos-2"], ["qos-3"]])
+    check(a["ok"] and len(a["containers"]) == 2, "distinct ids: %s" % a)
+
+
+MAX_CALLS = 128  # plugin/server.h PSERVER_MAX_CALLS
+
+
+def t_call_bound(env):
+    """Calls that never send their request hold at most MAX_CALLS: more are
+    answered RESOURCE_EXHAUSTED at once (and counted); the kubelet's own
+    stream still opens; once they go, calls are answered again."""
+    env.start_plugin(INJECT)
+    register(env, 1)
+    extra = 5
+    p = env.kubelet.cmd(op="pending", endpoint=QOS, n=MAX_CALLS + extra, refused=extra, timeout_ms=30000)
+    check(p["ok"] and p["refused"] == extra and p["other"] == [],
+          "%d calls over the bound refused at once: %s" % (extra, p))
+    a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1"]])
+    check(not a["ok"] and a["code"] == 8 and "%d calls already in flight" % MAX_CALLS in a["error"]
+          and "(%d refused so far)" % (extra + 1) in a["error"], "over the bound: %s" % a)
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(w["ok"], "ListAndWatch is not one of the bounded calls: %s" % w)
+    check(env.kubelet.cmd(op="release")["ok"], "release")
+    deadline = time.monotonic() + 15
+    while True:  # the plugin sees the cancellations a moment later
+        a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-1"]])
+        if a["ok"] or time.monotonic() > deadline:
+            break
+        check(a["code"] == 8, "only refused while the calls go: %s" % a)
+        time.sleep(0.1)
+    check(a["ok"], "answered again once the calls went: %s" % a)
     check(env.plugin.poll() is None, "the plugin died")
 
 
@@ -523,6 +588,101 @@ def t_config(env):
     p = subprocess.run([env.bin("plugin/gpuqos-device-plugin")], capture_output=True, text=True,
                        env=dict(os.environ, GPUQOS_PLUGIN_MODE="bogus"))
     check(p.returncode == 2 and "GPUQOS_PLUGIN_MODE" in p.stderr, "env checked: %s" % p.stderr)
+
+
+def registering_reason(env):
+    """Why the cycle that made the last registration ran, from the log (the
+    kubelet hears of a registration before the plugin logs it)."""
+    deadline = time.monotonic() + 10
+    while True:
+        log = open(env.plugin_log).read()
+        j = log.rfind("starting the plugin servers (")
+        if j >= 0 and "registered with the kubelet" in log[j:]:
+            return log[j:].split("(", 1)[1].split(")", 1)[0]
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+# A registration that follows the directory, not the backoff of a failed
+# start (the plugin is not restarted either: one process throughout).
+DIR_REASONS = ("the device-plugin directory appeared", "the kubelet (re)started")
+# The product says 5 s; a loaded test machine gets 15.
+DIR_MS = 15000
+
+
+def dir_back(env):
+    """The directory (and a kubelet in it) comes back: the plugin registers
+    because it saw that."""
+    os.makedirs(env.dp)
+    t = env.kubelet.cmd(op="restart")
+    check(t["ok"], "kubelet restart %s" % t)
+    regs = register(env, 1, DIR_MS)
+    check(regs[0]["at_ms"] - t["at_ms"] < DIR_MS, "registered %d ms after the directory came back"
+          % (regs[0]["at_ms"] - t["at_ms"]))
+    check(registering_reason(env) in DIR_REASONS,
+          "registered by %r, not by the directory" % registering_reason(env))
+    check(env.plugin.poll() is None and open(env.plugin_log).read().count("gpuqos-device-plugin: mode") == 1,
+          "one plugin process throughout")
+    w = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(w["ok"] and len(w["devices"]) == 100, "watch after the directory came back: %s" % w.get("error"))
+
+
+def t_late_dir(env):
+    """A booting node: the plugin starts before the device-plugin directory
+    exists and registers once it appears with a kubelet in it."""
+    check(env.kubelet.cmd(op="stop")["ok"], "kubelet stopped")
+    shutil.rmtree(env.dp)
+    env.start_plugin(INJECT)
+    deadline = time.monotonic() + 10
+    while "gpuqos-device-plugin: mode" not in open(env.plugin_log).read() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # running a while without the directory
+    dir_back(env)
+
+
+def t_dir_recreate(env):
+    """A kubelet reinstall: the directory is deleted (with every socket in
+    it) and made again; the plugin registers again, twice over."""
+    env.start_plugin(INJECT)
+    register(env, 1)
+    for _ in range(2):
+        check(env.kubelet.cmd(op="stop")["ok"], "kubelet stopped")
+        shutil.rmtree(env.dp)
+        time.sleep(1.5)  # the plugin sees it go
+        dir_back(env)
+        env.kubelet.cmd(op="disconnect")
+
+
+def t_gpu_lost(env):
+    """NVML says a GPU is lost: its devices go Unhealthy on every stream
+    (all devices when NVML cannot tell which GPU), Healthy again once it
+    answers; a critical XID stays."""
+    env.start_plugin(SHARES)
+    register(env, 2)
+    u0, u1 = env.gpus[0]["uuid"], env.gpus[1]["uuid"]
+    streams = [env.kubelet.cmd(op="watch", endpoint=ep) for ep in (BE, LC)]
+    check(all(d["health"] == "Healthy" for s in streams for d in s["devices"]), "all healthy at start")
+
+    def step(line, bad_gpus, what):
+        with open(env.events, "a") as f:
+            f.write(line + "\n")
+        for s in streams:
+            n = env.kubelet.cmd(op="next", stream=s["stream"], timeout_ms=10000)
+            check(n["ok"], "%s: no update: %s" % (what, n))
+            check(ids(n) == ids(s), "%s: the full list every time" % what)
+            bad = sorted(d["id"] for d in n["devices"] if d["health"] != "Healthy")
+            check(bad == sorted(i for i in ids(s) if i.split("::")[0] in bad_gpus),
+                  "%s: unhealthy %s" % (what, bad))
+
+    step("lost " + u1, [u1], "GPU 1 lost")
+    check("GPU %s: lost (NVML 15): marked Unhealthy" % u1 in open(env.plugin_log).read(), "logged")
+    step("found " + u1, [], "GPU 1 back")
+    step("lost *", [u0, u1], "a GPU lost, which one unknown")
+    step("found *", [], "all back")
+    step("%s 79" % u0, [u0], "XID 79 on GPU 0")
+    step("lost *", [u0, u1], "lost after an XID")
+    step("found *", [u0], "back, but the XID stays")
 
 
 def valgrind_run(env, config, exercise):
@@ -748,7 +908,9 @@ SCENARIOS = {
     "kubelet_restart": (t_kubelet_restart, 2), "plugin_restart": (t_plugin_restart, 0),
     "config": (t_config, 0), "valgrind": (t_valgrind, 0), "late_kubelet": (t_late_kubelet, 0),
     "valgrind_shares": (t_valgrind_shares, 2), "stall": (t_stall, 32),
-    "coalesce": (t_coalesce, 32),
+    "coalesce": (t_coalesce, 32), "slot_thief": (t_slot_thief, 0),
+    "allocate_across": (t_allocate_across, 0), "call_bound": (t_call_bound, 0),
+    "late_dir": (t_late_dir, 0), "dir_recreate": (t_dir_recreate, 0), "gpu_lost": (t_gpu_lost, 2),
 }
 
 

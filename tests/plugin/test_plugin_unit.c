@@ -139,6 +139,36 @@ static V1beta1__AllocateResponse *alloc1(const struct plugin_config *c, const st
 	return pdev_allocate(c, r, g, inj, &req, a, why, 256);
 }
 
+/* One id in two containers of one request: refused, naming the id and
+ * both containers; distinct ids in several containers pass. */
+static void test_allocate_across(const struct plugin_config *c, const struct presource *r,
+				 const struct pgpus *g, const struct pinject *inj)
+{
+	char *c0[] = { U0 "::0", U1 "::1" }, *c1[] = { U0 "::1" }, *c2[] = { U1 "::1", U0 "::2" };
+	V1beta1__ContainerAllocateRequest q[3] = { V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT,
+						   V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT,
+						   V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT };
+	V1beta1__ContainerAllocateRequest *qs[3] = { &q[0], &q[1], &q[2] };
+	V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+	struct parena a = { 0 };
+	char why[256];
+
+	q[0].devices_ids = c0;
+	q[0].n_devices_ids = 2;
+	q[1].devices_ids = c1;
+	q[1].n_devices_ids = 1;
+	q[2].devices_ids = c2;
+	q[2].n_devices_ids = 2;
+	req.container_requests = qs;
+	req.n_container_requests = 2;
+	CHECK(pdev_allocate(c, r, g, inj, &req, &a, why, sizeof(why)) != NULL);
+	parena_free(&a);
+	req.n_container_requests = 3;
+	CHECK(!pdev_allocate(c, r, g, inj, &req, &a, why, sizeof(why)) &&
+	      strstr(why, "\"" U1 "::1\" given to container requests 0 and 2"));
+	parena_free(&a);
+}
+
 static void test_allocate(void)
 {
 	struct plugin_config c;
@@ -185,6 +215,7 @@ static void test_allocate(void)
 	parena_free(&a);
 	CHECK(!alloc1(&c, &r[0], &g, &inj, ids, 0, &a, why) && strstr(why, "no device ids"));
 	parena_free(&a);
+	test_allocate_across(&c, &r[0], &g, &inj);
 }
 
 /* One preferred pick; returns the chosen ids joined by ' '. */

@@ -330,47 +330,9 @@ static void test_bounds(void)
 	free(snap);
 }
 
-static void test_commands(void)
+/* (Which control each COMMAND op becomes: tests/abi/test_rm_plan.c.) */
+static void test_deadline(void)
 {
-	struct gq_command c = { .op = GQ_OP_SET_TIMESLICE, .arg = 50 };
-	struct pa_ctrl ctl;
-
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), 0);
-	CHECK_EQ_U(ctl.cmd, RM_CTRL_TSG_SET_TIMESLICE);
-	CHECK_EQ_U(ctl.params_size, 8);
-	CHECK_EQ_U(ctl.params.timeslice.timesliceUs, 50);
-	CHECK_EQ_U(pa_cmd_value(&c, &ctl), 50);
-	c.arg = GQ_UNKNOWN;
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), GQ_ERR_BAD_OP);
-
-	c.op = GQ_OP_GET_TIMESLICE;
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), 0);
-	CHECK_EQ_U(ctl.cmd, RM_CTRL_TSG_GET_TIMESLICE);
-	ctl.params.timeslice.timesliceUs = 777; /* as RM would write it */
-	CHECK_EQ_U(pa_cmd_value(&c, &ctl), 777);
-
-	c.op = GQ_OP_SET_INTERLEAVE;
-	for (rm_u64 a = 0; a <= 3; a++) {
-		c.arg = a;
-		CHECK_EQ_U(pa_cmd_plan(&c, &ctl), a <= 2 ? 0 : GQ_ERR_BAD_OP);
-	}
-	c.arg = 2;
-	pa_cmd_plan(&c, &ctl);
-	CHECK_EQ_U(ctl.params_size, 4);
-	CHECK_EQ_U(ctl.params.interleave.tsgInterleaveLevel, 2);
-
-	c.op = GQ_OP_PREEMPT;
-	c.arg = 1;
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), 0);
-	CHECK_EQ_U(ctl.params_size, 8);
-	CHECK_EQ_U(ctl.params.preempt.bWait, 1);
-	c.arg = 2;
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), GQ_ERR_BAD_OP);
-	c.op = 0;
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), GQ_ERR_BAD_OP);
-	c.op = GQ_OP_MAX + 1;
-	CHECK_EQ_U(pa_cmd_plan(&c, &ctl), GQ_ERR_BAD_OP);
-
 	CHECK(pa_deadline_passed(1000, 1000, 0));
 	CHECK(!pa_deadline_passed(0, 999, 1));
 	CHECK(pa_deadline_passed(0, 1000, 1));
@@ -498,7 +460,7 @@ int main(void)
 	test_free();
 	test_close_fd();
 	test_bounds();
-	test_commands();
+	test_deadline();
 	test_messages();
 	test_phase();
 	test_windows();

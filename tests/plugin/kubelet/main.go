@@ -307,6 +307,79 @@ func stall(endpoint string) map[string]interface{} {
 	return map[string]interface{}{"ok": true, "stream": len(stalled) - 1}
 }
 
+// Calls that are opened and never send their request, as a client that
+// stopped would leave them: each is one call in flight on the plugin.
+type pendingCall struct {
+	cancel context.CancelFunc
+	conn   *grpc.ClientConn
+}
+
+var pendingCalls []pendingCall
+
+// Opens n Allocate calls that send nothing (on connections of their own,
+// 32 calls each: the plugin lets one connection have 64 streams) and
+// waits up to timeoutMs for `refused` of them to be answered
+// RESOURCE_EXHAUSTED at once. How many were refused and how many stay
+// open.
+func pending(endpoint string, n, refused, timeoutMs int) map[string]interface{} {
+	var c *grpc.ClientConn
+	var err error
+	done := make(chan error, n)
+	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+	for i := 0; i < n; i++ {
+		if i%32 == 0 {
+			c, err = grpc.Dial("unix://"+filepath.Join(*dir, endpoint), grpc.WithInsecure(),
+				grpc.WithBlock(), grpc.WithTimeout(rpcTimeout))
+			if err != nil {
+				return map[string]interface{}{"ok": false, "error": err.Error()}
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		pendingCalls = append(pendingCalls, pendingCall{cancel, c})
+		s, err := c.NewStream(ctx, desc, "/v1beta1.DevicePlugin/Allocate", grpc.ForceCodec(rawCodecV))
+		if err != nil {
+			return fail(err)
+		}
+		go func() {
+			var reply []byte
+			done <- s.RecvMsg(&reply)
+		}()
+	}
+	got, other := 0, []string{}
+	deadline := time.After(time.Duration(timeoutMs) * time.Millisecond)
+	for got < refused {
+		select {
+		case err := <-done:
+			if status.Code(err) == 8 {
+				got++
+			} else {
+				other = append(other, fmt.Sprint(err))
+			}
+		case <-deadline:
+			return map[string]interface{}{"ok": true, "refused": got, "other": other}
+		}
+	}
+	// anything more answered shows in a short while
+	select {
+	case err := <-done:
+		other = append(other, fmt.Sprint(err))
+	case <-time.After(300 * time.Millisecond):
+	}
+	return map[string]interface{}{"ok": true, "refused": got, "other": other}
+}
+
+func releasePending() {
+	seen := map[*grpc.ClientConn]bool{}
+	for _, p := range pendingCalls {
+		p.cancel()
+		if !seen[p.conn] {
+			seen[p.conn] = true
+			p.conn.Close()
+		}
+	}
+	pendingCalls = nil
+}
+
 // Reads a stalled stream at last: how it ended (or "open" after timeoutMs).
 func stallResult(i, timeoutMs int) map[string]interface{} {
 	if i < 0 || i >= len(stalled) {
@@ -379,6 +452,7 @@ type command struct {
 	Containers [][]string `json:"containers"`
 	Requests   []prefReq  `json:"requests"`
 	Method     string     `json:"method"`
+	Refused    int        `json:"refused"`
 	Data       []byte     `json:"data"`
 }
 
@@ -413,6 +487,7 @@ func closeConns() {
 		st.conn.Close()
 	}
 	stalled = nil
+	releasePending()
 	for e, c := range conns {
 		c.Close()
 		delete(conns, e)
@@ -448,6 +523,11 @@ func do(c command) map[string]interface{} {
 		return stallResult(c.Stream, c.TimeoutMs)
 	case "stall_read":
 		return stallRead(c.Stream, c.TimeoutMs)
+	case "pending":
+		return pending(c.Endpoint, c.N, c.Refused, c.TimeoutMs)
+	case "release":
+		releasePending()
+		return map[string]interface{}{"ok": true}
 	}
 	cc, err := conn(c.Endpoint)
 	if err != nil {

@@ -1,0 +1,766 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * core.h - the node agent's model, the one header a core file (agent/core/)
+ * includes: processes, preempt-agent peers as the model sees them, TSGs,
+ * in-flight commands, overrides, counters, limits, the hooks the core
+ * calls instead of naming an adapter (struct agent_hooks), and the core's
+ * functions. Nothing here names a file descriptor, a thread or the event
+ * loop: the adapters (agent/io/) keep those in struct agent_io (io.h).
+ *
+ * Desired state (class, policy output) and observed state (what the
+ * eBPF tracker saw RM accept, what the preempt agent reports, and what
+ * direct controls set) are kept apart in struct tsg; so are the two control
+ * paths' bookkeeping (struct peer for the preempt agent, the direct path's
+ * jobs behind agent_hooks.submit_direct).
+ */
+#ifndef GPUQOS_AGENT_CORE_CORE_H
+#define GPUQOS_AGENT_CORE_CORE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "abi/gq_proto.h"
+#include "agent/core/caps.h"
+#include "agent/core/config.h"
+#include "agent/core/path.h"
+#include "agent/core/policy.h"
+#include "common/log.h"
+
+/* The core's clock: CLOCK_MONOTONIC in microseconds, the clock of every
+ * deadline (clock.c). The wiring installs the loop's now_us() before any
+ * core call; the core's unit tests install a fake one. */
+uint64_t core_now_us(void);
+void core_clock_install(uint64_t (*now_us)(void));
+
+#define AGENT_CMDS_PER_TICK 16       /* per peer: rate limit of reconcile */
+#define AGENT_DIRECT_PER_TICK 16     /* direct path, all processes together */
+#define AGENT_BACKOFF_MIN_MS 100u
+#define AGENT_BACKOFF_MAX_MS 10000u
+/* P reconnects with backoff up to 2 s plus jitter (docs/protocol.md). */
+#define AGENT_RESTART_GRACE_MS 3000u
+/* A TSG we set is read back this long after (then every verifyIntervalS):
+ * past libcuda's own SET, which follows the TSG's creation by ~70 ms. */
+#define AGENT_VERIFY_SETTLE_MS 1000u
+/* A lease's end as the agent counts it: the preempt agent starts its lease
+ * when the command arrives and enables a lapsed TSG within one 20 ms retry. */
+#define AGENT_GATE_LAPSE_SLACK_US 20000u
+/* Where a TSG was seen (struct tsg.sources). */
+#define TSG_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */
+#define TSG_SRC_PREEMPT 0x2u /* the process's injected preempt agent reported it */
+#define TSG_SRC_ALL (TSG_SRC_BPF | TSG_SRC_PREEMPT)
+
+/* A preempt agent reports a TSG after its ioctl returned, and the tracer
+ * sent its event before that return, so the kernel's word is normally
+ * there first; the grace only covers the two arriving in either order
+ * within one loop pass and a slow ring wake-up. */
+#define TRACKER_CLAIM_GRACE_MS 1000u
+#define IL_REFUSED_NONE (-2)           /* no refused interleave level recorded */
+/* A TSG whose timeslice or interleave level someone sets back after a SET
+ * of ours took (docs/policy.md, "A process that sets its timeslice back"): the first
+ * AGENT_REVERT_FREE such reverts are answered at once (libcuda's own SET
+ * after creating a TSG is one); each later one waits before the next SET,
+ * AGENT_REVERT_BACKOFF_MIN_MS doubling to AGENT_REVERT_BACKOFF_MAX_MS. A
+ * value that held for AGENT_REVERT_QUIET_MS forgets the earlier ones. */
+#define AGENT_REVERT_FREE 3u
+#define AGENT_REVERT_BACKOFF_MIN_MS 1000u
+#define AGENT_REVERT_BACKOFF_MAX_MS 60000u
+#define AGENT_REVERT_QUIET_MS 10000u
+
+/* Limits on what one local user can make the agent hold (docs/protocol.md,
+ * "Limits"). A CUDA context has 4 TSGs; a process rarely more than a few
+ * contexts. Claims are TSGs a preempt agent reported; the tracker's TSGs
+ * (RM allocated them) count only toward the total. */
+#define AGENT_CLAIMS_PER_PROC 256u
+#define AGENT_CLAIMS_PER_UID 1024u
+#define AGENT_TSGS_MAX 8192u
+/* Connected preempt agents: each holds one fd of the agent. The total is
+ * further held below the fd limit (RLIMIT_NOFILE) minus AGENT_FD_RESERVE. */
+#define AGENT_PEERS_PER_UID 256u
+#define AGENT_PEERS_MAX 768u
+#define AGENT_FD_RESERVE 128u
+/* Log lines a process can cause: AGENT_PROC_LOG_BURST per window, then
+ * counted and reported as suppressed. */
+#define AGENT_PROC_LOG_BURST 20u
+#define AGENT_PROC_LOG_WINDOW_MS 10000u
+/* Controls (SET_TIMESLICE, SET_INTERLEAVE, GATE, UNGATE) reconcile sends
+ * for one TSG: at most AGENT_CONTROLS_BURST at once and
+ * AGENT_CONTROLS_PER_S a second after, whatever any preempt agent reports
+ * (docs/policy.md, "Rotation"). A rotation with short turns or leases
+ * raises the rate to what it needs (reconcile.c, controls_per_s). */
+#define AGENT_CONTROLS_PER_S 10u
+#define AGENT_CONTROLS_BURST 8u
+
+/* Log lines rate-limited per window (tsg.c). */
+struct ratelimit {
+	uint64_t window_start; /* now_us() clock */
+	unsigned lines;
+	unsigned long suppressed;
+};
+
+/* How many preempt agents and claims one uid has (peer.c, tsg.c). */
+struct uid_use {
+	struct uid_use *next;
+	uid_t uid;
+	unsigned peers, claims;
+};
+
+/* A preempt agent's report nobody has confirmed yet. With the eBPF
+ * tracker, it waits for the kernel (struct tsg.unverified_until);
+ * without it, for a GET_TIMESLICE on the claimed handles that RM answers
+ * (docs/protocol.md, "Claims"). */
+enum tsg_claim {
+	TSG_CLAIM_CONFIRMED = 0, /* seen by the tracker, read back, or not a claim */
+	TSG_CLAIM_READBACK = 1,  /* waits for a read-back */
+	TSG_CLAIM_REFUSED = 2,   /* RM said the handles do not exist: never acted on */
+};
+
+struct agent;
+struct rot_member;
+struct peer;
+struct ctl_conn;
+struct kmode;
+
+/* PHASE reports the windows' grid is taken from (phase.c). */
+#define WINDOW_GRID_SAMPLES 3
+
+/* One host process that ever talked to us, kept across reconnects so a
+ * class survives a dropped connection. */
+struct proc {
+	struct proc *next;
+	pid_t pid;
+	uint64_t starttime; /* /proc/<pid>/stat field 22: detects pid reuse */
+	char comm[GQ_COMM_LEN + 1];
+	char exe[1024];
+	char cgroup[1024];
+	char run_class[64]; /* GPUQOS_RUN_CLASS from its environment, or "" */
+	enum qos_class cls;
+	/* standalone: "override" | "gpuqos-run" | "rule" | "default";
+	 * Kubernetes: "override" | "annotation" | "default" | "no-pod" |
+	 * "pod-unknown" (kube_mode.c) */
+	enum class_source cls_source;
+	struct peer *peer;      /* NULL while disconnected */
+	/* From /proc/<pid>/cgroup (agent/kubenode/cgroup.h): "" when the
+	 * process is in no pod. */
+	char pod_uid[40];
+	char container_id[72];
+	int nopod_logged; /* "not in a pod" said once */
+	struct uid_use *uid; /* of its preempt agent (SO_PEERCRED); NULL if none connected */
+	unsigned claims;     /* its TSGs a preempt agent reported */
+	struct ratelimit log; /* lines it causes (proc_log) */
+	/* reconcile.c, during one pass: the timeslice its counted TSGs want,
+	 * per engine kind (GQ_UNKNOWN: none; 0: they disagree), and the GPU
+	 * of its confirmed TSGs (GQ_UNKNOWN: none; RECONCILE_GPUS_SEVERAL). */
+	uint32_t own_gr, own_copy, own_gpu;
+	/* reconcile.c, during one pass: one of its counted GR TSGs is an LC
+	 * beside a BE with a wake configured (policy want.wake). */
+	int own_wake;
+	/* lcbusy.c: its launches, from its preempt agent's ACTIVITY. */
+	struct {
+		int have_base; /* the counters below hold a report */
+		uint64_t base_launches, base_active_ns, base_at_ns; /* library's clock */
+		uint64_t heard_us;     /* last report, now_us() clock; 0: none */
+		double percent;        /* smoothed launch-active share; < 0: unknown */
+		double launches_per_s; /* smoothed; < 0: unknown */
+		int always;            /* an LC at or above busyLcPercent: launch-bound */
+	} busy;
+	/* peer.c: its preempt agent's latest WAKE (how its wakes went). */
+	struct {
+		int have; /* the fields below hold a report */
+		int stopped;
+		uint64_t requests, wakes, hits, wasted, beaten, not_issued, stops;
+		uint64_t at_ns; /* library's clock */
+	} wake;
+	/* peer.c: its preempt agent's latest PHASE (when its requests come);
+	 * rotate.c changes a turn between two of them. */
+	struct {
+		int have;
+		uint64_t period_us, last_start_us; /* now_us() clock */
+		uint64_t period_ns;                /* as reported */
+		uint32_t span_us;                  /* its requests' span; 0: none reported */
+		uint64_t rx_us;                    /* now_us() when it came */
+	} phase;
+	/* phase.c: the grid its requests are due on, as the windows place
+	 * them: the latest starts of its last PHASE reports (newest first),
+	 * the period they were taken at, the PHASE last taken in, and a start
+	 * on the grid. */
+	struct {
+		uint64_t starts_us[WINDOW_GRID_SAMPLES];
+		unsigned n;
+		uint64_t period_ns, rx_us, anchor_us;
+	} grid;
+	/* window.c: with windows.afterUs "auto", the after its windows use
+	 * now (us; 0: none yet), and since when a shorter one was asked
+	 * (0: not) with the longest of those. */
+	uint32_t window_auto_us, window_shrink_us;
+	uint64_t window_shrink_since_us;
+};
+
+/* A BE's window schedule (window.c). */
+struct peer_window {
+	int on;
+	uint32_t gpu;
+	uint64_t period_ns;
+	uint64_t start_us; /* now_us() clock */
+	uint32_t before_us, after_us;
+	pid_t lc_pid;     /* whose requests it is placed around */
+	uint64_t sent_us; /* when it was last sent or renewed */
+};
+
+/* A connected preempt agent as the model sees it; its socket and watch
+ * are peer.c's (struct peer_conn around it). */
+struct peer {
+	struct peer *next;
+	pid_t pid; /* SO_PEERCRED: the only identity we trust */
+	struct proc *proc;
+	int hello;       /* HELLO seen on this connection */
+	int syncing;     /* between HELLO and SYNCED */
+	uint32_t gen;    /* sync generation of this connection's HELLO */
+	int stalled;     /* a command missed its deadline */
+	int broken;      /* a send failed: closed after this batch */
+	uint32_t send_seq;
+	unsigned sent_this_tick;
+	int policy_valid; /* policy_gr/copy/wake were sent */
+	uint32_t policy_gr, policy_copy;
+	uint32_t policy_wake; /* GQ_WAKE_WORD, 0: none */
+	int can_gate; /* its HELLO said GQ_HELLO_F_GATE */
+	int wake_stats; /* its HELLO said GQ_HELLO_F_WAKE_STATS */
+	int activity;   /* its HELLO said GQ_HELLO_F_ACTIVITY */
+	int phase;      /* its HELLO said GQ_HELLO_F_PHASE */
+	int can_window; /* its HELLO said GQ_HELLO_F_WINDOW */
+	int span;       /* its HELLO said GQ_HELLO_F_SPAN */
+	/* window.c: the schedule last sent to it (on 0: none, or ended). */
+	struct peer_window win;
+	int window_state; /* its HELLO said GQ_HELLO_F_WINDOW_STATE */
+	/* Its latest WINDOW_STATE (known 0: none on this connection). */
+	struct {
+		int known, on, refused;
+		uint64_t opened, skipped;
+		uint64_t rx_us; /* when it came (now_us()) */
+	} win_state;
+	uint32_t accept_seq; /* accept order: the later of one process's wins */
+};
+
+/* What the RM was last told about a TSG, by anyone: what the tracker saw
+ * the RM accept, what the preempt agent reports, or what our own controls
+ * set. *_at is when it was told (now_us() clock; for our controls the time
+ * they were sent): a report older than the belief never replaces it
+ * (tsg_observe_ts). */
+struct tsg_observed {
+	uint32_t applied_ts, app_ts, applied_il; /* GQ_UNKNOWN if unknown */
+	uint64_t ts_at, il_at;
+};
+
+/* What the last reconcile wants it set to, and why. */
+struct tsg_wanted {
+	uint32_t desired_ts;
+	int32_t desired_il;
+	const char *reason;
+	int wake; /* an LC beside a BE whose process should wake it (policy) */
+};
+
+/* Our own controls on it: what was last sent, on which path, how it ended,
+ * and what holds the next one back. */
+struct tsg_sent {
+	enum path last_path; /* path of the last control, PATH_NONE before */
+	enum path action_path[NACTIONS]; /* ... of the last one per action */
+	const char *blocked;    /* why no path can carry its next control, or NULL */
+	int blocked_stalled;    /* ... because a path is stalled */
+	unsigned inflight;
+	uint32_t inflight_op; /* the op of the last command sent */
+	uint64_t backoff_until;
+	uint32_t backoff_ms;
+	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or IL_REFUSED_NONE */
+	int has_last;
+	uint32_t last_op, last_status, last_errno;
+	int last_timeout, last_failed;
+	uint64_t last_elapsed_us;
+	char error[128];
+	/* The bound on controls sent for it (reconcile.c, control_allowed):
+	 * the theoretical arrival time of the generic cell rate algorithm,
+	 * and when a control held back by it may go (0: none held). */
+	uint64_t bucket_tat, held_until;
+};
+
+/* Gating (rotate.c): whether the TSG takes turns with the other BEs of its
+ * runlist, whether it should be gated now, and what its preempt agent
+ * reported (the flags of its last TSG report, or a RESULT since). */
+struct tsg_gate {
+	int rotate;             /* the last reconcile put it in a rotation */
+	int want;               /* it should be gated now */
+	int gated;              /* its preempt agent says its channels are disabled */
+	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
+	int leased;             /* its preempt agent holds a rotation lease on it */
+	/* When `rotate` last changed (now_us(); 0: never): it changes again
+	 * only rotate_dwell_us() later (reconcile.c), whatever its neighbours
+	 * or its own preempt agent report meanwhile. */
+	uint64_t rotate_since;
+	int change_held; /* a change of `rotate` waits for the dwell */
+	/* Its process's place in the rotation (rotate.c), set by every
+	 * rotate_plan; NULL while it does not rotate. */
+	struct rot_member *member;
+	uint64_t last_turn;     /* when its process's last turn began (rotate.c) */
+	uint64_t renewed;       /* when the last GATE (or renewal) was sent */
+	/* When its preempt agent ends the gate by itself at the latest: the
+	 * last lease-bearing command's send time, plus its lease, plus
+	 * AGENT_GATE_LAPSE_SLACK_US (0: no lease sent). */
+	uint64_t lapse_by;
+	/* How long it has been held off, from its preempt agent's word
+	 * (tsg_gate_note): in a rotation of n BEs, n - 1 turns at a time. */
+	uint64_t since;         /* now_us() when it was last said gated; 0: not gated */
+	uint64_t count;         /* times it became gated */
+	uint64_t total_us;      /* time gated, closed periods */
+	uint64_t longest_us;    /* the longest closed period */
+};
+
+/* One process's place in the rotation of one runlist (rotate.c): all its
+ * rotating TSGs there take one turn together. Kept while the process is
+ * known, so leaving and coming back does not reset what it was served. */
+struct rot_member {
+	struct rot_member *next;
+	struct proc *proc;
+	uint32_t gpu, engine;
+	unsigned tsgs;        /* its rotating TSGs in the last rotate_plan; 0: out */
+	int active;           /* in the rotation at the last rotate_plan */
+	/* Its turns so far, as the agent planned them (us): the least served
+	 * goes next; ties go to the one queued first (queued: a sequence
+	 * number taken when it joined or its last turn ended). */
+	uint64_t served_us, queued;
+	uint64_t turn_start;  /* now_us(): when its turn began (0: not its turn) */
+	/* Its turn was held past turn_start + the period until this moment, for
+	 * the change to fit in an LC's gap between requests; 0: not held. */
+	uint64_t turn_end;
+	uint64_t last_turn;   /* when its last turn began */
+	/* The longest time it waited between two turns of its own while in
+	 * the rotation, the current wait included (the agent's plan). */
+	uint64_t waiting_since, longest_wait_us;
+};
+
+/* The settings a process can set back behind the agent (tsg_revert_wait). */
+enum tsg_setting { TSG_TIMESLICE, TSG_INTERLEAVE, TSG_NSETTINGS };
+
+/* Reverts of one setting (tsg_revert_wait): the value and time of our
+ * last SET the RM took (set_value GQ_UNKNOWN: none since the last
+ * revert), the reverts since a value last held AGENT_REVERT_QUIET_MS, the
+ * wait the next one beyond the free ones gets, and no SET before `until`. */
+struct tsg_revert {
+	uint32_t set_value, backoff_ms;
+	uint64_t set_at, until, recent, total;
+};
+
+struct tsg {
+	struct tsg *next;
+	pid_t pid;
+	struct proc *proc; /* its process: freed only after its TSGs */
+	rm_handle h_client, h_tsg, h_device;
+	uint32_t gpu, engine, fd;
+	uint32_t gen; /* sync generation of its last report */
+	unsigned sources; /* TSG_SRC_*: who saw it; freed when none does */
+	/* A preempt agent's report the tracker has not confirmed: held
+	 * (never controlled) until then, refused after it (now_us clock). */
+	uint64_t unverified_until;
+	enum tsg_claim claim;   /* without the tracker: see enum tsg_claim */
+	int readback_direct_failed; /* the direct path could not read it back */
+	struct uid_use *charged; /* the uid its claim counts for, or NULL */
+	struct tsg_observed obs;
+	struct tsg_wanted want;
+	struct tsg_sent sent;
+	struct tsg_gate gate;
+	/* Read-backs that hold the belief against the RM (verifyIntervalS):
+	 * when the next is due (now_us(); 0: none), when the last answered,
+	 * and how many found the RM holding another value. */
+	struct {
+		uint64_t due, at, mismatches;
+	} verify;
+	struct tsg_revert revert[TSG_NSETTINGS];
+};
+
+struct cmd {
+	struct cmd *next;
+	uint32_t seq;
+	enum path path;
+	struct peer *peer; /* in-process path only */
+	pid_t pid;
+	rm_handle h_client, h_tsg;
+	uint32_t op;
+	uint64_t arg;
+	uint64_t sent;     /* now_us() clock: RM was told no earlier */
+	uint64_t deadline; /* now_us() clock */
+	int timed_out;     /* kept to recognise a late RESULT */
+	struct ctl_conn *ctl; /* waiting ctl request, or NULL */
+};
+
+/* One finished control (or its end without an answer), from either path. */
+struct cmd_outcome {
+	uint32_t rm_status, err;
+	uint64_t value, elapsed_ns;
+	const char *why;      /* direct path: the failure in words, or NULL */
+	const char *err_word; /* "timeout" when the deadline passed, else NULL */
+};
+
+/* What the core (tsg.c, cmd.c, reconcile.c, state.c) asks of the parts
+ * above it. The wiring (hooks.c, hooks_install) installs them at start; the core never
+ * calls an adapter by name, so it links without them (gpuqos_core). A NULL
+ * hook is a part that is not there. */
+struct agent_hooks {
+	/* Send c on its path: a COMMAND to its peer, a job of the direct
+	 * path. 0, or -1 with errno. */
+	int (*submit_in_process)(struct agent *a, struct cmd *c);
+	int (*submit_direct)(struct agent *a, const struct tsg *t, struct cmd *c);
+	/* The direct path gives up c: 0 it was still queued (no result will
+	 * come), 1 a worker is in it, -1 it just finished. */
+	int (*expire_direct)(struct agent *a, const struct cmd *c);
+	int (*direct_stalled)(const struct agent *a);
+	/* A command a ctl request waits for ended. */
+	void (*cmd_done)(struct agent *a, struct ctl_conn *ctl, struct cmd *c,
+			 const struct cmd_outcome *o);
+	int (*send_policy)(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy,
+			   uint32_t wake);
+	/* Send p the schedule in p->win (window.c); 0, or -1. */
+	int (*send_window)(struct agent *a, struct peer *p);
+	/* A process's class where the config's rules do not decide it
+	 * (Kubernetes mode: its pod's annotation). */
+	void (*classify)(struct agent *a, struct proc *p);
+	/* The eBPF tracker runs: the kernel, not a read-back, confirms claims. */
+	int (*kernel_confirms)(const struct agent *a);
+	/* After every reconcile: publish what was decided, re-arm timers. */
+	void (*after_reconcile)(struct agent *a);
+	/* Every control that ended: its result, or its deadline passing
+	 * (o->err_word "timeout"); t NULL when its TSG is gone (metrics). */
+	void (*control_ended)(struct agent *a, const struct tsg *t, const struct cmd *c,
+			      const struct cmd_outcome *o);
+	/* Process pid still runs and started at starttime (/proc/<pid>/stat
+	 * field 22): neither gone nor a reused pid. NULL: taken as running. */
+	int (*proc_alive)(pid_t pid, uint64_t starttime);
+	/* What state.json holds may have changed: written within
+	 * AGENT_STATE_COALESCE_MS (statefile.c). NULL: nothing is persisted. */
+	void (*state_changed)(struct agent *a);
+	/* Write state.json now if its text changed: 0 when it holds the
+	 * agent's state afterwards (set-class answers "persisted"). */
+	int (*state_flush)(struct agent *a);
+};
+
+struct counters {
+	uint64_t peers_accepted, malformed, refused_tsg, unknown_result, unknown_tsg_gone;
+	uint64_t bad_activity; /* ACTIVITY reports ignored as inconsistent */
+	uint64_t bad_wake;     /* WAKE reports ignored as inconsistent */
+	uint64_t bad_phase;    /* PHASE reports ignored (unasked, out of range, another clock) */
+	uint64_t turns;        /* rotation turns begun (rotate.c) */
+	uint64_t turns_in_gap; /* ... of them, held until the change fit in an LC's gap */
+	/* controls held back by the per-TSG bound (reconcile.c, AGENT_CONTROLS_PER_S) */
+	uint64_t controls_held;
+	/* changes of a TSG's rotation membership held back by the dwell */
+	uint64_t rotation_changes_held;
+	uint64_t windows_sent;  /* WINDOW schedules sent or renewed (window.c) */
+	uint64_t windows_ended; /* ... and ended by a WINDOW without its on flag */
+	/* refused by a limit (AGENT_PEERS_*, AGENT_CLAIMS_*, AGENT_TSGS_MAX); claims RM
+	 * said do not exist; log lines suppressed by the per-process limit */
+	uint64_t peers_refused, claims_refused_limit, claims_refused_readback, log_suppressed;
+	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
+	uint64_t verify_reads, verify_mismatches; /* read-backs of the belief; RM disagreed */
+	uint64_t reverts; /* settings set back by someone else after a SET of ours took */
+};
+
+
+enum tracker_setting {
+	TRACKER_AUTO = 0, /* use it when it can be opened, say why not otherwise */
+	TRACKER_ON = 1,   /* refuse to start without it */
+	TRACKER_OFF = 2,
+};
+
+struct options {
+	int standalone;
+	const char *node_name;     /* Kubernetes mode: spec.nodeName of our pods */
+	const char *kubeconfig;    /* NULL: in-cluster */
+	const char *podres_socket; /* NULL: the kubelet's default */
+	const char *sa_dir;        /* in-cluster service-account folder (tests) */
+	const char *config;
+	const char *socket;
+	const char *ctl_socket;
+	const char *state_dir;
+	const char *nvidiactl;
+	enum tracker_setting bpf;
+	const char *bpf_pin_dir; /* NULL: the tracer's default */
+};
+
+/* The eBPF tracker's state as ctl and metrics read it (its functions and
+ * its watch: agent/io/tracker.h, tracker.c). */
+struct tsgtrace;
+struct tracker {
+	enum tracker_setting setting;
+	const char *pin_dir;   /* as configured; NULL: the library's default */
+	struct tsgtrace *tt;   /* NULL while off */
+	char off[384];         /* why it is off, or "" */
+	unsigned inherited;    /* TSGTRACE_INHERITED_* of the open */
+	uint64_t events;       /* events consumed */
+	uint64_t refused_claims;
+	uint64_t ignored;      /* TSGs on another device than the control device */
+};
+
+struct agent_io;
+struct state_file;
+
+struct agent {
+	struct agent_io *io;   /* the adapters' fds, watches and timers (io.h) */
+	struct options opt;
+	char nvidiactl[4096]; /* canonical path a reported fd must point to */
+	char state_path[4096];
+	struct agent_config *cfg;
+	struct proc *procs;
+	struct peer *peers, *dead_peers;
+	struct tsg *tsgs;
+	size_t ntsgs;            /* in the table, all sources */
+	struct uid_use *uids;
+	unsigned npeers, peers_max; /* connected; the limit in force */
+	uint32_t peer_accepts; /* connections accepted: each peer's accept_seq */
+	struct ratelimit refuse_log; /* peers refused by a limit */
+	int spare_fd;            /* closed to accept and drop a peer at EMFILE */
+	struct cmd *cmds;
+	struct rot_member *rot; /* rotation members, every runlist (rotate.c) */
+	uint64_t rot_seq;       /* the last rot_member.queued handed out */
+	struct ctl_conn *ctls, *dead_ctls;
+	struct state_entry *overrides;
+	struct state_entry *expected; /* peers from before a restart, not back yet */
+	int exiting;
+	uint32_t next_seq, next_gen;
+	int dirty; /* something changed: reconcile after this batch */
+	uint64_t started_us;
+	struct counters n;
+	struct caps caps;       /* effective set at start (caps.h) */
+	struct direct *direct;  /* NULL when the direct path is off */
+	char direct_off[160];   /* why it is off, or "" */
+	unsigned direct_sent_this_tick;
+	unsigned readback_sent_this_tick; /* claims read back on the direct path */
+	struct tracker trk;     /* the eBPF tracker (agent/io/tracker.h) */
+	struct agent_hooks hooks; /* installed by hooks.c (hooks_install) */
+	struct kmode *kube;     /* Kubernetes mode (kube_mode.h), NULL standalone */
+};
+
+/* What /proc says of a process (read by agent/io/procinfo.c), as a
+ * process is attached with it (proc_attach). */
+struct procinfo {
+	uint64_t starttime;
+	char comm[GQ_COMM_LEN + 1];
+	char exe[1024];
+	char cgroup[1024];
+	char run_class[64];
+	char pod_uid[40];      /* "" when in no pod */
+	char container_id[72]; /* "" when not in a container */
+};
+
+/* tsg.c: processes and TSGs */
+struct proc *proc_find(struct agent *a, pid_t pid);
+struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi);
+void proc_classify(struct agent *a, struct proc *p);
+void proc_reclassify_all(struct agent *a);
+void proc_gc(struct agent *a);
+struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
+/* NULL with errno EDQUOT past AGENT_TSGS_MAX, or ENOMEM. */
+struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_handle h_tsg);
+/* NULL with errno EDQUOT when a limit refuses a new claim, ENOMEM. */
+struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, uint32_t gen);
+/* The RM was told this value at `at` (now_us clock): the belief follows
+ * whoever told it last. */
+void tsg_observe_ts(struct tsg *t, uint32_t us, uint64_t at);
+void tsg_observe_il(struct tsg *t, uint32_t level, uint64_t at);
+/* Not confirmed by the tracker or a read-back (or refused): never acted
+ * on, counts for no neighbour. */
+int tsg_unverified(const struct tsg *t);
+struct uid_use *uid_use_get(struct agent *a, uid_t uid); /* NULL: out of memory */
+void uid_use_free_all(struct agent *a);
+/* A log line caused by what process p (or its preempt agent) did: at most
+ * AGENT_PROC_LOG_BURST per AGENT_PROC_LOG_WINDOW_MS, the rest counted. */
+void proc_log(struct agent *a, struct proc *p, enum log_level lv, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* 1 if a line may be logged now; *suppressed: lines dropped before it. */
+int ratelimit_allow(struct ratelimit *r, uint64_t now, unsigned burst, uint64_t window_us,
+		    unsigned long *suppressed);
+void tsg_drop(struct agent *a, struct tsg *t);
+void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsigned sources);
+size_t tsg_count(const struct agent *a, pid_t pid); /* pid 0: all */
+uint32_t tsg_baseline(const struct tsg *t);
+uint32_t tsg_effective_ts(const struct tsg *t);
+int tsg_ts_differs(const struct tsg *t);
+/* Setting `which` of t differs from the desired one (tsg_ts_differs,
+ * tsg_il_differs): counts a revert when a SET of ours to that very value
+ * had taken, and says whether the SET that answers it must wait (1) or
+ * may go now (0). */
+int tsg_revert_wait(struct agent *a, struct tsg *t, enum tsg_setting which, uint64_t now);
+/* A SET of `which` to v took: having to set v again is a revert. */
+void tsg_revert_arm(struct tsg *t, enum tsg_setting which, uint32_t v);
+uint32_t tsg_effective_il(const struct tsg *t);
+int tsg_il_differs(const struct tsg *t);
+/* It is gated and should not be, or the other way round. */
+int tsg_gate_differs(const struct tsg *t);
+/* Its preempt agent says it is (or is not) gated now: keeps gate.gated and
+ * the time it was held off. */
+void tsg_gate_note(struct tsg *t, int gated, uint64_t now);
+/* Time gated in all, and its longest period, the current one included. */
+uint64_t tsg_gated_total_us(const struct tsg *t, uint64_t now);
+uint64_t tsg_gated_longest_us(const struct tsg *t, uint64_t now);
+/* Where a TSG's settings stand, as ctl, annotations and metrics show it. */
+enum tsg_state {
+	TSG_CONVERGED = 0, /* what the policy wants is what the RM was last told */
+	TSG_PENDING,       /* a control in flight, or a difference not sent yet */
+	TSG_FAILED,        /* the last control failed, or no path can carry it */
+	TSG_STALLED,       /* the only path for its next control is stalled */
+	TSG_UNMANAGED,     /* its process's class is unmanaged */
+	TSG_UNVERIFIED,    /* a claim nobody confirmed yet */
+	TSG_REFUSED,       /* a claim the RM says does not exist */
+};
+enum tsg_state tsg_state_of(const struct tsg *t);
+const char *tsg_state_name(enum tsg_state s);
+/* The engine's name as the ctl and the metrics show it: GR0, COPY2,
+ * ENGINE_0x1f for one that is neither. */
+void tsg_engine_name(uint32_t engine, char *buf, size_t n);
+/* tsg_state_name(tsg_state_of(t)) */
+const char *tsg_state(const struct agent *a, const struct tsg *t);
+void proc_free_all(struct agent *a);
+/* The facts path.c chooses from, for action act on t. */
+struct path_in tsg_path_facts(struct agent *a, const struct tsg *t, enum path_action act);
+/* The path that would carry action act on t now (path.c decides). */
+struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_action act);
+/* Process pid still runs and started at starttime (agent_hooks.proc_alive;
+ * without the hook, taken as running). Inline: tsg.c and state.c both ask,
+ * neither owns the other. */
+static inline int proc_alive(const struct agent *a, pid_t pid, uint64_t starttime)
+{
+	return !a->hooks.proc_alive || a->hooks.proc_alive(pid, starttime);
+}
+
+/* The wake lead (us) the last POLICY sent to p's preempt agent asked for;
+ * 0: none, or no POLICY sent. */
+uint32_t proc_wake_lead_us(const struct proc *p);
+
+/* cmd.c: in-flight commands (both paths) and their deadlines */
+struct cmd *cmd_issue(struct agent *a, struct tsg *t, enum path path, uint32_t op, uint64_t arg,
+		      struct ctl_conn *ctl);
+void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r);
+/* The direct path's job seq ended with o (o->why: its failure in words). */
+void cmd_direct_result(struct agent *a, uint32_t seq, const struct cmd_outcome *o);
+void cmd_expire(struct agent *a);
+void cmd_fail_peer(struct agent *a, struct peer *p);
+void cmd_detach_ctl(struct agent *a, struct ctl_conn *c);
+uint64_t cmd_next_deadline(const struct agent *a);
+void cmd_free_all(struct agent *a);
+const char *gq_op_name(uint32_t op);
+
+
+/* reconcile.c */
+void reconcile(struct agent *a);
+/* A new tick: every rate limit starts again. */
+void reconcile_new_tick(struct agent *a);
+/* The earliest command deadline, backoff end or end of the restart grace
+ * (now_us clock), or 0: when reconcile wants to run again. */
+uint64_t reconcile_next_deadline(const struct agent *a);
+
+
+/* rotate.c */
+/* Its preempt agent can gate it now (connected, said GQ_HELLO_F_GATE, not
+ * stalled, reported the TSG gateable, and the TSG is confirmed). */
+int rotate_gateable(const struct tsg *t);
+/* Set every TSG's gate.want from gate.rotate and the turns (now_us clock):
+ * the rotating TSGs of one process on one runlist take one turn together;
+ * the process served least goes next (docs/policy.md, "Rotation"). */
+void rotate_plan(struct agent *a, uint64_t now);
+/* How long a TSG stays in (or out of) the rotation at least once it
+ * changed: ROTATE_DWELL_MIN_MS, or two turns where they are longer. */
+#define ROTATE_DWELL_MIN_MS 1000u
+uint64_t rotate_dwell_us(const struct agent *a);
+/* Processes in the rotation of runlist (gpu, engine) at the last
+ * rotate_plan (0: no rotation there). */
+unsigned rotate_processes(const struct agent *a, uint32_t gpu, uint32_t engine);
+/* Process p is freed: forget its places (tsg.c). */
+void rotate_forget_proc(struct agent *a, const struct proc *p);
+void rotate_free_all(struct agent *a);
+/* A gated TSG's lease needs renewing. */
+int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
+/* The first point offset_us after one of an LC's request starts (every
+ * period_us from last_us) at or after end; all now_us() clock. */
+uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us);
+/* How long a turn's change keeps the RM busy: GATE (disable 0.8-1.2 ms,
+ * then preempt 0.3-0.4 ms) in one BE's process while UNGATE (enable
+ * 0.4-0.6 ms) runs in the next's, plus the messages (docs/perf-log). A
+ * placed change begins this long, and the LC's wake lead, before the LC's
+ * next predicted request. */
+#define ROTATE_CHANGE_US 1500u
+/* ... and not sooner than this after a request's start, by when a short
+ * request has ended: a period shorter than the change, the lead and this
+ * (2.6 ms) leaves no gap to place it in. A micro LC every 2 ms, its
+ * changes placed 400 us after its starts, did worse than unplaced on one
+ * machine (docs/perf-log, run 7 of the afternoon). */
+#define ROTATE_CHANGE_MIN_OFFSET_US 1000u
+/* When the next turn ends or a gate needs renewing, or 0. */
+uint64_t rotate_next_deadline(const struct agent *a);
+
+/* phase.c: when an LC's requests come */
+/* A PHASE older than this is not used: no turn change is placed by it,
+ * no window around it. */
+#define PHASE_FRESH_US 1000000u
+/* The process's last PHASE came at most PHASE_FRESH_US ago. */
+int phase_fresh(const struct proc *p, uint64_t now);
+/* The one LC process with a TSG on gpu whose PHASE is fresh; NULL when
+ * there is none or there are several. */
+struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
+/* Take the LC's latest PHASE into its grid (the median of the last
+ * WINDOW_GRID_SAMPLES starts, placed on the newest one's period; a new
+ * period, over 1 % off, starts a new grid). Returns a start on the grid. */
+uint64_t phase_grid_update(struct proc *lc);
+
+/* window.c */
+/* A schedule is renewed this often and lapses in the preempt agent after
+ * WINDOW_LEASE_MS without one. */
+#define WINDOW_LEASE_MS 1000u
+#define WINDOW_RENEW_US (WINDOW_LEASE_MS * 1000u / 4u)
+/* Send, renew or end each BE preempt agent's window schedule (after
+ * rotate_plan, every reconcile). */
+void window_plan(struct agent *a, uint64_t now);
+/* When the next renewal is due, or 0. */
+uint64_t window_next_deadline(const struct agent *a);
+/* How long past each of lc's due times its windows last (us; 0: no
+ * windows): windows.afterUs, or with "auto" lc's span and a margin, kept
+ * in lc->window_auto_us (now: when it is asked, for how long a shorter
+ * span held). */
+uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t now);
+/* The BEs beside lc (an LC with a fresh phase) get windows around its
+ * requests: windows are on (with "auto": lc reports a span), lc is not
+ * launch-bound and its window fits windows.maxOffPercent of its period. */
+int window_applies(const struct agent *a, struct proc *lc, uint64_t now);
+/* Whether p's preempt agent holds the window schedule it was sent: 1 or
+ * 0 as its latest WINDOW_STATE said, -1 without a schedule, without an
+ * answer, or with one older than WINDOW_LEASE_MS (a library that stopped
+ * answering has stopped renewing too: its schedule has lapsed). */
+int peer_window_held(const struct peer *p, uint64_t now);
+/* A rotation's turn change around such an LC begins this long after its
+ * window ends (the BE's enable, 0.35-0.5 ms, done), not just ahead of the
+ * next request, where it would meet the next window's disable in the RM. */
+#define WINDOW_CHANGE_AFTER_US 500u
+
+/* lcbusy.c */
+/* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent
+ * dirty when an LC starts or stops being launch-bound. */
+void lcbusy_report(struct agent *a, struct proc *p, const struct gq_activity *m);
+/* Forget readings that stopped coming; judge again (class, threshold). */
+void lcbusy_tick(struct agent *a);
+
+/* state.c: run-time class overrides and the peers awaited after a
+ * restart (the model); agent/io/statefile.c writes them to state.json. */
+struct state_entry {
+	struct state_entry *next;
+	pid_t pid;
+	uint64_t starttime;
+	enum qos_class cls;
+};
+const struct state_entry *state_find(const struct agent *a, pid_t pid, uint64_t starttime);
+int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum qos_class cls);
+void state_gc(struct agent *a);
+void state_peer_synced(struct agent *a, pid_t pid);
+int state_holding(struct agent *a, uint64_t now);
+void state_free_all(struct agent *a);
+/* state.json's text for what the agent holds now (malloc'd), or NULL. */
+char *state_serialize(struct agent *a);
+/* Takes overrides and awaited peers from state.json's text, dropping
+ * those whose process is gone (path names the file in log lines). 0, or
+ * -1 when the text is not a gpuqos state file. */
+int state_parse(struct agent *a, const char *text, const char *path);
+
+#endif
