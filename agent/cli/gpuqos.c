@@ -2,9 +2,10 @@
 /*
  * gpuqos.c - the workload-side launcher: `gpuqos run --class C -- CMD`
  * marks CMD with its class (GPUQOS_RUN_CLASS, which gpuqos-agent reads from
- * /proc/<pid>/environ), injects the preempt agent through LD_PRELOAD, and
- * then becomes CMD with execvp() so the pid the node agent sees is the
- * workload's own. Depends on libc only.
+ * /proc/<pid>/environ) and, with --windows, the windows an LC asks for
+ * (GPUQOS_RUN_WINDOWS, read the same way), injects the preempt agent
+ * through LD_PRELOAD, and then becomes CMD with execvp() so the pid the
+ * node agent sees is the workload's own. Depends on libc only.
  *
  * Owns: finding libgpuqos-preempt.so, composing the environment, and
  * saying once when the node agent's socket has no one behind it. Does not
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "abi/gq_proto.h"
+#include "agent/core/policy.h"
 #include "cli_opt.h"
 
 #ifndef GPUQOS_VERSION
@@ -41,12 +43,14 @@ enum { EX_USAGE = 2, EX_CANNOT_EXEC = 126, EX_NOT_FOUND = 127 };
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gpuqos run --class CLASS [--socket PATH] [--] CMD [ARGS...]\n"
+		"usage: gpuqos run --class CLASS [--windows W] [--socket PATH] [--] CMD [ARGS...]\n"
 		"       gpuqos ctl [GPUQOSCTL ARGS...]\n"
 		"       gpuqos version\n"
 		"\n"
 		"run      runs CMD (same pid) as a CLASS workload with the gpuqos preempt agent\n"
 		"         CLASS: lc | latency-critical | be | best-effort\n"
+		"         --windows W    an LC's own windows (sets GPUQOS_RUN_WINDOWS):\n"
+		"                        auto | off | US (0 .. 100000 us after each request)\n"
 		"         --socket PATH  the node agent's preempt socket (sets GPUQOS_SOCKET;\n"
 		"                        default $GPUQOS_SOCKET, else " GQ_DEFAULT_SOCKET ")\n"
 		"         without a node agent there CMD still runs, without QoS (one warning)\n"
@@ -243,7 +247,8 @@ static void check_agent(const char *sock, const char *cmd)
 }
 
 /* Parses run's options; returns the index of CMD, or -EX_USAGE / 0 for --help. */
-static int run_opts(int argc, char **argv, const char **cls, const char **sock)
+static int run_opts(int argc, char **argv, const char **cls, const char **win,
+		    const char **sock)
 {
 	int i, r;
 
@@ -258,7 +263,8 @@ static int run_opts(int argc, char **argv, const char **cls, const char **sock)
 			usage(stdout);
 			return 0;
 		}
-		if ((r = cli_opt_value(argc, argv, &i, "--class", cls)) == 0)
+		if ((r = cli_opt_value(argc, argv, &i, "--class", cls)) == 0 &&
+		    (r = cli_opt_value(argc, argv, &i, "--windows", win)) == 0)
 			r = cli_opt_value(argc, argv, &i, "--socket", sock);
 		if (r < 0)
 			return -usage_error("option needs a value", a);
@@ -270,8 +276,9 @@ static int run_opts(int argc, char **argv, const char **cls, const char **sock)
 
 static int cmd_run(int argc, char **argv)
 {
-	const char *cls = NULL, *sock = NULL, *canon;
-	int i = run_opts(argc, argv, &cls, &sock), e;
+	const char *cls = NULL, *win = NULL, *sock = NULL, *canon;
+	int i = run_opts(argc, argv, &cls, &win, &sock), e;
+	struct window_req ask;
 
 	if (i <= 0)
 		return -i;
@@ -280,12 +287,19 @@ static int cmd_run(int argc, char **argv)
 	canon = canonical_class(cls);
 	if (!canon)
 		return usage_error("unknown class (use lc, latency-critical, be or best-effort)", cls);
+	/* Refused here as the agent would refuse it, where the user sees it. */
+	if (win && policy_window_ask_parse(win, &ask) != 0)
+		return usage_error("--windows is auto, off or a number of us from 0 to 100000, not", win);
+	if (win && strcmp(canon, "latency-critical") != 0)
+		return usage_error("--windows is for --class lc, not", cls);
 	if (sock && !*sock)
 		return usage_error("--socket needs a path", NULL);
 	if (i >= argc)
 		return usage_error("run needs a command to run", NULL);
 	/* The class is what gpuqos-agent acts on; without it nothing is gained. */
+	/* Without --windows, none inherited from an outer gpuqos run either. */
 	if (setenv("GPUQOS_RUN_CLASS", canon, 1) != 0 ||
+	    (win ? setenv("GPUQOS_RUN_WINDOWS", win, 1) : unsetenv("GPUQOS_RUN_WINDOWS")) != 0 ||
 	    (sock && setenv("GPUQOS_SOCKET", sock, 1) != 0)) {
 		fprintf(stderr, "gpuqos: cannot set the environment: %s\n", strerror(errno));
 		return EX_CANNOT_EXEC;

@@ -492,6 +492,8 @@ static int parse_windows(const struct ctx *x, const cJSON *j, struct state *st)
 	const struct uint_member m[] = {
 		{ "beforeUs", 0, POLICY_WINDOW_BEFORE_MAX_US, &p->window_before_us },
 		{ "maxOffPercent", 1, POLICY_WINDOW_OFF_PERCENT_MAX, &p->window_max_off_percent },
+		{ "podMaxOffPercent", 0, POLICY_WINDOW_OFF_PERCENT_MAX,
+		  &p->window_pod_max_off_percent },
 	};
 	static const char *const other[] = { "afterUs" };
 	const cJSON *after;

@@ -193,6 +193,15 @@ struct proc {
 	 * (0: not) with the longest of those. */
 	uint32_t window_auto_us, window_shrink_us;
 	uint64_t window_shrink_since_us;
+	/* Its own ask for windows (window.c): from its pod's
+	 * gpuqos.io/windows (kube_mode.c); standalone, GPUQOS_RUN_WINDOWS
+	 * from its environment as it came ("": none), believed as its
+	 * GPUQOS_RUN_CLASS is (trustRunClass). */
+	struct window_req win_ask;
+	char run_windows[16];
+	/* rotate.c: its place in the rotation of each runlist where it had
+	 * rotating TSGs (freed with it). */
+	struct rot_member *rot;
 };
 
 /* A BE's window schedule (window.c). */
@@ -290,11 +299,11 @@ struct tsg_gate {
 	int gated;              /* its preempt agent says its channels are disabled */
 	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
 	int leased;             /* its preempt agent holds a rotation lease on it */
-	/* When `rotate` last changed (now_us(); 0: never): it changes again
-	 * only rotate_dwell_us() later (reconcile.c), whatever its neighbours
-	 * or its own preempt agent report meanwhile. */
+	/* When `rotate` last changed (now_us(); 0: never): it enters a
+	 * rotation again only rotate_dwell_us() later (reconcile.c), whatever
+	 * its neighbours or its own preempt agent report meanwhile. */
 	uint64_t rotate_since;
-	int change_held; /* a change of `rotate` waits for the dwell */
+	int change_held; /* its entry into a rotation waits for the dwell */
 	/* Its process's place in the rotation (rotate.c), set by every
 	 * rotate_plan; NULL while it does not rotate. */
 	struct rot_member *member;
@@ -313,8 +322,9 @@ struct tsg_gate {
 };
 
 /* One process's place in the rotation of one runlist (rotate.c): all its
- * rotating TSGs there take one turn together. Kept while the process is
- * known, so leaving and coming back does not reset what it was served. */
+ * rotating TSGs there take one turn together. Kept in its struct proc
+ * (freed with it), so leaving and coming back does not reset what it was
+ * served. */
 struct rot_member {
 	struct rot_member *next;
 	struct proc *proc;
@@ -448,7 +458,7 @@ struct counters {
 	uint64_t turns_in_gap; /* ... of them, held until the change fit in an LC's gap */
 	/* controls held back by the per-TSG bound (reconcile.c, AGENT_CONTROLS_PER_S) */
 	uint64_t controls_held;
-	/* changes of a TSG's rotation membership held back by the dwell */
+	/* entries of a TSG into a rotation held back by the dwell */
 	uint64_t rotation_changes_held;
 	uint64_t windows_sent;  /* WINDOW schedules sent or renewed (window.c) */
 	uint64_t windows_ended; /* ... and ended by a WINDOW without its on flag */
@@ -515,8 +525,7 @@ struct agent {
 	struct ratelimit refuse_log; /* peers refused by a limit */
 	int spare_fd;            /* closed to accept and drop a peer at EMFILE */
 	struct cmd *cmds;
-	struct rot_member *rot; /* rotation members, every runlist (rotate.c) */
-	uint64_t rot_seq;       /* the last rot_member.queued handed out */
+	uint64_t rot_seq;       /* the last rot_member.queued handed out (rotate.c) */
 	struct ctl_conn *ctls, *dead_ctls;
 	struct state_entry *overrides;
 	struct state_entry *expected; /* peers from before a restart, not back yet */
@@ -543,6 +552,7 @@ struct procinfo {
 	char exe[1024];
 	char cgroup[1024];
 	char run_class[64];
+	char run_windows[16];  /* GPUQOS_RUN_WINDOWS, or "" */
 	char pod_uid[40];      /* "" when in no pod */
 	char container_id[72]; /* "" when not in a container */
 };
@@ -662,16 +672,17 @@ int rotate_gateable(const struct tsg *t);
  * the rotating TSGs of one process on one runlist take one turn together;
  * the process served least goes next (docs/policy.md, "Rotation"). */
 void rotate_plan(struct agent *a, uint64_t now);
-/* How long a TSG stays in (or out of) the rotation at least once it
- * changed: ROTATE_DWELL_MIN_MS, or two turns where they are longer. */
+/* How long after its membership changed a TSG may enter a rotation
+ * (again): ROTATE_DWELL_MIN_MS, or two turns where they are longer. */
 #define ROTATE_DWELL_MIN_MS 1000u
 uint64_t rotate_dwell_us(const struct agent *a);
 /* Processes in the rotation of runlist (gpu, engine) at the last
  * rotate_plan (0: no rotation there). */
 unsigned rotate_processes(const struct agent *a, uint32_t gpu, uint32_t engine);
-/* Process p is freed: forget its places (tsg.c). */
-void rotate_forget_proc(struct agent *a, const struct proc *p);
-void rotate_free_all(struct agent *a);
+/* The longest wait of t's process between two of its turns on t's runlist
+ * as rotate.c planned them, the current one included (0: never rotated). */
+uint64_t rotate_wait_longest_us(const struct tsg *t, uint64_t now);
+
 /* A gated TSG's lease needs renewing. */
 int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
 /* The first point offset_us after one of an LC's request starts (every
@@ -725,6 +736,9 @@ uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t no
  * requests: windows are on (with "auto": lc reports a span), lc is not
  * launch-bound and its window fits windows.maxOffPercent of its period. */
 int window_applies(const struct agent *a, struct proc *lc, uint64_t now);
+/* lc's windows, its own ask or the node's default, for gpuqos.io/state:
+ * WINDOW_ASK_OFF (none), WINDOW_ASK_AUTO, or WINDOW_ASK_US (*after_us). */
+enum window_ask window_setting(const struct agent *a, const struct proc *lc, uint32_t *after_us);
 /* Whether p's preempt agent holds the window schedule it was sent: 1 or
  * 0 as its latest WINDOW_STATE said, -1 without a schedule, without an
  * answer, or with one older than WINDOW_LEASE_MS (a library that stopped

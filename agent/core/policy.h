@@ -72,6 +72,49 @@ enum policy_several_be {
 #define POLICY_WINDOW_AFTER_MAX_US 100000u
 #define POLICY_WINDOW_OFF_PERCENT_MAX 90u
 
+/* What an LC asks for itself (docs/policy.md, "Windows"): its pod's
+ * gpuqos.io/windows, or `gpuqos run --windows`. NONE: it did not ask, and
+ * the node's windows.afterUs applies. */
+enum window_ask { WINDOW_ASK_NONE, WINDOW_ASK_OFF, WINDOW_ASK_AUTO, WINDOW_ASK_US };
+struct window_req {
+	enum window_ask ask;
+	uint32_t after_us; /* WINDOW_ASK_US: 1 .. POLICY_WINDOW_AFTER_MAX_US */
+};
+
+/* Parses an ask: "auto", "off", or 1 to 6 ASCII digits of us (0 is
+ * "off"), nothing before or after, within POLICY_WINDOW_AFTER_MAX_US.
+ * Anything else (a sign, a space, a control character, junk, out of
+ * range) is -1. Inline: gpuqos run (libc only) refuses what the agent
+ * would. */
+static inline int policy_window_ask_parse(const char *s, struct window_req *out)
+{
+	uint32_t v = 0;
+	size_t n = 0;
+
+	if (!s)
+		return -1;
+	if (s[0] == 'a' && s[1] == 'u' && s[2] == 't' && s[3] == 'o' && !s[4]) {
+		out->ask = WINDOW_ASK_AUTO;
+		out->after_us = 0;
+		return 0;
+	}
+	if (s[0] == 'o' && s[1] == 'f' && s[2] == 'f' && !s[3]) {
+		out->ask = WINDOW_ASK_OFF;
+		out->after_us = 0;
+		return 0;
+	}
+	for (; s[n]; n++) {
+		if (s[n] < '0' || s[n] > '9' || n == 6)
+			return -1;
+		v = v * 10u + (uint32_t)(s[n] - '0');
+	}
+	if (!n || v > POLICY_WINDOW_AFTER_MAX_US)
+		return -1;
+	out->ask = v ? WINDOW_ASK_US : WINDOW_ASK_OFF;
+	out->after_us = v;
+	return 0;
+}
+
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */
 	uint32_t be_timeslice_us;         /* the only BE TSG beside an LC */
@@ -101,6 +144,10 @@ struct policy_config {
 	 * instead (window.c). */
 	uint32_t window_before_us, window_after_us, window_max_off_percent;
 	int window_after_auto;
+	/* The most of max_off_percent an LC's own ask (window_req) may keep
+	 * the BEs off per period (percent; 0: asks for windows are ignored,
+	 * "off" is still honoured). */
+	uint32_t window_pod_max_off_percent;
 };
 
 struct policy_tsg_in {

@@ -168,13 +168,14 @@ static void note_own(struct agent *a)
 	}
 }
 
-/* A TSG's rotation membership changes at most once per dwell
- * (rotate_dwell_us): a neighbour or its own preempt agent flipping what it
- * reports (NO_GATE, gateable or not, a process coming and going) cannot
- * make the agent gate, ungate and set a BE again and again. The first
- * change goes at once; one within the dwell of the last waits, with the
- * settings that go with it. A TSG no longer BE leaves at once: an LC is
- * never kept gated. 1: keep t's current decision. */
+/* A TSG enters a rotation no sooner than a dwell (rotate_dwell_us) after
+ * its membership last changed: a neighbour or its own preempt agent
+ * flipping what it reports (NO_GATE, gateable or not, a process coming and
+ * going) cannot make the agent gate, ungate and set a BE again and again.
+ * Leaving goes at once: it only ever lets the BE run (and an LC, a
+ * launch-bound LC beside it, or a BE that can no longer be gated must not
+ * wait for it), so a TSG is moved in and out at most once each per dwell.
+ * The first change goes at once too. 1: keep t's current decision. */
 static int rotation_held(struct agent *a, struct tsg *t, const struct policy_tsg_out *o,
 			 uint64_t now)
 {
@@ -182,8 +183,7 @@ static int rotation_held(struct agent *a, struct tsg *t, const struct policy_tsg
 		t->gate.change_held = 0;
 		return 0;
 	}
-	if (t->gate.rotate_since && t->proc->cls == CLASS_BE &&
-	    now < t->gate.rotate_since + rotate_dwell_us(a)) {
+	if (o->rotate && t->gate.rotate_since && now < t->gate.rotate_since + rotate_dwell_us(a)) {
 		a->n.rotation_changes_held += !t->gate.change_held;
 		t->gate.change_held = 1;
 		return 1;

@@ -24,6 +24,7 @@
 #include "agent/core/core.h"
 #include "common/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 _Static_assert(POLICY_GATE_LEASE_MAX_MS <= GQ_GATE_LEASE_MAX_MS,
@@ -206,6 +207,30 @@ static int goes_before(const struct rot_member *x, const struct rot_member *y)
 	return x->queued < y->queued;
 }
 
+/* The turn going to `next`, with what each member was served when it was
+ * chosen (e2e.py checks the choice from this line). */
+static void log_turn(struct rot_member *const *g, size_t n, const struct rot_member *next,
+		     size_t in)
+{
+	char served[256];
+	size_t at = 0;
+
+	served[0] = '\0';
+	for (size_t i = 0; i < n && at < sizeof(served); i++) {
+		int k;
+
+		if (!g[i]->active)
+			continue;
+		k = snprintf(served + at, sizeof(served) - at, " %d=%llu", (int)g[i]->proc->pid,
+			     (unsigned long long)(g[i]->served_us / 1000u));
+		if (k < 0)
+			break;
+		at += (size_t)k;
+	}
+	log_debug("rotation: GPU %u engine %u: turn of pid %d (%zu processes; served ms:%s)",
+		  next->gpu, next->engine, (int)next->proc->pid, in, served);
+}
+
 /* The member of g[0..n) (one runlist) whose turn it is now; starts a new
  * turn when the current one has lasted a period (or there is none).
  * Where an LC's gap is known when the period ends, the turn goes on until
@@ -255,23 +280,22 @@ static struct rot_member *turn_of(struct agent *a, struct rot_member **g, size_t
 			next = g[i];
 	}
 	a->n.turns++;
-	turn_open(next, now);
 	if (next != cur)
-		log_debug("rotation: GPU %u engine %u: turn of pid %d (%zu processes)", next->gpu,
-			  next->engine, (int)next->proc->pid, in);
+		log_turn(g, n, next, in);
+	turn_open(next, now);
 	return next;
 }
 
 /* t's process's member on t's runlist, made when it has none; NULL when
  * out of memory. */
-static struct rot_member *member_of(struct agent *a, struct tsg *t)
+static struct rot_member *member_of(struct tsg *t)
 {
 	struct rot_member *m = t->gate.member;
 
 	if (m && m->proc == t->proc && m->gpu == t->gpu && m->engine == t->engine)
 		return m;
-	for (m = a->rot; m; m = m->next)
-		if (m->proc == t->proc && m->gpu == t->gpu && m->engine == t->engine)
+	for (m = t->proc->rot; m; m = m->next)
+		if (m->gpu == t->gpu && m->engine == t->engine)
 			return m;
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -279,8 +303,8 @@ static struct rot_member *member_of(struct agent *a, struct tsg *t)
 	m->proc = t->proc;
 	m->gpu = t->gpu;
 	m->engine = t->engine;
-	m->next = a->rot;
-	a->rot = m;
+	m->next = t->proc->rot;
+	t->proc->rot = m;
 	return m;
 }
 
@@ -290,19 +314,21 @@ void rotate_plan(struct agent *a, uint64_t now)
 	struct rot_member **g;
 	size_t n = 0;
 
-	for (struct rot_member *m = a->rot; m; m = m->next)
-		m->tsgs = 0;
+	for (struct proc *p = a->procs; p; p = p->next)
+		for (struct rot_member *m = p->rot; m; m = m->next)
+			m->tsgs = 0;
 	for (struct tsg *t = a->tsgs; t; t = t->next) {
 		t->gate.want = 0;
-		t->gate.member = t->gate.rotate ? member_of(a, t) : NULL;
+		t->gate.member = t->gate.rotate ? member_of(t) : NULL;
 		if (t->gate.member)
 			t->gate.member->tsgs++;
 		else if (t->gate.rotate)
 			log_error("rotation: out of memory; pid %d TSG 0x%x not gated",
 				  (int)t->pid, t->h_tsg);
 	}
-	for (struct rot_member *m = a->rot; m; m = m->next)
-		n += m->tsgs || m->active;
+	for (struct proc *p = a->procs; p; p = p->next)
+		for (struct rot_member *m = p->rot; m; m = m->next)
+			n += m->tsgs || m->active;
 	if (n == 0)
 		return;
 	g = malloc(n * sizeof(*g));
@@ -314,9 +340,10 @@ void rotate_plan(struct agent *a, uint64_t now)
 		return;
 	}
 	n = 0;
-	for (struct rot_member *m = a->rot; m; m = m->next)
-		if (m->tsgs || m->active)
-			g[n++] = m;
+	for (struct proc *p = a->procs; p; p = p->next)
+		for (struct rot_member *m = p->rot; m; m = m->next)
+			if (m->tsgs || m->active)
+				g[n++] = m;
 	qsort(g, n, sizeof(*g), by_runlist);
 	for (size_t i = 0, j; i < n; i = j) {
 		for (j = i + 1; j < n && g[j]->gpu == g[i]->gpu && g[j]->engine == g[i]->engine; j++)
@@ -336,50 +363,41 @@ unsigned rotate_processes(const struct agent *a, uint32_t gpu, uint32_t engine)
 {
 	unsigned n = 0;
 
-	for (const struct rot_member *m = a->rot; m; m = m->next)
-		n += m->active && m->gpu == gpu && m->engine == engine;
+	for (const struct proc *p = a->procs; p; p = p->next)
+		for (const struct rot_member *m = p->rot; m; m = m->next)
+			n += m->active && m->gpu == gpu && m->engine == engine;
 	return n;
 }
 
-void rotate_forget_proc(struct agent *a, const struct proc *p)
+uint64_t rotate_wait_longest_us(const struct tsg *t, uint64_t now)
 {
-	struct rot_member **pp = &a->rot;
+	const struct rot_member *m;
+	uint64_t cur = 0;
 
-	while (*pp) {
-		struct rot_member *m = *pp;
-
-		if (m->proc == p) {
-			*pp = m->next;
-			free(m);
-		} else {
-			pp = &m->next;
-		}
-	}
-}
-
-void rotate_free_all(struct agent *a)
-{
-	while (a->rot) {
-		struct rot_member *m = a->rot;
-
-		a->rot = m->next;
-		free(m);
-	}
+	for (m = t->proc->rot; m; m = m->next)
+		if (m->gpu == t->gpu && m->engine == t->engine)
+			break;
+	if (!m)
+		return 0;
+	if (m->active && m->waiting_since && now > m->waiting_since)
+		cur = now - m->waiting_since;
+	return cur > m->longest_wait_us ? cur : m->longest_wait_us;
 }
 
 uint64_t rotate_next_deadline(const struct agent *a)
 {
 	uint64_t period_us = (uint64_t)a->cfg->policy.rotate_period_ms * 1000u, next = 0;
 
-	for (const struct rot_member *m = a->rot; m; m = m->next) {
-		uint64_t due;
+	for (const struct proc *p = a->procs; p; p = p->next)
+		for (const struct rot_member *m = p->rot; m; m = m->next) {
+			uint64_t due;
 
-		if (!m->active || !m->turn_start)
-			continue;
-		due = m->turn_end ? m->turn_end : m->turn_start + period_us;
-		if (next == 0 || due < next)
-			next = due;
-	}
+			if (!m->active || !m->turn_start)
+				continue;
+			due = m->turn_end ? m->turn_end : m->turn_start + period_us;
+			if (next == 0 || due < next)
+				next = due;
+		}
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		if (t->gate.leased) {
 			uint64_t renew = t->gate.renewed + renew_after_us(a);

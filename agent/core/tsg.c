@@ -154,10 +154,24 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 	memcpy(p->exe, pi->exe, sizeof(p->exe));
 	memcpy(p->cgroup, pi->cgroup, sizeof(p->cgroup));
 	memcpy(p->run_class, pi->run_class, sizeof(p->run_class));
+	memcpy(p->run_windows, pi->run_windows, sizeof(p->run_windows));
 	memcpy(p->pod_uid, pi->pod_uid, sizeof(p->pod_uid));
 	memcpy(p->container_id, pi->container_id, sizeof(p->container_id));
 	proc_classify(a, p);
 	return p;
+}
+
+/* A process and its places in rotations (rotate.c made them; its TSGs,
+ * which point at them, are gone first). */
+static void proc_free(struct proc *p)
+{
+	while (p->rot) {
+		struct rot_member *m = p->rot;
+
+		p->rot = m->next;
+		free(m);
+	}
+	free(p);
 }
 
 /* Forget disconnected processes that exited (or whose pid was reused). */
@@ -172,9 +186,8 @@ void proc_gc(struct agent *a)
 			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
 			proc_log_flush(p);
 			tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_ALL);
-			rotate_forget_proc(a, p);
 			*pp = p->next;
-			free(p);
+			proc_free(p);
 			continue;
 		}
 		pp = &p->next;
@@ -594,13 +607,12 @@ void proc_free_all(struct agent *a)
 		a->tsgs = t->next;
 		tsg_free(a, t);
 	}
-	rotate_free_all(a);
 	while (a->procs) {
 		struct proc *p = a->procs;
 
 		a->procs = p->next;
 		proc_log_flush(p);
-		free(p);
+		proc_free(p);
 	}
 	uid_use_free_all(a);
 }

@@ -17,7 +17,10 @@
  * every 10 ms: 1.18-1.25x -> 1.00-1.06x its p99 alone, docs/perf-log). It
  * costs the BE the window in every period, so it is off unless the
  * policy gives windows.afterUs: a number, or "auto" for each LC's own
- * span (what its preempt agent measured, PHASE).
+ * span (what its preempt agent measured, PHASE), or the LC asks for its
+ * own (its pod's gpuqos.io/windows, `gpuqos run --windows`), within
+ * windows.podMaxOffPercent: the operator chose the node's default, not
+ * what a pod takes from the BEs beside it.
  */
 #include "agent/core/core.h"
 #include "common/log.h"
@@ -33,8 +36,9 @@
  * 99th percentile of its last requests' ends past their due times) plus
  * WINDOW_AUTO_MARGIN_US after each due time, rounded up to
  * WINDOW_AUTO_STEP_US, and never longer than maxOffPercent of its period
- * allows. The length grows at once; it shrinks only to the longest the
- * span asked for over the last WINDOW_AUTO_HOLD_US, so that a span that
+ * allows (podMaxOffPercent, where the LC asked for "auto" itself). The
+ * length grows at once; it shrinks only to the longest the span asked
+ * for over the last WINDOW_AUTO_HOLD_US, so that a span that
  * wavers from report to report (measured: 800-1000 us for ViT-B/16 at the
  * 95th percentile of 64 requests) neither resends every BE's schedule at
  * each PHASE nor leaves a window short for the next slow request. */
@@ -42,11 +46,63 @@
 #define WINDOW_AUTO_STEP_US 50u
 #define WINDOW_AUTO_HOLD_US 5000000u
 
-/* The longest after that keeps lc's window within maxOffPercent of its
- * period (0: none fits). */
-static uint32_t after_fits(const struct policy_config *cfg, const struct proc *lc)
+/* The windows lc gets: its own ask, or the node's default where it did
+ * not ask (or asked for windows where pods may not). */
+struct window_rule {
+	uint32_t after_us; /* fixed; 0 with autosize, or none */
+	int autosize;      /* "auto": sized from lc's span */
+	uint32_t max_off;  /* percent of lc's period a window may take */
+};
+
+/* lc's own ask: its pod's (kube_mode.c sets win_ask), or standalone its
+ * GPUQOS_RUN_WINDOWS where the class from its environment is believed. */
+static struct window_req window_ask(const struct agent *a, const struct proc *lc)
 {
-	uint64_t max = lc->phase.period_ns * cfg->window_max_off_percent / 100000u;
+	struct window_req r = { WINDOW_ASK_NONE, 0 };
+
+	if (a->hooks.classify) /* Kubernetes: the pod's, never the process's */
+		return lc->win_ask;
+	if (a->cfg->trust_run_class && lc->run_windows[0] &&
+	    policy_window_ask_parse(lc->run_windows, &r) != 0)
+		r.ask = WINDOW_ASK_NONE;
+	return r;
+}
+
+static void window_rule(const struct agent *a, const struct proc *lc, struct window_rule *r)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+	struct window_req ask = window_ask(a, lc);
+
+	r->after_us = cfg->window_after_us;
+	r->autosize = cfg->window_after_auto;
+	r->max_off = cfg->window_max_off_percent;
+	if (ask.ask == WINDOW_ASK_OFF) {
+		/* Takes nothing from the BEs: always honoured. */
+		r->after_us = 0;
+		r->autosize = 0;
+	} else if (ask.ask != WINDOW_ASK_NONE && cfg->window_pod_max_off_percent) {
+		r->after_us = ask.ask == WINDOW_ASK_US ? ask.after_us : 0;
+		r->autosize = ask.ask == WINDOW_ASK_AUTO;
+		if (cfg->window_pod_max_off_percent < r->max_off)
+			r->max_off = cfg->window_pod_max_off_percent;
+	}
+}
+
+enum window_ask window_setting(const struct agent *a, const struct proc *lc, uint32_t *after_us)
+{
+	struct window_rule r;
+
+	window_rule(a, lc, &r);
+	*after_us = r.after_us;
+	return r.autosize ? WINDOW_ASK_AUTO : r.after_us ? WINDOW_ASK_US : WINDOW_ASK_OFF;
+}
+
+/* The longest after that keeps lc's window within max_off percent of its
+ * period (0: none fits). */
+static uint32_t after_fits(const struct policy_config *cfg, const struct proc *lc,
+			   uint32_t max_off)
+{
+	uint64_t max = lc->phase.period_ns * max_off / 100000u;
 
 	return max > cfg->window_before_us ? (uint32_t)(max - cfg->window_before_us) : 0;
 }
@@ -54,11 +110,19 @@ static uint32_t after_fits(const struct policy_config *cfg, const struct proc *l
 uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t now)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
+	struct window_rule r;
 	uint32_t want, fits;
 
-	if (!cfg->window_after_auto || !lc)
-		return cfg->window_after_us;
-	fits = after_fits(cfg, lc) / WINDOW_AUTO_STEP_US * WINDOW_AUTO_STEP_US;
+	if (!lc)
+		return cfg->window_after_auto ? 0 : cfg->window_after_us;
+	window_rule(a, lc, &r);
+	if (!r.autosize) {
+		/* An ask for "auto" again later starts from its span afresh. */
+		lc->window_auto_us = 0;
+		lc->window_shrink_since_us = 0;
+		return r.after_us;
+	}
+	fits = after_fits(cfg, lc, r.max_off) / WINDOW_AUTO_STEP_US * WINDOW_AUTO_STEP_US;
 	if (!lc->phase.span_us || !fits) {
 		lc->window_auto_us = 0;
 		return 0;
@@ -92,11 +156,19 @@ uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t no
 int window_applies(const struct agent *a, struct proc *lc, uint64_t now)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
-	uint32_t after = lc ? window_update_after(a, lc, now) : 0;
-	uint64_t span = (uint64_t)cfg->window_before_us + after;
+	struct window_rule r;
+	uint32_t after;
+	uint64_t span;
 
+	if (!lc)
+		return 0;
+	after = window_update_after(a, lc, now);
+	span = (uint64_t)cfg->window_before_us + after;
+	window_rule(a, lc, &r);
+	/* A fixed after that does not fit gets no windows, as the node's
+	 * does: a shorter one would end mid-request. */
 	return after && !lc->busy.always && lc->phase.period_ns >= 1000u &&
-	       span * 100000u <= lc->phase.period_ns * cfg->window_max_off_percent;
+	       span * 100000u <= lc->phase.period_ns * r.max_off;
 }
 
 /* The schedule the BE process be should run now: around the requests of

@@ -331,6 +331,15 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		cJSON_AddBoolToObject(gate, "desired", t->gate.want);
 		cJSON_AddBoolToObject(gate, "applied", t->gate.gated);
 		cJSON_AddBoolToObject(gate, "possible", rotate_gateable(t));
+		/* Processes taking turns in its rotation (its own included; 0:
+		 * not rotating): it waits at most this minus one turns. */
+		cJSON_AddNumberToObject(gate, "processes",
+					t->gate.member ? rotate_processes(a, t->gpu, t->engine) : 0);
+		/* Its process's longest wait between two of its turns as the
+		 * agent planned them, the current one included (no preempt
+		 * agent's word in it); longestMs below is what it reported. */
+		cJSON_AddNumberToObject(gate, "waitLongestMs",
+					(double)(rotate_wait_longest_us(t, now) / 1000u));
 		/* How long it has been held off (n - 1 turns at a time in a
 		 * rotation of n BEs). */
 		cJSON_AddNumberToObject(gate, "count", (double)t->gate.count);
@@ -482,6 +491,8 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "badPhase", (double)n->bad_phase);
 	cJSON_AddNumberToObject(o, "turns", (double)n->turns);
 	cJSON_AddNumberToObject(o, "turnsInGap", (double)n->turns_in_gap);
+	cJSON_AddNumberToObject(o, "controlsHeld", (double)n->controls_held);
+	cJSON_AddNumberToObject(o, "rotationChangesHeld", (double)n->rotation_changes_held);
 	cJSON_AddNumberToObject(o, "windowsSent", (double)n->windows_sent);
 	cJSON_AddNumberToObject(o, "windowsEnded", (double)n->windows_ended);
 	cJSON_AddNumberToObject(o, "commands", (double)n->commands);

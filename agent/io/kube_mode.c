@@ -2,8 +2,9 @@
 /*
  * kube_mode.c - Kubernetes mode: drives the API client (agent/kube) and
  * the kubelet pod-resources client (agent/kubenode) from the one loop,
- * classifies each process by its pod's gpu.qos annotation, reclassifies
- * at once when a pod changes, and shows it all in the ctl view. Does not
+ * classifies each process by its pod's gpu.qos annotation (and takes its
+ * gpuqos.io/windows ask), reclassifies at once when a pod changes, and
+ * shows it all in the ctl view. Does not
  * own the annotations and Events written back (kube_podstate.c), the policy
  * or the TSG table; the TSG table never depends on the API server, so an
  * outage only delays class changes.
@@ -44,10 +45,30 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum clas
 	return (int)a->cfg->k8s_default_class;
 }
 
+int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out)
+{
+	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations,
+							    KMODE_WINDOWS_ANNOTATION);
+
+	out->ask = WINDOW_ASK_NONE;
+	out->after_us = 0;
+	if (!raw)
+		return 0;
+	/* A NUL in the value reached here as U+FFFD (kube_json_mend), so
+	 * "auto\u0000junk" is refused like any other junk. */
+	if (cJSON_IsString(raw) && policy_window_ask_parse(raw->valuestring, out) == 0)
+		return 0;
+	out->ask = WINDOW_ASK_NONE;
+	out->after_us = 0;
+	return 1;
+}
+
 void kmode_classify(struct agent *a, struct proc *p)
 {
 	const struct kube_pod *pod;
 
+	p->win_ask.ask = WINDOW_ASK_NONE;
+	p->win_ask.after_us = 0;
 	if (!p->pod_uid[0]) {
 		if (!p->nopod_logged)
 			log_info("pid %d (%s): in no Kubernetes pod (cgroup %s): unmanaged", (int)p->pid,
@@ -65,6 +86,7 @@ void kmode_classify(struct agent *a, struct proc *p)
 		return;
 	}
 	p->cls = (enum qos_class)kmode_pod_class(a, pod, &p->cls_source, NULL);
+	kmode_pod_windows(pod, &p->win_ask);
 }
 
 /* Reclassifies the processes of one pod (all with uid NULL); a deleted

@@ -33,6 +33,8 @@ struct podres;
 #define KMODE_PREFIX "gpuqos.io/"
 #define KMODE_KEY_CLASS KMODE_PREFIX "class"
 #define KMODE_KEY_STATE KMODE_PREFIX "state"
+/* What an LC pod may ask of its own windows (docs/kubernetes.md). */
+#define KMODE_WINDOWS_ANNOTATION KMODE_PREFIX "windows"
 
 /* One libcurl socket in the loop. libcurl owns the fd. */
 struct kfd {
@@ -47,6 +49,7 @@ struct kpod {
 	struct kpod *next;
 	char uid[40];
 	char invalid[96];  /* the gpu.qos value an InvalidQoSClass Event named */
+	char bad_windows[96]; /* the gpuqos.io/windows value an InvalidWindows Event named */
 	char refused[160]; /* the last ControlRefused note */
 	char capmiss[160]; /* the last CapabilityMissing note */
 };
@@ -94,6 +97,12 @@ void kmode_classify(struct agent *a, struct proc *p);
  * metadata.annotations that is not a map. */
 int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum class_source *source,
 		    int *invalid);
+
+/* A pod's own windows ask (gpuqos.io/windows, policy.h's
+ * policy_window_ask_parse): *out WINDOW_ASK_NONE where it has none or
+ * an invalid one; returns 1 when the value was refused (also one that
+ * is not a string). */
+int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out);
 
 /* kube_podstate.c: after every reconcile, writes each pod's gpuqos.io/
  * annotations (only changes reach the API server) and the Events of its

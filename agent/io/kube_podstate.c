@@ -3,10 +3,10 @@
  * kube_podstate.c - what the agent writes back on each pod in Kubernetes mode:
  * gpuqos.io/class and gpuqos.io/state while the pod has TSGs, removed once
  * its last one is gone, and the Events an operator must see
- * (InvalidQoSClass, ControlRefused, CapabilityMissing). Every pass
- * recomputes the whole desired set; the API client sends only what
- * differs from the pod it has cached, so a pass with nothing new sends
- * nothing, before or after an API server restart or a re-list. The state
+ * (InvalidQoSClass, InvalidWindows, ControlRefused, CapabilityMissing).
+ * Every pass recomputes the whole desired set; the API client sends only
+ * what differs from the pod it has cached, so a pass with nothing new
+ * sends nothing, before or after an API server restart or a re-list. The state
  * JSON therefore holds no clock and nothing else that moves by itself.
  * Does not own classes (kube_mode.c) or the client (agent/kube).
  */
@@ -109,17 +109,13 @@ static void invalid_note(struct agent *a, const struct kube_pod *pod, char *note
 	free(json);
 }
 
-void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
+static void note_class(struct agent *a, const struct kube_pod *pod, struct kpod *kp)
 {
 	char note[320], what[sizeof(((struct kpod *)0)->invalid)];
 	enum class_source source;
-	struct kpod *kp;
 	int invalid;
 
 	kmode_pod_class(a, pod, &source, &invalid);
-	kp = kpod_get(a->kube, pod->uid);
-	if (!kp)
-		return;
 	if (!invalid) {
 		kp->invalid[0] = '\0'; /* a later mistake is told again */
 		return;
@@ -133,6 +129,58 @@ void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
 			      "Classify", note) < 0)
 		log_warn("kubernetes: InvalidQoSClass Event for pod %s/%s not queued", pod->namespace,
 			 pod->name);
+}
+
+/* The node's default windows, as a refused gpuqos.io/windows leaves them. */
+static const char *default_windows(const struct agent *a, char *buf, size_t len)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+
+	if (cfg->window_after_auto)
+		return "\"auto\"";
+	if (!cfg->window_after_us)
+		return "off";
+	snprintf(buf, len, "%u us after each request", cfg->window_after_us);
+	return buf;
+}
+
+/* An invalid gpuqos.io/windows: one InvalidWindows Event per value, as
+ * an invalid gpu.qos gets; the pod keeps the node's default. */
+static void note_windows(struct agent *a, const struct kube_pod *pod, struct kpod *kp)
+{
+	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations,
+							    KMODE_WINDOWS_ANNOTATION);
+	char note[320], dflt[64], what[sizeof(kp->bad_windows)], *json;
+	struct window_req ask;
+
+	if (!kmode_pod_windows(pod, &ask)) {
+		kp->bad_windows[0] = '\0';
+		return;
+	}
+	json = cJSON_PrintUnformatted(raw); /* quoted and escaped: control characters show */
+	snprintf(what, sizeof(what), "%.*s", (int)sizeof(what) - 1, json ? json : "?");
+	free(json);
+	if (strcmp(kp->bad_windows, what) == 0)
+		return;
+	snprintf(kp->bad_windows, sizeof(kp->bad_windows), "%s", what);
+	snprintf(note, sizeof(note), "%s: %.66s is not \"auto\", \"off\" or a number of us (0 .. %u); "
+		 "the pod gets the node's default windows (%s)", KMODE_WINDOWS_ANNOTATION, what,
+		 POLICY_WINDOW_AFTER_MAX_US, default_windows(a, dflt, sizeof(dflt)));
+	log_warn("pod %s/%s: %s", pod->namespace, pod->name, note);
+	if (kube_client_event(a->kube->client, pod->uid, KUBE_EVENT_WARNING, "InvalidWindows",
+			      "Classify", note) < 0)
+		log_warn("kubernetes: InvalidWindows Event for pod %s/%s not queued", pod->namespace,
+			 pod->name);
+}
+
+void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
+{
+	struct kpod *kp = kpod_get(a->kube, pod->uid);
+
+	if (!kp)
+		return;
+	note_class(a, pod, kp);
+	note_windows(a, pod, kp);
 }
 
 /* A TSG's problem an operator must see: which capability is missing, or
@@ -188,6 +236,9 @@ struct pod_sum {
 	struct uset gpus, gr, copy, il;
 	unsigned paths; /* bit per enum path */
 	int pending, failed;
+	/* Its LC processes' windows (window_setting): WINDOW_ASK_OFF none. */
+	enum window_ask windows;
+	uint32_t windows_us;
 };
 
 /* The path that carried (or, before any control, would carry) the TSG's
@@ -222,6 +273,7 @@ static void sum_tsg(struct agent *a, struct pod_sum *s, const struct tsg *t)
 static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 {
 	memset(s, 0, sizeof(*s));
+	s->windows = WINDOW_ASK_OFF;
 	for (const struct proc *p = a->procs; p; p = p->next) {
 		if (strcmp(p->pod_uid, uid) != 0)
 			continue;
@@ -229,6 +281,8 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
 		s->launch_bound += p->busy.always != 0;
 		s->woken += proc_wake_lead_us(p) != 0;
+		if (p->cls == CLASS_LC && s->windows == WINDOW_ASK_OFF)
+			s->windows = window_setting(a, p, &s->windows_us);
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
 			if (t->pid == p->pid)
 				sum_tsg(a, s, t);
@@ -286,6 +340,11 @@ static char *state_json(const struct pod_sum *s, enum class_source source)
 		cJSON_AddNumberToObject(o, "launchBound", (double)s->launch_bound);
 	if (s->woken) /* asked to wake ahead of their periodic requests */
 		cJSON_AddNumberToObject(o, "wake", (double)s->woken);
+	/* Its LCs' windows, asked or the node's, only where they have them. */
+	if (s->windows == WINDOW_ASK_AUTO)
+		cJSON_AddStringToObject(o, "windows", "auto");
+	else if (s->windows == WINDOW_ASK_US)
+		cJSON_AddNumberToObject(o, "windows", (double)s->windows_us);
 	cJSON_AddStringToObject(o, "state", s->failed ? "failed" : s->pending ? "pending" : "converged");
 	utf8_json_sanitize(o); /* an annotation value is valid UTF-8 */
 	out = cJSON_PrintUnformatted(o);

@@ -361,6 +361,8 @@ struct mdrop {
 	uint64_t n;
 };
 
+#define MT_ROTATIONS 64
+
 struct magent {
 	const char *mode;
 	unsigned npeers;
@@ -372,7 +374,31 @@ struct magent {
 	int kube, kube_synced;
 	struct kube_stats ks;
 	size_t kube_pods;
+	/* Processes in each runlist's rotation (rotate.c; the first
+	 * MT_ROTATIONS runlists with one). */
+	struct {
+		uint32_t gpu, engine;
+		unsigned procs;
+	} rot[MT_ROTATIONS];
+	size_t nrot;
 };
+
+/* One more process in the rotation of m's runlist. */
+static void rot_count(struct magent *g, const struct rot_member *m)
+{
+	size_t i = 0;
+
+	while (i < g->nrot && (g->rot[i].gpu != m->gpu || g->rot[i].engine != m->engine))
+		i++;
+	if (i == g->nrot && g->nrot < MT_ROTATIONS) {
+		g->rot[i].gpu = m->gpu;
+		g->rot[i].engine = m->engine;
+		g->rot[i].procs = 0;
+		g->nrot++;
+	}
+	if (i < g->nrot)
+		g->rot[i].procs++;
+}
 
 static void collect_agent(struct agent *a, struct magent *g)
 {
@@ -383,6 +409,10 @@ static void collect_agent(struct agent *a, struct magent *g)
 	g->bpf_attached = tracker_active(a);
 	g->bpf_events = a->trk.events;
 	g->bpf_ignored = a->trk.ignored;
+	for (const struct proc *p = a->procs; p; p = p->next)
+		for (const struct rot_member *m = p->rot; m; m = m->next)
+			if (m->active)
+				rot_count(g, m);
 #ifdef GPUQOS_HAVE_BPF
 	struct tsgtrace_counters c;
 
@@ -977,6 +1007,23 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 	counter(b, "gpuqos_rotation_turns_in_gap_total",
 		"Rotation turns whose change was held until it fit in an LC's gap between requests.",
 		g->n.turns_in_gap);
+	bfamily(b, "gpuqos_rotation_processes", "gauge",
+		"Processes taking turns in the rotation of a runlist (one turn each, whatever its "
+		"TSG count): a BE waits at most this minus one turns at a time.");
+	for (size_t i = 0; i < g->nrot; i++) {
+		char eng[24];
+
+		tsg_engine_name(g->rot[i].engine, eng, sizeof(eng));
+		bput(b, "gpuqos_rotation_processes{gpu=\"%u\",engine=\"%s\"} %u\n", g->rot[i].gpu,
+		     eng, g->rot[i].procs);
+	}
+	counter(b, "gpuqos_controls_held_total",
+		"Controls held back by the bound on controls per TSG (10 a second, 8 at once, "
+		"more where short turns need them).",
+		g->n.controls_held);
+	counter(b, "gpuqos_rotation_changes_held_total",
+		"Entries of a TSG into a rotation held back by the dwell (1 s, or two turns).",
+		g->n.rotation_changes_held);
 	counter(b, "gpuqos_windows_sent_total",
 		"Window schedules sent or renewed to BE preempt agents (keeping the BE off around "
 		"an LC's requests).",

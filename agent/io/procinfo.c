@@ -2,7 +2,8 @@
 /*
  * procinfo.c - facts about a host process read from /proc/<pid>: start
  * time, comm, exe, cgroup path (and the pod UID and container id it
- * names), GPUQOS_RUN_CLASS, and where an fd points; and the worker threads
+ * names), GPUQOS_RUN_CLASS and GPUQOS_RUN_WINDOWS, and where an fd points;
+ * and the worker threads
  * that read them off the event loop with a deadline (procinfo.h), because
  * a process can hold its /proc files for as long as it likes. Does not
  * decide what the facts mean (tsg.c classifies).
@@ -116,13 +117,16 @@ static void read_cgroup(pid_t pid, struct procinfo *pi)
 	free(s);
 }
 
-static void read_run_class(pid_t pid, char *out, size_t outlen)
+/* What `gpuqos run` recorded: GPUQOS_RUN_CLASS and GPUQOS_RUN_WINDOWS
+ * (the last of each, as getenv() in the process would not promise). */
+static void read_run_env(pid_t pid, struct procinfo *pi)
 {
-	static const char key[] = "GPUQOS_RUN_CLASS=";
+	static const char cls[] = "GPUQOS_RUN_CLASS=", win[] = "GPUQOS_RUN_WINDOWS=";
 	char path[64], *s;
 	size_t len, i = 0;
 
-	out[0] = '\0';
+	pi->run_class[0] = '\0';
+	pi->run_windows[0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
 	s = fileio_read_head(path, ENVIRON_MAX, &len);
 	if (!s)
@@ -131,8 +135,10 @@ static void read_run_class(pid_t pid, char *out, size_t outlen)
 		const char *e = s + i;
 		size_t elen = strnlen(e, len - i);
 
-		if (strncmp(e, key, sizeof(key) - 1) == 0)
-			snprintf(out, outlen, "%s", e + sizeof(key) - 1);
+		if (strncmp(e, cls, sizeof(cls) - 1) == 0)
+			snprintf(pi->run_class, sizeof(pi->run_class), "%s", e + sizeof(cls) - 1);
+		else if (strncmp(e, win, sizeof(win) - 1) == 0)
+			snprintf(pi->run_windows, sizeof(pi->run_windows), "%s", e + sizeof(win) - 1);
 		i += elen + 1;
 	}
 	free(s);
@@ -158,7 +164,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	n = readlink(path, pi->exe, sizeof(pi->exe) - 1);
 	pi->exe[n > 0 ? n : 0] = '\0';
 	read_cgroup(pid, pi);
-	read_run_class(pid, pi->run_class, sizeof(pi->run_class));
+	read_run_env(pid, pi);
 	return 0;
 }
 

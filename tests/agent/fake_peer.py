@@ -42,6 +42,8 @@ class Peer:
         self.sel.register(sys.stdin, selectors.EVENT_READ, "stdin")
         self.next_try = 0.0
         self.inbuf = b""
+        # "flip": re-report one TSG every interval with these flags toggled.
+        self.flip = None
 
     def emit(self, **ev):
         sys.stdout.write(json.dumps(ev) + "\n")
@@ -58,7 +60,7 @@ class Peer:
         return hdr(TSG, self.seq) + struct.pack(
             "=10I", t["client"], t["tsg"], t.get("device", 0x5c000001), t.get("gpu", 0),
             t["engine"], t.get("fd", self.ctlfd), t.get("ts", UNKNOWN), t.get("app", UNKNOWN),
-            t.get("il", UNKNOWN), 0)
+            t.get("il", UNKNOWN), t.get("flags", 0))
 
     def connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -94,8 +96,9 @@ class Peer:
                                                  value, 150000))
 
     def on_command(self, seq, op, client, tsg, deadline, arg):
+        # t: when it came (monotonic seconds), to count commands per second
         self.emit(ev="command", seq=seq, op=op, client=client, tsg=tsg, deadline=deadline,
-                  arg=arg)
+                  arg=arg, t=time.monotonic())
         if not self.answer:
             self.held.append((seq, op, client, tsg, arg))
             return
@@ -184,16 +187,41 @@ class Peer:
                 self.send(self.tsg_msg(t))
             self.seq += 1
             self.send(hdr(SYNCED, self.seq) + struct.pack("=II", len(keep), 0))
+        elif op == "flip":  # {client, tsg, flags, every_ms, n}: n reports, flags toggled
+            self.flip = {"key": (c["client"], c["tsg"]), "flags": c["flags"],
+                         "every": c["every_ms"] / 1000.0, "left": c["n"],
+                         "next": time.monotonic()}
         elif op == "reconnect":
             self.disconnect()
             self.next_try = 0
         self.emit(ev="done", op=op)
+
+    def flip_due(self):
+        """Re-reports the flipping TSG when due; the seconds until the next."""
+        f = self.flip
+        now = time.monotonic()
+        if now >= f["next"]:
+            t = self.tsgs.get(f["key"])
+            if t is not None and self.sock:
+                t["flags"] = t.get("flags", 0) ^ f["flags"]
+                self.send(self.tsg_msg(t))
+            f["left"] -= 1
+            f["next"] = now + f["every"]
+            if f["left"] <= 0:
+                self.flip = None
+                self.emit(ev="flipped")
+                return None
+        return max(0.0, f["next"] - now)
 
     def run(self):
         while True:
             if self.sock is None and self.reconnect and time.monotonic() >= self.next_try:
                 self.connect()
             timeout = None if self.sock else 0.02
+            if self.flip is not None:
+                due = self.flip_due()
+                if due is not None:
+                    timeout = due if timeout is None else min(timeout, due)
             for key, _ in self.sel.select(timeout):
                 if key.data == "stdin":
                     self.on_stdin()

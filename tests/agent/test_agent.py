@@ -1469,6 +1469,150 @@ def t_window_auto(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_rotation_abuse(make_agent):
+    """Rotation that a BE cannot game (docs/policy.md, "Rotation"). Beside
+    an LC, a victim BE (one context) takes turns first with a BE whose
+    preempt agent flips NO_GATE every 5 ms, then with a BE of 32 contexts.
+    The victim's preempt agent gets fewer than 20 controls a second (the
+    dwell on membership, the bound on controls per TSG), and the agent's
+    own longestMs of its gate stays within one turn (two processes) and a
+    lease. Why these bounds hold on a busy 2-core machine: the control
+    count is the agent's behaviour, counted over a whole phase (a peer
+    descheduled for a while receives a backlog at once, so a one-second
+    window of receipt times could count two of the agent's seconds); the
+    longest stretch is measured between the victim's RESULTs, which a
+    loaded peer answers late, and a lease (500 ms) is the most any gate can
+    outlast the agent's plan (without a renewal its preempt agent ends it);
+    32 contexts without the change gave 8 s (32 turns)."""
+    a = make_agent(config(severalBe="rotate", rotation={"periodMs": 250, "leaseMs": 500}))
+    a.start()
+    lc = a.peer(LC_ENV)
+    standard_process(lc, client=0xC1D00002)
+
+    def gating_peer():
+        p = a.peer()
+        p.send(op="set", hello_flags=gq_proto.F_GATE | F_ACTIVITY)
+        p.send(op="reconnect")
+        wait_for(lambda: p.evs("connected") and p.evs("connected")[-1]["n"] == 2,
+                 "reconnected offering GATE")
+        return p
+
+    def controls(p, since=0.0):
+        return [c for c in p.commands() if c["op"] != OP_GET_TS and c["t"] >= since]
+
+    def gate(p):
+        t = gr_of(a, p.pid)
+        return t["gate"] if t else {}
+
+    victim = gating_peer()
+    victim.add_tsg(0xC1D00001, 0x5C000010, 1, ts=2048, app=2048)
+    flip = gating_peer()
+    flip.add_tsg(0xC1D00003, 0x5C000010, 1, ts=2048, app=2048)
+    wait_for(lambda: gate(victim).get("rotating") and gate(victim).get("processes") == 2
+             and gate(victim).get("count", 0) >= 2, "the victim rotates with the flipper")
+
+    # Phase 1: NO_GATE flipping every 5 ms, 2000 reports.
+    t0 = time.monotonic()
+    flip.send(op="flip", client=0xC1D00003, tsg=0x5C000010, flags=gq_proto.TSG_F_NO_GATE,
+              every_ms=5, n=2000)
+    wait_for(lambda: flip.evs("flipped"), "the flips sent", timeout=120)
+    t1 = time.monotonic()
+    victim.sync()
+    n = len([c for c in controls(victim, t0) if c["t"] <= t1])
+    check(n < 20 * (t1 - t0), "victim got %d controls in %.1f s of flips" % (n, t1 - t0))
+    check(a.counters()["rotationChangesHeld"] > 0, repr(a.counters()))
+    flip.close()
+    wait_for(lambda: gate(victim).get("processes", 0) <= 1, "the flipper gone")
+
+    # Phase 2: a BE of 32 contexts takes one turn, not 32.
+    many = gating_peer()
+    for i in range(32):
+        many.add_tsg(0xC1D00004, 0x5C000100 + i, 1, ts=2048, app=2048)
+    wait_for(lambda: gate(victim).get("processes") == 2 and
+             sum(1 for t in a.tsgs(many.pid) if t["gate"]["rotating"]) == 32,
+             "32 contexts of one process in the rotation")
+    t0, count0 = time.monotonic(), gate(victim)["count"]
+    wait_for(lambda: gate(victim)["count"] >= count0 + 8, "eight turns away", timeout=120)
+    t1 = time.monotonic()
+    victim.sync()
+    n = len([c for c in controls(victim, t0) if c["t"] <= t1])
+    check(n < 20 * (t1 - t0), "victim got %d controls in %.1f s" % (n, t1 - t0))
+    g = gate(victim)
+    check(g["processes"] == 2, repr(g))
+    check(g["longestMs"] <= (g["processes"] - 1) * 250 + 500,
+          "the victim's longest gate: %r" % g)
+    # The agent's own plan: the victim's longest wait for a turn, the same
+    # bound (a late pass on a loaded machine is the room).
+    check(0 < g["waitLongestMs"] <= (g["processes"] - 1) * 250 + 500,
+          "the victim's longest wait: %r" % g)
+    check(a.alive(), "agent alive")
+
+
+def t_window_run_ask(make_agent):
+    """`gpuqos run --windows` (docs/policy.md, "Windows": "An LC's own
+    ask"): an LC whose environment holds GPUQOS_RUN_WINDOWS gets windows
+    for its BE though the node's default is off, of its own length; one
+    whose window does not fit windows.podMaxOffPercent (30 % of its
+    10 ms period: 1200 before + 2500 after does not) gets none; one
+    with a malformed value gets the default (none)."""
+    a = make_agent(config())
+    a.start()
+    be = a.peer()
+    standard_process(be)
+    ms = 1000000
+
+    def row(pid):
+        return next((p for p in a.list()["processes"] if p["pid"] == pid), {})
+
+    def lc_asking(value, client):
+        lc = a.peer(dict(LC_ENV, GPUQOS_RUN_WINDOWS=value))
+        standard_process(lc, client=client)
+        wait_for(lambda: lc.evs("policy"), "the LC connected")
+        return lc
+
+    def phases(lc):
+        start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) - 2 * ms
+        stop = threading.Event()
+
+        def reports():
+            while not stop.wait(0.05):
+                t = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                last = start + (t - start) // (10 * ms) * 10 * ms
+                lc.send(op="raw", hex=gq_proto.phase(1, 10 * ms, last, t).hex())
+
+        th = threading.Thread(target=reports, daemon=True)
+        th.start()
+        return stop, th
+
+    lc = lc_asking("1500", 0xC1D00002)
+    reconnect_with(lc, F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE, be, F_ACTIVITY | gq_proto.F_WINDOW)
+    stop, th = phases(lc)
+    wait_for(lambda: be.evs("window") and be.evs("window")[-1]["flags"] == gq_proto.WINDOW_F_ON,
+             "a WINDOW to the BE for the LC that asked")
+    w = be.evs("window")[-1]
+    check(w["after_us"] == 1500 and w["before_us"] == 1200 and w["period_ns"] == 10 * ms,
+          "its own length: %r" % w)
+    check(row(be.pid)["window"]["lcPid"] == lc.pid, "list: %r" % row(be.pid))
+    stop.set()
+    th.join()
+    lc.close()
+    wait_for(lambda: be.evs("window")[-1]["flags"] == 0, "ended with the LC", timeout=5)
+
+    for value in ("2500", "1500us"):
+        n = len(be.evs("window"))
+        lc = lc_asking(value, 0xC1D00003 if value == "2500" else 0xC1D00004)
+        lc.send(op="set", hello_flags=F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE)
+        lc.send(op="reconnect")
+        stop, th = phases(lc)
+        wait_for(lambda: (row(lc.pid).get("phase") or {}).get("periodUs") == 10000, "PHASE taken")
+        time.sleep(1.0)  # four renewals' time
+        check(len(be.evs("window")) == n, "%s: no window: %r" % (value, be.evs("window")[n:]))
+        stop.set()
+        th.join()
+        lc.close()
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1482,6 +1626,8 @@ TESTS = {
     "config_advice": t_config_advice,
     "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,
     "window_send": t_window_send, "window_auto": t_window_auto, "window_state": t_window_state,
+    "window_run_ask": t_window_run_ask,
+    "rotation_abuse": t_rotation_abuse,
 }
 
 if __name__ == "__main__":

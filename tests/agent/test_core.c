@@ -1707,6 +1707,182 @@ static void test_gate_time(void)
 	CHECK(t.gate.count == 3 && t.gate.total_us == 400 && t.gate.longest_us == 300);
 }
 
+/* An LC's own ask for windows (window.c): standalone GPUQOS_RUN_WINDOWS,
+ * in Kubernetes its pod's (win_ask). It turns windows on for that LC's
+ * BEs alone, within windows.podMaxOffPercent; an LC that did not ask
+ * keeps the node's default. Two LCs, each with a BE, on GPUs 0 and 1. */
+static struct tsg *report_on(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t gpu)
+{
+	struct gq_tsg m;
+
+	memset(&m, 0, sizeof(m));
+	m.h_client = 0xc1d00000u + (uint32_t)p->pid;
+	m.h_tsg = h_tsg;
+	m.h_device = 0x5c000001 + gpu;
+	m.device_instance = gpu;
+	m.engine_type = RM_ENGINE_GR0;
+	m.fd = 3;
+	m.timeslice_us = 2048;
+	m.app_timeslice_us = 2048;
+	m.interleave = GQ_UNKNOWN;
+	return tsg_upsert(a, p, &m, 1);
+}
+
+static void ask_phase(struct proc *lc, uint32_t span_us)
+{
+	lc->phase.have = 1;
+	lc->phase.period_us = 10000;
+	lc->phase.period_ns = 10000000;
+	lc->phase.last_start_us = fake_now - 3000;
+	lc->phase.rx_us = fake_now;
+	lc->phase.span_us = span_us;
+}
+
+static void ask_step(struct agent *a, struct proc *lc1, struct proc *lc2, uint32_t span_us)
+{
+	fake_now += 1000;
+	ask_phase(lc1, span_us);
+	ask_phase(lc2, span_us);
+	window_step(a, 0);
+}
+
+static void kube_keep_class(struct agent *a, struct proc *p)
+{
+	(void)a;
+	(void)p; /* the class proc_with_peer gave it */
+}
+
+static void test_windows_ask(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc1 = proc_with_peer(a, 2, "latency-critical");
+	struct proc *be1 = proc_with_peer(a, 1, "best-effort");
+	struct proc *lc2 = proc_with_peer(a, 4, "latency-critical");
+	struct proc *be2 = proc_with_peer(a, 5, "best-effort");
+	struct window_req r;
+	uint32_t us;
+
+	a->hooks.send_window = send_window;
+	win_nsent = 0;
+	be1->peer->can_window = 1;
+	be2->peer->can_window = 1;
+	report_on(a, lc1, 0x20, 0);
+	report_on(a, be1, 0x10, 0);
+	report_on(a, lc2, 0x40, 1);
+	report_on(a, be2, 0x50, 1);
+	reconcile(a);
+	confirm_all(a, 0);
+	CHECK_EQ_U(a->cfg->policy.window_pod_max_off_percent, 30);
+
+	/* The policy file: 0 .. 90, 0 allowed (no asks). */
+	{
+		struct agent_config c;
+		char err[256];
+
+		CHECK(config_parse("{\"version\":1,\"windows\":{\"podMaxOffPercent\":0}}", &c, err,
+				   sizeof(err)) == 0 &&
+		      c.policy.window_pod_max_off_percent == 0);
+		CHECK(config_parse("{\"version\":1,\"windows\":{\"podMaxOffPercent\":90}}", &c, err,
+				   sizeof(err)) == 0 &&
+		      c.policy.window_pod_max_off_percent == 90);
+		CHECK(config_parse("{\"version\":1,\"windows\":{\"podMaxOffPercent\":91}}", &c, err,
+				   sizeof(err)) != 0 &&
+		      strstr(err, "windows.podMaxOffPercent"));
+		CHECK(config_parse("{\"version\":1,\"windows\":{\"podMaxOffPercent\":\"30\"}}", &c,
+				   err, sizeof(err)) != 0);
+	}
+
+	/* The parse gpuqos run and the agent share: strict. */
+	CHECK(policy_window_ask_parse("auto", &r) == 0 && r.ask == WINDOW_ASK_AUTO);
+	CHECK(policy_window_ask_parse("off", &r) == 0 && r.ask == WINDOW_ASK_OFF);
+	CHECK(policy_window_ask_parse("0", &r) == 0 && r.ask == WINDOW_ASK_OFF);
+	CHECK(policy_window_ask_parse("100000", &r) == 0 && r.ask == WINDOW_ASK_US &&
+	      r.after_us == 100000);
+	CHECK(policy_window_ask_parse("100001", &r) != 0);
+	CHECK(policy_window_ask_parse("0000001", &r) != 0);
+	CHECK(policy_window_ask_parse("", &r) != 0);
+	CHECK(policy_window_ask_parse(" auto", &r) != 0);
+	CHECK(policy_window_ask_parse("auto\n", &r) != 0);
+	CHECK(policy_window_ask_parse("+800", &r) != 0);
+	CHECK(policy_window_ask_parse("800us", &r) != 0);
+	CHECK(policy_window_ask_parse("AUTO", &r) != 0);
+	CHECK(policy_window_ask_parse("auto\xef\xbf\xbdjunk", &r) != 0); /* a NUL, mended */
+
+	/* Node default off, nobody asked: nothing. */
+	ask_step(a, lc1, lc2, 712);
+	CHECK_EQ_U(win_nsent, 0);
+	CHECK(window_setting(a, lc1, &us) == WINDOW_ASK_OFF);
+
+	/* lc1 asks "auto": its BE gets windows sized from its span (712 +
+	 * 50, rounded up to 50), lc2's BE none. */
+	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "auto");
+	ask_step(a, lc1, lc2, 712);
+	CHECK(be1->peer->win.on && be1->peer->win.lc_pid == 2);
+	CHECK_EQ_U(be1->peer->win.after_us, 800);
+	CHECK(!be2->peer->win.on);
+	CHECK_EQ_U(win_last_pid, 1);
+	CHECK(window_setting(a, lc1, &us) == WINDOW_ASK_AUTO);
+	CHECK(window_setting(a, lc2, &us) == WINDOW_ASK_OFF);
+
+	/* The cap: a 2900 us span wants 2950 after; 30 % of 10 ms leaves 1800
+	 * after the 1200 before (maxOffPercent's 50 % would give 3800). */
+	ask_step(a, lc1, lc2, 2900);
+	CHECK(be1->peer->win.on);
+	CHECK_EQ_U(be1->peer->win.after_us, 1800);
+	/* A fixed ask that does not fit the cap gets none; one that does,
+	 * its own length. */
+	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "2000");
+	ask_step(a, lc1, lc2, 712);
+	CHECK(!be1->peer->win.on);
+	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "1500");
+	ask_step(a, lc1, lc2, 712);
+	CHECK(be1->peer->win.on);
+	CHECK_EQ_U(be1->peer->win.after_us, 1500);
+	CHECK(window_setting(a, lc1, &us) == WINDOW_ASK_US && us == 1500);
+	CHECK(!be2->peer->win.on);
+
+	/* podMaxOffPercent 0: asks are ignored, the node's default (off) holds. */
+	a->cfg->policy.window_pod_max_off_percent = 0;
+	ask_step(a, lc1, lc2, 712);
+	CHECK(!be1->peer->win.on);
+	a->cfg->policy.window_pod_max_off_percent = 30;
+
+	/* Node default 1100: lc2 (no ask) gets it under maxOffPercent; lc1
+	 * asking "off" keeps its BE on the GPU. */
+	a->cfg->policy.window_after_us = 1100;
+	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "off");
+	ask_step(a, lc1, lc2, 712);
+	CHECK(!be1->peer->win.on);
+	CHECK(be2->peer->win.on && be2->peer->win.lc_pid == 4);
+	CHECK_EQ_U(be2->peer->win.after_us, 1100);
+	/* An invalid ask, or one not believed (trustRunClass false), is
+	 * none: the default. */
+	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "auto ");
+	ask_step(a, lc1, lc2, 712);
+	CHECK(be1->peer->win.on);
+	CHECK_EQ_U(be1->peer->win.after_us, 1100);
+	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "1500");
+	ask_step(a, lc1, lc2, 712);
+	CHECK_EQ_U(be1->peer->win.after_us, 1500);
+	a->cfg->trust_run_class = 0;
+	ask_step(a, lc1, lc2, 712);
+	CHECK_EQ_U(be1->peer->win.after_us, 1100);
+	a->cfg->trust_run_class = 1;
+
+	/* Kubernetes: the pod's ask (win_ask), never the environment's. */
+	a->hooks.classify = kube_keep_class;
+	ask_step(a, lc1, lc2, 712);
+	CHECK_EQ_U(be1->peer->win.after_us, 1100);
+	lc1->win_ask.ask = WINDOW_ASK_AUTO;
+	ask_step(a, lc1, lc2, 712);
+	CHECK_EQ_U(be1->peer->win.after_us, 800);
+	CHECK_EQ_U(be2->peer->win.after_us, 1100);
+	lc1->win_ask.ask = WINDOW_ASK_OFF;
+	ask_step(a, lc1, lc2, 712);
+	CHECK(!be1->peer->win.on && be2->peer->win.on);
+	agent_free(a);
+}
+
 int main(void)
 {
 	log_set_level(LOG_LEVEL_ERROR);
@@ -1731,6 +1907,7 @@ int main(void)
 	test_rotation_newcomers();
 	test_phase_grid();
 	test_windows();
+	test_windows_ask();
 	test_restart_grace();
 	test_claim_limits();
 	test_launch_readings();

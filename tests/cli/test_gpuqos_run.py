@@ -2,7 +2,7 @@
 """`gpuqos run` with real child processes.
 
 usage: test_gpuqos_run.py GPUQOS STUB_LIB OTHER_LIB GROUP
-GROUP: env | dedupe | bad_args | missing_lib | lookup | exec | all
+GROUP: env | dedupe | bad_args | missing_lib | lookup | exec | windows | all
 
 STUB_LIB stands in for libgpuqos-preempt.so, OTHER_LIB for a user's own
 LD_PRELOAD entry; both are harmless shared objects built with the tests.
@@ -24,7 +24,8 @@ PROBE = ['/bin/sh', '-c',
 
 def base_env(**kw):
     e = {k: v for k, v in os.environ.items()
-         if k not in ("LD_PRELOAD", "GPUQOS_PREEMPT_LIB", "GPUQOS_RUN_CLASS", "GPUQOS_SOCKET")}
+         if k not in ("LD_PRELOAD", "GPUQOS_PREEMPT_LIB", "GPUQOS_RUN_CLASS", "GPUQOS_SOCKET",
+                      "GPUQOS_RUN_WINDOWS")}
     # gpuqos itself is built with ASan, whose runtime wants to be first in
     # the link map; a user's LD_PRELOAD entry would come before it.
     e["ASAN_OPTIONS"] = "verify_asan_link_order=0:" + e.get("ASAN_OPTIONS", "")
@@ -207,8 +208,42 @@ def t_exec():
     shutil.rmtree(d)
 
 
+def t_windows():
+    """--windows: passed as GPUQOS_RUN_WINDOWS for an LC; anything the
+    agent would refuse is refused here (exit 2, the value named) before
+    the command runs; without it, none is inherited."""
+    probe = ["/bin/sh", "-c", 'echo "class=$GPUQOS_RUN_CLASS"; '
+             'echo "windows=${GPUQOS_RUN_WINDOWS-unset}"']
+    env = base_env(GPUQOS_PREEMPT_LIB=STUB)
+    for val in ("auto", "off", "800", "0", "100000"):
+        rc, f, err, _ = run(["--class", "lc", "--windows", val, "--"] + probe, env)
+        check(rc == 0 and f.get("class") == "latency-critical" and f.get("windows") == val,
+              f"--windows {val}: rc {rc} {f} {err}")
+    rc, f, err, _ = run(["--windows=auto", "--class=latency-critical"] + probe, env)
+    check(rc == 0 and f.get("windows") == "auto", f"--windows=auto: {f} {err}")
+    rc, f, err, _ = run(["--class", "lc", "--"] + probe, dict(env, GPUQOS_RUN_WINDOWS="auto"))
+    check(rc == 0 and f.get("windows") == "unset", f"inherited GPUQOS_RUN_WINDOWS kept: {f}")
+
+    d = tempfile.mkdtemp(prefix="gpuqos-run-")
+    marker = os.path.join(d, "ran")
+    touch = ["/bin/sh", "-c", f"touch {marker}"]
+    for val in ("100001", "-1", "+800", " auto", "auto ", "auto\tx", "AUTO", "800us", "",
+                "1e3", "0x10", "0000001", "auto\x7f"):
+        rc, _, err, _ = run(["--class", "lc", "--windows", val, "--"] + touch, env)
+        check(rc == 2, f"--windows {val!r}: rc {rc}, want 2")
+        check("--windows" in err and f": {val}\n" in err, f"--windows {val!r}: not named in {err!r}")
+        check(not os.path.exists(marker), f"--windows {val!r}: the command ran")
+    rc, _, err, _ = run(["--class", "be", "--windows", "auto", "--"] + touch, env)
+    check(rc == 2 and "--class lc" in err and not os.path.exists(marker),
+          f"--windows with a BE: rc {rc} {err!r}")
+    rc, _, err, _ = run(["--class", "lc", "--windows"], env)
+    check(rc == 2 and "needs a value" in err, f"--windows without a value: rc {rc} {err!r}")
+    shutil.rmtree(d)
+
+
 GROUPS = {"env": t_env, "dedupe": t_dedupe, "bad_args": t_bad_args,
-          "missing_lib": t_missing_lib, "lookup": t_lookup, "exec": t_exec}
+          "missing_lib": t_missing_lib, "lookup": t_lookup, "exec": t_exec,
+          "windows": t_windows}
 
 
 def main():

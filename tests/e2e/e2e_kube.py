@@ -137,8 +137,10 @@ def t_kube_classes(node):
              and (node.gq_state("eager") or {}).get("timesliceUs", {}).get("gr") == [2048]
              and (node.gq_state("eager") or {}).get("state") == "converged", timeout=10,
              what="the launch-bound pod's state")
-    expect(gr_timeslice(node, lc2.pid) == [2048] and gr_timeslice(node, be.pid) == [2048]
-           and gr_timeslice(node, lc.pid) == [2048], "its runlist at baseline")
+    # The eager pod's state is written in the pass that restores its
+    # runlist's controls; the simulator holds them once they are answered.
+    wait_for(lambda: gr_timeslice(node, lc2.pid) == [2048] and gr_timeslice(node, be.pid) == [2048]
+             and gr_timeslice(node, lc.pid) == [2048], timeout=10, what="its runlist at baseline")
     expect("launchBound" not in (node.gq_state("lc2") or {}), "the other LC: %r" % node.gq_state("lc2"))
     # The runlist at the driver's values: no LC is asked to wake.
     wait_for(lambda: "wake" not in (node.gq_state("lc2") or {}), what="no wake beside it")
@@ -547,9 +549,74 @@ def t_kube_publish(node):
     lc.wait()
 
 
+def t_kube_windows(node):
+    """gpuqos.io/windows on an LC pod (docs/kubernetes.md): a number of µs
+    turns windows on for that LC alone, the node default being off: the
+    BE's preempt agent gets a WINDOW around the LC's requests and says it
+    holds it, and the LC pod's gpuqos.io/state shows the windows; "off"
+    ends them; an invalid value (here with a NUL) is the node default (no
+    windows) and one InvalidWindows Event naming it, however often the pod
+    changes; a valid value after it is taken again."""
+    node.add_pod("lc", "latency-critical")
+    node.add_pod("be", "best-effort")
+    node.set_annotation("lc", "gpuqos.io/windows", "1500")
+    node.start_kube_agent(config={"version": 1})
+    lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
+    # Requests every 10 ms: its preempt agent reports their phase. 1200 µs
+    # before and 1500 after is 27 % of the period, within the pods' 30 %.
+    lc = node.in_pod("lc", "lc", args=("--hold", "60", "--libcuda", lib, "--launch-every-us", "10000"),
+                     prefix=EAGER)
+    be = node.in_pod("be", "be")
+
+    def win():
+        return (proc_row(node, be.pid) or {}).get("window")
+
+    w = wait_for(lambda: (win() or {}).get("held") and win(), timeout=30,
+                 what="the BE holding a window around the LC's requests")
+    expect(w["lcPid"] == lc.pid and w["afterUs"] == 1500 and w["beforeUs"] == 1200,
+           "the pod's 1500 µs: %r" % w)
+    expect((proc_row(node, lc.pid) or {}).get("window") is None, "the LC gets none itself")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == 1500, what="the LC pod's state")
+    expect("windows" not in (node.gq_state("be") or {}), "the BE's state: %r" % node.gq_state("be"))
+
+    # "off": the schedule ends, and no other is sent.
+    node.set_annotation("lc", "gpuqos.io/windows", "off")
+    wait_for(lambda: win() is None, timeout=10, what="the BE's window ended")
+    wait_for(lambda: "windows" not in (node.gq_state("lc") or {"windows": 0}), what="state without windows")
+    sent = node.ctl("list")["agent"]["counters"]["windowsSent"]
+    time.sleep(1.0)  # four renewals' time
+    expect(win() is None and node.ctl("list")["agent"]["counters"]["windowsSent"] == sent,
+           "nothing sent while off: %r" % win())
+
+    # Invalid: the default (off), one Event naming the value.
+    node.set_annotation("lc", "gpuqos.io/windows", "auto\x00junk")
+    wait_for(lambda: node.events("InvalidWindows"), what="an InvalidWindows Event")
+    ev = node.events("InvalidWindows")[0]
+    expect(ev["type"] == "Warning" and ev["regarding"]["uid"] == node.pods["lc"][0]
+           and "gpuqos.io/windows" in ev["note"] and "junk" in ev["note"]
+           and "default windows (off)" in ev["note"], "the Event names the pod and value: %r" % ev)
+    node.set_annotation("lc", "unrelated", "x")  # the pod changes, the value does not
+    time.sleep(1.0)
+    expect(len(node.events("InvalidWindows")) == 1, "one Event per pod and value: %r"
+           % node.events("InvalidWindows"))
+    expect(win() is None and "windows" not in node.gq_state("lc"), "invalid: no windows %r" % win())
+    expect(node.ann("lc").get("gpuqos.io/class") == "latency-critical", "the class is untouched")
+    expect(node.events("InvalidQoSClass") == [], "no InvalidQoSClass: %r" % node.events())
+
+    # A valid value again: windows again.
+    node.set_annotation("lc", "gpuqos.io/windows", "1400")
+    wait_for(lambda: (win() or {}).get("afterUs") == 1400, timeout=30, what="the window back at 1400")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == 1400, what="state 1400")
+    expect(len(node.events("InvalidWindows")) == 1, "no further Event: %r" % node.events("InvalidWindows"))
+    lc.kill()
+    be.kill()
+    lc.wait()
+    be.wait()
+
+
 SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage,
              "kube_valgrind": t_kube_valgrind, "kube_metrics": t_kube_metrics,
-             "kube_publish": t_kube_publish}
+             "kube_publish": t_kube_publish, "kube_windows": t_kube_windows}
 
 
 def main():

@@ -58,6 +58,10 @@ class Agent:
                               "--nvidiactl", self.nvctl, "--log-level", "debug", "--bpf", "off"]
         if os.path.exists(self.config):
             args += ["--config", self.config]
+        # No HTTP listeners on the default ports unless a test asks for
+        # them: tests run side by side.
+        if "--metrics-address" not in extra:
+            args += ["--metrics-address", "off", "--health-address", "off"]
         self.log = open(os.path.join(self.dir, "agent.log"), "ab")
         self.proc = subprocess.Popen(list(args) + list(extra), stdout=self.log,
                                      stderr=subprocess.STDOUT)

@@ -81,6 +81,10 @@ class Node:
             extra = ["--bpf", "on", "--bpf-pin-dir", self.pin] + list(extra)
         else:
             extra = ["--bpf", "off"] + list(extra)
+        # No HTTP listeners on the default ports unless a test asks for
+        # them: tests run side by side.
+        if "--metrics-address" not in extra:
+            extra = ["--metrics-address", "off", "--health-address", "off"] + list(extra)
         cmd = list(prefix) + [self.bin(agent)] + list(mode) + ["--socket", self.sock,
                "--ctl-socket", self.ctl_sock, "--state-dir", self.state,
                "--nvidiactl", self.dev, "--log-level", "debug"] + list(extra)
