@@ -7,9 +7,10 @@
  * description).
  *
  * Owns: the control itself (direct_control: pid-reuse guard, duplicate,
- * check, NVOS54, close) and a small pool of worker threads that run it off
- * the event loop, because an RM control can block (one did not return for
- * minutes). Workers report through an eventfd the loop watches. Does not
+ * check, NVOS54, close), run off the event loop on a common/workq.h
+ * pool of worker threads because an RM control can block (one did not
+ * return for minutes). Workers report through the pool's eventfd, which
+ * the loop watches (direct_fd). Does not
  * own deadlines (cmd.c enforces them and calls direct_expire), choosing
  * the path (path.c) or recording results on TSGs (cmd.c).
  *

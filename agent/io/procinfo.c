@@ -13,16 +13,14 @@
 #include "common/fileio.h"
 #include "common/cgroup.h"
 #include "common/log.h"
+#include "common/workq.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -188,66 +186,49 @@ int procinfo_fd_is(pid_t pid, uint32_t fd, const char *want)
 	return strcmp(target, want) == 0;
 }
 
-/* ---- off the loop (procinfo.h) ---- */
+/* ---- off the loop (procinfo.h), on a common/workq.h pool ---- */
 
-enum pi_state { PI_QUEUED, PI_RUNNING, PI_DONE, PI_EXPIRED };
-
+/* A read asked for. The loop thread alone touches everything but pi, ok
+ * and err, which the worker writes and the loop reads once the pool
+ * hands the job back. */
 struct pi_req {
-	struct pi_req *next;
+	struct workq_job j; /* first: a workq_job is a request */
+	struct pi_req *next; /* pending, oldest first */
 	pid_t pid;
 	procinfo_done_fn done;
 	void *arg;
 	uint64_t deadline; /* now_us() clock */
-	enum pi_state state;
-	struct pi_worker *worker; /* while PI_RUNNING */
+	int finished; /* the pool handed it back: answer with its result */
 	int ok, err;
 	struct procinfo pi;
 };
 
-struct pi_worker {
-	struct procinfo_pool *pool;
-	int lost; /* past a deadline: it exits once its read returns */
-};
-
-/* Shared with the workers under mu: reqs, the counts, stopping, refs. */
 struct procinfo_pool {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct pi_req *reqs; /* queued, running and done, oldest first */
-	unsigned queued, workers, busy, stuck;
-	int stopping;
-	unsigned refs; /* the loop's, and one per live thread: the last frees */
-	int efd;
-	struct loop_watch ev_w; /* the loop's own */
+	struct workq *q;
+	struct pi_req *reqs; /* pending (queued or running), oldest first */
+	struct loop_watch ev_w; /* the loop's own, on the pool's eventfd */
 	struct loop_timer timer;
 	int timer_armed;
 	uint64_t reads, timeouts, refused;
 };
 
-static void pi_pool_unref(struct procinfo_pool *pp)
+static struct pi_req *req_of(struct workq_job *j)
 {
-	int last;
-
-	pthread_mutex_lock(&pp->mu);
-	last = --pp->refs == 0;
-	pthread_mutex_unlock(&pp->mu);
-	if (!last)
-		return;
-	for (struct pi_req *r = pp->reqs, *next; r; r = next) {
-		next = r->next;
-		free(r);
-	}
-	pthread_cond_destroy(&pp->cv);
-	pthread_mutex_destroy(&pp->mu);
-	free(pp);
+	return (struct pi_req *)(void *)j;
 }
 
-static struct pi_req *pi_first_queued(struct procinfo_pool *pp)
+static void pi_run(struct workq_job *j, void *ctx)
 {
-	for (struct pi_req *r = pp->reqs; r; r = r->next)
-		if (r->state == PI_QUEUED)
-			return r;
-	return NULL;
+	struct pi_req *r = req_of(j);
+
+	(void)ctx;
+	r->ok = procinfo_read(r->pid, &r->pi) == 0;
+	r->err = errno;
+}
+
+static void pi_free(struct workq_job *j)
+{
+	free(req_of(j));
 }
 
 static void pi_unlink(struct procinfo_pool *pp, struct pi_req *r)
@@ -255,79 +236,10 @@ static void pi_unlink(struct procinfo_pool *pp, struct pi_req *r)
 	for (struct pi_req **rp = &pp->reqs; *rp; rp = &(*rp)->next) {
 		if (*rp == r) {
 			*rp = r->next;
+			r->next = NULL;
 			return;
 		}
 	}
-}
-
-static void *pi_worker_main(void *arg)
-{
-	struct pi_worker *w = arg;
-	struct procinfo_pool *pp = w->pool;
-	sigset_t all;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	pthread_mutex_lock(&pp->mu);
-	for (;;) {
-		struct pi_req *r;
-		uint64_t one = 1;
-		int ok, err;
-
-		while (!pp->stopping && !(r = pi_first_queued(pp)))
-			pthread_cond_wait(&pp->cv, &pp->mu);
-		if (pp->stopping)
-			break;
-		r->state = PI_RUNNING;
-		r->worker = w;
-		pp->queued--;
-		pp->busy++;
-		pthread_mutex_unlock(&pp->mu);
-		ok = procinfo_read(r->pid, &r->pi) == 0;
-		err = errno;
-		pthread_mutex_lock(&pp->mu);
-		pp->busy--;
-		if (r->state == PI_EXPIRED) {
-			free(r); /* the loop answered it already and let go of it */
-		} else {
-			r->state = PI_DONE;
-			r->ok = ok;
-			r->err = err;
-			if (write(pp->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-				log_warn("procinfo: eventfd: %s", strerror(errno));
-		}
-		if (w->lost) {
-			pp->stuck--;
-			break;
-		}
-	}
-	if (!w->lost)
-		pp->workers--;
-	pthread_mutex_unlock(&pp->mu);
-	free(w);
-	pi_pool_unref(pp);
-	return NULL;
-}
-
-/* Under mu. */
-static int pi_spawn(struct procinfo_pool *pp)
-{
-	struct pi_worker *w = calloc(1, sizeof(*w));
-	pthread_t th;
-
-	if (!w)
-		return -1;
-	w->pool = pp;
-	pp->refs++;
-	pp->workers++;
-	if (pthread_create(&th, NULL, pi_worker_main, w) != 0) {
-		pp->refs--;
-		pp->workers--;
-		free(w);
-		return -1;
-	}
-	pthread_detach(th);
-	return 0;
 }
 
 static void pi_arm(struct procinfo_pool *pp, uint64_t at)
@@ -336,22 +248,23 @@ static void pi_arm(struct procinfo_pool *pp, uint64_t at)
 	pp->timer_armed = at != 0;
 }
 
-/* Under mu: the earliest deadline of what is still waiting, or 0. */
+/* The earliest deadline of what is still waiting, or 0. */
 static uint64_t pi_next_deadline(struct procinfo_pool *pp)
 {
 	uint64_t next = 0;
 
 	for (struct pi_req *r = pp->reqs; r; r = r->next)
-		if ((r->state == PI_QUEUED || r->state == PI_RUNNING) && (!next || r->deadline < next))
+		if (!r->finished && (!next || r->deadline < next))
 			next = r->deadline;
 	return next;
 }
 
+/* why: the answer without facts; NULL answers with what the worker read. */
 static void pi_answer(struct agent *a, struct pi_req *r, const char *why)
 {
 	char buf[160];
 
-	if (r->state == PI_DONE && r->ok) {
+	if (!why && r->ok) {
 		r->done(a, r->pid, &r->pi, NULL, r->arg);
 		return;
 	}
@@ -362,21 +275,28 @@ static void pi_answer(struct agent *a, struct pi_req *r, const char *why)
 	r->done(a, r->pid, NULL, why, r->arg);
 }
 
-static void on_pi_done(struct loop_watch *w, uint32_t events)
+/* Takes what the workers finished and answers it. */
+static void pi_deliver(struct agent *a)
 {
-	struct agent *a = w->ctx;
 	struct procinfo_pool *pp = a->io->pi_pool;
 	struct pi_req *done = NULL, **tail = &done;
-	uint64_t n;
+	struct workq_job *js[32];
+	size_t n;
 
-	(void)events;
-	if (read(w->fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		log_warn("procinfo: eventfd: %s", strerror(errno));
-	pthread_mutex_lock(&pp->mu);
+	do {
+		n = workq_take(pp->q, js, sizeof(js) / sizeof(js[0]));
+		for (size_t i = 0; i < n; i++) {
+			if (js[i]->late)
+				free(req_of(js[i])); /* answered when its deadline passed */
+			else
+				req_of(js[i])->finished = 1;
+		}
+	} while (n == sizeof(js) / sizeof(js[0]));
+	/* Answered in the order asked; done functions may ask again. */
 	for (struct pi_req **rp = &pp->reqs; *rp;) {
 		struct pi_req *r = *rp;
 
-		if (r->state != PI_DONE) {
+		if (!r->finished) {
 			rp = &r->next;
 			continue;
 		}
@@ -385,7 +305,6 @@ static void on_pi_done(struct loop_watch *w, uint32_t events)
 		*tail = r;
 		tail = &r->next;
 	}
-	pthread_mutex_unlock(&pp->mu);
 	while (done) {
 		struct pi_req *r = done;
 
@@ -396,32 +315,15 @@ static void on_pi_done(struct loop_watch *w, uint32_t events)
 	}
 }
 
-/* Under mu: takes r from the pool for the loop to answer. A running one
- * stays the worker's to free; that worker is lost and replaced. */
-static struct pi_req *pi_take(struct procinfo_pool *pp, struct pi_req *r)
+static void on_pi_done(struct loop_watch *w, uint32_t events)
 {
-	struct pi_req *copy;
+	(void)events;
+	pi_deliver(w->ctx);
+}
 
-	pi_unlink(pp, r);
-	if (r->state == PI_QUEUED) {
-		pp->queued--;
-		return r;
-	}
-	/* Not a copy of all of r: the worker is writing r->pi right now. */
-	copy = calloc(1, sizeof(*copy));
-	if (copy) {
-		copy->pid = r->pid;
-		copy->done = r->done;
-		copy->arg = r->arg;
-		copy->state = PI_EXPIRED;
-	}
-	r->state = PI_EXPIRED;
-	r->worker->lost = 1;
-	pp->workers--;
-	pp->stuck++;
-	if (pp->stuck <= PROCINFO_MAX_LOST && !pp->stopping && pi_spawn(pp) != 0)
-		log_error("procinfo: cannot start a worker: %s", strerror(errno));
-	return copy;
+static int pi_is(const struct workq_job *j, const void *key)
+{
+	return (const void *)j == key;
 }
 
 static void on_pi_timer(struct loop_timer *timer)
@@ -432,43 +334,50 @@ static void on_pi_timer(struct loop_timer *timer)
 	uint64_t now = now_us(), next;
 	char why[160];
 
-	pthread_mutex_lock(&pp->mu);
+	/* What finished before its deadline is answered with its facts. */
+	pi_deliver(a);
 	for (struct pi_req *r = pp->reqs, *next_r; r; r = next_r) {
-		struct pi_req *t;
+		struct workq_job *dropped;
+		int rc;
 
 		next_r = r->next;
-		if ((r->state != PI_QUEUED && r->state != PI_RUNNING) || r->deadline > now)
+		if (r->finished || r->deadline > now)
 			continue;
-		t = pi_take(pp, r);
-		if (t) {
-			t->next = late;
-			late = t;
-		}
+		/* 0: dropped from the queue, ours to free; 1: a worker is inside
+		 * it (lost and replaced) and frees it through on_pi_done; -1:
+		 * it finished meanwhile and on_pi_done answers it. */
+		rc = workq_expire(pp->q, pi_is, r, &dropped);
+		if (rc < 0)
+			continue;
+		pi_unlink(pp, r);
+		r->finished = rc == 0; /* here: free after answering */
+		r->next = late;
+		late = r;
 	}
 	next = pi_next_deadline(pp);
-	pthread_mutex_unlock(&pp->mu);
 	pp->timer_armed = 0;
 	if (next)
 		pi_arm(pp, next);
 	while (late) {
 		struct pi_req *r = late;
+		int mine = r->finished;
 
 		late = r->next;
 		pp->timeouts++;
 		snprintf(why, sizeof(why), "/proc/%d did not answer within %u ms (the process holds it)",
 			 (int)r->pid, PROCINFO_DEADLINE_MS);
-		r->state = PI_EXPIRED;
 		pi_answer(a, r, why);
-		free(r);
+		if (mine)
+			free(r);
 	}
 }
 
 int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void *arg)
 {
 	struct procinfo_pool *pp = a->io->pi_pool;
-	struct pi_req *r;
+	struct pi_req *r, **rp;
 
-	if (!pp) {
+	if (!pp || !pp->q) {
 		errno = EPIPE;
 		return -1;
 	}
@@ -479,25 +388,18 @@ int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void 
 	r->done = done;
 	r->arg = arg;
 	r->deadline = now_us() + PROCINFO_DEADLINE_MS * 1000ull;
-	pthread_mutex_lock(&pp->mu);
-	if (pp->queued >= PROCINFO_QUEUE_MAX || pp->workers == 0) {
-		errno = pp->workers == 0 ? EPIPE : EAGAIN;
+	if (workq_submit(pp->q, &r->j) != 0) {
+		int e = errno;
+
 		pp->refused++;
-		pthread_mutex_unlock(&pp->mu);
 		free(r);
+		errno = e;
 		return -1;
 	}
 	/* Oldest first: appended. */
-	{
-		struct pi_req **rp = &pp->reqs;
-
-		while (*rp)
-			rp = &(*rp)->next;
-		*rp = r;
-	}
-	pp->queued++;
-	pthread_cond_signal(&pp->cv);
-	pthread_mutex_unlock(&pp->mu);
+	for (rp = &pp->reqs; *rp; rp = &(*rp)->next)
+		;
+	*rp = r;
 	if (!pp->timer_armed)
 		pi_arm(pp, r->deadline);
 	return 0;
@@ -506,107 +408,81 @@ int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void 
 int procinfo_async_start(struct agent *a)
 {
 	struct procinfo_pool *pp = calloc(1, sizeof(*pp));
+	struct workq_cfg cfg = { "procinfo", PROCINFO_WORKERS, PROCINFO_MAX_LOST, PROCINFO_QUEUE_MAX,
+				 pi_run, NULL, pi_free };
 
 	if (!pp)
 		return -1;
-	pthread_mutex_init(&pp->mu, NULL);
-	pthread_cond_init(&pp->cv, NULL);
-	pp->refs = 1;
-	pp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	pp->timer.w.fd = -1;
+	pp->ev_w.fd = -1;
 	a->io->pi_pool = pp;
-	if (pp->efd < 0) {
-		log_error("procinfo: eventfd: %s", strerror(errno));
+	pp->q = workq_start(&cfg);
+	if (!pp->q) {
+		log_error("procinfo: cannot start the workers: %s", strerror(errno));
 		return -1;
 	}
-	pp->ev_w.fd = pp->efd;
 	pp->ev_w.fn = on_pi_done;
 	pp->ev_w.ctx = a;
-	if (loop_add(&a->io->loop, &pp->ev_w, EPOLLIN) != 0 ||
-	    loop_timer_add(&a->io->loop, &pp->timer, "procinfo", on_pi_timer, a) != 0)
+	if (loop_timer_add(&a->io->loop, &pp->timer, "procinfo", on_pi_timer, a) != 0)
 		return -1;
-	pthread_mutex_lock(&pp->mu);
-	for (unsigned i = 0; i < PROCINFO_WORKERS; i++) {
-		if (pi_spawn(pp) != 0) {
-			pthread_mutex_unlock(&pp->mu);
-			log_error("procinfo: cannot start a worker: %s", strerror(errno));
-			return -1;
-		}
+	pp->ev_w.fd = workq_fd(pp->q);
+	if (loop_add(&a->io->loop, &pp->ev_w, EPOLLIN) != 0) {
+		pp->ev_w.fd = -1;
+		return -1;
 	}
-	pthread_mutex_unlock(&pp->mu);
 	return 0;
 }
 
 void procinfo_async_stop(struct agent *a)
 {
 	struct procinfo_pool *pp = a->io->pi_pool;
-	struct pi_req *left = NULL;
+	struct pi_req *left;
 
 	if (!pp)
 		return;
 	a->io->pi_pool = NULL;
-	pthread_mutex_lock(&pp->mu);
-	pp->stopping = 1;
-	while (pp->reqs) {
-		struct pi_req *r = pp->reqs, *t;
-
-		if (r->state == PI_DONE) {
-			pi_unlink(pp, r);
-			t = r;
-		} else {
-			t = pi_take(pp, r);
-		}
-		if (t) {
-			t->next = left;
-			left = t;
-		}
-	}
-	pthread_cond_broadcast(&pp->cv);
-	pthread_mutex_unlock(&pp->mu);
+	left = pp->reqs;
+	pp->reqs = NULL;
+	/* Every pending request is still the pool's (queued or running):
+	 * answered here, freed by workq_stop or by its worker. */
 	while (left) {
 		struct pi_req *r = left;
 
 		left = r->next;
-		r->state = PI_EXPIRED;
 		pi_answer(a, r, "the agent is exiting");
-		free(r);
 	}
 	if (pp->ev_w.fd >= 0)
 		loop_del(&a->io->loop, &pp->ev_w);
 	loop_timer_del(&pp->timer);
-	/* Workers write the eventfd only for a request still pending: none is. */
-	close(pp->efd);
-	pi_pool_unref(pp);
+	workq_stop(pp->q); /* closes the eventfd; never waits for a stuck read */
+	free(pp);
 }
 
 int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done)
 {
-	struct procinfo_pool *pp = a->io->pi_pool;
-	int found = 0;
+	const struct procinfo_pool *pp = a->io->pi_pool;
 
 	if (!pp)
 		return 0;
-	pthread_mutex_lock(&pp->mu);
-	for (struct pi_req *r = pp->reqs; r && !found; r = r->next)
-		found = r->pid == pid && (!done || r->done == done) &&
-			(r->state == PI_QUEUED || r->state == PI_RUNNING);
-	pthread_mutex_unlock(&pp->mu);
-	return found;
+	for (const struct pi_req *r = pp->reqs; r; r = r->next)
+		if (r->pid == pid && (!done || r->done == done) && !r->finished)
+			return 1;
+	return 0;
 }
 
 void procinfo_get_stats(const struct agent *a, struct procinfo_stats *s)
 {
 	struct procinfo_pool *pp = a->io->pi_pool;
+	struct workq_stats ws;
 
 	memset(s, 0, sizeof(*s));
-	if (!pp)
+	if (!pp || !pp->q)
 		return;
-	pthread_mutex_lock(&pp->mu);
-	s->workers = pp->workers;
-	s->busy = pp->busy;
-	s->queued = pp->queued;
-	s->stuck = pp->stuck;
-	pthread_mutex_unlock(&pp->mu);
+	workq_get_stats(pp->q, &ws);
+	s->workers = ws.workers;
+	s->busy = ws.busy;
+	s->queued = ws.queued;
+	s->stuck = ws.stuck;
 	s->reads = pp->reads;
 	s->timeouts = pp->timeouts;
 	s->refused = pp->refused;

@@ -6,10 +6,11 @@
  * /proc/<pid>/cgroup on the cgroup lock. A process can hold those for as
  * long as it likes (a page fault on a FUSE file that never answers, an
  * exec stopped half way), so procinfo_read runs on worker
- * threads with a deadline, and the answer comes back to the loop through
- * an eventfd, as the direct path does (direct.h). Owns the workers, the
- * queue and the deadline; does not own what the facts mean (tsg.c) nor
- * what waits for them (the caller's done function).
+ * threads (a common/workq.h pool, as the direct path's) with a deadline,
+ * and the answer comes back to the loop through the pool's eventfd. Owns
+ * the requests and their deadline; does not own the threads (workq.c),
+ * what the facts mean (tsg.c) nor what waits for them (the caller's done
+ * function).
  *
  * Threads: every function here runs on the loop thread; the workers only
  * run procinfo_read.
