@@ -18,10 +18,11 @@ Each object's name is its path below CMakeFiles/<target>.dir/, with the
 target's folder for the libraries: core/tsg, io/peer, main, common/loop,
 kube/kube_client.
 """
-import collections
 import re
-import subprocess
 import sys
+
+# The test library (tests/lib, PYTHONPATH from ctest).
+from gpuqos_test import filegraph
 
 MAX_CYCLE = 2
 # Kubernetes mode: classification (kube_mode.c) and what it writes back on
@@ -54,68 +55,7 @@ def file_name(obj):
 
 
 def graph(objs):
-    out = subprocess.run(["nm", "-A"] + objs, capture_output=True, text=True,
-                         check=True).stdout
-    defs, undefs, files = {}, collections.defaultdict(set), set()
-    for line in out.splitlines():
-        # "/x/CMakeFiles/gpuqos_core.dir/core/tsg.c.o:0000000000000000 T tsg_new"
-        where, sep, sym = line.partition(".c.o:")
-        if not sep:
-            continue
-        name = file_name(where + ".c.o")
-        if name is None:
-            continue
-        files.add(name)
-        f = sym.split()
-        if len(f) == 3 and f[1] in "TDBRWC":
-            defs[f[2]] = name
-        elif len(f) == 2 and f[0] == "U":
-            undefs[name].add(f[1])
-    g = {n: set() for n in files}
-    why = {}
-    for name, syms in undefs.items():
-        for s in sorted(syms):
-            if s in defs and defs[s] != name:
-                g[name].add(defs[s])
-                why.setdefault((name, defs[s]), s)
-    return g, why
-
-
-def sccs(g):
-    """Tarjan's strongly connected components, iteratively."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-    for root in sorted(g):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(g[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(g[w]))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                out.append(sorted(comp))
-    return out
+    return filegraph.graph(objs, file_name)
 
 
 def layer(name):
@@ -146,7 +86,7 @@ def main():
         print("FAIL: objects missing from the graph: %s" % sorted(missing))
         return 1
     fail = []
-    comps = [c for c in sccs(g) if len(c) > 1 and any(agent_file(n) for n in c)]
+    comps = [c for c in filegraph.sccs(g) if len(c) > 1 and any(agent_file(n) for n in c)]
     largest = max((len(c) for c in comps), default=1)
     print("%d files; largest cycle: %d file(s); cycles: %s" % (len(g), largest, comps))
     for c in comps:

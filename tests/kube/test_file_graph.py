@@ -9,9 +9,10 @@ when a strongly connected component holds more than MAX_CYCLE files: the
 shared helpers live below everything (kube_util.c, kube_req.c), so only
 the transport and the writes it completes may call each other.
 """
-import collections
-import subprocess
 import sys
+
+# The test library (tests/lib, PYTHONPATH from ctest).
+from gpuqos_test import filegraph
 
 MAX_CYCLE = 2
 # What the graph must at least hold, so that an empty or renamed archive
@@ -20,72 +21,24 @@ EXPECTED = {"kube_client", "kube_config", "kube_pods", "kube_req", "kube_sync", 
             "kube_write", "kube_yaml"}
 
 
-def graph(lib):
-    out = subprocess.run(["nm", "-A", lib], capture_output=True, text=True, check=True).stdout
-    defs, undefs, files = {}, collections.defaultdict(set), set()
-    for line in out.splitlines():
-        # "lib.a:kube_client.c.o:0000000000000000 T kube_client_new"
-        where, _, sym = line.rpartition(":")
-        obj = where.rsplit(":", 1)[-1]
-        if not obj.endswith(".o"):
-            continue
-        name = obj[:-len(".c.o")] if obj.endswith(".c.o") else obj[:-len(".o")]
-        files.add(name)
-        f = sym.split()
-        if len(f) == 3 and f[1] in "TDBRW":
-            defs[f[2]] = name
-        elif len(f) == 2 and f[0] == "U":
-            undefs[name].add(f[1])
-    g = {n: set() for n in files}
-    for name, syms in undefs.items():
-        for s in syms:
-            if s in defs and defs[s] != name:
-                g[name].add(defs[s])
-    return g
-
-
-def sccs(g):
-    """Tarjan's strongly connected components."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(g[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            out.append(sorted(comp))
-
-    for v in sorted(g):
-        if v not in index:
-            visit(v)
-    return out
+def file_name(obj):
+    """kube_client for lib.a:kube_client.c.o"""
+    obj = obj.rsplit(":", 1)[-1]
+    return obj[:-len(".c.o")] if obj.endswith(".c.o") else None
 
 
 def main():
     if len(sys.argv) != 2:
         print("usage: test_file_graph.py LIBRARY")
         return 2
-    g = graph(sys.argv[1])
+    g, _ = filegraph.graph([sys.argv[1]], file_name)
     missing = EXPECTED - set(g)
     if missing:
         print("FAIL: objects missing from %s: %s" % (sys.argv[1], sorted(missing)))
         return 1
     for a in sorted(g):
         print("%s -> %s" % (a, " ".join(sorted(g[a])) or "-"))
-    comps = [c for c in sccs(g) if len(c) > 1]
+    comps = [c for c in filegraph.sccs(g) if len(c) > 1]
     print("cycles: %s" % (comps or "none"))
     big = [c for c in comps if len(c) > MAX_CYCLE]
     if big:

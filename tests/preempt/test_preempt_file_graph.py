@@ -13,8 +13,10 @@ today).
 """
 import glob
 import os
-import subprocess
 import sys
+
+# The test library (tests/lib, PYTHONPATH from ctest).
+from gpuqos_test import filegraph
 
 ONE_MODULE = set()
 
@@ -28,56 +30,8 @@ def graph(objdir):
     objs = sorted(glob.glob(os.path.join(objdir, "**", "*.c.o"), recursive=True))
     if not objs:
         return {}
-    defs, undefs = {}, {os.path.basename(o)[:-len(".c.o")]: set() for o in objs}
-    # One nm for every object: each line "path.c.o:[value] type symbol".
-    out = subprocess.run(["nm", "-g", "-A"] + objs, capture_output=True, text=True,
-                         check=True).stdout
-    for line in out.splitlines():
-        path, sep, rest = line.partition(".c.o:")
-        if not sep:
-            continue
-        name = os.path.basename(path)
-        f = rest.split()
-        if len(f) == 3 and f[1] in "TDBRWVC":
-            defs[f[2]] = name
-        elif len(f) == 2 and f[0] == "U":
-            undefs[name].add(f[1])
-    g = {name: set() for name in undefs}
-    for name, syms in undefs.items():
-        for s in syms:
-            if s in defs and defs[s] != name:
-                g[name].add(defs[s])
+    g, _ = filegraph.graph(objs, lambda o: os.path.basename(o)[:-len(".c.o")])
     return g
-
-
-def components(g):
-    """Tarjan's strongly connected components, each a sorted tuple."""
-    index, low, on, stack, out = {}, {}, set(), [], []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(g[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            out.append(tuple(sorted(comp)))
-
-    for v in sorted(g):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def main():
@@ -89,7 +43,7 @@ def main():
     if missing:
         print("FAIL: object files missing in %s: %s" % (sys.argv[1], sorted(missing)))
         return 1
-    comps = components(g)
+    comps = [tuple(c) for c in filegraph.sccs(g)]
     cycles = sorted((c for c in comps if len(c) > 1), key=len, reverse=True)
     largest = max(len(c) for c in comps)
     print("%d files, %d edges; largest cycle: %d file(s); cycles: %s" %
