@@ -5,11 +5,14 @@ went wrong: a micro LC and three BEs (two all-SM kernels, one training
 step) run the whole time under the default policy (the BEs rotate); an
 eager ResNet-50 LC (launch-bound: its BEs go back to baseline) comes and
 goes; the node agent is restarted now and then (SIGTERM, or SIGKILL
-mid-rotation). At the end: XID lines the kernel logged meanwhile, the
+mid-rotation); the training BE's class is flipped to LC for a while and
+back (`gpuqosctl set-class`), and each flip must show in the agent's list
+(every TSG of that process in the new class, converged) within 5 s, and
+stay across a restart. At the end: XID lines the kernel logged meanwhile, the
 agent's control failures and timeouts (every incarnation, read before it
 stops), each BE's longest stall, the LC's latency, and a short table.
 
-Usage: soak.py --bin DIR --build DIR --out DIR [--minutes M]
+Usage: soak.py --bin DIR --build DIR --out DIR [--minutes M] [--flip-every-s S]
 (run from the repository root on a GPU machine; tests/gpu/README.md).
 """
 import argparse
@@ -59,6 +62,32 @@ def counters(st):
             "direct_stalled": d.get("stalled")}
 
 
+def flip_check(r, pid, to, set_class=True):
+    """Flip pid to class `to` (lc, or be: back to where it came from, which
+    for a `gpuqos run --class be` process is what "auto" gives) unless
+    set_class is false, then wait up to 5 s for the agent's list to show
+    every TSG of pid in that class and converged. (ok, ms it took, what
+    the list showed last)."""
+    t0 = time.monotonic()
+    if set_class:
+        ans = ctl_json(r, "set-class", str(pid), "lc" if to == "lc" else "auto")
+        if not ans or ans.get("ok") is not True:
+            return False, None, f"set-class answered {ans}"
+    want = {"lc": "latency-critical", "be": "best-effort"}[to]
+    seen = None
+    while time.monotonic() - t0 < 5.0:
+        lst = ctl_json(r, "list") or {}
+        mine = [t for t in lst.get("tsgs", []) if t.get("pid") == pid]
+        seen = [(t.get("class"), t.get("state")) for t in mine]
+        # Converged: the agent read back from the RM what it set; a TSG of
+        # an engine it leaves alone is "unmanaged", but in the same class.
+        if any(st == "converged" for _, st in seen) and \
+                all(c == want and st in ("converged", "unmanaged") for c, st in seen):
+            return True, round((time.monotonic() - t0) * 1000), seen
+        time.sleep(0.1)
+    return False, None, seen
+
+
 def long_stalls(bes, events):
     """Every BE stall be_fill listed (at least --long-gap-ms), with the
     last soak event that began before or during it."""
@@ -87,11 +116,13 @@ def gpu_args(doc):
 
 def main():
     ap = gpu_args(__doc__)
-    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--minutes", type=float, default=20.0)
     # 0 turns the eager LC, or the restarts, off: to tell their effects apart.
     ap.add_argument("--eager-every-s", type=float, default=45.0)
     ap.add_argument("--eager-for-s", type=float, default=15.0)
     ap.add_argument("--restart-every-s", type=float, default=100.0)
+    ap.add_argument("--flip-every-s", type=float, default=60.0)
+    ap.add_argument("--flip-for-s", type=float, default=20.0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     ra = argparse.Namespace(bin=a.bin, build=a.build, out=a.out, duration_s=0, clocks=False)
@@ -130,6 +161,20 @@ def main():
     next_eager = start + 10
     next_restart = start + a.restart_every_s
     eager = None
+    # The class flips: the training BE (be2) to LC and back.
+    flips, flip_pid, flipped = [], procs[2][1].pid, None
+    next_flip = start + 30
+    def flip(to, why):
+        t0 = time.monotonic()
+        try:
+            ok, took, seen = flip_check(r, flip_pid, to, set_class=(why != "kept"))
+        except Exception as e:  # a soak is not lost to one bad answer
+            ok, took, seen = False, None, f"{type(e).__name__}: {e}"
+        flips.append({"at_s": round(t0 - start, 3), "to": to, "why": why, "ok": ok,
+                      "took_ms": took, "seen": seen})
+        events.append((round(t0 - start, 3), f"be2 {why} {to}: {'ok' if ok else 'NOT SEEN'}"))
+        if not ok:
+            r.say(f"soak: be2 {why} {to}: not in the agent's list within 5 s: {seen}")
     while time.monotonic() - start < total - 5:
         now = time.monotonic()
         if (a.eager_every_s > 0 and eager is None and now >= next_eager
@@ -159,9 +204,19 @@ def main():
             events.append((round(time.monotonic() - start, 3), f"agent stopped ({how})"))
             r.ensure_agent("default", keep_state=True)
             events.append((round(time.monotonic() - start, 3), "agent up"))
+            if flipped:
+                flip("lc", "kept")
             restarts += 1
             r.say(f"soak: agent restarted ({how}) at {now - start:.0f} s: {incarnations[-1]}")
             next_restart = now + a.restart_every_s
+        if a.flip_every_s > 0 and flipped is None and now >= next_flip and \
+                now - start < total - a.flip_for_s - 20:
+            flip("lc", "set")
+            flipped = now
+            next_flip = now + a.flip_every_s
+        elif flipped is not None and now - flipped >= a.flip_for_s:
+            flip("be", "set")
+            flipped = None
         time.sleep(1.0)
     incarnations.append(counters(ctl_json(r, "status")))
     listing = ctl_json(r, "list")
@@ -199,6 +254,7 @@ def main():
             except OSError:
                 pass
     res = {"minutes": a.minutes, "eager_runs": eagers, "agent_restarts": restarts,
+           "flips": flips,
            "exit_codes": {t: p.returncode for t, p in procs},
            "lc_wake_log": wake[-12:],
            "environment": suite.environment(),
@@ -221,6 +277,8 @@ def main():
     print("\n| what | value |\n| --- | --- |")
     print(f"| minutes | {a.minutes:g} |")
     print(f"| eager LC runs / agent restarts | {eagers} / {restarts} |")
+    print(f"| class flips seen in the agent's list within 5 s (set, and kept across a restart) | "
+          f"{sum(f['ok'] for f in flips)} of {len(flips)} |")
     print(f"| micro LC p50 / p99 / p99.9 us | {lc.get('p50_us')} / {lc.get('p99_us')} / "
           f"{lc.get('p999_us')} |")
     print("| BE iterations/s, longest stall ms | " + "; ".join(

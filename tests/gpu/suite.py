@@ -100,8 +100,10 @@ PROBE_SUMMARY = re.compile(r"rm_probe: pid \d+ (disable|preempt|enable): n (\d+)
 
 
 def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_env=None,
-       be_args=(), tag="", event=None, duration_s=None, trace=False, pin=False):
+       be_args=(), tag="", event=None, duration_s=None, trace=False, pin=False, run_args=()):
     """One scenario. be_env: a dict for every BE or a list, one per BE.
+    run_args (gq modes): the LC's own `gpuqos run` options, before its
+    `--` (["--windows", "auto"]: the windows a pod asks for).
     event (gq modes): ("kill", AT_S) sends the node agent SIGKILL AT_S into
     the window; ("stop", AT_S, FOR_S) stops it (SIGSTOP) for FOR_S seconds;
     ("eager", AT_S, FOR_S) starts an eager ResNet-50 LC AT_S into the window
@@ -117,7 +119,7 @@ def sc(name, lc, be="fill", nbe=1, mode="defaults", lc_args=(), lc_env=None, be_
     return {"name": name, "lc": lc, "be": be, "nbe": nbe, "mode": mode,
             "lc_args": list(lc_args), "lc_env": dict(lc_env or {}), "be_env": be_env,
             "be_args": list(be_args), "tag": tag, "event": event, "duration_s": duration_s,
-            "trace": trace, "pin": pin}
+            "trace": trace, "pin": pin, "run_args": list(run_args)}
 
 
 LC_CPUS = 4
@@ -307,12 +309,27 @@ def set_targets():
     return s
 
 
+def set_podwindows():
+    """Windows a pod asks for (`gpuqos run --windows auto`, as the
+    gpuqos.io/windows annotation) against the default policy, for each
+    CUDA-graph model beside one training BE: the LC's ratio to its solo p99
+    and the BE's share, the trade-off an operator chooses by. The BE alone
+    first, then per model: alone, gpuqos, gpuqos with windows."""
+    s = [sc("be alone train", None, "train", 1, "be_alone")]
+    for lc in ("vit_b16_graph", "bert_base_graph", "resnet50_graph"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        s.append(sc(f"{lc} gq:default 1xtrain", lc, "train", 1, "gq:default"))
+        s.append(sc(f"{lc} gq:default 1xtrain podwin", lc, "train", 1, "gq:default",
+                    run_args=["--windows", "auto"], lc_env={"GPUQOS_LOG": "info"}))
+    return s
+
+
 # The named suites (tests/gpu/README.md, "The suites"). The one-off
 # experiments that were sets here are listed, with the commit that last
 # had them, in docs/perf-log/experiments.md.
 SETS = {"proof": set_proof, "quick": set_quick, "models": set_models, "multibe": set_multibe,
         "policies": set_policies, "fourbe": set_fourbe, "stall": set_stall,
-        "targets": set_targets}
+        "targets": set_targets, "podwindows": set_podwindows}
 # Suites that are programs of their own: run with this suite's --bin,
 # --build and --out (a folder of its own under it), and whatever follows
 # `--` on the command line.
@@ -537,12 +554,13 @@ class Runner:
             return f"gpuqosctl list failed: {e}"
 
     # --- one run --------------------------------------------------------
-    def spawn(self, cmd, env_extra, mode, cls, tmp, tag, cpus=None):
+    def spawn(self, cmd, env_extra, mode, cls, tmp, tag, cpus=None, run_args=()):
         env = dict(os.environ)
         prefix = []
         if mode.startswith("gq:"):
             env.update(self.gq_env())
-            prefix = [os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls, "--"]
+            prefix = ([os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls]
+                      + list(run_args) + ["--"])
             # The preempt agent's own settings (rm_probe's GQP_* go unread).
             env.update({k: v for k, v in (env_extra or {}).items() if k.startswith("GPUQOS_")})
         elif mode == "probe" and env_extra:
@@ -601,11 +619,12 @@ class Runner:
         if s["lc"]:
             procs.append(("lc", self.spawn(self.lc_cmd(s["lc"], dur) + s["lc_args"] + lc_trace,
                                            s["lc_env"], s["mode"], "lc", tmp, "lc",
-                                           pin[0] if pin else None)))
+                                           pin[0] if pin else None, s.get("run_args", ()))))
         rec = {"scenario": s["name"], "rep": rep, "lc": s["lc"], "be": s["be"], "nbe": s["nbe"],
                "pids": {t: p.pid for t, p in procs},
                "mode": s["mode"], "lc_args": s["lc_args"], "be_args": s["be_args"],
                "lc_env": s["lc_env"], "be_env": s["be_env"], "tag": s["tag"],
+               "run_args": s.get("run_args", []),
                "pinned": {"lc": sorted(pin[0]), "be": sorted(pin[1])} if pin else None,
                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         torch = s["be"] == "train" or (s["lc"] and not s["lc"].startswith("micro"))

@@ -22,8 +22,8 @@ from gpuqos_test import check, Failure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "suite.py")
-SUITES = ("proof", "quick", "models", "multibe", "policies", "fourbe", "stall", "targets", "soak",
-          "first")
+SUITES = ("proof", "quick", "models", "multibe", "policies", "fourbe", "stall", "targets",
+          "podwindows", "soak", "first")
 
 
 def suite(*args, timeout=240):
