@@ -406,7 +406,8 @@ def t_render(args):
             expect(p.returncode != 0 and why in p.stderr, "%s: must be refused naming %r, got %d %s"
                    % (bad, why, p.returncode, p.stderr[-300:]))
         win = json.loads(one(out["winauto"], "ConfigMap")["data"]["policy.json"])["windows"]
-        expect(win == {"beforeUs": 1200, "afterUs": "auto", "maxOffPercent": 50},
+        expect(win == {"beforeUs": 1200, "afterUs": "auto", "maxOffPercent": 50,
+                       "podMaxOffPercent": 30},
                "windows.afterUs=auto renders as the string: %r" % win)
         check_dashboard(out["grafana"])
         print("rendered and valid: %s" % ", ".join("%s (%d objects)" % (k, len(v)) for k, v in out.items()))

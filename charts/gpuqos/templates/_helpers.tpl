@@ -85,7 +85,7 @@ capabilities:
   "rotation" (dict "periodMs" (int $p.rotation.periodMs) "leaseMs" (int $p.rotation.leaseMs) "inGap" $p.rotation.inGap)
   "busyLcPercent" (int $p.busyLcPercent)
   "wake" (dict "leadUs" (int $p.wake.leadUs) "holdUs" (int $p.wake.holdUs))
-  "windows" (dict "beforeUs" (int $p.windows.beforeUs) "afterUs" (ternary "auto" (int $p.windows.afterUs) (eq (toString $p.windows.afterUs) "auto")) "maxOffPercent" (int $p.windows.maxOffPercent))
+  "windows" (dict "beforeUs" (int $p.windows.beforeUs) "afterUs" (ternary "auto" (int $p.windows.afterUs) (eq (toString $p.windows.afterUs) "auto")) "maxOffPercent" (int $p.windows.maxOffPercent) "podMaxOffPercent" (int $p.windows.podMaxOffPercent))
   "allowUnsafeSeveralBe" $p.allowUnsafeSeveralBe
   "interleave" (dict "lc" $p.interleave.lc "be" $p.interleave.be)
   "manageCopyEngines" $p.manageCopyEngines
