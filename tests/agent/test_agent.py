@@ -1382,9 +1382,10 @@ def t_window_auto(make_agent):
     asked for it (POLICY_F_SPAN); its BEs get windows only once its PHASE
     carries one, lasting the span plus 50 us rounded up to 50 past each
     due time, grown at once and shrunk only after 5 s of shorter spans; a
-    span the window cannot fit in maxOffPercent of the period is cut to
-    what fits; a span over the period is a bad PHASE. gpuqosctl list and
-    show give the span."""
+    span the window cannot fit in maxOffPercent of the period is cut into
+    its 50 us margin at most, else gets no windows (a window cut into the
+    span would end mid-request); a span over the period is a bad PHASE.
+    gpuqosctl list and show give the span."""
     a = make_agent(config(windows={"afterUs": "auto"}))
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -1429,6 +1430,8 @@ def t_window_auto(make_agent):
         w = be.evs("window")
         return w[-1]["after_us"] if w and w[-1]["flags"] == gq_proto.WINDOW_F_ON else None
 
+    # (1300: 1200 before + 1350 after is over half of 5 ms by the margin:
+    # cut to 1300, still past the span.)
     for sp, want in ((712, 800), (760, 850), (1200, 1250), (1300, 1300)):
         span[0] = sp
         wait_for(lambda: (row(lc.pid).get("phase") or {}).get("spanUs") == sp, "span %d" % sp)
@@ -1453,12 +1456,17 @@ def t_window_auto(make_agent):
     check(not gauge("gpuqos_tsg_window_after_seconds", lc.pid)
           and not gauge("gpuqos_tsg_request_span_seconds", be.pid),
           "no window on the LC, no span on the BE")
-    # (1300: 1200 before + 1350 after is over half of 5 ms; cut to 1300.)
     # Shorter: kept for 5 s, then taken.
     span[0] = 700
     t0 = time.monotonic()
     wait_for(lambda: after() == 750, "after 5 s, the shorter span's window", timeout=9)
     check(time.monotonic() - t0 >= 4.5, "shrunk after %.1f s" % (time.monotonic() - t0))
+    # 1400: 1200 before + 1450 after is over half of 5 ms by more than the
+    # margin: the windows end (cut to what fits, they would end
+    # mid-request).
+    span[0] = 1400
+    wait_for(lambda: be.evs("window")[-1]["flags"] == 0,
+             "no window for a span that does not fit: %r" % be.evs("window")[-1:])
     # A span over the period: a bad PHASE, counted, the phase forgotten.
     bad = a.counters()["badPhase"]
     span[0] = 5001

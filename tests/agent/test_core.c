@@ -1164,8 +1164,8 @@ static void test_windows(void)
 	/* "auto": no span reported, no windows; then the LC's span plus
 	 * 50 us, rounded up to 50. It grows at once; it shrinks only after
 	 * 5 s of shorter spans, to the longest of them; a span too long for
-	 * maxOffPercent (50 % of 10 ms: 3800 us after 1200 before) is cut to
-	 * what fits. */
+	 * maxOffPercent (50 % of 10 ms: 3800 us after 1200 before) is cut
+	 * into its 50 us margin at most, else gets no windows. */
 	a->cfg->policy.window_after_us = 0;
 	a->cfg->policy.window_after_auto = 1;
 	lc->phase.rx_us = fake_now;
@@ -1202,20 +1202,29 @@ static void test_windows(void)
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK_EQ_U(win_last.after_us, 850);
-	lc->phase.span_us = 3801; /* cut to 3800 */
+	lc->phase.span_us = 3801; /* 3850: over the 3800 that fit, none */
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(!win_last.on);
+	lc->phase.span_us = 3760; /* 3850: over by the margin, cut to 3800 */
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK(win_last.on);
 	CHECK_EQ_U(win_last.after_us, 3800);
-	/* The period reads 1 us shorter: the window is cut to what fits at
-	 * once (3750), not held and ended. */
+	lc->phase.span_us = 3601; /* 3650: shorter, 3800 held */
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_last.after_us, 3800);
+	/* The period reads 200 us shorter (3700 fits): the held length is cut
+	 * to what fits at once, still past the span's 3650 + 50, not held
+	 * and ended. */
 	n = win_nsent;
-	lc->phase.period_us = 9999;
-	lc->phase.period_ns = 9999000;
+	lc->phase.period_us = 9800;
+	lc->phase.period_ns = 9800000;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK(win_last.on);
-	CHECK_EQ_U(win_last.after_us, 3750);
+	CHECK_EQ_U(win_last.after_us, 3700);
 	CHECK_EQ_U(win_nsent, n + 1);
 	lc->phase.period_us = 10000;
 	lc->phase.period_ns = 10000000;
@@ -1825,10 +1834,13 @@ static void test_windows_ask(void)
 	CHECK(window_setting(a, lc2, &us) == WINDOW_ASK_OFF);
 
 	/* The cap: a 2900 us span wants 2950 after; 30 % of 10 ms leaves 1800
-	 * after the 1200 before (maxOffPercent's 50 % would give 3800). */
+	 * after the 1200 before (maxOffPercent's 50 % would give 3800): no
+	 * windows, not one cut short. A 1700 us span's 1750 fits. */
 	ask_step(a, lc1, lc2, 2900);
+	CHECK(!be1->peer->win.on);
+	ask_step(a, lc1, lc2, 1700);
 	CHECK(be1->peer->win.on);
-	CHECK_EQ_U(be1->peer->win.after_us, 1800);
+	CHECK_EQ_U(be1->peer->win.after_us, 1750);
 	/* A fixed ask that does not fit the cap gets none; one that does,
 	 * its own length. */
 	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "2000");
