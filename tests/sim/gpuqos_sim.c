@@ -16,11 +16,13 @@
 #include "sim_ioctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -486,6 +488,41 @@ static int sim_parse_args(int argc, char **argv, struct sim_opts *o)
 	return 0;
 }
 
+/* Client handles unique on the machine, as one RM's are: each running
+ * simulator takes a block of SIM_CLIENT_BLOCK handles of the RM's range,
+ * held by a lock on a file for its life (the kernel drops the lock when
+ * the simulator exits), so that simulators of parallel tests never hand
+ * out the same client handle. The eBPF tracker keys a client's owner by
+ * its handle alone; with two simulators giving out 0xc1d00000 at once, a
+ * free in one test removed a client of another's. The block is a number
+ * 0..SIM_CLIENT_BLOCKS-1, or -1 (errno set) when none could be taken. */
+#define SIM_CLIENT_BLOCK 0x1000u
+#define SIM_CLIENT_BLOCKS (0x100000u / SIM_CLIENT_BLOCK)
+#define SIM_CLIENT_BLOCK_DIR "/tmp/gpuqos-sim-client-blocks"
+
+static int sim_claim_client_block(void)
+{
+	unsigned start = (unsigned)getpid() % SIM_CLIENT_BLOCKS;
+	char path[sizeof(SIM_CLIENT_BLOCK_DIR) + 16];
+
+	if (mkdir(SIM_CLIENT_BLOCK_DIR, 0700) != 0 && errno != EEXIST)
+		return -1;
+	for (unsigned i = 0; i < SIM_CLIENT_BLOCKS; i++) {
+		unsigned b = (start + i) % SIM_CLIENT_BLOCKS;
+		int fd;
+
+		snprintf(path, sizeof(path), SIM_CLIENT_BLOCK_DIR "/%u", b);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -1;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return (int)b; /* fd stays open: the lock lasts the process */
+		close(fd);
+	}
+	errno = EBUSY;
+	return -1;
+}
+
 static int sim_setup(const struct sim_opts *o)
 {
 	char line[64];
@@ -498,6 +535,16 @@ static int sim_setup(const struct sim_opts *o)
 	if (!sim.rm || !sim.inj || !sim.log) {
 		fprintf(stderr, "gpuqos-sim: out of memory setting up the RM model\n");
 		return -1;
+	}
+	int block = sim_claim_client_block();
+	if (block < 0) {
+		fprintf(stderr, "gpuqos-sim: no block of client handles of its own in %s (%s): "
+				"its client handles may repeat another simulator's\n",
+			SIM_CLIENT_BLOCK_DIR, strerror(errno));
+	} else {
+		rm_handle lo = RM_CLIENT_HANDLE_BASE + (rm_handle)block * SIM_CLIENT_BLOCK;
+
+		sim_rm_set_client_range(sim.rm, lo, lo + SIM_CLIENT_BLOCK);
 	}
 	for (unsigned i = 0; i < o->nunsupported; i++) {
 		int n = snprintf(line, sizeof(line), "unsupported %s", o->unsupported[i]);

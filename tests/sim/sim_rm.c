@@ -63,6 +63,7 @@ struct sim_rm {
 	size_t nfiles, capfiles;
 	uint64_t next_file;
 	rm_handle next_client;
+	rm_handle client_lo, client_hi; /* generated client handles: [lo, hi) */
 };
 
 /* Grow an array of elem-sized items to hold one more; -1 on ENOMEM. */
@@ -91,7 +92,18 @@ struct sim_rm *sim_rm_new(unsigned gpus)
 	rm->gpus = gpus;
 	rm->next_file = 1;
 	rm->next_client = RM_CLIENT_HANDLE_BASE;
+	rm->client_lo = RM_CLIENT_HANDLE_BASE;
+	rm->client_hi = RM_CLIENT_HANDLE_BASE + 0x100000u;
 	return rm;
+}
+
+void sim_rm_set_client_range(struct sim_rm *rm, rm_handle lo, rm_handle hi)
+{
+	pthread_mutex_lock(&rm->lock);
+	rm->client_lo = lo;
+	rm->client_hi = hi;
+	rm->next_client = lo;
+	pthread_mutex_unlock(&rm->lock);
 }
 
 static void sim_client_clear(struct sim_client *cl)
@@ -202,12 +214,12 @@ static rm_u32 sim_alloc_client(struct sim_rm *rm, const struct sim_call *c,
 	rm_handle h = v->hObjectNew;
 
 	if (h == 0) {
-		/* Generated like the real RM: upward from 0xc1d00000, skipping
-		 * handles in use. */
+		/* Generated like the real RM: upward from 0xc1d00000 (or the
+		 * start of this simulator's range), skipping handles in use. */
 		for (unsigned tries = 0; tries < 0x100000u; tries++) {
 			h = rm->next_client++;
-			if ((rm->next_client & 0xfff00000u) != RM_CLIENT_HANDLE_BASE)
-				rm->next_client = RM_CLIENT_HANDLE_BASE;
+			if (rm->next_client >= rm->client_hi || rm->next_client < rm->client_lo)
+				rm->next_client = rm->client_lo;
 			if (!sim_find_client(rm, h))
 				break;
 			h = 0;

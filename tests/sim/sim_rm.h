@@ -49,6 +49,13 @@ struct sim_ctrl_inject {
 struct sim_rm *sim_rm_new(unsigned gpus);
 void sim_rm_destroy(struct sim_rm *rm);
 
+/* The client handles this RM generates: upward from lo, wrapping below hi
+ * (by default the real RM's 0xc1d00000 .. 0xc1dfffff). One RM per machine
+ * makes client handles unique on the machine, which the eBPF tracker
+ * relies on; several simulators at once (parallel tests) each take a
+ * range of their own (gpuqos_sim.c) to keep that true. */
+void sim_rm_set_client_range(struct sim_rm *rm, rm_handle lo, rm_handle hi);
+
 /* Open files: an id per open file description; release frees every client
  * the file allocated, and everything under them. 0 means out of memory. */
 uint64_t sim_rm_file_open(struct sim_rm *rm, pid_t opener);
