@@ -16,7 +16,8 @@
  * launches it again every PA_WAKE_TRAIN_NS, spinning in between, until the
  * request's first launch or the hold past the predicted start. A wake that
  * turned out wasted (the request came too late) counts against further
- * ones (PA_WAKE_MISS_LIMIT).
+ * ones (PA_WAKE_MISS_LIMIT); while they are held, the wakes that would
+ * have been are judged too, and calm ones end the hold (PA_WAKE_RESUME).
  *
  * Owns: the wake thread, its module, function and stream, and the context
  * it saw the requests in. Does not own: counting launches
@@ -190,11 +191,13 @@ static void pw_atexit(void)
 	pthread_mutex_lock(&pw.lock);
 	pa_info("wake: %llu requests, %llu wakes: %llu hit, %llu wasted (%llu of them: kernels "
 		"long after the request's first operation), %llu beaten by the request; %llu not "
-		"issued (late or failed); %llu spans measured, the latest 99th percentile %u us",
+		"issued (late or failed); %llu stops, %llu of them ended early; %llu spans "
+		"measured, the latest 99th percentile %u us",
 		(unsigned long long)pw.pred.seq, (unsigned long long)pw.pred.wakes,
 		(unsigned long long)pw.pred.hits, (unsigned long long)pw.pred.wasted,
 		(unsigned long long)pw.pred.split, (unsigned long long)pw.pred.early,
-		(unsigned long long)pw.pred.skipped, (unsigned long long)pw.pred.spans,
+		(unsigned long long)pw.pred.skipped, (unsigned long long)pw.pred.stops,
+		(unsigned long long)pw.pred.resumes, (unsigned long long)pw.pred.spans,
 		pa_wake_pred_span(&pw.pred));
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);

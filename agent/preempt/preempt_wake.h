@@ -49,18 +49,27 @@
  * model and the wake"). */
 #define PA_WAKE_SPLIT_NS 100000ull
 /* Out of the last PA_WAKE_WINDOW judged wakes, PA_WAKE_MISS_LIMIT wasted
- * ones (3 %) stop wakes for PA_WAKE_HOLD << backoff requests; each stop
- * doubles the next one's length, up to PA_WAKE_BACKOFF_MAX doublings, and
- * PA_WAKE_CALM hits in a row halve it again. Each wasted wake is a request
- * that waits longer than without a wake, so a rate of a few percent is a
- * worse p99: measured, a micro LC wasted 0.1-0.6 % of its wakes (p99 better
- * by 20-100 us), a CUDA-graph ResNet-50 in PyTorch 4-5 % (p99 worse by
- * 110-160 us; docs/perf-log). */
-#define PA_WAKE_WINDOW 128u
-#define PA_WAKE_MISS_LIMIT 4u
+ * ones stop wakes for PA_WAKE_HOLD << backoff requests; each stop doubles
+ * the next one's length, up to PA_WAKE_BACKOFF_MAX doublings, and
+ * PA_WAKE_CALM calm judgements in a row halve it again. Each wasted wake
+ * is a request that waits longer than without a wake (about 400 us against
+ * 245 on an H100), so wasted wakes must stay rare; but a request not woken
+ * pays the whole switch, so a hold must last no longer than the host's
+ * noise. While wakes are held, each start is still judged against the
+ * wake that would have been issued for it (shadow): PA_WAKE_RESUME calm
+ * ones in a row end the hold. Wasted wakes come in bursts (a late LC is
+ * late for a few requests together): replayed over 20 recorded traces of
+ * micro and CUDA-graph ResNet-50 LCs (tests/preempt/wake_replay.c), the
+ * former rule (4 in 128, holds up to 4096 requests, nothing judged while
+ * held) woke 56 % of the requests on average (3-94 %), 0.97 % wasted; this
+ * one 72 % (3-94 %), 1.12 % wasted (docs/policy.md, "Waking a periodic
+ * LC"). */
+#define PA_WAKE_WINDOW 32u
+#define PA_WAKE_MISS_LIMIT 2u
 #define PA_WAKE_HOLD 64u
-#define PA_WAKE_BACKOFF_MAX 6u
-#define PA_WAKE_CALM 1024u
+#define PA_WAKE_BACKOFF_MAX 2u
+#define PA_WAKE_CALM 128u
+#define PA_WAKE_RESUME 32u
 /* The lead a policy may ask for. Measured: 100 us ahead of a 200 us
  * switch hid half of it; 300 us ahead was lose-lose (docs/perf-log). */
 #define PA_WAKE_LEAD_MAX_US 1000u
@@ -90,10 +99,14 @@ struct pa_wake_pred {
 	unsigned njudged, jhead, nwasted;     /* held, next slot, wasted among them */
 	unsigned hold;              /* starts left before wakes resume */
 	unsigned backoff;           /* doublings of the next hold */
-	unsigned calm;              /* hits since the latest hold or wasted wake */
+	unsigned calm;              /* calm judgements since the latest wasted one or backoff step */
+	unsigned streak;            /* calm judgements since the latest wasted one */
+	rm_u64 shadow_for;          /* seq + 1 of the start a held wake was aimed at; 0 */
+	rm_u64 shadow_at;           /* when that wake would have been issued */
 	rm_u64 wakes, hits, wasted, early, skipped;
 	rm_u64 split;               /* of wasted: kernels PA_WAKE_SPLIT_NS after the first op */
 	rm_u64 stops;               /* holds the judging started */
+	rm_u64 resumes;             /* holds ended early by calm shadow judgements */
 	int keep_waking;            /* judged, never stopped (GPUQOS_WAKE_STOPS=0) */
 	rm_u64 starts[PA_SPAN_STARTS]; /* the latest starts, newest first */
 	unsigned nstarts;
@@ -124,8 +137,10 @@ rm_u32 pa_wake_pred_span(const struct pa_wake_pred *p);
 unsigned pa_wake_pred_spans(const struct pa_wake_pred *p, rm_u32 out[PA_SPAN_HIST]);
 rm_u32 pa_span_percentile(rm_u32 *s, unsigned n);
 /* When to wake for the next start (monotonic ns), or 0: nothing to do
- * (no agreed period, held off, or already woken for it). */
-rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns);
+ * (no agreed period, held off, or already woken for it). While held, the
+ * wake it would have aimed at is kept for the next start's shadow
+ * judging. */
+rm_u64 pa_wake_pred_target(struct pa_wake_pred *p, rm_u64 lead_ns);
 /* A wake was issued at t for the start pa_wake_pred_target aimed at
  * (t 0: none was, and none will be for that start). */
 void pa_wake_pred_woken(struct pa_wake_pred *p, rm_u64 t);

@@ -53,6 +53,28 @@ static rm_u64 agreed_period(const struct pa_wake_pred *p)
 	return near >= PA_WAKE_AGREE ? m : 0;
 }
 
+/* A calm or wasted judgement, real or shadow: the backoff comes down
+ * after PA_WAKE_CALM calm ones, and PA_WAKE_RESUME calm ones in a row end
+ * a hold. */
+static void note_calm(struct pa_wake_pred *p, int wasted)
+{
+	if (wasted) {
+		p->calm = 0;
+		p->streak = 0;
+		return;
+	}
+	p->streak++;
+	if (++p->calm >= PA_WAKE_CALM) {
+		p->calm = 0;
+		if (p->backoff)
+			p->backoff--;
+	}
+	if (p->hold && p->streak >= PA_WAKE_RESUME) {
+		p->hold = 0;
+		p->resumes++;
+	}
+}
+
 /* One judged wake into the window; a hold when too many were wasted. */
 static void note_judged(struct pa_wake_pred *p, int wasted)
 {
@@ -63,13 +85,7 @@ static void note_judged(struct pa_wake_pred *p, int wasted)
 	p->judged[p->jhead] = (unsigned char)wasted;
 	p->jhead = (p->jhead + 1) % PA_WAKE_WINDOW;
 	p->nwasted += (unsigned)wasted;
-	if (wasted)
-		p->calm = 0;
-	else if (++p->calm >= PA_WAKE_CALM) {
-		p->calm = 0;
-		if (p->backoff)
-			p->backoff--;
-	}
+	note_calm(p, wasted);
 	if (p->nwasted < PA_WAKE_MISS_LIMIT || p->keep_waking)
 		return;
 	p->hold = PA_WAKE_HOLD << p->backoff;
@@ -92,11 +108,19 @@ static int split(const struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 	       first_op <= p->woken_at + PA_WAKE_REACH_NS;
 }
 
-/* Judge the wake issued for the start that just happened at t. */
+/* Judge the wake issued for the start that just happened at t; while
+ * wakes are held, the wake that would have been (the shadow), by the
+ * reach alone: it only decides when wakes resume. */
 static void judge(struct pa_wake_pred *p, rm_u64 t, rm_u64 first_op)
 {
 	int wasted = 0;
 
+	if (p->shadow_for == p->seq + 1 && p->shadow_at) {
+		p->shadow_for = 0;
+		if (p->hold)
+			note_calm(p, t > p->shadow_at && t - p->shadow_at > PA_WAKE_REACH_NS);
+		return;
+	}
 	if (p->woken_for != p->seq + 1 || !p->woken_at)
 		return; /* no wake issued for this start */
 	if (split(p, t, first_op)) {
@@ -217,12 +241,15 @@ void pa_wake_pred_overtaken(struct pa_wake_pred *p)
 	p->early++;
 }
 
-rm_u64 pa_wake_pred_target(const struct pa_wake_pred *p, rm_u64 lead_ns)
+rm_u64 pa_wake_pred_target(struct pa_wake_pred *p, rm_u64 lead_ns)
 {
-	if (!p->period || p->hold || !lead_ns || p->woken_for == p->seq + 1)
+	if (!p->period || !lead_ns || p->woken_for == p->seq + 1 || p->period <= lead_ns)
 		return 0;
-	if (p->period <= lead_ns)
+	if (p->hold) {
+		p->shadow_for = p->seq + 1;
+		p->shadow_at = p->last + p->period - lead_ns;
 		return 0;
+	}
 	return p->last + p->period - lead_ns;
 }
 

@@ -33,7 +33,8 @@ def main():
                           "max_gap_at_s": 0.5, "long_gaps_total": 1, "long_gaps": [[0.5, 321.5]]}))
     else:
         print(json.dumps({"workload": "lc_micro", "n": 20, "p50_us": 55.0, "p99_us": 77.0,
-                          "p999_us": 80.0, "max_us": 91.0, "late": 0, "duration_s": dur}))
+                          "p999_us": 80.0, "max_us": 91.0, "late": 0, "duration_s": dur,
+                          "preload": os.environ.get("LD_PRELOAD", "")}))
     return 0
 
 

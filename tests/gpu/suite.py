@@ -324,12 +324,46 @@ def set_podwindows():
     return s
 
 
+def set_tail():
+    """The LC's-tail targets as the issue judges them, each row beside its
+    baselines (run with --repeat 3 --interleave, so that every rep of every
+    row runs close in time to the others'): the micro LC beside one and
+    four be_fill (defaults, gpuqos; one BE also with the wake rule the
+    preempt library at BUILD/old/ has, where one is there: the same
+    machine's A/B), the eager ResNet-50 alone, alone under gpuqos run
+    (what the preempt library costs it) and beside a training BE, and the
+    three CUDA-graph models beside a training BE with and without the
+    windows a pod asks for."""
+    old = {"GPUQOS_PREEMPT_LIB": "{build}/old/libgpuqos-preempt.so"}
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone 4xfill", None, "fill", 4, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone"),
+         sc("micro alone", "micro", nbe=0, mode="alone")]
+    for mode in ("defaults", "gq:default"):
+        s.append(sc(f"micro {mode} 1xfill", "micro", "fill", 1, mode))
+    s.append(sc("micro gq:default 1xfill formerwake", "micro", "fill", 1, "gq:default",
+                lc_env=old, tag="formerwake"))
+    for mode in ("defaults", "gq:default"):
+        s.append(sc(f"micro {mode} 4xfill", "micro", "fill", 4, mode))
+    s += [sc("resnet50_eager alone", "resnet50_eager", nbe=0, mode="alone"),
+          sc("resnet50_eager gq:default alone", "resnet50_eager", nbe=0, mode="gq:default")]
+    for mode in ("defaults", "gq:default"):
+        s.append(sc(f"resnet50_eager {mode} 1xtrain", "resnet50_eager", "train", 1, mode))
+    for lc in ("vit_b16_graph", "bert_base_graph", "resnet50_graph"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for mode in ("defaults", "gq:default"):
+            s.append(sc(f"{lc} {mode} 1xtrain", lc, "train", 1, mode))
+        s.append(sc(f"{lc} gq:default 1xtrain podwin", lc, "train", 1, "gq:default",
+                    run_args=["--windows", "auto"], lc_env={"GPUQOS_LOG": "info"}))
+    return s
+
+
 # The named suites (tests/gpu/README.md, "The suites"). The one-off
 # experiments that were sets here are listed, with the commit that last
 # had them, in docs/perf-log/experiments.md.
 SETS = {"proof": set_proof, "quick": set_quick, "models": set_models, "multibe": set_multibe,
         "policies": set_policies, "fourbe": set_fourbe, "stall": set_stall,
-        "targets": set_targets, "podwindows": set_podwindows}
+        "targets": set_targets, "podwindows": set_podwindows, "tail": set_tail}
 # Suites that are programs of their own: run with this suite's --bin,
 # --build and --out (a folder of its own under it), and whatever follows
 # `--` on the command line.
@@ -561,8 +595,10 @@ class Runner:
             env.update(self.gq_env())
             prefix = ([os.path.join(self.build, "agent/cli/gpuqos"), "run", "--class", cls]
                       + list(run_args) + ["--"])
-            # The preempt agent's own settings (rm_probe's GQP_* go unread).
-            env.update({k: v for k, v in (env_extra or {}).items() if k.startswith("GPUQOS_")})
+            # The preempt agent's own settings (rm_probe's GQP_* go unread);
+            # "{build}" is the --build folder.
+            env.update({k: v.replace("{build}", self.build)
+                        for k, v in (env_extra or {}).items() if k.startswith("GPUQOS_")})
         elif mode == "probe" and env_extra:
             env["LD_PRELOAD"] = os.path.join(self.bin, "rm_probe.so")
             env["GQP_ROT_START_FILE"] = os.path.join(tmp, "go")
@@ -1131,6 +1167,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build-gpu"))
     ap.add_argument("--duration-s", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--interleave", action="store_true",
+                    help="run rep 0 of every scenario, then rep 1, ... (baselines once, first)")
     ap.add_argument("--only", help="run only scenarios whose name matches this regex")
     ap.add_argument("--max-s", type=float, default=1e9,
                     help="start no new scenario after this many seconds")
@@ -1182,18 +1220,21 @@ def main():
     runner.say(f"{len(scen)} scenarios x {a.repeat}, {a.duration_s} s each; {env}")
     t0 = time.monotonic()
     recs = []
+    # Baselines run once; everything else --repeat times, each scenario's
+    # reps together or (--interleave) in rounds.
+    order = [(s, rep) for s in scen
+             for rep in range(1 if s["mode"] == "be_alone" and s["nbe"] == 1 else a.repeat)]
+    if a.interleave:
+        order.sort(key=lambda x: x[1])
     try:
-        for s in scen:
-            # Baselines run once; everything else --repeat times.
-            reps = 1 if s["mode"] in ("be_alone",) and s["nbe"] == 1 else a.repeat
-            for rep in range(reps):
-                if time.monotonic() - t0 > a.max_s:
-                    runner.say("time budget spent: stopping")
-                    raise StopIteration
-                runner.say(f"{s['name']} (rep {rep})")
-                r = runner.run(s, rep)
-                if r:
-                    recs.append(r)
+        for s, rep in order:
+            if time.monotonic() - t0 > a.max_s:
+                runner.say("time budget spent: stopping")
+                raise StopIteration
+            runner.say(f"{s['name']} (rep {rep})")
+            r = runner.run(s, rep)
+            if r:
+                recs.append(r)
     except StopIteration:
         pass
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ Usage: test_suite.py --build BUILD
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from gpuqos_test import check, Failure
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "suite.py")
 SUITES = ("proof", "quick", "models", "multibe", "policies", "fourbe", "stall", "targets",
-          "podwindows", "soak", "first")
+          "podwindows", "tail", "soak", "first")
 
 
 def suite(*args, timeout=240):
@@ -153,6 +154,31 @@ def main():
         check([[b.get("iters_given") for b in r["be_results"]] for r in recs] == [[True], [True] * 3, [], [True] * 3,
                                                                                  [True] * 3],
               f"be_fill's iterations passed to each: {recs}")
+        # --interleave runs the reps in rounds (baselines once, first), and
+        # a "{build}" in an LC's GPUQOS_ setting is the --build folder: the
+        # tail set's former-wake row preloads BUILD/old's library.
+        build2 = os.path.join(d, "build2")
+        os.makedirs(os.path.join(build2, "old"))
+        for sub in ("agent", "lib"):
+            if os.path.exists(os.path.join(a.build, sub)):
+                os.symlink(os.path.join(a.build, sub), os.path.join(build2, sub))
+        shutil.copy(os.path.join(a.build, "agent/preempt/libgpuqos-preempt.so"),
+                    os.path.join(build2, "old"))
+        out_dir = os.path.join(d, "tail")
+        rc, out, err = suite("--sets", "tail", "--only", r"^micro gq:default 1xfill( formerwake)?$",
+                             "--repeat", "2", "--interleave", "--bin", bin_dir, "--build", build2,
+                             "--out", out_dir, "--duration-s", "1")
+        check(rc == 0, f"tail: rc {rc}\n{out}\n{err}")
+        recs = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))]
+        got = [(r["scenario"], r["rep"]) for r in recs]
+        want = [("be alone fill", 0), ("micro alone", 0), ("micro gq:default 1xfill", 0),
+                ("micro gq:default 1xfill formerwake", 0), ("micro alone", 1),
+                ("micro gq:default 1xfill", 1), ("micro gq:default 1xfill formerwake", 1)]
+        check(got == want, f"interleaved reps: {got}")
+        pre = [(r["lc_result"] or {}).get("preload", "") for r in recs[2:4]]
+        check(pre[0].endswith("/agent/preempt/libgpuqos-preempt.so")
+              and pre[1] == os.path.join(build2, "old/libgpuqos-preempt.so"),
+              f"each row's preempt library: {pre}")
         # The eager-LC event, at driver defaults (30 s windows).
         out_dir = os.path.join(d, "stall")
         rc, out, err = suite("--sets", "stall", "--only", "defaults", "--bin", bin_dir,

@@ -1017,11 +1017,11 @@ def one_of_the_starts(reqs, t):
 def exit_summary(err):
     m = re.search(r"wake: (\d+) requests, (\d+) wakes: (\d+) hit, (\d+) wasted \((\d+) of "
                   r"them: kernels long after the request's first operation\), (\d+) beaten by "
-                  r"the request; (\d+) not issued \(late or failed\); (\d+) spans measured, the "
-                  r"latest 99th percentile (\d+) us", err)
+                  r"the request; (\d+) not issued \(late or failed\); (\d+) stops, (\d+) of them "
+                  r"ended early; (\d+) spans measured, the latest 99th percentile (\d+) us", err)
     check(m, "the exit summary: %s" % err)
-    keys = ("requests", "wakes", "hits", "wasted", "split", "beaten", "not_issued", "spans",
-            "span_us")
+    keys = ("requests", "wakes", "hits", "wasted", "split", "beaten", "not_issued", "stops",
+            "resumes", "spans", "span_us")
     return dict(zip(keys, map(int, m.groups())))
 
 

@@ -248,6 +248,60 @@ static void test_judging(void)
 	CHECK(pa_wake_pred_target(&P, LEAD) == last + 2 * MS - LEAD);
 }
 
+/* While wakes are held, each start is judged against the wake that would
+ * have been issued for it (pa_wake_pred_target keeps it): PA_WAKE_RESUME
+ * calm ones in a row end the hold early; a late one starts the count
+ * again. Shadow judgements are no wakes: no hit or wasted is counted. */
+static void test_shadow(void)
+{
+	rm_u64 last;
+
+	_Static_assert(PA_WAKE_RESUME + 12 < PA_WAKE_HOLD, "a hold that calm can end early");
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 9);
+	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hold, PA_WAKE_HOLD);
+	CHECK_EQ_U(P.stops, 1);
+	/* Ten calm starts, then one past the reach of its shadow wake. */
+	for (unsigned i = 0; i < 10; i++) {
+		CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+		CHECK_EQ_U(P.shadow_at, last + 2 * MS - LEAD);
+		last = plain_starts(last, 1);
+	}
+	CHECK_EQ_U(P.streak, 10);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	pa_wake_pred_start(&P, last + 2 * MS + PA_WAKE_REACH_NS, 0, 0);
+	last += 4 * MS;
+	CHECK_EQ_U(P.streak, 0);
+	/* Back on the grid (early for its shadow: calm), then calm ones:
+	 * the hold ends at the PA_WAKE_RESUME-th in a row, before its
+	 * length. */
+	for (unsigned i = 0; i < PA_WAKE_RESUME; i++) {
+		CHECK(P.hold != 0);
+		CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+		pa_wake_pred_start(&P, last, 0, 0);
+		last += 2 * MS;
+	}
+	last -= 2 * MS;
+	CHECK_EQ_U(P.hold, 0);
+	CHECK_EQ_U(P.resumes, 1);
+	CHECK_EQ_U(P.stops, 1);
+	CHECK_EQ_U(P.wasted, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hits, 0);
+	CHECK_EQ_U(P.wakes, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), last + 2 * MS - LEAD);
+
+	/* Starts that nobody aimed a shadow at (the wake thread did not ask
+	 * for a target) are not judged: the hold runs its length. */
+	last = wasted_wakes(last, PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.hold, PA_WAKE_HOLD << 1);
+	last = plain_starts(last, (PA_WAKE_HOLD << 1) - 1);
+	CHECK_EQ_U(P.resumes, 1);
+	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
+	last = plain_starts(last, 1);
+	CHECK(pa_wake_pred_target(&P, LEAD) != 0);
+}
+
 /* A request whose first GPU operation (an event record) came around its
  * wake but whose kernels came more than PA_WAKE_SPLIT_NS after it: the
  * wake is wasted, even though the kernels came within the reach. */
@@ -308,15 +362,16 @@ static void test_split(void)
 	pa_wake_pred_start(&P, last + 2 * MS, last + 2 * MS - 500 * US, 0);
 	CHECK_EQ_U(P.wasted, 3);
 	/* Split wakes stop the wakes like any wasted ones. */
-	CHECK_EQ_U(P.hold, 0);
-	last = P.last;
+	pa_wake_pred_reset(&P);
+	last = feed(10 * MS, 2 * MS, 9);
 	for (unsigned i = 0; i < PA_WAKE_MISS_LIMIT; i++) {
+		CHECK_EQ_U(P.hold, 0);
 		w = last + 2 * MS - LEAD;
 		pa_wake_pred_woken(&P, w);
 		pa_wake_pred_start(&P, w + 120 * US, w - 10 * US, 0);
 		last = P.last;
 	}
-	CHECK_EQ_U(P.split, 2 + PA_WAKE_MISS_LIMIT);
+	CHECK_EQ_U(P.split, PA_WAKE_MISS_LIMIT);
 	CHECK(P.hold != 0);
 	CHECK_EQ_U(pa_wake_pred_target(&P, LEAD), 0);
 }
@@ -396,6 +451,7 @@ int main(void)
 {
 	test_agreement();
 	test_judging();
+	test_shadow();
 	test_split();
 	test_span();
 	CHECK_DONE();
