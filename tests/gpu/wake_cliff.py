@@ -17,19 +17,10 @@ runs: P(slow | the previous one slow) against the share of slow ones. Runs
 are what a stop of the wakes leaves (docs/perf-log, "Where the H200's wake
 tail comes from").
 
-With --replay WINDOW/LIMIT[/HOLD]... (e.g. 128/4/64, the library's
-values), each trace's submit times go through the wake's predictor and
-judging as agent/preempt/preempt_wake_pred.c has them (6 of the last 8
-intervals within 50 us of their median, a 100 us lead, the 150 us reach;
-LIMIT wasted among the last WINDOW judged wakes stop the next HOLD
-requests, each stop doubling up to 6 times, 1024 hits in a row halving),
-with a wake counted at its target time. One line per trace and rule: the
-share of requests whose wake was wasted, the share not woken, the number
-of stops. "0/0" replays with no stops. It shows what another rule would
-have done with the same requests, not what the GPU would have answered.
+The wake's own rule over the same traces (what it would have woken, hit
+and wasted): tests/preempt/wake_replay.c, which runs the library's code.
 
 Usage: wake_cliff.py TRACE... [--bin-us 10] [--summary [--late-us 50] [--slow-us 230]]
-                     [--replay 128/4/64 ...]
 """
 import argparse
 from collections import defaultdict
@@ -74,41 +65,6 @@ def summary(path, rows, late_us, slow_us):
           f"P(slow | previous slow) {cond}")
 
 
-def replay(submits, window, limit, hold0, lead=100e3, reach=150e3):
-    """(wasted %, not woken %, stops) of the requests after the first."""
-    iv, judged = [], []
-    hold = backoff = calm = wasted = unwoken = stops = 0
-    for k in range(1, len(submits)):
-        period = 0
-        if len(iv) >= 8:
-            last8 = iv[-8:]
-            m = sorted(last8)[4]
-            if 1e6 <= m <= 1e9 and sum(abs(x - m) <= 50e3 for x in last8) >= 6:
-                period = m
-        if hold:
-            hold -= 1
-        if period and not hold:
-            d = submits[k] - (submits[k - 1] + period - lead)
-            if d < 0:
-                unwoken += 1
-            else:
-                miss = d > reach
-                wasted += miss
-                judged.append(miss)
-                calm = 0 if miss else calm + 1
-                if calm >= 1024:
-                    calm, backoff = 0, max(0, backoff - 1)
-                judged = judged[-window:] if window else []
-                if limit and sum(judged) >= limit:
-                    hold, backoff, judged = hold0 << backoff, min(6, backoff + 1), []
-                    stops += 1
-        else:
-            unwoken += 1
-        iv.append(submits[k] - submits[k - 1])
-    n = max(1, len(submits) - 1)
-    return 100 * wasted / n, 100 * unwoken / n, stops
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="+")
@@ -116,22 +72,8 @@ def main():
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--late-us", type=float, default=50.0)
     ap.add_argument("--slow-us", type=float, default=230.0)
-    ap.add_argument("--replay", nargs="+", metavar="WINDOW/LIMIT[/HOLD]")
     a = ap.parse_args()
-    rules = []
-    for r in a.replay or ():
-        v = r.split("/")
-        if len(v) not in (2, 3) or not all(x.isdigit() for x in v):
-            ap.error(f"--replay {r}: want WINDOW/LIMIT[/HOLD], whole numbers")
-        rules.append((int(v[0]), int(v[1]), int(v[2]) if len(v) == 3 else 64))
     for path in a.traces:
-        if rules:
-            submits = [s for _, s, _ in load(path)]
-            print(path + ": " + "; ".join(
-                f"{w}/{lim}/{h}: wasted {x:.1f} %, not woken {u:.1f} %, {st} stops"
-                for w, lim, h in rules for x, u, st in [replay(submits, w, lim, h)]))
-            continue
-
         rows = offsets(load(path))
         if not rows:
             print(f"{path}: fewer than ten requests")
