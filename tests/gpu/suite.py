@@ -333,7 +333,8 @@ def set_tail():
     row runs close in time to the others'): the micro LC beside one and
     four be_fill (defaults, gpuqos; one BE also with the wake rule the
     preempt library at BUILD/old/ has, where one is there: the same
-    machine's A/B), the eager ResNet-50 alone, alone under gpuqos run
+    machine's A/B; and submitting on time, traced: what the wake does
+    where the host does not make the LC late), the eager ResNet-50 alone, alone under gpuqos run
     (what the preempt library costs it) and beside a training BE, and the
     three CUDA-graph models beside a training BE with and without the
     windows a pod asks for."""
@@ -344,9 +345,13 @@ def set_tail():
          sc("micro alone", "micro", nbe=0, mode="alone")]
     s.append(sc("micro defaults 1xfill", "micro", "fill", 1, "defaults"))
     s.append(sc("micro gq:default 1xfill", "micro", "fill", 1, "gq:default",
-                lc_env={"GPUQOS_LOG": "info"}))
+                lc_env={"GPUQOS_LOG": "info"}, trace=True))
     s.append(sc("micro gq:default 1xfill formerwake", "micro", "fill", 1, "gq:default",
-                lc_env=dict(old, GPUQOS_LOG="info"), tag="formerwake"))
+                lc_env=dict(old, GPUQOS_LOG="info"), tag="formerwake", trace=True))
+    # Submitting on time (busy-waiting its last 200 us): what the wake
+    # does where the host does not make the LC late.
+    s.append(sc("micro gq:default 1xfill busy200", "micro", "fill", 1, "gq:default",
+                lc_args=["--busy-wait-us", "200"], lc_env={"GPUQOS_LOG": "info"}, trace=True))
     for mode in ("defaults", "gq:default"):
         s.append(sc(f"micro {mode} 4xfill", "micro", "fill", 4, mode))
     s += [sc("resnet50_eager alone", "resnet50_eager", nbe=0, mode="alone"),
@@ -358,7 +363,7 @@ def set_tail():
         # The defaults' 3-4x is known well: one rep, as the baseline.
         s.append(sc(f"{lc} defaults 1xtrain", lc, "train", 1, "defaults", reps=1))
         s.append(sc(f"{lc} gq:default 1xtrain", lc, "train", 1, "gq:default",
-                    lc_env={"GPUQOS_LOG": "info"}))
+                    lc_env={"GPUQOS_LOG": "info"}, trace=True))
         s.append(sc(f"{lc} gq:default 1xtrain podwin", lc, "train", 1, "gq:default",
                     run_args=["--windows", "auto"], lc_env={"GPUQOS_LOG": "info"}))
     return s
@@ -1232,7 +1237,10 @@ def main():
              for rep in range(1 if s["mode"] == "be_alone" and s["nbe"] == 1
                               else min(a.repeat, s.get("reps") or a.repeat))]
     if a.interleave:
-        order.sort(key=lambda x: x[1])
+        # Every other round backwards (A B, B A, A B): a drift of the host
+        # over the run does not favour the rows that come first.
+        pos = {id(s): i for i, s in enumerate(scen)}
+        order.sort(key=lambda x: (x[1], pos[id(x[0])] * (-1 if x[1] % 2 else 1)))
     try:
         for s, rep in order:
             if time.monotonic() - t0 > a.max_s:

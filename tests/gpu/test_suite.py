@@ -154,7 +154,8 @@ def main():
         check([[b.get("iters_given") for b in r["be_results"]] for r in recs] == [[True], [True] * 3, [], [True] * 3,
                                                                                  [True] * 3],
               f"be_fill's iterations passed to each: {recs}")
-        # --interleave runs the reps in rounds (baselines once, first), and
+        # --interleave runs the reps in rounds (baselines once, first; every
+        # other round backwards), and
         # a "{build}" in an LC's GPUQOS_ setting is the --build folder: the
         # tail set's former-wake row preloads BUILD/old's library.
         build2 = os.path.join(d, "build2")
@@ -172,9 +173,10 @@ def main():
         recs = [json.loads(ln) for ln in open(os.path.join(out_dir, "suite.jsonl"))]
         got = [(r["scenario"], r["rep"]) for r in recs]
         want = [("be alone fill", 0), ("micro alone", 0), ("micro gq:default 1xfill", 0),
-                ("micro gq:default 1xfill formerwake", 0), ("micro alone", 1),
-                ("micro gq:default 1xfill", 1), ("micro gq:default 1xfill formerwake", 1)]
-        check(got == want, f"interleaved reps: {got}")
+                ("micro gq:default 1xfill formerwake", 0),
+                ("micro gq:default 1xfill formerwake", 1), ("micro gq:default 1xfill", 1),
+                ("micro alone", 1)]
+        check(got == want, f"interleaved reps, every other round backwards: {got}")
         pre = [(r["lc_result"] or {}).get("preload", "") for r in recs[2:4]]
         check(pre[0].endswith("/agent/preempt/libgpuqos-preempt.so")
               and pre[1] == os.path.join(build2, "old/libgpuqos-preempt.so"),
