@@ -67,12 +67,23 @@ def main():
     r = replay(exe, "--lead-us", "100", os.path.join(tmp, "trace-micro-gq-default-1xfill-0.txt"))
     if r["n"] < 1000 or r["hit"] + r["wasted"] > r["n"] - 1 or not 0 < r["woken"] <= 1:
         fail(f"real trace: {r}")
+    # --each 1: one line per request before the summary, agreeing with it.
+    x = subprocess.run([exe, "--each", "1", p], capture_output=True, text=True, timeout=30)
+    lines = x.stdout.splitlines()
+    whats = [ln.split()[1] for ln in lines[:-1]]
+    if x.returncode != 0 or len(whats) != b["n"] or \
+            [ln.split()[0] for ln in lines[:-1]] != [str(i) for i in range(b["n"])] or \
+            whats.count("hit") != b["hit"] or whats.count("wasted") != b["wasted"] or \
+            whats.count("beaten") != b["beaten"] or not set(whats) <= {"hit", "wasted", "beaten",
+                                                                      "held", "none"} or \
+            (b["stops"] and "held" not in whats):
+        fail(f"--each: rc {x.returncode}, {lines[:3]} ... {lines[-1:]}")
     # Refused: a column that is not a number, a bad option, no file.
     bad = os.path.join(tmp, "bad.txt")
     with open(bad, "w") as f:
         f.write("0 0 12x 5\n")
     for args, want in (([bad], "no number in column 2"), (["--lead-us", "0", p], "bad option"),
-                       (["--col", "99", p], "bad option"),
+                       (["--col", "99", p], "bad option"), (["--each", "2", p], "bad option"),
                        ([os.path.join(tmp, "none.txt")], "No such file")):
         x = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30)
         if x.returncode == 0 or want not in x.stderr:

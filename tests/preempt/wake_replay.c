@@ -12,10 +12,12 @@
  * request's start is column --col (2, the submit; 5 for lc_models.py, when
  * the submit call returned, nearer its graph launch).
  *
- *   wake_replay [--col N] [--lead-us L] TRACE...
+ *   wake_replay [--col N] [--lead-us L] [--each 1] TRACE...
  *
  * Prints one line per trace: requests, woken (share), hit, wasted (share of
- * requests), beaten, stops.
+ * requests), beaten, stops. With --each 1, first one line per request:
+ * its index in the trace and what its wake was (hit, wasted, beaten;
+ * held: wakes were stopped; none: no period agreed, or the first).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,7 +51,20 @@ static int line_start(char *line, unsigned col, unsigned long long *t)
 	return parse_u(tok, ~0ull >> 1, t) ? -1 : 0;
 }
 
-static int replay(const char *path, unsigned col, rm_u64 lead)
+/* What the wake of the start just fed was, from the counts before and
+ * after it. */
+static const char *what(const struct pa_wake_pred *b, int held)
+{
+	if (P.hits > b->hits)
+		return "hit";
+	if (P.wasted > b->wasted)
+		return "wasted";
+	if (P.early > b->early)
+		return "beaten";
+	return held ? "held" : "none";
+}
+
+static int replay(const char *path, unsigned col, rm_u64 lead, int each)
 {
 	FILE *f = fopen(path, "r");
 	char line[512];
@@ -83,11 +98,16 @@ static int replay(const char *path, unsigned col, rm_u64 lead)
 		 * one the start beat is recorded as the thread would. */
 		{
 			rm_u64 target = pa_wake_pred_target(&P, lead);
+			struct pa_wake_pred before;
+			int held = P.hold != 0;
 
 			if (target && target <= t)
 				pa_wake_pred_woken(&P, target);
+			before = P;
+			pa_wake_pred_start(&P, t, 0, 0);
+			if (each)
+				printf("%llu %s\n", n, what(&before, held));
 		}
-		pa_wake_pred_start(&P, t, 0, 0);
 		n++;
 	}
 	fclose(f);
@@ -106,13 +126,15 @@ static int replay(const char *path, unsigned col, rm_u64 lead)
 
 int main(int argc, char **argv)
 {
-	unsigned long long col = 2, lead_us = 100;
+	unsigned long long col = 2, lead_us = 100, each = 0;
 	int i = 1, bad = 0;
 
 	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
 		if (i + 1 >= argc)
 			break;
 		if (!strcmp(argv[i], "--col") && !parse_u(argv[i + 1], 16, &col) && col > 0)
+			continue;
+		if (!strcmp(argv[i], "--each") && !parse_u(argv[i + 1], 1, &each))
 			continue;
 		if (!strcmp(argv[i], "--lead-us") && !parse_u(argv[i + 1], PA_WAKE_LEAD_MAX_US, &lead_us) &&
 		    lead_us > 0)
@@ -121,11 +143,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (i >= argc) {
-		fprintf(stderr, "usage: wake_replay [--col 1..16] [--lead-us 1..%u] TRACE...\n",
+		fprintf(stderr, "usage: wake_replay [--col 1..16] [--lead-us 1..%u] [--each 0|1] TRACE...\n",
 			PA_WAKE_LEAD_MAX_US);
 		return 2;
 	}
 	for (; i < argc; i++)
-		bad |= replay(argv[i], (unsigned)col, lead_us * 1000ull) != 0;
+		bad |= replay(argv[i], (unsigned)col, lead_us * 1000ull, (int)each) != 0;
 	return bad;
 }
