@@ -248,6 +248,22 @@ def main():
         check(p.returncode == 0 and "21 requests" in p.stdout and "later than 50.0 us: 1 (4.8 %)" in p.stdout
               and "slow (>= 230.0 us): 4 (19.0 %)" in p.stdout and "P(slow | previous slow) 0.50" in p.stdout,
               f"wake_cliff.py --summary: {p.stdout}{p.stderr}")
+        # --by-wake: the requests grouped by what the wake's own rule
+        # (tests/preempt/wake_replay) made of them: the first nine teach
+        # the period (none), the one 55 us late came past its wake's reach
+        # (wasted: the 400 us one), the others hit (the three slow ones
+        # among them).
+        replay = os.path.join(a.build, "tests/preempt/wake_replay")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "wake_cliff.py"), "--by-wake", replay,
+                            "--slow-us", "250", trace], capture_output=True, text=True, timeout=60)
+        rows = {ln.split("|")[1].strip(): ln for ln in p.stdout.splitlines() if ln.startswith("| ")}
+        check(p.returncode == 0 and "30 requests" in p.stdout and "4 over 250 us" in p.stdout
+              and rows.get("none", "").startswith("| none | 9 (")
+              and rows.get("wasted", "").startswith("| wasted | 1 (")
+              and "| 400 / 400 / 400 / 400 | 1 |" in rows["wasted"]
+              and rows.get("hit", "").startswith("| hit | 20 (")
+              and "| 140 / 300 / 300 / 300 | 3 |" in rows["hit"],
+              f"wake_cliff.py --by-wake: {p.stdout}{p.stderr}")
     print("ok")
     return 0
 

@@ -19,10 +19,18 @@ tail comes from").
 
 The wake's own rule over the same traces (what it would have woken, hit
 and wasted): tests/preempt/wake_replay.c, which runs the library's code.
+With --by-wake WAKE_REPLAY (that program, built with the tests), each
+trace's requests are grouped by what the rule made of their wake (hit,
+wasted, beaten; held: wakes stopped; none: no period agreed), with each
+group's latency percentiles and how many were over --slow-us: where a
+row's slow requests come from. The replay sees only the trace's window,
+not the warm-up before it, so its first requests are "none".
 
 Usage: wake_cliff.py TRACE... [--bin-us 10] [--summary [--late-us 50] [--slow-us 230]]
+                     [--by-wake WAKE_REPLAY [--col 2] [--slow-us 230]]
 """
 import argparse
+import subprocess
 from collections import defaultdict
 
 
@@ -65,6 +73,30 @@ def summary(path, rows, late_us, slow_us):
           f"P(slow | previous slow) {cond}")
 
 
+def by_wake(path, exe, col, slow_us):
+    """The requests of one trace grouped by their wake (wake_replay --each)."""
+    r = subprocess.run([exe, "--each", "1", "--col", str(col), path], capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        raise SystemExit(f"{exe}: {r.stderr.strip()}")
+    what = dict(ln.split()[:2] for ln in r.stdout.splitlines() if ln[:1].isdigit())
+    groups = defaultdict(list)
+    lat = [latency / 1e3 for _, _, latency in load(path)]
+    for i, v in enumerate(lat):
+        groups[what.get(str(i), "none")].append(v)
+    allv = sorted(lat)
+    print(f"{path}: {len(lat)} requests, p50 {pct(allv, 50):.0f} / p99 {pct(allv, 99):.0f} us, "
+          f"{sum(v > slow_us for v in lat)} over {slow_us:.0f} us\n"
+          f"| wake | requests | latency p50 / p90 / p99 / max us | over {slow_us:.0f} us |\n"
+          f"| --- | --- | --- | --- |")
+    for k in ("hit", "beaten", "wasted", "held", "none"):
+        v = sorted(groups.get(k, []))
+        if v:
+            print(f"| {k} | {len(v)} ({100 * len(v) / len(lat):.1f} %) | {pct(v, 50):.0f} / "
+                  f"{pct(v, 90):.0f} / {pct(v, 99):.0f} / {v[-1]:.0f} | "
+                  f"{sum(x > slow_us for x in v)} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="+")
@@ -72,8 +104,14 @@ def main():
     ap.add_argument("--summary", action="store_true")
     ap.add_argument("--late-us", type=float, default=50.0)
     ap.add_argument("--slow-us", type=float, default=230.0)
+    ap.add_argument("--by-wake", metavar="WAKE_REPLAY")
+    ap.add_argument("--col", type=int, default=2,
+                    help="with --by-wake: the start column (5 for lc_models.py's traces)")
     a = ap.parse_args()
     for path in a.traces:
+        if a.by_wake:
+            by_wake(path, a.by_wake, a.col, a.slow_us)
+            continue
         rows = offsets(load(path))
         if not rows:
             print(f"{path}: fewer than ten requests")
