@@ -268,6 +268,9 @@ _Static_assert(sizeof(struct gq_phase) == 48, "gq_phase");
 #define GQ_PHASE_F_SPAN 0x1u
 #define GQ_PHASE_PERIOD_MIN_NS 1000000ull    /* 1 ms */
 #define GQ_PHASE_PERIOD_MAX_NS 1000000000ull /* 1 s */
+/* A latest start older than this at at_ns is no phase: A drops such a
+ * report, and P does not send one (its wakes were off meanwhile). */
+#define GQ_PHASE_STALE_NS 2000000000ull /* 2 s */
 
 /* Keep this BE process's GR TSGs on one GPU off the GPU around each
  * request of a periodic LC (docs/protocol.md, "Windows"): from before_us

@@ -390,8 +390,6 @@ static void on_wake_report(struct agent *a, struct peer *p, const struct gq_wake
  * more, and it is not the same CLOCK_MONOTONIC (a time namespace) or the
  * report sat in the socket too long to place a gap by. */
 #define PHASE_CLOCK_SLACK_NS 100000000ull
-/* A latest start older than this at the report is no phase. */
-#define PHASE_STALE_NS 2000000000ull
 
 /* Why a PHASE cannot place the process's requests on our clock, or NULL.
  * span: its POLICY asked for the span (GQ_POLICY_F_SPAN). */
@@ -408,7 +406,7 @@ static const char *phase_bad(const struct gq_phase *m, uint64_t now_ns, int span
 		return "span out of range (1 us .. the period)";
 	if (m->last_start_ns == 0 || m->last_start_ns > m->at_ns)
 		return "no latest start, or one after the report";
-	if (m->at_ns - m->last_start_ns > PHASE_STALE_NS)
+	if (m->at_ns - m->last_start_ns > GQ_PHASE_STALE_NS)
 		return "latest start more than 2 s before the report";
 	if (m->at_ns > now_ns ? m->at_ns - now_ns > PHASE_CLOCK_SLACK_NS
 			      : now_ns - m->at_ns > PHASE_CLOCK_SLACK_NS)

@@ -521,7 +521,7 @@ static int pa_receive(int s)
 
 /* Sends WAKE if it is asked for and the counts changed since the last
  * one on this connection, and PHASE after it if that is asked for and a
- * period is agreed; 0, or -1 if a send failed. */
+ * period is agreed with a recent start; 0, or -1 if a send failed. */
 static int pa_wake_send(int s)
 {
 	struct pa_wake_counts c;
@@ -541,10 +541,9 @@ static int pa_wake_send(int s)
 		return -1;
 	pa_wake_last = c;
 	pa_wake_sent = 1;
-	if (!pa_phase_on || c.period_ns < GQ_PHASE_PERIOD_MIN_NS ||
-	    c.period_ns > GQ_PHASE_PERIOD_MAX_NS)
+	if (!pa_phase_on || pa_msg_phase(&ph, pa_seq, &c, pa_span_on) != 0)
 		return 0;
-	pa_msg_phase(&ph, pa_seq++, &c, pa_span_on);
+	pa_seq++;
 	return pa_send(s, &ph, sizeof(ph));
 }
 

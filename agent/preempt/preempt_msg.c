@@ -81,9 +81,13 @@ void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c)
 	m->at_ns = c->at_ns;
 }
 
-void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span)
+int pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span)
 {
 	memset(m, 0, sizeof(*m));
+	if (c->period_ns < GQ_PHASE_PERIOD_MIN_NS || c->period_ns > GQ_PHASE_PERIOD_MAX_NS ||
+	    !c->last_start_ns || c->last_start_ns > c->at_ns ||
+	    c->at_ns - c->last_start_ns > GQ_PHASE_STALE_NS)
+		return -1;
 	gq_hdr_init(&m->hdr, GQ_PHASE, seq);
 	m->period_ns = c->period_ns;
 	m->last_start_ns = c->last_start_ns;
@@ -92,6 +96,7 @@ void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c
 		m->flags = GQ_PHASE_F_SPAN;
 		m->span_us = c->span_us;
 	}
+	return 0;
 }
 
 rm_u32 pa_gate_check(const struct gq_command *c)

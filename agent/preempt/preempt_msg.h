@@ -25,8 +25,12 @@ void pa_msg_synced(struct gq_synced *m, rm_u32 seq, rm_u32 ntsg);
 void pa_msg_activity(struct gq_activity *m, rm_u32 seq, rm_u64 launches, rm_u64 bursts,
 		     rm_u64 active_ns, rm_u64 at_ns);
 void pa_msg_wake(struct gq_wake *m, rm_u32 seq, const struct pa_wake_counts *c);
-/* PHASE from c; with span, c's span where it has one under the period. */
-void pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span);
+/* PHASE from c; with span, c's span where it has one under the period.
+ * Returns 0, or -1 where c holds no phase the node agent can use (no
+ * period in range, no latest start, or one more than GQ_PHASE_STALE_NS
+ * before at_ns: the wakes were off meanwhile, and the predictor saw no
+ * starts): nothing to send. */
+int pa_msg_phase(struct gq_phase *m, rm_u32 seq, const struct pa_wake_counts *c, int span);
 
 /* Validate a GATE (lease 1..GQ_GATE_LEASE_MAX_MS) or UNGATE (lease
  * 0..GQ_GATE_LEASE_MAX_MS).

@@ -375,7 +375,8 @@ static void test_messages(void)
 }
 
 /* PHASE carries the span only where it was asked for and fits the
- * period (preempt_msg.c). */
+ * period, and is made only from a period in range and a recent start
+ * (preempt_msg.c). */
 static void test_phase(void)
 {
 	struct pa_wake_counts c;
@@ -402,8 +403,25 @@ static void test_phase(void)
 	CHECK_EQ_U(m.flags, 0);
 	CHECK_EQ_U(m.span_us, 0);
 	c.span_us = 0; /* none measured yet */
-	pa_msg_phase(&m, 8, &c, 1);
+	CHECK_EQ_U(pa_msg_phase(&m, 8, &c, 1), 0);
 	CHECK_EQ_U(m.flags, 0);
+	/* No phase to send: the latest start more than GQ_PHASE_STALE_NS
+	 * before the report (wakes were off: the node agent would drop it),
+	 * none, one after the report, a period out of range. */
+	c.at_ns = c.last_start_ns + GQ_PHASE_STALE_NS;
+	CHECK_EQ_U(pa_msg_phase(&m, 9, &c, 1), 0);
+	c.at_ns++;
+	CHECK(pa_msg_phase(&m, 9, &c, 1) == -1);
+	c.at_ns = 2000;
+	c.last_start_ns = 0;
+	CHECK(pa_msg_phase(&m, 9, &c, 1) == -1);
+	c.last_start_ns = 2001;
+	CHECK(pa_msg_phase(&m, 9, &c, 1) == -1);
+	c.last_start_ns = 1000;
+	c.period_ns = GQ_PHASE_PERIOD_MIN_NS - 1;
+	CHECK(pa_msg_phase(&m, 9, &c, 1) == -1);
+	c.period_ns = GQ_PHASE_PERIOD_MAX_NS + 1;
+	CHECK(pa_msg_phase(&m, 9, &c, 1) == -1);
 }
 
 /* WINDOW's checks and the next start (preempt_msg.c). */
