@@ -35,8 +35,13 @@
 #define LCBUSY_ALPHA 0.3
 /* An interval shorter than this is folded into the next one. */
 #define LCBUSY_MIN_INTERVAL_NS 100000000ull
-/* No report for this long: the reading is unknown (no verdict). */
-#define LCBUSY_STALE_US (4ull * GQ_ACTIVITY_PERIOD_MS * 1000ull)
+/* No report for this long: the reading is unknown (no verdict). Four
+ * seconds, not one: a process whose CPU is taken (a busy node) reports
+ * late, yet launches whenever it runs. A launch-bound LC went silent for
+ * over a second on a 2-CPU machine beside four busy loops, and forgetting
+ * it put its BEs at beUs beside it for a while (the 11 % case above). A
+ * process that is gone is forgotten at once (its connection ends). */
+#define LCBUSY_STALE_US (16ull * GQ_ACTIVITY_PERIOD_MS * 1000ull)
 /* More launches per second than any process makes (a call costs tens of
  * nanoseconds even into a libcuda that does nothing): a higher rate is
  * read as this one, so what the agent shows stays a plain integer. */

@@ -1550,7 +1550,7 @@ static void activity(struct agent *a, struct proc *p, uint64_t launches, double 
  * smoothed; an LC at busyLcPercent (50) is launch-bound until it falls 10
  * points under; impossible reports are dropped and counted, a launch
  * racing the library's read (up to one 200 us tail) is not impossible;
- * a second without reports forgets the reading. */
+ * four seconds without reports forget the reading. */
 static void test_launch_readings(void)
 {
 	struct agent *a = agent_new();
@@ -1673,10 +1673,27 @@ static void test_launch_readings(void)
 	activity(a, be, 20000, 480, 1500, 0);
 	activity(a, be, UINT64_MAX / 2, 480, 1600, 0);
 	CHECK(be->busy.launches_per_s > 0.3e9 - 1 && be->busy.launches_per_s <= 0.3e9 + 0.7 * 40000 + 1);
-	/* A second without a report: unknown. */
+	/* Over a second without a report (a process whose CPU was taken):
+	 * the readings stay. Four seconds: unknown. */
 	fake_now += 1100000;
 	lcbusy_tick(a);
+	CHECK(lc->busy.percent >= 0 && be->busy.percent >= 0);
+	fake_now += 2900000;
+	lcbusy_tick(a);
+	CHECK(lc->busy.percent >= 0 && be->busy.percent >= 0);
+	fake_now += 100001;
+	lcbusy_tick(a);
 	CHECK(lc->busy.percent < 0 && be->busy.percent < 0);
+	/* A launch-bound LC silent for three seconds stays launch-bound. */
+	activity(a, lc, 0, 0, 20000, 0);
+	activity(a, lc, 100000, 250, 20250, 0);
+	CHECK(lc->busy.always);
+	fake_now += 3000000;
+	lcbusy_tick(a);
+	CHECK(lc->busy.always);
+	fake_now += 1100000;
+	lcbusy_tick(a);
+	CHECK(!lc->busy.always && lc->busy.percent < 0);
 	/* busyLcPercent 0: read, never judged. */
 	a->cfg->policy.busy_lc_percent = 0;
 	activity(a, lc, 0, 0, 10000, 0);
