@@ -1179,7 +1179,8 @@ def main():
     ap.add_argument("--duration-s", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--interleave", action="store_true",
-                    help="run rep 0 of every scenario, then rep 1, ... (baselines once, first)")
+                    help="run rep 0 of every scenario, then rep 1, ..., every other round "
+                         "backwards (baselines once, first)")
     ap.add_argument("--only", help="run only scenarios whose name matches this regex")
     ap.add_argument("--max-s", type=float, default=1e9,
                     help="start no new scenario after this many seconds")

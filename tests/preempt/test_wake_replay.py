@@ -82,7 +82,10 @@ def main():
     bad = os.path.join(tmp, "bad.txt")
     with open(bad, "w") as f:
         f.write("0 0 12x 5\n")
-    for args, want in (([bad], "no number in column 2"), (["--lead-us", "0", p], "bad option"),
+    long_line = os.path.join(tmp, "long.txt")
+    with open(long_line, "w") as f:
+        f.write("0 0 1000 5 " + "7" * 600 + "\n1 2000000 2000000 5\n")
+    for args, want in (([bad], "no number in column 2"), ([long_line], "line longer than"), (["--lead-us", "0", p], "bad option"),
                        (["--col", "99", p], "bad option"), (["--each", "2", p], "bad option"),
                        ([os.path.join(tmp, "none.txt")], "No such file")):
         x = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30)

@@ -51,15 +51,14 @@ static int line_start(char *line, unsigned col, unsigned long long *t)
 	return parse_u(tok, ~0ull >> 1, t) ? -1 : 0;
 }
 
-/* What the wake of the start just fed was, from the counts before and
- * after it. */
-static const char *what(const struct pa_wake_pred *b, int held)
+/* What the wake of the start just fed was, from the counts before it. */
+static const char *what(rm_u64 hits, rm_u64 wasted, rm_u64 early, int held)
 {
-	if (P.hits > b->hits)
+	if (P.hits > hits)
 		return "hit";
-	if (P.wasted > b->wasted)
+	if (P.wasted > wasted)
 		return "wasted";
-	if (P.early > b->early)
+	if (P.early > early)
 		return "beaten";
 	return held ? "held" : "none";
 }
@@ -80,6 +79,12 @@ static int replay(const char *path, unsigned col, rm_u64 lead, int each)
 		int r;
 
 		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			fprintf(stderr, "wake_replay: %s:%llu: line longer than %zu bytes\n", path,
+				lineno, sizeof(line) - 2);
+			fclose(f);
+			return -1;
+		}
 		r = line_start(line, col, &t);
 		if (r > 0)
 			continue;
@@ -97,16 +102,17 @@ static int replay(const char *path, unsigned col, rm_u64 lead, int each)
 		 * exactly at its target, if the target is before the start;
 		 * one the start beat is recorded as the thread would. */
 		{
-			rm_u64 target = pa_wake_pred_target(&P, lead);
-			struct pa_wake_pred before;
+			rm_u64 target = pa_wake_pred_target(&P, lead), hits, wasted, early;
 			int held = P.hold != 0;
 
 			if (target && target <= t)
 				pa_wake_pred_woken(&P, target);
-			before = P;
+			hits = P.hits;
+			wasted = P.wasted;
+			early = P.early;
 			pa_wake_pred_start(&P, t, 0, 0);
 			if (each)
-				printf("%llu %s\n", n, what(&before, held));
+				printf("%llu %s\n", n, what(hits, wasted, early, held));
 		}
 		n++;
 	}
