@@ -60,8 +60,10 @@ def main():
     if b["stops"] < 2 or b["wasted"] < 2 or b["woken"] >= s["woken"] or b["woken"] < 0.9:
         fail(f"late bursts: {b} (steady {s})")
     # A real micro LC's trace from the perf log: read, and the counts add up.
-    tgz = os.path.join(src, "docs/perf-log/raw/2026-11-26-wake-soak/run5-traces.tgz")
-    with tarfile.open(tgz) as t, \
+    # (scripts/perf-data: the day's archive holds the run's own archive.)
+    day = os.path.join(src, "docs/perf-log/raw-2026-11-26.tar.xz")
+    with tarfile.open(day) as d, \
+            tarfile.open(fileobj=d.extractfile("raw/2026-11-26-wake-soak/run5-traces.tgz")) as t, \
             open(os.path.join(tmp, "trace-micro-gq-default-1xfill-0.txt"), "wb") as out:
         out.write(t.extractfile("trace-micro-gq-default-1xfill-0.txt").read())
     r = replay(exe, "--lead-us", "100", os.path.join(tmp, "trace-micro-gq-default-1xfill-0.txt"))
