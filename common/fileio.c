@@ -66,20 +66,14 @@ ssize_t fileio_read_buf(const char *path, char *buf, size_t n)
 }
 
 /* The buffer grows from 4 KiB as the file does: most files read here are
- * small, a few (a process's environ) may be large. */
-static char *read_grow(const char *path, size_t max, int cut, size_t *len)
+ * small, a few (a process's environ) may be large. fd is left open. */
+static char *read_grow_fd(int fd, size_t max, int cut, size_t *len)
 {
 	size_t cap = max < 4096 ? max : 4096, n = 0;
 	char *buf = malloc(cap + 2);
-	int fd;
 
 	if (!buf)
 		return NULL;
-	fd = open_ro(path);
-	if (fd < 0) {
-		free(buf);
-		return NULL;
-	}
 	for (;;) {
 		ssize_t r;
 
@@ -87,14 +81,12 @@ static char *read_grow(const char *path, size_t max, int cut, size_t *len)
 			char *nb = cap >= max ? NULL : realloc(buf, (cap * 2 < max ? cap * 2 : max) + 2);
 
 			if (!nb && cap < max) {
-				close(fd);
 				free(buf);
 				errno = ENOMEM;
 				return NULL;
 			}
 			if (!nb) {
 				if (!cut) {
-					close(fd);
 					free(buf);
 					errno = EFBIG;
 					return NULL;
@@ -107,19 +99,37 @@ static char *read_grow(const char *path, size_t max, int cut, size_t *len)
 		}
 		r = read_full(fd, buf + n, cap + 1 - n);
 		if (r < 0) {
-			close_keep_errno(fd);
+			int e = errno;
+
 			free(buf);
+			errno = e;
 			return NULL;
 		}
 		n += (size_t)r;
 		if (n < cap + 1)
 			break; /* its end */
 	}
-	close(fd);
 	buf[n] = '\0';
 	if (len)
 		*len = n;
 	return buf;
+}
+
+static char *read_grow(const char *path, size_t max, int cut, size_t *len)
+{
+	int fd = open_ro(path);
+	char *buf;
+
+	if (fd < 0)
+		return NULL;
+	buf = read_grow_fd(fd, max, cut, len);
+	close_keep_errno(fd);
+	return buf;
+}
+
+char *fileio_read_fd(int fd, size_t max, size_t *len)
+{
+	return read_grow_fd(fd, max, 0, len);
 }
 
 char *fileio_read(const char *path, size_t max, size_t *len)

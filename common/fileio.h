@@ -16,6 +16,10 @@
  * open's or read's, EFBIG when it holds more than max bytes, ENOMEM. */
 char *fileio_read(const char *path, size_t max, size_t *len);
 
+/* The same from an open fd (the caller opened and checked it, and closes
+ * it), read from its current offset. */
+char *fileio_read_fd(int fd, size_t max, size_t *len);
+
 /* The same, but a file longer than max is cut at max bytes: for files
  * (/proc's environ, cgroup) where what is looked for comes first. */
 char *fileio_read_head(const char *path, size_t max, size_t *len);

@@ -10,6 +10,10 @@
  * written before set-class answers (state_flush). <state-dir>/lock is held
  * for the agent's lifetime, so one state directory has one agent. Does not
  * own what the file says (state.c).
+ *
+ * The directory is refused unless only root (or the agent's own user) can
+ * write in it, and nothing in it is opened through a symbolic link or
+ * read unless it is a regular file (docs/privileges.md, "State files").
  */
 #include "agent/io/statefile.h"
 #include "agent/io/io.h"
@@ -51,7 +55,12 @@ static int state_write(const struct agent *a, const char *text)
 	int fd, rc = -1;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", a->state_path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* A temp file left by a crash (or anything else at that name: a
+	 * symlink, a FIFO) goes; the new one is ours alone, never a file
+	 * reached through a link. */
+	if (unlink(tmp) != 0 && errno != ENOENT)
+		log_warn("%s: cannot remove it: %s", tmp, strerror(errno));
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		log_error("%s: %s", tmp, strerror(errno));
 		return -1;
@@ -122,16 +131,51 @@ static void on_state_timer(struct loop_timer *t)
 }
 
 
+/* The state file's text, or NULL with errno (ENOENT: none yet) after
+ * saying why it cannot be read. Opened without following a link and
+ * without blocking (a FIFO would wait for a writer for ever), and read
+ * only if it is a regular file. */
+static char *state_read(const char *path)
+{
+	struct stat st;
+	char *s;
+	int fd;
+
+	do
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			log_warn("%s: a symbolic link, not read; starting without overrides", path);
+		else if (errno != ENOENT)
+			log_warn("%s: %s; starting without overrides", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0) {
+		log_warn("%s: fstat: %s; starting without overrides", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		log_warn("%s: not a regular file (mode 0%o), not read; starting without overrides",
+			 path, (unsigned)st.st_mode);
+		close(fd);
+		return NULL;
+	}
+	s = fileio_read_fd(fd, STATE_MAX, NULL);
+	if (!s)
+		log_warn("%s: %s; starting without overrides", path, strerror(errno));
+	close(fd);
+	return s;
+}
+
 int state_load(struct agent *a)
 {
-	char *s = fileio_read(a->state_path, STATE_MAX, NULL);
+	char *s = state_read(a->state_path);
 
 	a->io->sf.loaded = 1;
-	if (!s) {
-		if (errno != ENOENT)
-			log_warn("%s: %s; starting without overrides", a->state_path, strerror(errno));
+	if (!s)
 		return 0;
-	}
 	if (state_parse(a, s, a->state_path) != 0) {
 		log_warn("%s: not a gpuqos state file; starting without overrides", a->state_path);
 		free(s);
@@ -174,6 +218,20 @@ static int state_dir_check(const char *dir)
 		log_error("state dir %s: not a directory", dir);
 		return -1;
 	}
+	/* Whoever may write in it may plant the files the agent opens as
+	 * root: only root (or the agent's own user) may. */
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		log_error("state dir %s: owned by uid %u; it must be owned by root (or by the "
+			  "agent's own uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		log_error("state dir %s: writable by %s (mode 0%03o); it must be writable by its "
+			  "owner only (chmod go-w %s)", dir,
+			  (st.st_mode & S_IWOTH) ? "others" : "its group",
+			  (unsigned)(st.st_mode & 07777), dir);
+		return -1;
+	}
 	if (statfs(dir, &sfs) != 0) {
 		log_error("state dir %s: statfs: %s", dir, strerror(errno));
 		return -1;
@@ -207,12 +265,18 @@ static long state_lock_holder(int fd)
 static int state_lock(struct agent *a)
 {
 	char path[4200], pid[32];
+	struct stat st;
 	int fd, n;
 
 	snprintf(path, sizeof(path), "%s/lock", a->opt.state_dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
 	if (fd < 0) {
 		log_error("state dir lock %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		log_error("state dir lock %s: not a regular file; remove it", path);
+		close(fd);
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

@@ -599,7 +599,60 @@ def t_proc_blocked(make_agent):
         sim.wait(10)
 
 
+def t_state_files(make_agent):
+    """What others could plant in the state directory changes nothing: a
+    symlink at the temp file's name or at state.json leaves its target
+    alone, a FIFO state.json does not hang start-up, and a directory
+    others can write in (or someone else owns) is refused with a sentence."""
+    a = make_agent(config())
+    a.start()
+    check(a.stop() == 0, "first start made the state dir")
+    victim = os.path.join(a.dir, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    tmp, state = os.path.join(a.state, "state.json.tmp"), os.path.join(a.state, "state.json")
+    for name in (tmp, state):
+        if os.path.lexists(name):
+            os.unlink(name)
+    os.symlink(victim, tmp)
+    os.symlink(victim, state)
+    a.start()
+    n = a.counters().get("stateWrites", 0)
+    p = a.peer()
+    standard_process(p)
+    wait_for(lambda: a.counters().get("stateWrites", 0) > n, "state.json written for the peer")
+    with open(victim) as f:
+        check(f.read() == "precious\n", "the symlinks' target untouched")
+    check(not os.path.islink(state) and os.path.isfile(state), "state.json is a file of its own")
+    check(not os.path.lexists(tmp), "no temp file left")
+    check(any(q["pid"] == p.pid for q in state_file(a)["peers"]), "state.json holds the peer")
+    log = open(os.path.join(a.dir, "agent.log")).read()
+    check("state.json: a symbolic link, not read" in log, "the link at state.json is said")
+    p.close()
+    check(a.stop() == 0, "agent exited")
+    os.unlink(state)
+    os.mkfifo(state)
+    a.start()  # waits for the ctl socket: a hung start-up fails here
+    check(a.list()["ok"], "started beside a FIFO state.json")
+    log = open(os.path.join(a.dir, "agent.log")).read()
+    check("state.json: not a regular file" in log, "the FIFO is said")
+    check(a.stop() == 0, "agent exited")
+    os.unlink(state)
+    for mode, want in ((0o777, "writable by others (mode 0777)"),
+                       (0o775, "writable by its group (mode 0775)")):
+        os.chmod(a.state, mode)
+        refused(agent_cmd(a), want, "state dir mode %o" % mode)
+    os.chmod(a.state, 0o755)
+    if os.geteuid() == 0:
+        os.chown(a.state, 65534, 65534)
+        refused(agent_cmd(a), "owned by uid 65534", "state dir of another user")
+        os.chown(a.state, 0, 0)
+    a.start()
+    check(a.list()["ok"], "starts again once the directory is fixed")
+
+
 TESTS = {"proc_blocked": t_proc_blocked, "state_burst": t_state_burst, "state_lock": t_state_lock, "bad_paths": t_bad_paths,
+         "state_files": t_state_files,
          "ctl_limits": t_ctl_limits}
 
 if __name__ == "__main__":
