@@ -39,8 +39,9 @@ enum gq_type {
 	GQ_PHASE = 10,   /* P->A: the period and last start of its requests */
 	GQ_WINDOW = 11,  /* A->P: keep this BE off the GPU around an LC's requests */
 	GQ_WINDOW_STATE = 12, /* P->A: the schedule it runs, after each WINDOW */
+	GQ_REFUSED = 13,  /* A->P: not admitted; the connection closes after it */
 };
-#define GQ_TYPE_MAX GQ_WINDOW_STATE
+#define GQ_TYPE_MAX GQ_REFUSED
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -329,6 +330,23 @@ _Static_assert(sizeof(struct gq_window_state) == 48, "gq_window_state");
 /* start_ns further than this from the library's clock: not a start. */
 #define GQ_WINDOW_START_SLACK_NS 10000000000ull
 
+/* A did not admit this connection (docs/protocol.md, "Admission"): it
+ * closes right after this message, before or instead of POLICY. P tries
+ * again no sooner than retry_after_ms, and backs off further (doubling)
+ * while refusals continue; a P that predates the type ignores it as
+ * unknown and sees only the close. */
+struct gq_refused {
+	struct gq_hdr hdr;
+	rm_u32 reason;         /* GQ_REFUSED_*: for P's log only */
+	rm_u32 retry_after_ms; /* 0: P's own backoff alone */
+};
+_Static_assert(sizeof(struct gq_refused) == 24, "gq_refused");
+#define GQ_REFUSED_FULL 1u   /* A holds as many connections as it takes */
+#define GQ_REFUSED_SHARE 2u  /* its pod (Kubernetes) or uid (standalone) holds its share */
+#define GQ_REFUSED_UNREAD 3u /* A could not read its process's /proc now */
+/* P waits at most this long between refused attempts, whatever A asks. */
+#define GQ_REFUSED_RETRY_MAX_MS 30000u
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -357,6 +375,8 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_window);
 	case GQ_WINDOW_STATE:
 		return sizeof(struct gq_window_state);
+	case GQ_REFUSED:
+		return sizeof(struct gq_refused);
 	default:
 		return 0;
 	}

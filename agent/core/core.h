@@ -74,8 +74,12 @@ void core_clock_install(uint64_t (*now_us)(void));
 #define AGENT_CLAIMS_PER_UID 1024u
 #define AGENT_TSGS_MAX 8192u
 /* Connected preempt agents: each holds one fd of the agent. The total is
- * further held below the fd limit (RLIMIT_NOFILE) minus AGENT_FD_RESERVE. */
-#define AGENT_PEERS_PER_UID 256u
+ * further held below the fd limit (RLIMIT_NOFILE) minus AGENT_FD_RESERVE.
+ * A key is a pod in Kubernetes mode (a process in no pod: its uid), a uid
+ * standalone; of each limit an eighth is kept for LCs (peer.c). A refused
+ * one is told to wait AGENT_REFUSED_RETRY_MS at least (GQ_REFUSED). */
+#define AGENT_PEERS_PER_KEY 256u
+#define AGENT_REFUSED_RETRY_MS 1000u
 #define AGENT_PEERS_MAX 768u
 #define AGENT_FD_RESERVE 128u
 /* Log lines a process can cause: AGENT_PROC_LOG_BURST per window, then

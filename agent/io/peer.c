@@ -591,19 +591,91 @@ static void refuse_log(struct agent *a, const char *fmt, ...)
 	log_warn("%s", line);
 }
 
-/* 0 if one more peer of uid u may connect; else refused in words. */
-static int peer_admit(struct agent *a, pid_t pid, struct uid_use *u)
+/* Tells a connection it is not admitted, then closes it. Its preempt
+ * agent may still be sending its greeting: shut for reading first (its
+ * sends fail from here on), then drop what it sent, since closing with
+ * unread data would reset the connection before REFUSED is read. */
+static void peer_refuse(int fd, uint32_t reason)
+{
+	_Alignas(8) unsigned char drain[GQ_MSG_MAX];
+	struct gq_refused m;
+
+	memset(&m, 0, sizeof(m));
+	gq_hdr_init(&m.hdr, GQ_REFUSED, 0);
+	m.reason = reason;
+	m.retry_after_ms = AGENT_REFUSED_RETRY_MS;
+	if (send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+		log_debug("REFUSED not sent: %s", strerror(errno));
+	(void)shutdown(fd, SHUT_RD);
+	while (recv(fd, drain, sizeof(drain), MSG_DONTWAIT) > 0)
+		;
+	close(fd);
+}
+
+/* What one class may take of a limit: an LC all of it, any other class
+ * all but an eighth, kept for LCs (docs/protocol.md, "Admission"). */
+static unsigned limit_for(unsigned max, int lc)
+{
+	return lc ? max : max - max / 8u;
+}
+
+/* Before its /proc is read (class and pod unknown): the agent's total,
+ * and standalone its uid's share, LCs' room included. */
+static int peer_admit_early(struct agent *a, pid_t pid, const struct uid_use *u)
 {
 	if (a->npeers >= a->peers_max) {
 		refuse_log(a, "pid %d: preempt agent refused: %u preempt agents connected, the limit; "
 			      "it runs without gpuqos", (int)pid, a->peers_max);
-		return -1;
+		return GQ_REFUSED_FULL;
 	}
-	if (u->peers >= AGENT_PEERS_PER_UID) {
+	if (!a->kube && u->peers >= AGENT_PEERS_PER_KEY) {
 		refuse_log(a, "pid %d: preempt agent refused: uid %u has %u preempt agents connected, "
 			      "the limit per uid; it runs without gpuqos", (int)pid, (unsigned)u->uid,
-			   AGENT_PEERS_PER_UID);
-		return -1;
+			   AGENT_PEERS_PER_KEY);
+		return GQ_REFUSED_SHARE;
+	}
+	return 0;
+}
+
+/* Connected peers that share p's key: its pod's in Kubernetes mode (a
+ * process in no pod: its uid's), its uid's standalone; p's own earlier
+ * connection, which p replaces, not counted. */
+static unsigned peers_of_key(const struct agent *a, const struct proc *p, const struct uid_use *u)
+{
+	unsigned n = 0;
+
+	if (!a->kube || !p->pod_uid[0])
+		return u->peers - (p->peer && p->uid == u);
+	for (const struct peer *q = a->peers; q; q = q->next)
+		n += q->proc != p && strcmp(q->proc->pod_uid, p->pod_uid) == 0;
+	return n;
+}
+
+/* Once its class is known: 0 if p may connect; else the GQ_REFUSED_*
+ * reason, said in words. */
+static int peer_admit(struct agent *a, const struct proc *p, const struct uid_use *u)
+{
+	int lc = p->cls == CLASS_LC;
+	unsigned total = a->npeers - (p->peer != NULL), key = peers_of_key(a, p, u);
+	unsigned max = limit_for(a->peers_max, lc), key_max = limit_for(AGENT_PEERS_PER_KEY, lc);
+
+	if (total >= max) {
+		refuse_log(a, "pid %d: preempt agent refused: %u preempt agents connected, the limit "
+			      "for class %s (%u of %u are kept for LCs); it runs without gpuqos",
+			   (int)p->pid, total, class_name(p->cls), a->peers_max - limit_for(a->peers_max, 0),
+			   a->peers_max);
+		return GQ_REFUSED_FULL;
+	}
+	if (key >= key_max) {
+		if (a->kube && p->pod_uid[0])
+			refuse_log(a, "pid %d: preempt agent refused: pod %s has %u preempt agents "
+				      "connected, the limit per pod for class %s; it runs without gpuqos",
+				   (int)p->pid, p->pod_uid, key, class_name(p->cls));
+		else
+			refuse_log(a, "pid %d: preempt agent refused: uid %u has %u preempt agents "
+				      "connected, the limit per uid for class %s; it runs without gpuqos",
+				   (int)p->pid, (unsigned)u->uid, key, class_name(p->cls));
+		return GQ_REFUSED_SHARE;
 	}
 	return 0;
 }
@@ -627,6 +699,7 @@ static void peer_accept_one(struct agent *a, int fd)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct uid_use *u;
+	int reason;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
 		log_warn("peer without credentials refused: %s", strerror(errno));
@@ -634,8 +707,13 @@ static void peer_accept_one(struct agent *a, int fd)
 		return;
 	}
 	u = uid_use_get(a, cred.uid);
-	if (!u || peer_admit(a, cred.pid, u) != 0) {
+	if (!u) {
 		close(fd);
+		return;
+	}
+	reason = peer_admit_early(a, cred.pid, u);
+	if (reason) {
+		peer_refuse(fd, (uint32_t)reason);
 		return;
 	}
 	/* ---- procinfo hook: the facts of its process are read off the loop
@@ -645,7 +723,7 @@ static void peer_accept_one(struct agent *a, int fd)
 	    0) {
 		log_warn("pid %d: preempt agent refused: its /proc cannot be read now (%s)",
 			 (int)cred.pid, errno == EPIPE ? "every reader is stuck" : "too many waiting");
-		close(fd);
+		peer_refuse(fd, GQ_REFUSED_UNREAD);
 	}
 }
 
@@ -661,16 +739,16 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	struct proc *old;
 	struct peer_conn *conn;
 	struct peer *p;
+	int reason;
 
 	if (!pi) {
 		/* Its process exited, /proc is not ours to read, or it holds it. */
 		log_warn("pid %d: preempt agent refused: %s", (int)pid, why);
-		close(fd);
+		peer_refuse(fd, GQ_REFUSED_UNREAD);
 		return;
 	}
-	/* Admitted again: others may have been accepted while it waited. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-	    !(u = uid_use_get(a, cred.uid)) || peer_admit(a, pid, u) != 0) {
+	    !(u = uid_use_get(a, cred.uid))) {
 		close(fd);
 		return;
 	}
@@ -697,7 +775,20 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 		return;
 	}
 	p->proc = proc_attach(a, pid, pi);
-	if (!p->proc || loop_add(&a->io->loop, &conn->w, EPOLLIN | EPOLLRDHUP) != 0) {
+	if (!p->proc) {
+		close(fd);
+		free(p);
+		return;
+	}
+	/* Admitted again, now by its class and pod: others may have been
+	 * accepted while it waited. The process stays known either way. */
+	reason = peer_admit(a, p->proc, u);
+	if (reason) {
+		peer_refuse(fd, (uint32_t)reason);
+		free(p);
+		return;
+	}
+	if (loop_add(&a->io->loop, &conn->w, EPOLLIN | EPOLLRDHUP) != 0) {
 		close(fd);
 		free(p);
 		return;
@@ -789,7 +880,9 @@ int peer_listen(struct agent *a)
 		return -1;
 	a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	a->peers_max = peers_limit();
-	log_info("preempt agents: listening on %s (at most %u, %u per uid)", a->opt.socket,
-		 a->peers_max, AGENT_PEERS_PER_UID);
+	log_info("preempt agents: listening on %s (at most %u, %u per %s; %u and %u of them kept "
+		 "for LCs)", a->opt.socket, a->peers_max, AGENT_PEERS_PER_KEY, a->kube ? "pod" : "uid",
+		 a->peers_max - limit_for(a->peers_max, 0),
+		 AGENT_PEERS_PER_KEY - limit_for(AGENT_PEERS_PER_KEY, 0));
 	return 0;
 }

@@ -37,7 +37,9 @@
 #include "preempt_wake.h"
 
 #define PA_BACKOFF_MIN_MS 50u
-#define PA_BACKOFF_MAX_MS 2000u
+#define PA_BACKOFF_MAX_MS 2000u /* no agent, or one that closed before POLICY */
+/* Refused (GQ_REFUSED): from the agent's retry-after, doubling to this. */
+#define PA_REFUSED_BACKOFF_MAX_MS GQ_REFUSED_RETRY_MAX_MS
 #define PA_SEND_TIMEOUT_S 1     /* a stuck agent must not stall us forever */
 #define PA_RECV_BATCH 64        /* then flush our own queue before reading on */
 #define PA_THREAD_STACK (128u * 1024u)
@@ -61,6 +63,10 @@ static int pa_phase_on;
 static int pa_span_on;
 static int pa_wake_sent;
 static struct pa_wake_counts pa_wake_last;
+/* This connection's answer: a POLICY (admitted), or a REFUSED and the
+ * wait it asked for. Only an admitted connection resets the backoff. */
+static int pa_admitted, pa_refused;
+static unsigned pa_retry_after_ms;
 
 /* ---- small helpers ---- */
 
@@ -438,10 +444,25 @@ static void pa_policy_wake(const struct gq_policy *p)
 	pa_wake_policy(lead, hold);
 }
 
+static const char *pa_refused_why(rm_u32 reason)
+{
+	switch (reason) {
+	case GQ_REFUSED_FULL:
+		return "it holds as many connections as it takes";
+	case GQ_REFUSED_SHARE:
+		return "this pod or user holds its share of connections";
+	case GQ_REFUSED_UNREAD:
+		return "it could not read this process's /proc now";
+	default:
+		return "no reason it names";
+	}
+}
+
 static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 {
 	const struct gq_hdr *h = buf;
 	const struct gq_policy *p = buf;
+	const struct gq_refused *rf = buf;
 	enum gq_check ck = gq_msg_check(buf, n);
 
 	if (ck != GQ_CHECK_OK) {
@@ -451,7 +472,14 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		return 0;
 	}
 	switch (h->type) {
+	case GQ_REFUSED:
+		pa_refused = 1;
+		pa_retry_after_ms = rf->retry_after_ms;
+		pa_info("the node agent refused this connection (%s); running without it",
+			pa_refused_why(rf->reason));
+		return -1;
 	case GQ_POLICY:
+		pa_admitted = 1;
 		atomic_store(&pa.policy_gr_us, p->gr_timeslice_us);
 		atomic_store(&pa.policy_copy_us, p->copy_timeslice_us);
 		if (atomic_load(&pa.policy_phase) != PA_POLICY_READY)
@@ -607,14 +635,32 @@ static void pa_serve(int s)
 	}
 }
 
+/* The wait before the next attempt, from the one before (docs/protocol.md,
+ * "Admission"): the shortest after a connection the agent admitted; after
+ * a refusal at least what the agent asked, and twice the last wait while
+ * refusals go on; otherwise (no agent, or a close before POLICY) doubling
+ * to PA_BACKOFF_MAX_MS. A greeting that went out no longer resets it. */
+static unsigned pa_next_backoff(unsigned backoff)
+{
+	unsigned max = pa_refused ? PA_REFUSED_BACKOFF_MAX_MS : PA_BACKOFF_MAX_MS;
+
+	if (pa_admitted)
+		return PA_BACKOFF_MIN_MS;
+	if (pa_refused && backoff < pa_retry_after_ms)
+		backoff = pa_retry_after_ms;
+	return backoff > max ? max : backoff;
+}
+
 static void *conn_thread_main(void *unused)
 {
-	unsigned backoff = PA_BACKOFF_MIN_MS;
+	unsigned backoff = PA_BACKOFF_MIN_MS, wait;
 	int s;
 
 	(void)unused;
 	pa_rand = pa_now_ns() ^ ((rm_u64)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	for (;;) {
+		pa_admitted = 0;
+		pa_refused = 0;
 		s = pa_open();
 		if (s < 0)
 			pa_policy_phase_set(PA_POLICY_DOWN);
@@ -622,15 +668,23 @@ static void *conn_thread_main(void *unused)
 			pa_policy_phase_set(PA_POLICY_PENDING);
 			if (pa_greet(s) == 0) {
 				pa_gate_conn_up();
-				backoff = PA_BACKOFF_MIN_MS;
 				pa_serve(s);
+			} else {
+				/* A refusal may wait in the socket behind the
+				 * greeting's failed send. */
+				(void)pa_receive(s);
 			}
 			pa_window_stop("ended (the node agent went away)");
 			pa_gate_conn_down();
 			pa_drop(s);
 		}
-		pa_sleep_gated(backoff + pa_jitter(backoff));
-		backoff = backoff * 2 > PA_BACKOFF_MAX_MS ? PA_BACKOFF_MAX_MS : backoff * 2;
+		wait = pa_next_backoff(backoff);
+		if (pa_refused)
+			pa_info("next try in %u ms (refused)", wait);
+		else
+			pa_debug("next try in %u ms", wait);
+		pa_sleep_gated(wait + pa_jitter(wait));
+		backoff = wait * 2;
 	}
 	return NULL;
 }

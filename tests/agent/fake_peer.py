@@ -18,8 +18,8 @@ import time
 # The protocol's one Python codec (tests/lib; PYTHONPATH comes from ctest
 # through the harness's environment).
 from gpuqos_test import gq_proto
-from gpuqos_test.gq_proto import (COMMAND, HELLO, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, RESULT,
-                                  SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
+from gpuqos_test.gq_proto import (COMMAND, HELLO, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, REFUSED,
+                                  RESULT, SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
 
 
 class Peer:
@@ -138,6 +138,12 @@ class Peer:
             self.emit(ev="window", **{k: w[k] for k in (
                 "flags", "device_instance", "period_ns", "start_ns", "sent_ns", "before_us",
                 "after_us", "lease_ms", "reserved")})
+        elif mtype == REFUSED:
+            r = gq_proto.parse(data)
+            self.emit(ev="refused", reason=r["reason"], retry_after_ms=r["retry_after_ms"])
+            # As the library does: no sooner than the agent asked.
+            self.disconnect()
+            self.next_try = time.monotonic() + r["retry_after_ms"] / 1000.0
         else:
             self.emit(ev="unexpected", type=mtype)
 

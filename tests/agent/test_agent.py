@@ -802,13 +802,14 @@ def t_claim_flood(make_agent):
 
 
 def t_peer_limit(make_agent):
-    """At most 256 preempt agents per uid: the next is refused in words,
-    not with a misleading /proc line."""
+    """At most 256 preempt agents per uid, of which a BE may take 224 (the
+    rest are kept for LCs): the next BE is refused in words, not with a
+    misleading /proc line."""
     a = make_agent(config())
     a.start()
     kids = []
     try:
-        for _ in range(257):
+        for _ in range(225):
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
@@ -822,10 +823,10 @@ def t_peer_limit(make_agent):
             os.read(r, 1)
             os.close(r)
             kids.append(pid)
-        wait_for(lambda: len([p for p in a.list()["processes"] if p["connected"]]) == 256,
-                 "256 connected", timeout=20)
+        wait_for(lambda: len([p for p in a.list()["processes"] if p["connected"]]) == 224,
+                 "224 connected", timeout=20)
         log = open(os.path.join(a.dir, "agent.log")).read()
-        wait_for(lambda: "has 256 preempt agents connected, the limit per uid" in
+        wait_for(lambda: "has 224 preempt agents connected, the limit per uid for class best-effort" in
                  open(os.path.join(a.dir, "agent.log")).read(), "refusal logged")
         check("unreadable" not in log, "no misleading /proc line")
         check(a.counters()["peersRefused"] >= 1, "counted: %r" % a.counters())
@@ -839,6 +840,36 @@ def t_peer_limit(make_agent):
         for k in kids:
             os.kill(k, signal.SIGKILL)
             os.waitpid(k, 0)
+
+
+def t_peer_lc_room(make_agent):
+    """Of the agent's room for preempt agents an eighth is kept for LCs:
+    with room for 8 (RLIMIT_NOFILE 136, less the 128 kept), 12 BE processes
+    take 7 and the other 5 are told REFUSED (with a retry-after) before the
+    close; an LC that comes after them is admitted."""
+    from gpuqos_test.gq_proto import REFUSED_FULL
+    a = make_agent(config(), prefix=["prlimit", "--nofile=136:136", "--"])
+    a.start()
+    bes = [a.peer() for _ in range(12)]
+    wait_for(lambda: all(p.evs("policy") or p.evs("refused") for p in bes),
+             "every BE admitted or refused", timeout=30)
+    admitted = [p for p in bes if p.evs("policy")]
+    refused = [p for p in bes if not p.evs("policy")]
+    check(len(admitted) == 7 and len(refused) == 5,
+          "7 BEs admitted, 5 refused: %d, %d" % (len(admitted), len(refused)))
+    for p in refused:
+        r = p.evs("refused")[0]
+        check(r["reason"] == REFUSED_FULL and r["retry_after_ms"] == 1000, "REFUSED: %r" % r)
+    lc = a.peer(env=LC_ENV)
+    wait_for(lambda: lc.evs("policy") or lc.evs("refused"), "the LC answered", timeout=30)
+    check(lc.evs("policy") and not lc.evs("refused"), "the LC admitted: %r" % lc.events[-3:])
+    procs = {q["pid"]: q for q in a.list()["processes"]}
+    check(procs[lc.pid]["connected"] and procs[lc.pid]["class"] == "latency-critical",
+          "the LC connected as an LC: %r" % procs[lc.pid])
+    check(sum(1 for q in procs.values() if q["connected"]) == 8, "8 connected")
+    log = open(os.path.join(a.dir, "agent.log")).read()
+    check("the limit for class best-effort (1 of 8 are kept for LCs)" in log,
+          "the refusal says why")
 
 
 def t_log_flood(make_agent):
@@ -1629,7 +1660,7 @@ TESTS = {
     "sighup": t_sighup, "ctl_malformed": t_ctl_malformed, "preempt": t_preempt,
     "interleave": t_interleave, "options": t_options, "valgrind": t_valgrind,
     "belief_latest": t_belief_latest, "claims": t_claims, "claim_flood": t_claim_flood,
-    "peer_limit": t_peer_limit, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
+    "peer_limit": t_peer_limit, "peer_lc_room": t_peer_lc_room, "log_flood": t_log_flood, "restart_idle": t_restart_idle,
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
     "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,

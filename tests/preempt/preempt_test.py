@@ -35,7 +35,8 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   WINDOW_STATE_F_ON, WINDOW_STATE_F_REFUSED,
                                   F_SPAN, POLICY_F_SPAN, PHASE_F_SPAN,
                                   WINDOW_BEFORE_MAX_US, WINDOW_LEASE_MAX_MS,
-                                  VERSION, command, hdr, policy, wake_word)
+                                  VERSION, command, hdr, policy, wake_word,
+                                  REFUSED_SHARE, REFUSED_RETRY_MAX_MS, refused)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
 CLIENT = 0xC1D00000
@@ -389,6 +390,60 @@ def sc_reconnect(args, tmp):
     conn.take(TSG, lambda d: d["h_tsg"] == 0x5E000005)
     w.finish()
 
+
+def logged_waits(w, n, timeout=20.0):
+    """The first n waits before a next try the library logged (stderr), each
+    as (ms, refused)."""
+    pat = re.compile(r"next try in (\d+) ms( \(refused\))?")
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(w.stderr_path, "rb") as f:
+            got = [(int(m.group(1)), bool(m.group(2)))
+                   for m in pat.finditer(f.read().decode(errors="replace"))]
+        if len(got) >= n:
+            return got[:n]
+        check(time.monotonic() < deadline, "only %d waits logged: %r" % (len(got), got))
+        time.sleep(0.05)
+
+
+def greet_and(agent, answer):
+    """Accepts the next connection, reads its greeting and answers it:
+    REFUSED (answer: retry-after ms), POLICY ("policy") or a bare close
+    (None)."""
+    c = agent.accept(timeout=40)
+    c.take(HELLO)
+    c.take(SYNCED)
+    if answer == "policy":
+        c.send(policy(0, 0))
+        c.barrier(90)
+    elif answer is not None:
+        c.send(refused(REFUSED_SHARE, answer))
+    c.close()
+
+
+def sc_refused(args, tmp):
+    """A refused connection (REFUSED, then the close) is tried again no
+    sooner than the agent asked, each further refusal doubles the wait (to
+    at most 30 s), and only an admitted connection (its POLICY) brings the
+    wait back to the shortest; a close before POLICY doubles it as well,
+    though the greeting went out (it reset the wait, and refused peers
+    retried several times a second)."""
+    agent, w, conn = setup(args, tmp, GPUQOS_LOG="debug")
+    conn.close()  # admitted: the shortest wait, 50 ms
+    for _ in range(5):
+        greet_and(agent, 100)
+    greet_and(agent, "policy")
+    greet_and(agent, 100)
+    greet_and(agent, None)
+    greet_and(agent, None)
+    greet_and(agent, REFUSED_RETRY_MAX_MS * 10)
+    waits = logged_waits(w, 10)
+    want = [(50, False), (100, True), (200, True), (400, True), (800, True), (1600, True),
+            (50, False), (100, True), (200, False), (400, False)]
+    check(waits == want, "waits before each try: %r, want %r" % (waits, want))
+    # The agent's retry-after is held to 30 s.
+    check(logged_waits(w, 11)[10] == (REFUSED_RETRY_MAX_MS, True), "retry-after capped")
+    w.kill()
 
 def sc_fork(args, tmp):
     agent, w, conn = setup(args, tmp)
@@ -1325,7 +1380,7 @@ SCENARIOS = {
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
     "wake": sc_wake, "wake_policy": sc_wake_policy, "span": sc_span, "setrace": sc_setrace,
-    "window": sc_window,
+    "window": sc_window, "refused": sc_refused,
 }
 
 

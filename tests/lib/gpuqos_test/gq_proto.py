@@ -11,9 +11,9 @@ from gpuqos_test import Failure
 MAGIC = 0x534F5147
 VERSION = 1
 (HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE,
- WINDOW, WINDOW_STATE) = range(1, 13)
+ WINDOW, WINDOW_STATE, REFUSED) = range(1, 14)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
-         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64, WINDOW_STATE: 48}
+         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64, WINDOW_STATE: 48, REFUSED: 24}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -31,6 +31,8 @@ PHASE_F_SPAN = 1
 WINDOW_F_ON = 1
 WINDOW_F_STATE = 2
 WINDOW_STATE_F_ON, WINDOW_STATE_F_REFUSED = 1, 2
+REFUSED_FULL, REFUSED_SHARE, REFUSED_UNREAD = 1, 2, 3
+REFUSED_RETRY_MAX_MS = 30000
 WINDOW_BEFORE_MAX_US, WINDOW_AFTER_MAX_US = 10000, 100000
 WINDOW_ON_MIN_PERCENT, WINDOW_LEASE_MAX_MS = 10, 2000
 POLICY_F_ACTIVITY = 1
@@ -60,6 +62,7 @@ BODIES = {
     WINDOW: ("=IIQQQIIII", "flags device_instance period_ns start_ns sent_ns before_us "
                            "after_us lease_ms reserved"),
     WINDOW_STATE: ("=IIQQQ", "flags reserved opened skipped at_ns"),
+    REFUSED: ("=II", "reason retry_after_ms"),
 }
 
 
@@ -136,6 +139,10 @@ def window_state(seq, flags, opened, skipped, at_ns, reserved=0):
 
 class BadMessage(Failure):
     """A datagram the header does not allow: a test failure."""
+
+
+def refused(reason, retry_after_ms, seq=0):
+    return hdr(REFUSED, seq) + struct.pack("=II", reason, retry_after_ms)
 
 
 def parse(buf):
