@@ -82,4 +82,23 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -q --no-install-recommends $missing
+# Debian's prometheus package enables and starts a system prometheus.service
+# (listening on :9090). The tests never use it: each starts a Prometheus of
+# its own as a child, on a port of its own. So one this script installed is
+# stopped and disabled again, and it says so.
+case " $missing " in
+*" prometheus "*)
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+		$SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || :
+		echo "install-deps: the prometheus package's own prometheus.service is stopped and" \
+			"disabled (the tests run Prometheus as their own child);" \
+			"'systemctl enable --now prometheus' if you want it"
+	elif [ -x /etc/init.d/prometheus ]; then
+		$SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || :
+		$SUDO update-rc.d prometheus disable >/dev/null 2>&1 || :
+		echo "install-deps: the prometheus package's own service is stopped and disabled" \
+			"(the tests run Prometheus as their own child)"
+	fi
+	;;
+esac
 test_tools

@@ -40,7 +40,7 @@ import tempfile
 
 # The test library (tests/lib, PYTHONPATH from ctest): Fail and expect
 # are its Failure and check, so failures of the e2e parts are caught too.
-from gpuqos_test import Skip
+from gpuqos_test import TEST_TOOLS, Skip
 from gpuqos_test import Failure as Fail
 from gpuqos_test import check as expect
 
@@ -48,7 +48,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(SRC, "charts", "gpuqos")
-TOOLS = os.environ.get("GPUQOS_TEST_TOOLS", "/opt/gpuqos-test-tools")
+TOOLS = TEST_TOOLS
 HELM = os.path.join(TOOLS, "bin", "helm")
 NODE_MODULES = os.path.join(TOOLS, "node", "node_modules")
 SKIP = 77

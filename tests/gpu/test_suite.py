@@ -268,9 +268,40 @@ def main():
     return 0
 
 
+# The machine's own pin directory, which the agent's eBPF tracker uses by
+# default (--bpf auto): the suite's agents get one of their own instead.
+MACHINE_PINS = "/sys/fs/bpf/gpuqos"
+
+
+def unpin(build, pin):
+    """Detaches the tracer the suite's agents left pinned (they leave it
+    attached on purpose, for the next agent) and removes the folder."""
+    if not os.path.isdir(pin):
+        return
+    tool = os.path.join(build, "bpf/gpuqos-tsgtrace")
+    if os.access(tool, os.X_OK):
+        subprocess.run([tool, "--pin-dir", pin, "--unpin"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=60)
+    shutil.rmtree(pin, ignore_errors=True)
+
+
+def run():
+    build = sys.argv[sys.argv.index("--build") + 1] if "--build" in sys.argv[:-1] else ""
+    pin = "/sys/fs/bpf/gpuqos-suite-%d" % os.getpid()
+    os.environ["GPUQOS_BPF_PIN_DIR"] = pin  # suite.py's agents inherit it
+    had_machine_pins = os.path.exists(MACHINE_PINS)
+    try:
+        rc = main()
+        check(had_machine_pins or not os.path.exists(MACHINE_PINS),
+              f"the suite's agents pinned their tracer under the machine's own {MACHINE_PINS}")
+        return rc
+    finally:
+        unpin(build, pin)
+
+
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        sys.exit(run())
     except Failure as e:
         print(f"FAIL: {e}")
         sys.exit(1)

@@ -18,10 +18,11 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
-from gpuqos_test import SKIP, Failure, check  # noqa: E402
+from gpuqos_test import SKIP, TEST_TOOLS, Failure, check, find_tool  # noqa: E402
 from gpuqos_test import apiserver as fake_apiserver  # noqa: E402
 
 TOKEN = "kubectl-token"
+KUBECTL = None  # main: find_tool("kubectl")
 
 
 def skip(why):
@@ -45,7 +46,7 @@ class Env:
         os.mkdir(self.home)
 
     def kubectl_cmd(self, *args, token=TOKEN):
-        return ["kubectl", "--server", self.srv.url, "--certificate-authority", self.cert,
+        return [KUBECTL, "--server", self.srv.url, "--certificate-authority", self.cert,
                 "--token", token, "--request-timeout", "20s"] + list(args)
 
     def kubectl(self, *args, token=TOKEN, check=True):
@@ -167,9 +168,11 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:
         print("usage: test_kubectl.py {%s}" % ",".join(SCENARIOS))
         return 2
-    if not shutil.which("kubectl"):
-        skip("kubectl is not installed (it is not a Debian package; install it to run "
-             "the fake API server's faithfulness tests)")
+    global KUBECTL
+    KUBECTL = find_tool("kubectl")
+    if not KUBECTL:
+        skip("kubectl is neither under %s/bin nor on PATH (it is not a Debian package: "
+             "scripts/install-test-tools.sh installs it)" % TEST_TOOLS)
     if not shutil.which("openssl"):
         skip("openssl is not installed")
     with tempfile.TemporaryDirectory(prefix="gpuqos-kubectl.") as tmp:

@@ -15,6 +15,8 @@ Suites find it through PYTHONPATH, which ctest sets (ENVIRONMENT of each
 test); nothing edits sys.path. Run one by hand with
 `PYTHONPATH=tests/lib /usr/bin/python3 tests/<suite>.py ...`.
 """
+import os
+import shutil
 import time
 
 SKIP = 77  # the exit status ctest's SKIP_RETURN_CODE reports as skipped
@@ -46,3 +48,39 @@ def wait_for(pred, what="condition", timeout=15.0, step=0.02):
         if time.monotonic() >= end:
             raise Failure("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
         time.sleep(step)
+
+
+# Where scripts/install-test-tools.sh puts helm, kubectl and the chart's
+# validators (outside the checkout).
+TEST_TOOLS = os.environ.get("GPUQOS_TEST_TOOLS", "/opt/gpuqos-test-tools")
+
+
+def find_tool(name):
+    """The path of a test tool: the project's install of it
+    ($GPUQOS_TEST_TOOLS/bin, scripts/install-test-tools.sh) first, then
+    PATH; None where neither has it."""
+    own = os.path.join(TEST_TOOLS, "bin", name)
+    if os.access(own, os.X_OK):
+        return own
+    return shutil.which(name)
+
+
+def cgroup2_root(mountinfo="/proc/self/mountinfo"):
+    """The mount point of this machine's cgroup v2 tree: /sys/fs/cgroup
+    where cgroup2 is mounted alone (a stock Debian 12, systemd's unified
+    layout), /sys/fs/cgroup/unified in the hybrid layout (v1 controllers
+    beside it); None without a cgroup2 mount under /sys/fs/cgroup. Read
+    from the mount table, not guessed from paths that both layouts may
+    have."""
+    points = set()
+    with open(mountinfo) as f:
+        for line in f:
+            # ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if len(fields) >= 5 and right.split()[:1] == ["cgroup2"]:
+                points.add(fields[4])
+    for p in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if p in points:
+            return p
+    return None

@@ -19,13 +19,13 @@ import secrets
 import time
 import uuid
 
-from gpuqos_test import Skip
+from gpuqos_test import Skip, cgroup2_root
 from gpuqos_test import apiserver
 from gpuqos_test.node import Node
 
 NODE = "gpu-node-1"
 NS = "default"
-CG_V2 = "/sys/fs/cgroup/unified"
+CG_V2 = cgroup2_root()
 CG_PARENT = "kubepods.slice/kubepods-besteffort.slice"
 
 
@@ -35,8 +35,9 @@ class KubeNode(Node):
     def __init__(self, build):
         self.api = None
         self.cgroups = []
-        if not os.path.exists(os.path.join(CG_V2, "cgroup.procs")):
-            raise Skip("no cgroup v2 tree at %s" % CG_V2)
+        if not CG_V2 or not os.path.exists(os.path.join(CG_V2, "cgroup.procs")):
+            raise Skip("no cgroup v2 tree: cgroup2 is mounted neither at /sys/fs/cgroup nor at "
+                       "/sys/fs/cgroup/unified (/proc/self/mountinfo)")
         # The QoS-level parents are left as found: removed at the end only
         # if this test made them (and nothing else uses them by then).
         self.parents = [d for d in (os.path.join(CG_V2, CG_PARENT), os.path.join(CG_V2, "kubepods.slice"))
