@@ -9,6 +9,7 @@
 #define GPUQOS_AGENT_AGENT_H
 
 #include "agent/core/core.h"
+#include "agent/io/configfile.h"
 #include "agent/io/ctl.h"
 #include "agent/io/direct.h"
 #include "agent/io/io.h"

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "abi/gq_proto.h"
-#include "agent/core/policy.h"
+#include "abi/gq_run.h"
 #include "cli_opt.h"
 
 #ifndef GPUQOS_VERSION

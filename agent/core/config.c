@@ -1,25 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * config.c - loads, validates and applies the standalone policy file.
+ * config.c - validates and applies the standalone policy file.
  *
- * Owns: reading the file, the JSON format of docs/policy.md (every key,
- * type and limit), the error sentences an operator sees, and classifying a
- * process by rules. Does not own: when the file is (re)read, /proc, or the
- * decision itself (policy.c). A file is accepted whole or not at all: it is
+ * Owns: the JSON format of docs/policy.md (every key, type and limit), the
+ * error sentences an operator sees, and classifying a process by rules.
+ * Does not own: reading the file (agent/io/configfile.c) or when it is
+ * (re)read, /proc, or the decision itself (policy.c). A file is accepted whole or not at all: it is
  * parsed into a scratch copy and only a valid result reaches the caller.
  */
 #include "agent/core/config.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "abi/rm_abi.h"
 
@@ -778,69 +774,11 @@ int config_parse(const char *json_text, struct agent_config *out, char *err, siz
 	return parse_text(&x, json_text, "", out);
 }
 
-/* Reads the whole file into a NUL-terminated buffer the caller frees. */
-static int read_file(const struct ctx *x, const char *path, char **text)
-{
-	size_t len = 0, cap = CONFIG_MAX_BYTES + 1;
-	struct stat sb;
-	char *buf;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(x, NULL, "cannot be opened: %s", strerror(errno));
-	if (fstat(fd, &sb) < 0) {
-		int e = errno;
-
-		close(fd);
-		return fail(x, NULL, "cannot be examined: %s", strerror(e));
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		close(fd);
-		return fail(x, NULL, "is not a regular file");
-	}
-	buf = malloc(cap + 1);
-	if (!buf) {
-		close(fd);
-		return fail(x, NULL, "cannot be read: out of memory");
-	}
-	while (len < cap) {
-		ssize_t r = read(fd, buf + len, cap - len);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-
-			close(fd);
-			free(buf);
-			return fail(x, NULL, "cannot be read: %s", strerror(e));
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	if (len > CONFIG_MAX_BYTES) {
-		free(buf);
-		return fail(x, NULL, "is larger than %d bytes", CONFIG_MAX_BYTES);
-	}
-	/* cJSON would stop at a NUL and judge only the text before it. */
-	if (memchr(buf, '\0', len)) {
-		free(buf);
-		return fail(x, NULL, "contains a NUL byte; it must be JSON text");
-	}
-	buf[len] = '\0';
-	*text = buf;
-	return 0;
-}
-
-int config_load(const char *path, struct agent_config *out, char *err, size_t errlen)
+int config_parse_file(const char *path, const char *text, size_t len, struct agent_config *out,
+		      char *err, size_t errlen)
 {
 	char name[sizeof(out->path) + 16];
 	struct ctx x = { "policy file", err, errlen };
-	char *text = NULL;
-	int rc;
 
 	if (!path || !*path)
 		return fail(&x, NULL, "path is empty");
@@ -848,11 +786,12 @@ int config_load(const char *path, struct agent_config *out, char *err, size_t er
 		return fail(&x, NULL, "path is longer than %zu bytes", sizeof(out->path) - 1);
 	snprintf(name, sizeof(name), "policy file %s", path);
 	x.name = name;
-	if (read_file(&x, path, &text))
-		return -1;
-	rc = parse_text(&x, text, path, out);
-	free(text);
-	return rc;
+	if (len > CONFIG_MAX_BYTES)
+		return fail(&x, NULL, "is larger than %d bytes", CONFIG_MAX_BYTES);
+	/* cJSON would stop at a NUL and judge only the text before it. */
+	if (!text || memchr(text, '\0', len) || text[len] != '\0')
+		return fail(&x, NULL, "contains a NUL byte; it must be JSON text");
+	return parse_text(&x, text, path, out);
 }
 
 static int rule_matches(const struct config_rule *r, const char *cgroup, const char *exe)

@@ -80,9 +80,12 @@ struct agent_config {
 /* Everything the file may leave out; zeroes the whole struct first. */
 void config_defaults(struct agent_config *c);
 
-/* 0 on success. On any error: -1, err holds one sentence naming the file,
- * the field and what is wrong, and *out is left untouched. */
-int config_load(const char *path, struct agent_config *out, char *err, size_t errlen);
+/* The policy file at path, whose len bytes of text (NUL after them) its
+ * reader (agent/io/configfile.c) read: 0 on success. On any error: -1, err
+ * holds one sentence naming the file, the field and what is wrong, and
+ * *out is left untouched. */
+int config_parse_file(const char *path, const char *text, size_t len, struct agent_config *out,
+		      char *err, size_t errlen);
 
 /* The same from a NUL-terminated text; errors name "policy text". */
 int config_parse(const char *json_text, struct agent_config *out, char *err, size_t errlen);

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi/gq_run.h"
+
 enum qos_class {
 	CLASS_UNMANAGED = 0,
 	CLASS_BE = 1,
@@ -72,48 +74,10 @@ enum policy_several_be {
 #define POLICY_WINDOW_AFTER_MAX_US 100000u
 #define POLICY_WINDOW_OFF_PERCENT_MAX 90u
 
-/* What an LC asks for itself (docs/policy.md, "Windows"): its pod's
- * gpuqos.io/windows, or `gpuqos run --windows`. NONE: it did not ask, and
- * the node's windows.afterUs applies. */
-enum window_ask { WINDOW_ASK_NONE, WINDOW_ASK_OFF, WINDOW_ASK_AUTO, WINDOW_ASK_US };
-struct window_req {
-	enum window_ask ask;
-	uint32_t after_us; /* WINDOW_ASK_US: 1 .. POLICY_WINDOW_AFTER_MAX_US */
-};
-
-/* Parses an ask: "auto", "off", or 1 to 6 ASCII digits of us (0 is
- * "off"), nothing before or after, within POLICY_WINDOW_AFTER_MAX_US.
- * Anything else (a sign, a space, a control character, junk, out of
- * range) is -1. Inline: gpuqos run (libc only) refuses what the agent
- * would. */
-static inline int policy_window_ask_parse(const char *s, struct window_req *out)
-{
-	uint32_t v = 0;
-	size_t n = 0;
-
-	if (!s)
-		return -1;
-	if (s[0] == 'a' && s[1] == 'u' && s[2] == 't' && s[3] == 'o' && !s[4]) {
-		out->ask = WINDOW_ASK_AUTO;
-		out->after_us = 0;
-		return 0;
-	}
-	if (s[0] == 'o' && s[1] == 'f' && s[2] == 'f' && !s[3]) {
-		out->ask = WINDOW_ASK_OFF;
-		out->after_us = 0;
-		return 0;
-	}
-	for (; s[n]; n++) {
-		if (s[n] < '0' || s[n] > '9' || n == 6)
-			return -1;
-		v = v * 10u + (uint32_t)(s[n] - '0');
-	}
-	if (!n || v > POLICY_WINDOW_AFTER_MAX_US)
-		return -1;
-	out->ask = v ? WINDOW_ASK_US : WINDOW_ASK_OFF;
-	out->after_us = v;
-	return 0;
-}
+/* The windows an LC asks for itself (enum window_ask, struct window_req)
+ * and their grammar: abi/gq_run.h, shared with `gpuqos run`. */
+_Static_assert(POLICY_WINDOW_AFTER_MAX_US == GQ_WINDOW_AFTER_MAX_US,
+	       "an LC may ask for the longest window the preempt agent runs");
 
 struct policy_config {
 	uint32_t lc_timeslice_us;         /* LC TSG beside a BE */

@@ -13,9 +13,10 @@
  */
 #include "agent/io/metrics.h"
 
-#include "agent/agent.h"
 #include "agent/io/gpuinfo.h"
+#include "agent/io/io.h"
 #include "agent/io/kube_mode.h"
+#include "agent/io/tracker.h"
 #include "common/httpd.h"
 #include "common/log.h"
 #include "common/utf8.h"

@@ -15,6 +15,7 @@
 
 #include "abi/rm_abi.h"
 #include "agent/core/config.h"
+#include "agent/io/configfile.h"
 #include "tests/check.h"
 
 static char err[512];
