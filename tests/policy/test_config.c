@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "abi/rm_abi.h"
@@ -399,6 +400,12 @@ static void test_load(void)
 
 	expect_load_bad("/nonexistent/gpuqos/policy.json", "No such file");
 	expect_load_bad("/", "not a regular file");
+	/* A FIFO where the file should be is refused, not waited on. */
+	CHECK(write_file(path, "", 0) == 0);
+	unlink(path);
+	CHECK(mkfifo(path, 0600) == 0);
+	expect_load_bad(path, "not a regular file");
+	unlink(path);
 	CHECK(write_file(path, "", 0) == 0);
 	expect_load_bad(path, "empty");
 	unlink(path);
