@@ -41,7 +41,8 @@ MAY_USE = {
     "agent/io/": ["agent/core/", "agent/io/", "common/", "abi/", "bpf/", "agent/kube/",
                   "agent/kubenode/"],
     "wiring": ["agent/", "common/", "abi/", "bpf/"],
-    "agent/preempt/": ["agent/preempt/", "abi/", "common/"],
+    # Injected into every workload: libc and pthreads, nothing of common/.
+    "agent/preempt/": ["agent/preempt/", "abi/"],
     "agent/cli/": ["agent/cli/", "abi/", "common/"],
     "agent/kube/": ["agent/kube/", "common/"],
     "agent/kubenode/": ["agent/kubenode/", "common/"],
