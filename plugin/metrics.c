@@ -35,10 +35,6 @@
 #endif
 
 #define PM_MAX_RES 2 /* pres_from_config's most */
-/* The metrics port faces the pod network (docs/metrics.md, "Limits"); the
- * health port answers the kubelet's probes. */
-static const struct httpd_limits pm_metrics_limits = { 32, 8, 5 };
-static const struct httpd_limits pm_health_limits = { 16, 4, 2 };
 #define PM_TEXT_MAX (64u << 10)
 
 struct pm_res {
@@ -50,7 +46,7 @@ struct pm_res {
 };
 
 static struct {
-	struct MHD_Daemon *d, *health;
+	struct httpd *d, *health;
 	const char *mode;
 	struct pshared *sh;
 	struct pm_res r[PM_MAX_RES];
@@ -293,57 +289,31 @@ static double wall_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* One listener: -1 with err for an address that cannot be parsed; one
- * that cannot be bound is logged and the plugin runs without it. */
-static int listen_on(const char *what, const char *addr, const struct httpd_route *r,
-		     const struct httpd_limits *lim, struct MHD_Daemon **d, char *err,
-		     size_t errlen)
-{
-	char host[200];
-	unsigned port;
-
-	if (httpd_address_off(addr)) {
-		log_info("%s: off", what);
-		return 0;
-	}
-	if (httpd_split_address(addr, host, sizeof(host), &port) != 0) {
-		snprintf(err, errlen, "%s address \"%s\": " HTTPD_ADDRESS_WANT, what, addr);
-		return -1;
-	}
-	*d = httpd_start(what, host, port, r, lim);
-	if (!*d) {
-		log_error("%s: cannot serve on %s; running without it", what, addr);
-		return 0;
-	}
-	log_info("%s: serving %s%s on %s (port %u)", what, r[0].path,
-		 r == routes ? " and /healthz" : "", addr, httpd_port(*d));
-	return 0;
-}
-
 int pmetrics_start(const struct plugin_config *cfg, const struct presource *res, size_t n,
 		   struct pshared *sh, char *err, size_t errlen)
 {
+	const struct httpd_listener l[] = {
+		{ "metrics", cfg->metrics_address, routes, &httpd_metrics_limits },
+		{ "health", cfg->health_address, health_routes, &httpd_health_limits },
+	};
+	struct httpd *h[2];
+
 	PM.n = n < PM_MAX_RES ? n : PM_MAX_RES;
 	for (size_t i = 0; i < PM.n; i++)
 		PM.r[i].res = &res[i];
 	PM.sh = sh;
 	PM.mode = pcfg_mode_name(cfg->mode);
 	PM.start_wall = wall_now();
-	if (listen_on("metrics", cfg->metrics_address, routes, &pm_metrics_limits, &PM.d, err,
-		      errlen) != 0 ||
-	    listen_on("health", cfg->health_address, health_routes, &pm_health_limits, &PM.health,
-		      err, errlen) != 0) {
-		pmetrics_stop();
+	if (httpd_listen(l, 2, h, err, errlen) != 0)
 		return -1;
-	}
+	PM.d = h[0];
+	PM.health = h[1];
 	return 0;
 }
 
 void pmetrics_stop(void)
 {
-	if (PM.health)
-		MHD_stop_daemon(PM.health);
-	if (PM.d)
-		MHD_stop_daemon(PM.d); /* joins its thread: no scrape runs after */
+	httpd_stop(PM.health);
+	httpd_stop(PM.d); /* joins its threads: no scrape runs after */
 	PM.d = PM.health = NULL;
 }

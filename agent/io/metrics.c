@@ -39,13 +39,6 @@
 
 #define MT_BUCKETS 1024u
 #define MT_OUTCOMES 8u      /* distinct (op, status) counted per TSG */
-/* The metrics port faces the pod network: a scraper holds one connection,
- * a few are plenty for one address, and one that goes quiet mid-request is
- * dropped soon (docs/metrics.md, "Limits"). */
-static const struct httpd_limits mt_metrics_limits = { 64, 8, 5 };
-/* The health port answers the kubelet's probes (1 s timeout by default),
- * a request at a time per probe. */
-static const struct httpd_limits mt_health_limits = { 32, 4, 2 };
 #define MT_STALL_MIN_US 10000000ull /* /healthz: the loop silent this long */
 #define MT_PATHS 3                  /* enum path */
 #define MT_DROPS 8
@@ -103,8 +96,8 @@ enum { READY = 0, NOT_SYNCED = 1, NO_TRACKER = 2 };
 static struct {
 	char address[256];
 	char health_address[256];
-	struct MHD_Daemon *d;
-	struct MHD_Daemon *health;
+	struct httpd *d;
+	struct httpd *health;
 	pthread_mutex_t mu;   /* guards cur: held for the swap or a reference */
 	struct snap *cur;
 	atomic_int ready;     /* READY or why not */
@@ -1238,52 +1231,32 @@ void metrics_set_health_address(const char *addr)
 	snprintf(M.health_address, sizeof(M.health_address), "%s", addr ? addr : "");
 }
 
-/* One listener: -1 only for an address that cannot be parsed; one that
- * cannot be bound is logged and the agent runs without it. */
-static int listen_on(const char *what, const char *addr, const struct httpd_route *r,
-		     const struct httpd_limits *lim, struct MHD_Daemon **d)
-{
-	char host[200];
-	unsigned port;
-
-	if (httpd_address_off(addr)) {
-		log_info("%s: off", what);
-		return 0;
-	}
-	if (httpd_split_address(addr, host, sizeof(host), &port) != 0) {
-		log_error("%s: address \"%s\": " HTTPD_ADDRESS_WANT, what, addr);
-		return -1;
-	}
-	*d = httpd_start(what, host, port, r, lim);
-	if (!*d) {
-		log_error("%s: cannot serve on %s; running without it", what, addr);
-		return 0;
-	}
-	log_info("%s: serving %s%s on %s (port %u)", what, r[0].path,
-		 r == routes ? ", /healthz and /readyz" : " and /readyz", addr, httpd_port(*d));
-	return 0;
-}
-
 int metrics_start(struct agent *a)
 {
 	M.start_wall = wall_now() - (double)(now_us() - a->started_us) / 1e6;
 	atomic_store(&M.loop_us, now_us());
 	atomic_store(&M.stall_us, MT_STALL_MIN_US);
 	atomic_store(&M.ready, NOT_SYNCED);
-	if (listen_on("metrics", M.address, routes, &mt_metrics_limits, &M.d) != 0 ||
-	    listen_on("health", M.health_address, health_routes, &mt_health_limits, &M.health) != 0) {
-		metrics_stop();
+	const struct httpd_listener l[] = {
+		{ "metrics", M.address, routes, &httpd_metrics_limits },
+		{ "health", M.health_address, health_routes, &httpd_health_limits },
+	};
+	struct httpd *h[2];
+	char err[300];
+
+	if (httpd_listen(l, 2, h, err, sizeof(err)) != 0) {
+		log_error("%s", err);
 		return -1;
 	}
+	M.d = h[0];
+	M.health = h[1];
 	return 0;
 }
 
 void metrics_stop(void)
 {
-	if (M.health)
-		MHD_stop_daemon(M.health);
-	if (M.d)
-		MHD_stop_daemon(M.d); /* joins its thread: no scrape runs after */
+	httpd_stop(M.health);
+	httpd_stop(M.d); /* joins its threads: no scrape runs after */
 	M.d = M.health = NULL;
 	snap_unref(M.cur);
 	M.cur = NULL;

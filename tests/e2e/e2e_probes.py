@@ -6,10 +6,13 @@
                  metrics on one port and /healthz, /readyz on the health
                  listener: 40 slow clients on the metrics port (each sends
                  a header byte every 2 s, reconnecting when dropped) for
-                 60 s. The metrics port is full for their address but
-                 still serves a scrape from another address, and at least
-                 99 % of the health probes made meanwhile (one every 0.5 s,
-                 the kubelet's 1 s timeout each) are answered 200 in time.
+                 60 s, and meanwhile 4 connections from the probes' own
+                 address and 4 from each of 8 others trickling a header
+                 byte every 0.25 s into the health listener. The metrics
+                 port is full for their address but still serves a scrape
+                 from another address, and at least 99 % of the health
+                 probes made meanwhile (one every 0.5 s, the kubelet's 1 s
+                 timeout each) are answered 200 in time.
                  Then a GET with a body is answered 400 on both listeners.
   plugin_probes  the same for the device plugin (inject mode, registered
                  with the grpc-go test kubelet as tests/plugin does), whose
@@ -58,6 +61,13 @@ PROBE_TIMEOUT_S = 1.0  # the kubelet's default timeoutSeconds
 PROBES_ANSWERED = 0.99
 # Another loopback address: a scraper that is not the slow clients.
 OTHER_ADDRESS = "127.0.0.2"
+# Trickling into the health listener: from the probes' own address (the
+# kubelet's is the node's, which every host-network pod shares) and from
+# others, each connection a header byte at a time, faster than any idle
+# timeout.
+TRICKLE_SOURCES = ["127.0.0.1"] + ["127.0.0.%d" % i for i in range(3, 11)]
+TRICKLE_PER_SOURCE = 4
+TRICKLE_BYTE_EVERY_S = 0.25
 
 
 def free_port():
@@ -71,8 +81,13 @@ class SlowClients:
     one header byte every SLOW_BYTE_EVERY_S; a dropped one reconnects on
     the next tick. Its thread runs until stop()."""
 
-    def __init__(self, host, port, n=SLOW_CLIENTS):
+    def __init__(self, host, port, n=SLOW_CLIENTS, every=SLOW_BYTE_EVERY_S, sources=None,
+                 path="/metrics"):
         self.addr = (host, port)
+        self.every = every
+        self.path = path
+        # The source address of each connection (None: the kernel's choice).
+        self.sources = [sources[i % len(sources)] if sources else None for i in range(n)]
         self.socks = [None] * n
         self.connects = 0
         self.held_max = 0
@@ -84,9 +99,10 @@ class SlowClients:
         for i, s in enumerate(self.socks):
             try:
                 if s is None:
-                    s = socket.create_connection(self.addr, timeout=1)
+                    src = (self.sources[i], 0) if self.sources[i] else None
+                    s = socket.create_connection(self.addr, timeout=1, source_address=src)
                     self.connects += 1
-                    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: gpuqos\r\nX-Slow: ")
+                    s.sendall(b"GET " + self.path.encode() + b" HTTP/1.1\r\nHost: gpuqos\r\nX-Slow: ")
                     self.socks[i] = s
                 else:
                     s.sendall(b"a")
@@ -115,7 +131,7 @@ class SlowClients:
 
     def run(self):
         self.tick()
-        while not self.done.wait(SLOW_BYTE_EVERY_S):
+        while not self.done.wait(self.every):
             # What the server kept of the last tick's connections (one over
             # a limit is closed at once), before this tick's bytes.
             self.held_max = max(self.held_max, self.held())
@@ -207,12 +223,18 @@ def check_body_refused(port, path):
 def starve(metrics_port, health_port, paths, alive):
     """The 60 s attack, probes meanwhile; asserts what happened."""
     slow = SlowClients("127.0.0.1", metrics_port)
+    trickle = None
     results = []
     try:
         # The attack holds the metrics port for its address: a scrape from
         # it is dropped (or never answered) at some point.
         wait_for(lambda: scrape(metrics_port, timeout=3)[0] == 0, timeout=30,
                  what="the slow clients to fill the metrics port for 127.0.0.1")
+        if health_port != metrics_port:
+            trickle = SlowClients("127.0.0.1", health_port,
+                                  n=TRICKLE_PER_SOURCE * len(TRICKLE_SOURCES),
+                                  every=TRICKLE_BYTE_EVERY_S, sources=TRICKLE_SOURCES,
+                                  path=paths[0])
         end = time.monotonic() + ATTACK_S
         i = 0
         while time.monotonic() < end:
@@ -230,6 +252,18 @@ def starve(metrics_port, health_port, paths, alive):
               % (SLOW_CLIENTS, slow.connects, slow.held_max, len(ok), len(results),
                  PROBE_TIMEOUT_S, bad[:10]))
         check(slow.held_max >= 1, "the server never held a slow client: the attack did not happen")
+        if trickle:
+            print("%d connections trickling into the health listener from %d addresses (%d "
+                  "connects, at most %d held open by the server)"
+                  % (len(trickle.socks), len(TRICKLE_SOURCES), trickle.connects,
+                     trickle.held_max))
+            check(trickle.held_max >= 1,
+                  "the health listener never held a trickling client: that attack did not happen")
+            # Each is cut at its deadline and comes back: without one, a
+            # connection that trickles is held for as long as it likes.
+            check(trickle.connects > 2 * len(trickle.socks),
+                  "the health listener cut no trickling connection (%d connects for %d "
+                  "connections)" % (trickle.connects, len(trickle.socks)))
         check(results and len(ok) >= math.ceil(PROBES_ANSWERED * len(results)),
               "only %d of %d health probes answered 200 within %.0f s (want >= %.0f %%); "
               "first failures %r" % (len(ok), len(results), PROBE_TIMEOUT_S,
@@ -241,6 +275,8 @@ def starve(metrics_port, health_port, paths, alive):
         check("# TYPE " in other[1], "the scrape from %s: %r" % (OTHER_ADDRESS, other[1][:200]))
     finally:
         slow.stop()
+        if trickle:
+            trickle.stop()
     # And after it, at once.
     for p in paths:
         status, took = probe(health_port, p)
