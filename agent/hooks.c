@@ -95,8 +95,8 @@ static void hooks_fill(struct agent *a)
 		.after_reconcile = after_reconcile,
 		.control_ended = metrics_control_ended,
 		.proc_alive = procinfo_alive,
-		.state_changed = state_changed,
-		.state_flush = state_flush,
+		.on_state_changed = state_changed,
+		.on_state_flush = state_flush,
 	};
 }
 

@@ -77,9 +77,6 @@ static void usage(FILE *f)
 /* --install-preempt-lib runs instead of the agent (the chart's init
  * container); --preempt-lib-dir is accepted in every mode so one set of
  * arguments fits both. */
-#ifndef GPUQOS_VERSION
-#define GPUQOS_VERSION "unknown"
-#endif
 
 /* parse_options: the options asked for something that ended the run
  * successfully (--help, --version, --install-preempt-lib); main exits 0
@@ -626,7 +623,7 @@ static int agent_start(struct agent *a)
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
 	    gpuinfo_init(&a->io->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
-	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", AGENT_VERSION,
+	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", GPUQOS_VERSION,
 		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);
 	return 0;
 }

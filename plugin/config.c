@@ -16,10 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef GPUQOS_VERSION
-#define GPUQOS_VERSION "0"
-#endif
-
 __attribute__((format(printf, 3, 4))) static int bad(char *err, size_t errlen, const char *fmt,
 						      ...)
 {

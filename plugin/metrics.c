@@ -30,10 +30,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#ifndef GPUQOS_VERSION
-#define GPUQOS_VERSION "0"
-#endif
-
 #define PM_MAX_RES 2 /* pres_from_config's most */
 #define PM_TEXT_MAX (64u << 10)
 

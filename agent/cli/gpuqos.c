@@ -29,9 +29,6 @@
 #include "abi/gq_run.h"
 #include "cli_opt.h"
 
-#ifndef GPUQOS_VERSION
-#define GPUQOS_VERSION "unknown"
-#endif
 #ifndef GPUQOS_INSTALL_LIBDIR
 #define GPUQOS_INSTALL_LIBDIR "/usr/local/lib/gpuqos"
 #endif

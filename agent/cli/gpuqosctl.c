@@ -24,10 +24,6 @@
 #include "agent/cli/ctl_client.h"
 #include "agent/cli/ctl_render.h"
 
-#ifndef GPUQOS_VERSION
-#define GPUQOS_VERSION "unknown"
-#endif
-
 /* gpuqos-agent's AGENT_DEFAULT_CTL_SOCKET (agent/agent.h): outside the
  * preempt socket's directory, which containers see. */
 #define DEFAULT_SOCKET "/run/gpuqos-agent/ctl.sock"

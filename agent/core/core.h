@@ -447,10 +447,10 @@ struct agent_hooks {
 	int (*proc_alive)(pid_t pid, uint64_t starttime);
 	/* What state.json holds may have changed: written within
 	 * AGENT_STATE_COALESCE_MS (statefile.c). NULL: nothing is persisted. */
-	void (*state_changed)(struct agent *a);
+	void (*on_state_changed)(struct agent *a);
 	/* Write state.json now if its text changed: 0 when it holds the
 	 * agent's state afterwards (set-class answers "persisted"). */
-	int (*state_flush)(struct agent *a);
+	int (*on_state_flush)(struct agent *a);
 };
 
 struct counters {
@@ -772,7 +772,10 @@ const struct state_entry *state_find(const struct agent *a, pid_t pid, uint64_t 
 int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum qos_class cls);
 void state_gc(struct agent *a);
 void state_peer_synced(struct agent *a, pid_t pid);
-int state_holding(struct agent *a, uint64_t now);
+/* While earlier peers are awaited after a restart: 1 (commands wait).
+ * Once the grace is over, forgets the peers that did not come back (and
+ * says so) and returns 0. */
+int state_grace_advance(struct agent *a, uint64_t now);
 void state_free_all(struct agent *a);
 /* state.json's text for what the agent holds now (malloc'd), or NULL. */
 char *state_serialize(struct agent *a);

@@ -536,7 +536,7 @@ static void reconcile_send_policy(struct agent *a, const struct pass *ps, struct
  * before anything is set from a partial view (within the grace). */
 static int holding_now(struct agent *a, uint64_t now)
 {
-	int holding = state_holding(a, now);
+	int holding = state_grace_advance(a, now);
 
 	if (holding || (a->hooks.kernel_confirms && a->hooks.kernel_confirms(a)) ||
 	    now >= a->started_us + AGENT_RESTART_GRACE_MS * 1000ull)

@@ -4,12 +4,12 @@
  * (`gpuqosctl set-class`), keyed by pid + start time so a reused pid never
  * inherits one, and the processes whose preempt agents were connected, so a
  * restarted agent knows whom to wait for before it changes anything (see
- * state_holding); their JSON text (state_serialize, state_parse).
+ * state_grace_advance); their JSON text (state_serialize, state_parse).
  *
  * Writing the text is agent/io/statefile.c's, behind two hooks: a change
- * (agent_hooks.state_changed, written after a coalescing delay) and a
+ * (agent_hooks.on_state_changed, written after a coalescing delay) and a
  * set-class that answers "persisted" only once the file holds it
- * (agent_hooks.state_flush). Does not own applying a class (tsg.c,
+ * (agent_hooks.on_state_flush). Does not own applying a class (tsg.c,
  * reconcile.c), the file, its lock or its timer.
  */
 #include "agent/core/core.h"
@@ -20,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define STATE_MAX (1u << 20)
 
 const struct state_entry *state_find(const struct agent *a, pid_t pid, uint64_t starttime)
 {
@@ -98,8 +96,8 @@ out:
 /* What state.json holds changed: the adapter writes it later. */
 static void state_changed_note(struct agent *a)
 {
-	if (a->hooks.state_changed)
-		a->hooks.state_changed(a);
+	if (a->hooks.on_state_changed)
+		a->hooks.on_state_changed(a);
 }
 
 static int state_add(struct agent *a, pid_t pid, uint64_t starttime, enum qos_class cls)
@@ -142,7 +140,7 @@ int state_set(struct agent *a, pid_t pid, uint64_t starttime, int remove, enum q
 	else if (state_add(a, pid, starttime, cls) != 0)
 		return -1;
 	/* set-class answers "persisted": the file holds it before the answer. */
-	return a->hooks.state_flush ? a->hooks.state_flush(a) : 0;
+	return a->hooks.on_state_flush ? a->hooks.on_state_flush(a) : 0;
 }
 
 /* Entries whose process is gone (or whose pid now names another process)
@@ -218,7 +216,7 @@ void state_peer_synced(struct agent *a, pid_t pid)
  * moment later. Commands wait until every peer connected before the
  * restart has re-synced, or the grace period ends (peers that never come
  * back must not block the node). */
-int state_holding(struct agent *a, uint64_t now)
+int state_grace_advance(struct agent *a, uint64_t now)
 {
 	if (!a->expected)
 		return 0;

@@ -600,7 +600,7 @@ static cJSON *agent_json(struct agent *a)
 		npeers++;
 	for (struct tsg *t = a->tsgs; t; t = t->next)
 		ntsgs++;
-	cJSON_AddStringToObject(o, "version", AGENT_VERSION);
+	cJSON_AddStringToObject(o, "version", GPUQOS_VERSION);
 	cJSON_AddStringToObject(o, "mode", a->kube ? "kubernetes" : "standalone");
 	cJSON_AddNumberToObject(o, "pid", getpid());
 	cJSON_AddNumberToObject(o, "uptimeS", (double)((now_us() - a->started_us) / 1000000u));

@@ -15,9 +15,6 @@
 #include "agent/io/statefile.h"
 #include "common/loop.h"
 
-/* What ctl and the metrics say the agent is. */
-#define AGENT_VERSION "0.1.0"
-
 struct procinfo_pool;
 
 struct agent_io {

@@ -966,7 +966,7 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 			 size_t unconverged)
 {
 	bfamily(b, "gpuqos_agent_info", "gauge", "The agent's version and mode (value 1).");
-	bput(b, "gpuqos_agent_info{version=\"%s\",mode=\"%s\"} 1\n", AGENT_VERSION, g->mode);
+	bput(b, "gpuqos_agent_info{version=\"%s\",mode=\"%s\"} 1\n", GPUQOS_VERSION, g->mode);
 	bfamily(b, "gpuqos_agent_start_time_seconds", "gauge", "When the agent started (Unix time).");
 	bput(b, "gpuqos_agent_start_time_seconds %.3f\n", M.start_wall);
 	gauge(b, "gpuqos_peers_connected", "Preempt agents connected.", g->npeers);

@@ -40,10 +40,10 @@ int state_open(struct agent *a);
 int state_load(struct agent *a);
 /* What state.json holds may have changed: written within
  * AGENT_STATE_COALESCE_MS if it did. Never writes on the caller's path.
- * (agent_hooks.state_changed) */
+ * (agent_hooks.on_state_changed) */
 void state_changed(struct agent *a);
 /* Writes state.json now if its content changed; 0 when it holds the
- * agent's state afterwards. (agent_hooks.state_flush) */
+ * agent's state afterwards. (agent_hooks.on_state_flush) */
 int state_flush(struct agent *a);
 /* At exit, after the sockets are removed: the timer and the lock go. The
  * caller flushes first, before the peers are closed (the file keeps them
