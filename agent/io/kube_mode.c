@@ -268,6 +268,12 @@ static int kube_config_load(struct agent *a)
 	return 0;
 }
 
+/* The annotations the agent reads or writes: all the API client keeps of
+ * a pod's, however many other (and however large) a pod carries. */
+static const char *const kept_annotations[] = {
+	KMODE_QOS_ANNOTATION, KMODE_WINDOWS_ANNOTATION, KMODE_KEY_CLASS, KMODE_KEY_STATE, NULL,
+};
+
 static int kube_client_init(struct agent *a)
 {
 	struct kmode *k = a->kube;
@@ -277,6 +283,7 @@ static int kube_client_init(struct agent *a)
 		.on_pod = on_pod,
 		.on_synced = on_synced,
 		.cb_arg = a,
+		.annotation_keys = kept_annotations,
 	};
 
 	if (loop_timer_add(&a->io->loop, &k->timer, "kubernetes", on_kube_timer, a) != 0)
@@ -348,6 +355,8 @@ static void stats_json(const struct kmode *k, cJSON *o)
 	cJSON_AddNumberToObject(s, "patchesSent", (double)st.patches_sent);
 	cJSON_AddNumberToObject(s, "patchesUnchanged", (double)st.patches_unchanged);
 	cJSON_AddNumberToObject(s, "patchAnswersTooLarge", (double)st.patch_answers_too_large);
+	cJSON_AddNumberToObject(s, "patchesRefused", (double)st.patches_refused);
+	cJSON_AddNumberToObject(s, "patchesWithheld", (double)st.patches_withheld);
 	cJSON_AddNumberToObject(s, "eventsSent", (double)st.events_sent);
 	cJSON_AddNumberToObject(s, "eventsSuppressed", (double)st.events_suppressed);
 }

@@ -44,9 +44,12 @@ struct kfd {
 };
 
 /* What the agent remembers of a pod between passes, so a problem is told
- * once and not on every reconcile. */
+ * once and not on every reconcile. Kept only for pods with something to
+ * remember (an invalid annotation, TSGs), found by uid in a hash table
+ * (kube_podstate.c), forgotten when the pod is deleted; at most
+ * KUBE_MAX_PODS_DEFAULT of them. */
 struct kpod {
-	struct kpod *next;
+	struct kpod *next; /* the next of the same hash bucket */
 	char uid[40];
 	char invalid[96];  /* the gpu.qos value an InvalidQoSClass Event named */
 	char bad_windows[96]; /* the gpuqos.io/windows value an InvalidWindows Event named */
@@ -59,7 +62,9 @@ struct kmode {
 	struct kube_client *client;
 	struct loop_timer timer;
 	struct kfd *fds, *dead_fds;
-	struct kpod *pods;
+	struct kpod **pods; /* hash buckets by uid */
+	size_t npods, pod_buckets;
+	int pods_full_logged;
 	uint64_t synced_us; /* first full list applied (now_us), 0 before */
 	uint64_t class_changes;
 	/* Publishing (kube_podstate.c) visits the pods that can have changed,

@@ -25,30 +25,92 @@
 
 /* ---- per-pod memory ---- */
 
-static struct kpod *kpod_get(struct kmode *k, const char *uid)
+static size_t kpod_bucket(const struct kmode *k, const char *uid)
 {
-	struct kpod *p;
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
 
-	for (p = k->pods; p; p = p->next)
+	for (; *uid; uid++)
+		h = (h ^ (unsigned char)*uid) * 1099511628211ull;
+	return (size_t)h & (k->pod_buckets - 1);
+}
+
+static struct kpod *kpod_find(const struct kmode *k, const char *uid)
+{
+	if (!k->pod_buckets)
+		return NULL;
+	for (struct kpod *p = k->pods[kpod_bucket(k, uid)]; p; p = p->next)
 		if (strcmp(p->uid, uid) == 0)
 			return p;
+	return NULL;
+}
+
+/* Keeps the chains short: a bucket per pod, doubled as pods come. */
+static int kpod_grow(struct kmode *k)
+{
+	size_t old = k->pod_buckets, cap = old ? old * 2 : 64;
+	struct kpod **b = calloc(cap, sizeof(*b)), **ob = k->pods;
+
+	if (!b)
+		return -1;
+	k->pods = b;
+	k->pod_buckets = cap;
+	for (size_t i = 0; i < old; i++) {
+		while (ob[i]) {
+			struct kpod *p = ob[i];
+			size_t j = kpod_bucket(k, p->uid);
+
+			ob[i] = p->next;
+			p->next = b[j];
+			b[j] = p;
+		}
+	}
+	free(ob);
+	return 0;
+}
+
+/* The pod's memory, made if there is none yet; NULL at the bound (or
+ * out of memory): its problems are then told again, and the API client's
+ * de-duplication keeps the repeats from reaching the server. */
+static struct kpod *kpod_get(struct kmode *k, const char *uid)
+{
+	struct kpod *p = kpod_find(k, uid);
+	size_t b;
+
+	if (p)
+		return p;
+	if (k->npods >= KUBE_MAX_PODS_DEFAULT) {
+		if (!k->pods_full_logged)
+			log_warn("kubernetes: remembering %zu pods' problems already; pod %s's are "
+				 "not remembered", k->npods, uid);
+		k->pods_full_logged = 1;
+		return NULL;
+	}
+	if (k->npods >= k->pod_buckets && kpod_grow(k) != 0)
+		return NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
 	snprintf(p->uid, sizeof(p->uid), "%s", uid);
-	p->next = k->pods;
-	k->pods = p;
+	b = kpod_bucket(k, uid);
+	p->next = k->pods[b];
+	k->pods[b] = p;
+	k->npods++;
 	return p;
 }
 
 void kmode_forget_pod(struct agent *a, const char *uid)
 {
-	for (struct kpod **pp = &a->kube->pods; *pp; pp = &(*pp)->next) {
+	struct kmode *k = a->kube;
+
+	if (!k->pod_buckets)
+		return;
+	for (struct kpod **pp = &k->pods[kpod_bucket(k, uid)]; *pp; pp = &(*pp)->next) {
 		if (strcmp((*pp)->uid, uid) == 0) {
 			struct kpod *p = *pp;
 
 			*pp = p->next;
 			free(p);
+			k->npods--;
 			return;
 		}
 	}
@@ -59,12 +121,17 @@ void kmode_free_pods(struct kmode *k)
 	free(k->shown);
 	k->shown = NULL;
 	k->nshown = 0;
-	while (k->pods) {
-		struct kpod *p = k->pods;
+	for (size_t i = 0; i < k->pod_buckets; i++) {
+		while (k->pods[i]) {
+			struct kpod *p = k->pods[i];
 
-		k->pods = p->next;
-		free(p);
+			k->pods[i] = p->next;
+			free(p);
+		}
 	}
+	free(k->pods);
+	k->pods = NULL;
+	k->pod_buckets = k->npods = 0;
 }
 
 /* ---- Events ---- */
@@ -109,21 +176,26 @@ static void invalid_note(struct agent *a, const struct kube_pod *pod, char *note
 	free(json);
 }
 
-static void note_class(struct agent *a, const struct kube_pod *pod, struct kpod *kp)
+static void note_class(struct agent *a, const struct kube_pod *pod)
 {
 	char note[320], what[sizeof(((struct kpod *)0)->invalid)];
 	enum class_source source;
+	struct kpod *kp;
 	int invalid;
 
 	kmode_pod_class(a, pod, &source, &invalid);
 	if (!invalid) {
-		kp->invalid[0] = '\0'; /* a later mistake is told again */
+		kp = kpod_find(a->kube, pod->uid);
+		if (kp)
+			kp->invalid[0] = '\0'; /* a later mistake is told again */
 		return;
 	}
 	invalid_note(a, pod, note, sizeof(note), what, sizeof(what));
-	if (strcmp(kp->invalid, what) == 0)
+	kp = kpod_get(a->kube, pod->uid);
+	if (kp && strcmp(kp->invalid, what) == 0)
 		return;
-	snprintf(kp->invalid, sizeof(kp->invalid), "%s", what);
+	if (kp)
+		snprintf(kp->invalid, sizeof(kp->invalid), "%s", what);
 	log_warn("pod %s/%s: %s", pod->namespace, pod->name, note);
 	if (kube_client_event(a->kube->client, pod->uid, KUBE_EVENT_WARNING, "InvalidQoSClass",
 			      "Classify", note) < 0)
@@ -146,23 +218,28 @@ static const char *default_windows(const struct agent *a, char *buf, size_t len)
 
 /* An invalid gpuqos.io/windows: one InvalidWindows Event per value, as
  * an invalid gpu.qos gets; the pod keeps the node's default. */
-static void note_windows(struct agent *a, const struct kube_pod *pod, struct kpod *kp)
+static void note_windows(struct agent *a, const struct kube_pod *pod)
 {
 	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations,
 							    KMODE_WINDOWS_ANNOTATION);
-	char note[320], dflt[64], what[sizeof(kp->bad_windows)], *json;
+	char note[320], dflt[64], what[sizeof(((struct kpod *)0)->bad_windows)], *json;
 	struct window_req ask;
+	struct kpod *kp;
 
 	if (!kmode_pod_windows(pod, &ask)) {
-		kp->bad_windows[0] = '\0';
+		kp = kpod_find(a->kube, pod->uid);
+		if (kp)
+			kp->bad_windows[0] = '\0';
 		return;
 	}
 	json = cJSON_PrintUnformatted(raw); /* quoted and escaped: control characters show */
 	snprintf(what, sizeof(what), "%.*s", (int)sizeof(what) - 1, json ? json : "?");
 	free(json);
-	if (strcmp(kp->bad_windows, what) == 0)
+	kp = kpod_get(a->kube, pod->uid);
+	if (kp && strcmp(kp->bad_windows, what) == 0)
 		return;
-	snprintf(kp->bad_windows, sizeof(kp->bad_windows), "%s", what);
+	if (kp)
+		snprintf(kp->bad_windows, sizeof(kp->bad_windows), "%s", what);
 	snprintf(note, sizeof(note), "%s: %.66s is not \"auto\", \"off\" or a number of us (0 .. %u); "
 		 "the pod gets the node's default windows (%s)", KMODE_WINDOWS_ANNOTATION, what,
 		 POLICY_WINDOW_AFTER_MAX_US, default_windows(a, dflt, sizeof(dflt)));
@@ -175,12 +252,8 @@ static void note_windows(struct agent *a, const struct kube_pod *pod, struct kpo
 
 void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
 {
-	struct kpod *kp = kpod_get(a->kube, pod->uid);
-
-	if (!kp)
-		return;
-	note_class(a, pod, kp);
-	note_windows(a, pod, kp);
+	note_class(a, pod);
+	note_windows(a, pod);
 }
 
 /* A TSG's problem an operator must see: which capability is missing, or

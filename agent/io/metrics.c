@@ -955,10 +955,15 @@ static void render_kube(struct mbuf *b, const struct magent *g)
 	counter(b, "gpuqos_kube_watch_restarts_total",
 		"Pod watches started again after the first (server timeouts, cuts, errors).",
 		g->ks.watches ? g->ks.watches - 1 : 0);
-	counter(b, "gpuqos_kube_relists_total", "Pod lists after 410 Gone.", g->ks.relists);
+	counter(b, "gpuqos_kube_relists_total",
+		"Pod lists after the watch's version was unusable (410, 504 too large, ...).",
+		g->ks.relists);
 	counter(b, "gpuqos_kube_request_errors_total", "API requests that failed, of any kind.",
 		g->ks.errors);
 	counter(b, "gpuqos_kube_patches_total", "Annotation PATCHes sent.", g->ks.patches_sent);
+	counter(b, "gpuqos_kube_patch_refused_total",
+		"Annotation PATCHes the API server refused for good (403, 422): not sent again "
+		"until the values change.", g->ks.patches_refused);
 	counter(b, "gpuqos_kube_events_total", "Events the API server accepted.", g->ks.events_sent);
 }
 

@@ -2,8 +2,9 @@
 /*
  * kube_client.c - the libcurl multi glue: the socket and timer callbacks
  * handed to the caller's loop, completion dispatch and the one timer that
- * also covers backoff and rate-limit deadlines, and the client's life
- * cycle. Does not own one request (kube_req.c), what a request means
+ * also covers backoff and rate-limit deadlines, the client's life cycle
+ * and the public entry points of writes (queued by kube_write.c, which
+ * never calls back here). Does not own one request (kube_req.c), what a request means
  * (kube_sync.c, kube_write.c) nor the pod cache.
  */
 #include "agent/kube/kube_internal.h"
@@ -143,7 +144,9 @@ static void finish(struct kube_client *c)
 	rearm(c, now);
 }
 
-void kube_client_defer(struct kube_client *c)
+/* New writes start on the loop's next turn, so that whatever the caller
+ * queues in one pass (a pod's class and state) leaves in one request. */
+static void defer_write(struct kube_client *c)
 {
 	uint64_t now = kube_now_ms();
 
@@ -153,6 +156,26 @@ void kube_client_defer(struct kube_client *c)
 	if (!c->write_due_ms || c->write_due_ms > now)
 		c->write_due_ms = now;
 	rearm(c, now);
+}
+
+int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
+			 const char *value)
+{
+	int rc = kube_write_annotate(c, uid, key, value);
+
+	if (rc == 0)
+		defer_write(c);
+	return rc;
+}
+
+int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_type type,
+		      const char *reason, const char *action, const char *note)
+{
+	int rc = kube_write_event(c, uid, type, reason, action, note);
+
+	if (rc == 0)
+		defer_write(c);
+	return rc;
 }
 
 void kube_client_on_fd(struct kube_client *c, int fd, unsigned events)
@@ -214,6 +237,10 @@ static void opts_defaults(struct kube_client_opts *o)
 		o->list_limit = 500;
 	if (!o->max_object_bytes)
 		o->max_object_bytes = KUBE_MAX_OBJECT;
+	if (!o->max_pods)
+		o->max_pods = KUBE_MAX_PODS_DEFAULT;
+	if (!o->max_list_bytes)
+		o->max_list_bytes = KUBE_MAX_LIST;
 }
 
 static int multi_setup(struct kube_client *c)
@@ -251,6 +278,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 	c->cfg = cfg;
 	c->o = *o;
 	opts_defaults(&c->o);
+	c->list_page = c->o.list_limit;
 	c->node = strdup(o->node);
 	c->rv = strdup("");
 	c->o.node = c->node;

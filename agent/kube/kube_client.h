@@ -73,6 +73,11 @@ enum kube_event_type {
 	KUBE_EVENT_WARNING,
 };
 
+/* The most pods of one node the client caches (a node's pods are bounded
+ * by the kubelet's maxPods, 110 by default); pods past it are refused
+ * with an error. */
+#define KUBE_MAX_PODS_DEFAULT 16384u
+
 struct kube_client_opts {
 	/* required: spec.nodeName to watch; pods of other nodes that a server
 	 * sends anyway are neither cached nor told */
@@ -92,11 +97,20 @@ struct kube_client_opts {
 	unsigned event_dedup_s;   /* [600] same pod+reason+note suppressed this long */
 	unsigned list_limit;      /* [500] pods per list page */
 	size_t max_object_bytes;  /* [4 MiB] largest PATCH answer (a pod) cached */
+	size_t max_pods;          /* [KUBE_MAX_PODS_DEFAULT] pods cached at most */
+	/* [16 MiB] largest list page body and watch line read; a page over
+	 * it is asked for again in halves, down to one pod, and a pod over it
+	 * alone is refused with an error (the rest of the list goes on). */
+	size_t max_list_bytes;
+	/* The annotations cached, NULL-terminated: a key is kept if it is one
+	 * of these (NULL: every key). Values over 4 KiB are cached as a note
+	 * of their length. Annotating another key is refused (-1). */
+	const char *const *annotation_keys;
 };
 
 struct kube_stats {
 	uint64_t lists;        /* list requests sent (pages included) */
-	uint64_t relists;      /* lists after 410 Gone */
+	uint64_t relists;      /* lists after the watch's version was unusable */
 	uint64_t watches;      /* watch requests sent */
 	uint64_t watch_events; /* events applied from watch streams */
 	uint64_t bookmarks;
@@ -105,6 +119,10 @@ struct kube_stats {
 	uint64_t patches_sent;
 	uint64_t patches_unchanged; /* annotate calls that needed no request */
 	uint64_t patch_answers_too_large; /* written, answer over max_object_bytes */
+	uint64_t patches_refused;   /* PATCHes answered 403, 422 or another final 4xx */
+	uint64_t patches_withheld;  /* annotate calls for a value the server refused */
+	uint64_t pods_refused;  /* pods not cached: max_pods were already, or too large */
+	uint64_t lists_too_large; /* list pages over max_list_bytes, asked again smaller */
 	uint64_t events_sent;
 	uint64_t events_suppressed; /* duplicates, and owed Events a newer one replaced */
 };
@@ -122,10 +140,13 @@ void kube_client_on_timer(struct kube_client *c);
 
 /* Sets (value non-NULL) or removes (NULL) one annotation of a cached pod.
  * Returns 1 when the pod already has that value (or it is already queued
- * or in flight): no request. Returns 0 when queued: PATCHes start on the
- * loop's next turn, so all a caller queues for a pod in one pass leaves
- * in one PATCH; they are rate-limited, one in flight per pod. -1: no such
- * pod in the cache. */
+ * or in flight): no request. Returns 2 when the server refused this very
+ * value (403, 422: an answer no retry changes; logged, counted and told
+ * in an AnnotationRefused Event once): no request until the value asked
+ * for changes. Returns 0 when queued: PATCHes start on the loop's next
+ * turn, so all a caller queues for a pod in one pass leaves in one PATCH;
+ * they are rate-limited, one in flight per pod; 5xx, 429 and transport
+ * errors are retried with backoff. -1: no such pod in the cache. */
 int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
 			 const char *value);
 

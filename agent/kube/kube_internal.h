@@ -15,8 +15,12 @@
 #include "agent/kube/kube_client.h"
 
 #define KUBE_CONTROLLER "gpuqos.io/node-agent"
-/* A watch line longer than this is garbage, not a pod. */
-#define KUBE_MAX_LINE (16u << 20)
+/* The default bound of one list page's body and of one watch line. A
+ * page over it is asked for again in halves, down to one pod a page. */
+#define KUBE_MAX_LIST ((size_t)16 << 20)
+/* A kept annotation value longer than this is replaced by a note of its
+ * length (kube_pods.c): no class or windows value is that long. */
+#define KUBE_MAX_ANNOTATION 4096u
 /* The default largest PATCH answer (one pod) that is cached. etcd keeps
  * objects up to 1.5 MiB by default; their JSON can be somewhat larger. */
 #define KUBE_MAX_OBJECT ((size_t)4 << 20)
@@ -40,7 +44,8 @@ enum kube_req_kind {
 /* Why a watch stream was cut short by the client itself. */
 enum kube_watch_stop {
 	KUBE_WATCH_OK,
-	KUBE_WATCH_GONE,   /* ERROR event with code 410 */
+	KUBE_WATCH_GONE,   /* ERROR event: our version is too old (410, Expired) */
+	KUBE_WATCH_AHEAD,  /* ERROR event: too large, ahead of the server's (504) */
 	KUBE_WATCH_ERROR,  /* other ERROR event */
 	KUBE_WATCH_BAD,    /* unparsable line or line too long */
 };
@@ -84,6 +89,10 @@ struct kube_pod_entry {
 	/* Annotations a PATCH wrote whose answer could not be cached (too
 	 * large): what the pod holds until the next version of it arrives. */
 	cJSON *written;
+	/* The values the server last refused (403, 422 and other answers a
+	 * retry cannot change), by key: not sent again until the value the
+	 * caller asks for changes. */
+	cJSON *refused;
 	uint64_t patch_due_ms;  /* no PATCH before this (after a failure) */
 	unsigned patch_failures;
 	/* An Event the full queue could not take: the newest one per pod,
@@ -121,11 +130,18 @@ struct kube_client {
 	char *rv;               /* last resourceVersion seen, "" = none */
 	char *list_rv;          /* RV of the list pass in progress */
 	char *list_continue;    /* next page token of that pass */
+	unsigned list_page;     /* pods asked for a page: list_limit, or less
+				 * after a page over max_list_bytes */
+	unsigned list_page_fit; /* the last page size of this pass that fit */
 	unsigned list_gen;
 	int synced;
 	uint64_t sync_due_ms;
 	unsigned sync_failures;
 	unsigned gone_streak;   /* 410s with no watch event in between */
+	/* The list pass in progress follows an answer that our version is
+	 * ahead of the server's (etcd restored from a backup): its objects
+	 * replace the cached ones even where their versions read older. */
+	int list_replace;
 
 	struct kube_pod_entry **pods;
 	size_t n_pods, cap_pods;
@@ -136,6 +152,7 @@ struct kube_client {
 	uint64_t change_gen;
 	struct kube_pod_entry *changed; /* newest change first */
 	int foreign_logged;     /* a pod of another node was logged once */
+	int full_logged;        /* a pod over max_pods was logged once */
 	size_t patch_cursor;    /* round-robin start among pods */
 
 	struct kube_bucket patch_tb, event_tb;
@@ -179,11 +196,6 @@ void kube_describe_failure(const struct kube_req *r, CURLcode rc, long status, c
 			   size_t len);
 void kube_event_item_free(struct kube_event_item *it);
 
-/* kube_client.c */
-/* New writes start on the loop's next turn, so that whatever the caller
- * queues in one pass (a pod's class and state) leaves in one request. */
-void kube_client_defer(struct kube_client *c);
-
 /* kube_sync.c: list + watch */
 void kube_sync_step(struct kube_client *c, uint64_t now);
 void kube_sync_done(struct kube_req *r, CURLcode rc, long status);
@@ -191,14 +203,25 @@ size_t kube_watch_write(char *p, size_t size, size_t n, void *arg);
 
 /* kube_pods.c: the cache */
 struct kube_pod_entry *kube_pods_find(const struct kube_client *c, const char *uid);
-int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen);
+/* Whether annotation key is one the cache keeps (annotation_keys). */
+int kube_pods_keeps(const struct kube_client *c, const char *key);
+/* replace: take the object even if its resourceVersion reads older (a
+ * list after the server said our version is ahead of its own). */
+int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen, int replace);
 /* Cache a PATCH's answer only if it is newer than the cached pod. */
 int kube_pods_apply_answer(struct kube_client *c, const cJSON *obj, unsigned gen);
 void kube_pods_delete(struct kube_client *c, const cJSON *obj);
 void kube_pods_sweep(struct kube_client *c, unsigned gen);
 void kube_pods_free_all(struct kube_client *c);
 
-/* kube_write.c: PATCHes and Events */
+/* kube_write.c: PATCHes and Events. It calls nothing in kube_client.c:
+ * the public kube_client_annotate() and kube_client_event() queue here and
+ * then have the transport start the write on the loop's next turn. Both
+ * return what the public calls do. */
+int kube_write_annotate(struct kube_client *c, const char *uid, const char *key,
+			const char *value);
+int kube_write_event(struct kube_client *c, const char *uid, enum kube_event_type type,
+		     const char *reason, const char *action, const char *note);
 void kube_bucket_init(struct kube_bucket *b, double qps, unsigned burst, uint64_t now);
 int kube_bucket_take(struct kube_bucket *b, uint64_t now);
 uint64_t kube_bucket_next_ms(const struct kube_bucket *b, uint64_t now);

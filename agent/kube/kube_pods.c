@@ -70,8 +70,49 @@ static char *dup_or_empty(const char *s)
 	return strdup(s ? s : "");
 }
 
+int kube_pods_keeps(const struct kube_client *c, const char *key)
+{
+	if (!c->o.annotation_keys)
+		return 1;
+	for (const char *const *k = c->o.annotation_keys; *k; k++)
+		if (strcmp(*k, key) == 0)
+			return 1;
+	return 0;
+}
+
+/* The annotations the client keeps: those named in annotation_keys, each
+ * value over KUBE_MAX_ANNOTATION as a note of its length (what a class or
+ * a windows ask can never be, so the pod reads as having a wrong one).
+ * Megabytes of other annotations on thousands of pods cost nothing. */
+static cJSON *kept_annotations(const struct kube_client *c, const cJSON *ann)
+{
+	cJSON *out = cJSON_CreateObject(), *v;
+	const cJSON *a;
+	char note[96];
+
+	if (!out || !cJSON_IsObject(ann))
+		return out;
+	cJSON_ArrayForEach(a, ann) {
+		if (!a->string || !kube_pods_keeps(c, a->string))
+			continue;
+		if (cJSON_IsString(a) && strlen(a->valuestring) > KUBE_MAX_ANNOTATION) {
+			snprintf(note, sizeof(note), "(a value of %zu bytes, over the %u read)",
+				 strlen(a->valuestring), KUBE_MAX_ANNOTATION);
+			v = cJSON_CreateString(note);
+		} else {
+			v = cJSON_Duplicate(a, 1);
+		}
+		if (!v || !cJSON_AddItemToObject(out, a->string, v)) {
+			cJSON_Delete(v);
+			cJSON_Delete(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
 /* Fills p from a Pod object; -1 on a missing uid or no memory. */
-static int pod_parse(struct kube_pod *p, const cJSON *obj)
+static int pod_parse(const struct kube_client *c, struct kube_pod *p, const cJSON *obj)
 {
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 	const cJSON *status = cJSON_GetObjectItemCaseSensitive(obj, "status");
@@ -88,7 +129,7 @@ static int pod_parse(struct kube_pod *p, const cJSON *obj)
 	p->phase = dup_or_empty(kube_json_str(status, "phase", NULL));
 	p->resource_version = dup_or_empty(kube_json_str(meta, "resourceVersion", NULL));
 	p->terminating = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL;
-	p->annotations = cJSON_IsObject(ann) ? cJSON_Duplicate(ann, 1) : cJSON_CreateObject();
+	p->annotations = kept_annotations(c, ann);
 	p->annotations_malformed = ann && !cJSON_IsNull(ann) && !cJSON_IsObject(ann);
 	if (!p->uid || !p->name || !p->namespace || !p->node || !p->phase ||
 	    !p->resource_version || !p->annotations ||
@@ -323,7 +364,7 @@ int kube_pods_apply_answer(struct kube_client *c, const cJSON *obj, unsigned gen
 	e = kube_pods_find(c, uid->valuestring);
 	if (!e || rv_order(rv->valuestring, e->pod.resource_version) != 1)
 		return 0;
-	return kube_pods_apply(c, obj, gen);
+	return kube_pods_apply(c, obj, gen, 0);
 }
 
 static void remove_at(struct kube_client *c, size_t i);
@@ -348,13 +389,13 @@ static void not_ours(struct kube_client *c, struct kube_pod *p)
 	pod_clear(p);
 }
 
-int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
+int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen, int replace)
 {
 	struct kube_pod p, old;
 	struct kube_pod_entry *e;
 	int changed;
 
-	if (pod_parse(&p, obj) != 0) {
+	if (pod_parse(c, &p, obj) != 0) {
 		log_warn("kube: ignoring a pod without metadata.uid (or out of memory)");
 		return -1;
 	}
@@ -363,6 +404,16 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 		return 0;
 	}
 	e = kube_pods_find(c, p.uid);
+	if (!e && c->n_pods >= c->o.max_pods) {
+		c->st.pods_refused++;
+		if (!c->full_logged)
+			log_error("kube: node %s has more than %zu pods: pod %s/%s and later ones are "
+				  "not cached (their processes stay unmanaged)", c->node,
+				  c->o.max_pods, p.namespace, p.name);
+		c->full_logged = 1;
+		pod_clear(&p);
+		return -1;
+	}
 	if (!e) {
 		e = pods_insert(c, &p);
 		if (!e) {
@@ -379,7 +430,8 @@ int kube_pods_apply(struct kube_client *c, const cJSON *obj, unsigned gen)
 	/* Seen already (a re-list, or our PATCH's answer), or older than
 	 * what is cached: a watch that lags behind a PATCH answer, a list
 	 * served from a stale cache. The cache never goes back. */
-	if (rv_order(p.resource_version, e->pod.resource_version) <= 0) {
+	if (replace ? rv_order(p.resource_version, e->pod.resource_version) == 0
+		    : rv_order(p.resource_version, e->pod.resource_version) <= 0) {
 		pod_clear(&p);
 		return 0;
 	}
@@ -444,6 +496,7 @@ static void remove_at(struct kube_client *c, size_t i)
 	cJSON_Delete(e->pending);
 	cJSON_Delete(e->inflight);
 	cJSON_Delete(e->written);
+	cJSON_Delete(e->refused);
 	free(e);
 }
 
@@ -473,6 +526,7 @@ void kube_pods_free_all(struct kube_client *c)
 		cJSON_Delete(c->pods[i]->pending);
 		cJSON_Delete(c->pods[i]->inflight);
 		cJSON_Delete(c->pods[i]->written);
+		cJSON_Delete(c->pods[i]->refused);
 		free(c->pods[i]);
 	}
 	free(c->pods);

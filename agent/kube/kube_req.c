@@ -46,17 +46,17 @@ void kube_describe_failure(const struct kube_req *r, CURLcode rc, long status, c
 	cJSON_Delete(st);
 }
 
-/* 0: no limit. Lists can be large; a PATCH's answer is a whole pod;
- * anything else only matters as an error page to log. */
+/* A list page is bounded by max_list_bytes; a PATCH's answer is a whole
+ * pod; anything else only matters as an error page to log. */
 static size_t body_limit(const struct kube_req *r)
 {
 	long status = 0;
+	int ok = curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+		 status >= 200 && status < 300;
 
-	if (r->kind == KUBE_REQ_LIST)
-		return 0;
-	if (r->kind == KUBE_REQ_PATCH &&
-	    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
-	    status >= 200 && status < 300)
+	if (r->kind == KUBE_REQ_LIST && ok)
+		return r->c->o.max_list_bytes;
+	if (r->kind == KUBE_REQ_PATCH && ok)
 		return r->c->o.max_object_bytes;
 	return KUBE_ERROR_BODY_MAX;
 }
@@ -68,11 +68,13 @@ static size_t body_write(char *p, size_t size, size_t n, void *arg)
 
 	n *= size;
 	r->resp_total += n;
-	/* Over the limit: read the rest away, keep nothing more (a cut
-	 * body is never mistaken for a whole one: resp_over says so). */
-	if (r->resp_over || (limit && r->resp.len + n > limit)) {
+	/* Over the limit: keep nothing more (a cut body is never mistaken for
+	 * a whole one: resp_over says so). A list page ends there (what it
+	 * kept is the start of the page, kube_sync.c reads its metadata); any
+	 * other body is read away. */
+	if (r->resp_over || r->resp.len + n > limit) {
 		r->resp_over = 1;
-		return n;
+		return r->kind == KUBE_REQ_LIST ? 0 : n;
 	}
 	return kube_buf_add(&r->resp, p, n) == 0 ? n : 0;
 }

@@ -115,8 +115,21 @@ static void drop_moot(struct kube_pod_entry *e)
 	}
 }
 
-int kube_client_annotate(struct kube_client *c, const char *uid, const char *key,
-			 const char *value)
+/* 1: the server refused exactly this value of key; -1: it refused
+ * another; 0: nothing of key was refused. */
+static int refused_value(const struct kube_pod_entry *e, const char *key, const char *value)
+{
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(e->refused, key);
+
+	if (!r)
+		return 0;
+	if (!value || !cJSON_IsString(r))
+		return !value && cJSON_IsNull(r) ? 1 : -1;
+	return strcmp(r->valuestring, value) == 0 ? 1 : -1;
+}
+
+int kube_write_annotate(struct kube_client *c, const char *uid, const char *key,
+			const char *value)
 {
 	struct kube_pod_entry *e = uid ? kube_pods_find(c, uid) : NULL;
 	const cJSON *planned;
@@ -125,6 +138,11 @@ int kube_client_annotate(struct kube_client *c, const char *uid, const char *key
 
 	if (!e || !key || !*key)
 		return -1;
+	if (!kube_pods_keeps(c, key)) {
+		/* The cache would never show it written: every call would PATCH. */
+		log_error("kube: annotation %s is not one the client keeps (annotation_keys)", key);
+		return -1;
+	}
 	planned = planned_value(e, key, 0, &queued);
 	if (same_value(planned, queued, &e->pod, key, value)) {
 		c->st.patches_unchanged++;
@@ -138,6 +156,17 @@ int kube_client_annotate(struct kube_client *c, const char *uid, const char *key
 		c->st.patches_unchanged++;
 		return 1;
 	}
+	switch (refused_value(e, key, value)) {
+	case 1:
+		/* Refused as it is: asking again changes nothing. */
+		cJSON_DeleteItemFromObjectCaseSensitive(e->pending, key);
+		c->st.patches_withheld++;
+		return 2;
+	case -1:
+		/* Another value than the one refused: it may pass. */
+		cJSON_DeleteItemFromObjectCaseSensitive(e->refused, key);
+		break;
+	}
 	if (!e->pending && !(e->pending = cJSON_CreateObject()))
 		goto oom;
 	v = value ? cJSON_CreateString(value) : cJSON_CreateNull();
@@ -148,7 +177,6 @@ int kube_client_annotate(struct kube_client *c, const char *uid, const char *key
 		cJSON_Delete(v);
 		goto oom;
 	}
-	kube_client_defer(c);
 	return 0;
 oom:
 	log_error("kube: out of memory queueing annotation %s of pod %s/%s", key,
@@ -293,6 +321,43 @@ static int retryable(CURLcode rc, long status)
 	return rc != CURLE_OK || status == 401 || status == 429 || status >= 500;
 }
 
+static int event_queue(struct kube_client *c, struct kube_pod_entry *e, enum kube_event_type type,
+		       const char *reason, const char *action, const char *note);
+
+/* "k1, k2" of a patch's values, cut to fit. */
+static void patch_keys(const cJSON *values, char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (const cJSON *v = values ? values->child : NULL; v && n + 1 < len; v = v->next) {
+		int w = snprintf(out + n, len - n, "%s%s", n ? ", " : "", v->string);
+
+		if (w < 0)
+			break;
+		n += (size_t)w < len - n ? (size_t)w : len - n - 1;
+	}
+}
+
+/* A final refusal (403 from RBAC or an admission policy, 422, 404, 409):
+ * the values are kept as refused, so the next pass asking for the same
+ * ones sends nothing; one log line and one Event say so. */
+static void patch_refused(struct kube_client *c, struct kube_pod_entry *e, const char *why)
+{
+	char keys[256], note[1024];
+
+	c->st.patches_refused++;
+	patch_keys(e->inflight, keys, sizeof(keys));
+	log_warn("kube: pod %s/%s: %s; annotations %s not sent again until their values change",
+		 e->pod.namespace, e->pod.name, why, keys);
+	snprintf(note, sizeof(note), "The API server refused annotations %s of this pod: %s",
+		 keys, why);
+	merge_values(&e->refused, &e->inflight, 1);
+	if (event_queue(c, e, KUBE_EVENT_WARNING, "AnnotationRefused", "Annotate", note) < 0)
+		log_warn("kube: AnnotationRefused Event for pod %s/%s not queued", e->pod.namespace,
+			 e->pod.name);
+}
+
 void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
 {
 	struct kube_client *c = r->c;
@@ -324,10 +389,7 @@ void kube_patch_done(struct kube_req *r, CURLcode rc, long status)
 		requeue_patch(c, e, r);
 		return;
 	}
-	log_error("kube: annotating pod %s/%s: %s; giving up on these values", e->pod.namespace,
-		  e->pod.name, why);
-	cJSON_Delete(e->inflight);
-	e->inflight = NULL;
+	patch_refused(c, e, why);
 }
 
 /* ---- events ---- */
@@ -432,15 +494,22 @@ static void owed_refill(struct kube_client *c)
 	}
 }
 
-int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_type type,
-		      const char *reason, const char *action, const char *note)
+int kube_write_event(struct kube_client *c, const char *uid, enum kube_event_type type,
+		     const char *reason, const char *action, const char *note)
 {
 	struct kube_pod_entry *e = uid ? kube_pods_find(c, uid) : NULL;
-	struct kube_event_item *it;
 
 	if (!e || !reason || !*reason || !action || !*action)
 		return -1;
-	if (event_is_duplicate(c, event_hash(uid, reason, note ? note : ""), kube_now_ms())) {
+	return event_queue(c, e, type, reason, action, note);
+}
+
+static int event_queue(struct kube_client *c, struct kube_pod_entry *e, enum kube_event_type type,
+		       const char *reason, const char *action, const char *note)
+{
+	struct kube_event_item *it;
+
+	if (event_is_duplicate(c, event_hash(e->pod.uid, reason, note ? note : ""), kube_now_ms())) {
 		c->st.events_suppressed++;
 		return 1;
 	}
@@ -454,7 +523,6 @@ int kube_client_event(struct kube_client *c, const char *uid, enum kube_event_ty
 		return -1;
 	}
 	c->ev_len++;
-	kube_client_defer(c);
 	return 0;
 }
 

@@ -341,6 +341,26 @@ int count_reqs(struct fake_server *s, const char *kind, int status, double *t, i
 	return n;
 }
 
+int count_pod_reqs(struct fake_server *s, const char *kind, const char *pod, int status)
+{
+	cJSON *all = ctl(s, "GET", "/_test/requests", NULL), *r;
+	int n = 0;
+
+	cJSON_ArrayForEach(r, all) {
+		const char *k = cJSON_GetStringValue(cJSON_GetObjectItem(r, "kind"));
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(r, "name"));
+		cJSON *st = cJSON_GetObjectItem(r, "status");
+
+		if (!k || !name || strcmp(k, kind) != 0 || strcmp(name, pod) != 0)
+			continue;
+		if (status && (!cJSON_IsNumber(st) || st->valueint != status))
+			continue;
+		n++;
+	}
+	cJSON_Delete(all);
+	return n;
+}
+
 void last_req_rv(struct fake_server *s, const char *kind, char *out, size_t len)
 {
 	cJSON *all = ctl(s, "GET", "/_test/requests", NULL), *r;

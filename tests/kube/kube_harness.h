@@ -53,6 +53,8 @@ int ctl_ok(struct fake_server *s, const char *method, const char *path, const ch
 /* API requests the server saw of one kind ("list", "watch", ...) with
  * status (0: any); times in ms of the server's monotonic clock if t. */
 int count_reqs(struct fake_server *s, const char *kind, int status, double *t, int max_t);
+/* The same for the requests naming one pod (GET, PATCH). */
+int count_pod_reqs(struct fake_server *s, const char *kind, const char *pod, int status);
 /* resourceVersion of the last request of that kind, "" if none. */
 void last_req_rv(struct fake_server *s, const char *kind, char *out, size_t len);
 int server_rv(struct fake_server *s);

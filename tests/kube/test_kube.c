@@ -1088,6 +1088,283 @@ static void t_lone_surrogate(void)
 	env_stop(&e);
 }
 
+/* etcd restored from an older backup: every watch from the client's
+ * version is answered 504 "Too large resource version". The client lists
+ * again, takes the list's (older-numbered) versions as the pods' own, and
+ * sees the changes that follow. Then the same refusal as an ERROR event
+ * inside a 200 stream, a bare Expired reason, and a run of plain failures
+ * that no rule names: each ends in a list, not in watching from the same
+ * version for ever. */
+static void t_too_large(void)
+{
+	struct env e;
+	struct kube_stats st;
+	char body[64];
+	int rv;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"1\"}") == 0);
+	rv = server_rv(&e.srv);
+	CHECK(env_client(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"2\"}") == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"3\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "3"));
+	snprintf(body, sizeof(body), "{\"rv\":%d}", rv);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/restore", body) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/disconnect", NULL) == 0);
+	WAIT(&e.drv, 5000, lists(&e) == 2);
+	CHECK(count_reqs(&e.srv, "watch", 504, NULL, 0) == 1);
+	WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+	/* Numbered below what the client had seen of p1, and still news. */
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"4\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "4"));
+	kube_client_stats(e.c, &st);
+	CHECK(st.relists == 1);
+
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault",
+		     "{\"kind\":\"watch\",\"status\":504,\"stream\":true,\"reason\":\"Timeout\","
+		     "\"message\":\"Too large resource version: 900, current: 120\"}") == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/close", NULL) == 0);
+	WAIT(&e.drv, 5000, lists(&e) == 3);
+	WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault",
+		     "{\"kind\":\"watch\",\"status\":500,\"stream\":true,\"reason\":\"Expired\"}") ==
+	      0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/close", NULL) == 0);
+	WAIT(&e.drv, 5000, lists(&e) == 4);
+	WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+	kube_client_stats(e.c, &st);
+	CHECK(st.relists == 3);
+
+	/* Five plain 504s (a proxy's gateway timeout says nothing of
+	 * versions): the watch is tried again from the same version until
+	 * five failed in a row, then the client lists. The watch they follow
+	 * ends cleanly after a second: no failure of its own. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", "{\"kind\":\"watch\",\"status\":504,"
+		     "\"count\":5}") == 0);
+	SPIN(&e.drv, 1100);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/close", NULL) == 0);
+	WAIT(&e.drv, 15000, lists(&e) == 5);
+	CHECK(count_reqs(&e.srv, "watch", 504, NULL, 0) == 6);
+	WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", "{\"k\":\"5\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "k", "5"));
+	env_stop(&e);
+}
+
+/* Bodies within bounds: a list page over max_list_bytes is asked for
+ * again in halves; a pod over the bound alone is refused and the list
+ * goes on past it; only the annotations asked for are kept, one too long
+ * as a note of its length; a watch line over the bound is a re-list. */
+static void t_list_bound(void)
+{
+	static const char *const keys[] = { "gpu.qos", "gpuqos.io/state", NULL };
+	struct env e;
+	struct kube_stats st;
+	char *body = NULL, *pad = calloc(5001, 1);
+	const char *state;
+
+	CHECK(pad && env_server(&e) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/pods_bulk",
+		     "{\"count\":30,\"node\":\"" NODE "\",\"prefix\":\"big\",\"pad\":102400,"
+		     "\"annotations\":{\"gpu.qos\":\"latency-critical\"}}") == 0);
+	CHECK(put_pod_padded(&e.srv, "huge", NODE, 600 * 1024) == 0);
+	memset(pad, 's', 5000);
+	CHECK(asprintf(&body, "{\"count\":1,\"node\":\"" NODE "\",\"prefix\":\"small\","
+		       "\"annotations\":{\"gpu.qos\":\"best-effort\",\"gpuqos.io/state\":\"%s\"}}",
+		       pad) > 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/pods_bulk", body) == 0);
+	e.o.max_list_bytes = 512 * 1024;
+	e.o.annotation_keys = keys;
+	CHECK(env_client(&e) == 0);
+	kube_client_stats(e.c, &st);
+	CHECK(kube_client_pod_count(e.c) == 31 && pod_named(&e, "huge") == NULL);
+	CHECK(pod_named(&e, "big-29") != NULL && pod_named(&e, "small-0") != NULL);
+	CHECK(st.pods_refused == 1 && st.lists_too_large >= 2);
+	CHECK(ann_is(&e, "big-0", "gpu.qos", "latency-critical"));
+	CHECK(ann_is(&e, "big-0", "pad", NULL));
+	state = ann(&e, "small-0", "gpuqos.io/state");
+	CHECK(state && strcmp(state, "(a value of 5000 bytes, over the 4096 read)") == 0);
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "small-0")->uid, "pad", "x") == -1);
+	/* Watched on, and written to. */
+	CHECK(put_pod(&e.srv, "big-3", NODE, "Running", "{\"gpu.qos\":\"best-effort\"}") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "big-3", "gpu.qos", "best-effort"));
+	CHECK(kube_client_annotate(e.c, pod_named(&e, "small-0")->uid, "gpuqos.io/state",
+				   "converged") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "small-0", "gpuqos.io/state", "converged"));
+	/* A pod grown past the bound: its watch line is a re-list, which
+	 * refuses it, and the next change is seen. */
+	CHECK(put_pod_padded(&e.srv, "big-4", NODE, 600 * 1024) == 0);
+	WAIT(&e.drv, 5000, pod_named(&e, "big-4") == NULL);
+	kube_client_stats(e.c, &st);
+	/* huge again, and big-4 */
+	CHECK(st.relists == 1 && st.pods_refused == 3);
+	WAIT(&e.drv, 5000, server_watchers(&e.srv) == 1);
+	CHECK(put_pod(&e.srv, "late", NODE, "Running", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "late") != NULL);
+	free(body);
+	free(pad);
+	env_stop(&e);
+}
+
+static long vm_kib(const char *field)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtol(line + strlen(field), NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* On demand, not in ctest (it prints, it does not judge): 5000 pods of
+ * this node with a 1 MiB annotation each, listed with the agent's kept
+ * annotations and the default bounds; prints the client's peak and
+ * resident memory. `test_kube_plain bench_big_list` (no sanitizer). */
+static void t_bench_big_list(void)
+{
+	static const char *const keys[] = { "gpu.qos", "gpuqos.io/windows", "gpuqos.io/class",
+					    "gpuqos.io/state", NULL };
+	struct env e;
+	struct kube_stats st;
+	long before;
+	uint64_t t0;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/pods_bulk",
+		     "{\"count\":5000,\"node\":\"" NODE "\",\"prefix\":\"m\",\"pad\":1048576,"
+		     "\"annotations\":{\"gpu.qos\":\"best-effort\"}}") == 0);
+	e.o.annotation_keys = keys;
+	before = vm_kib("VmRSS:");
+	t0 = h_now_ms();
+	if (env_client_start(&e) != 0) {
+		CHECK(0);
+		return;
+	}
+	WAIT(&e.drv, 900000, e.rec.synced >= 1);
+	kube_client_stats(e.c, &st);
+	printf("5000 pods x 1 MiB: listed in %.1f s, %llu list requests (%llu over the bound); "
+	       "RSS before %ld KiB, peak %ld KiB, after %ld KiB\n",
+	       (double)(h_now_ms() - t0) / 1000.0, (unsigned long long)st.lists,
+	       (unsigned long long)st.lists_too_large, before, vm_kib("VmHWM:"), vm_kib("VmRSS:"));
+	CHECK(kube_client_pod_count(e.c) == 5000);
+	env_stop(&e);
+}
+
+/* More pods than max_pods: the cache holds max_pods, refuses the rest
+ * (counted), and a deleted pod's place goes to the next one listed. */
+static void t_pods_bound(void)
+{
+	struct env e;
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/pods_bulk",
+		     "{\"count\":12,\"node\":\"" NODE "\",\"prefix\":\"b\"}") == 0);
+	e.o.max_pods = 10;
+	e.o.list_limit = 5;
+	CHECK(env_client(&e) == 0);
+	kube_client_stats(e.c, &st);
+	CHECK(kube_client_pod_count(e.c) == 10 && st.pods_refused == 2);
+	CHECK(ctl_ok(&e.srv, "DELETE", "/_test/pods/default/b-0", NULL) == 0);
+	WAIT(&e.drv, 3000, kube_client_pod_count(e.c) == 9);
+	/* Listed in name order, b-8 and b-9 were refused: a change of one
+	 * finds room now. */
+	CHECK(pod_named(&e, "b-9") == NULL);
+	CHECK(put_pod(&e.srv, "b-9", NODE, "Running", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "b-9") != NULL);
+	CHECK(kube_client_pod_count(e.c) == 10);
+	env_stop(&e);
+}
+
+static int pod_events(struct fake_server *s, const char *pod, const char *reason)
+{
+	cJSON *evs = ctl(s, "GET", "/_test/events", NULL), *ev;
+	int n = 0;
+
+	cJSON_ArrayForEach(ev, evs) {
+		const char *reg = cJSON_GetStringValue(
+			cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "regarding"), "name"));
+		const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "reason"));
+
+		n += reg && why && strcmp(reg, pod) == 0 && strcmp(why, reason) == 0;
+	}
+	cJSON_Delete(evs);
+	return n;
+}
+
+/* One pod's PATCHes are refused for good (403, then 422) while it flips
+ * class: each change of what it should say costs one PATCH, the passes in
+ * between send nothing, and the other pod's writes go on. */
+static void t_patch_refused(void)
+{
+	static const int statuses[] = { 403, 422 };
+	static const char *const cls[] = { "best-effort", "latency-critical" };
+	struct env e;
+	char fault[160], state[32], p1[64], p2[64];
+	struct kube_stats st;
+	int changes = 0;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	CHECK(put_pod(&e.srv, "p2", NODE, "Running", NULL) == 0);
+	e.o.patch_qps = 100;
+	e.o.patch_burst = 100;
+	CHECK(env_client(&e) == 0);
+	snprintf(p1, sizeof(p1), "%s", pod_named(&e, "p1")->uid);
+	snprintf(p2, sizeof(p2), "%s", pod_named(&e, "p2")->uid);
+	for (int k = 0; k < 2; k++) {
+		CHECK(ctl_ok(&e.srv, "POST", "/_test/clear_faults", NULL) == 0);
+		snprintf(fault, sizeof(fault), "{\"kind\":\"patch\",\"status\":%d,\"count\":1000,"
+			 "\"name\":\"p1\"}", statuses[k]);
+		CHECK(ctl_ok(&e.srv, "POST", "/_test/fault", fault) == 0);
+		for (int flip = 0; flip < 3; flip++) {
+			const char *c = cls[(k * 3 + flip) % 2];
+
+			snprintf(state, sizeof(state), "s%d-%d", k, flip);
+			changes++;
+			/* Five passes of the agent asking for the same values. */
+			for (int pass = 0; pass < 5; pass++) {
+				CHECK(kube_client_annotate(e.c, p1, "gpuqos.io/class", c) >= 0);
+				CHECK(kube_client_annotate(e.c, p1, "gpuqos.io/state", state) >= 0);
+				CHECK(kube_client_annotate(e.c, p2, "gpuqos.io/class", c) >= 0);
+				CHECK(kube_client_annotate(e.c, p2, "gpuqos.io/state", state) >= 0);
+				SPIN(&e.drv, 40);
+			}
+			WAIT(&e.drv, 3000, ann_is(&e, "p2", "gpuqos.io/state", state));
+			WAIT(&e.drv, 3000, (kube_client_stats(e.c, &st), st.patches_refused ==
+								      (uint64_t)changes));
+			/* Refused as asked: asking again sends nothing. */
+			CHECK(kube_client_annotate(e.c, p1, "gpuqos.io/class", c) == 2);
+			CHECK(kube_client_annotate(e.c, p1, "gpuqos.io/state", state) == 2);
+			CHECK(ann_is(&e, "p1", "gpuqos.io/state", NULL));
+		}
+		CHECK(count_pod_reqs(&e.srv, "patch", "p1", statuses[k]) == 3);
+	}
+	SPIN(&e.drv, 200);
+	CHECK(count_pod_reqs(&e.srv, "patch", "p1", 0) == changes);
+	CHECK(count_pod_reqs(&e.srv, "patch", "p2", 200) == changes);
+	CHECK(count_pod_reqs(&e.srv, "patch", "p2", 0) == changes);
+	kube_client_stats(e.c, &st);
+	CHECK(st.patches_refused == (uint64_t)changes && st.patches_withheld >= 2u * changes);
+	/* One Event per refusal that says something new: the 403, the 422. */
+	WAIT(&e.drv, 8000, pod_events(&e.srv, "p1", "AnnotationRefused") == 2);
+	CHECK(pod_events(&e.srv, "p2", "AnnotationRefused") == 0);
+	/* The policy lets it through: the next change is written. */
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/clear_faults", NULL) == 0);
+	CHECK(kube_client_annotate(e.c, p1, "gpuqos.io/state", "after") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/state", "after"));
+	CHECK(count_pod_reqs(&e.srv, "patch", "p1", 200) == 1);
+	/* Back to a refused value is a change too. */
+	CHECK(kube_client_annotate(e.c, p1, "gpuqos.io/state", "s1-2") == 0);
+	WAIT(&e.drv, 3000, ann_is(&e, "p1", "gpuqos.io/state", "s1-2"));
+	env_stop(&e);
+}
+
 /* Everything at once, for the valgrind run. */
 static void t_all(void)
 {
@@ -1135,6 +1412,9 @@ static const struct {
 	{ "patch_stale_watch", t_patch_stale_watch }, { "patch_revert", t_patch_revert },
 	{ "retry_after", t_retry_after },   { "quiet_watch", t_quiet_watch },
 	{ "events_owed", t_events_owed },   { "lone_surrogate", t_lone_surrogate },
+	{ "patch_refused", t_patch_refused }, { "pods_bound", t_pods_bound },
+	{ "too_large", t_too_large },       { "list_bound", t_list_bound },
+	{ "bench_big_list", t_bench_big_list },
 };
 
 int main(int argc, char **argv)

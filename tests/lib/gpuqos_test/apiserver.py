@@ -7,7 +7,9 @@ an HTTP status or as an ERROR event inside a 200 stream), GET and merge
 PATCH of a pod, POST of events.k8s.io/v1 Events with the server's
 validation, bearer tokens, forced disconnects, and the faults of broken
 servers a test asks for (Retry-After, a lagging watch, a list without a
-usable resourceVersion, a fieldSelector ignored).
+usable resourceVersion, a fieldSelector ignored, one pod's PATCHes refused,
+a watch from a version ahead of the server's answered 504 "Too large
+resource version", as after etcd is restored from a backup).
 
 Tests steer it through /_test/... (JSON, no token needed) or, in-process,
 through the Server object. Does not own: persistence, RBAC, any other
@@ -153,18 +155,49 @@ class State:
             self.record("DELETED", pod)
             return pod
 
+    def restore(self, rv):
+        """Like etcd restored from an older backup: the revision goes back
+        to rv and what came after it is forgotten (the pods keep their
+        contents, at version rv at most)."""
+        with self.lock:
+            self.rv = rv
+            self.history = [h for h in self.history if h[0] <= rv]
+            for p in self.pods.values():
+                if int(p["metadata"]["resourceVersion"]) > rv:
+                    p["metadata"]["resourceVersion"] = str(rv)
+
+    def bulk(self, arg):
+        """count pods named prefix-N on node, each with the annotations
+        given and a "pad" annotation of pad bytes, all sharing one string
+        so that thousands of large pods cost the server little memory."""
+        pad = "x" * int(arg.get("pad", 0))
+        for i in range(int(arg["count"])):
+            ann = dict(arg.get("annotations") or {})
+            if pad:
+                ann["pad"] = pad
+            name = "%s-%d" % (arg.get("prefix", "bulk"), i)
+            self.upsert({"metadata": {"name": name, "namespace": "default",
+                                      "annotations": ann},
+                         "spec": {"nodeName": arg["node"], "containers": [{"name": "main"}]},
+                         "status": {"phase": "Running", "containerStatuses": [
+                             {"name": "main", "containerID": "containerd://%s-c0ffee" % name}]}})
+
     def compact(self):
         """Forget history: any watch from an older RV now gets 410."""
         with self.lock:
             self.compacted_rv = self.rv
             self.history = []
 
-    def take_fault(self, kind):
+    def take_fault(self, kind, name=None):
+        """The first fault of this kind with answers left (and, if it names
+        a pod, for that pod's requests only), counted down; else None."""
         with self.lock:
             for f in self.faults:
+                if f.get("name") and f["name"] != name:
+                    continue
                 if f["kind"] == kind and f["count"] > 0:
                     f["count"] -= 1
-                    return f["status"], f["delay"], f.get("retry_after")
+                    return f
         return None
 
     def broadcast(self, what):
@@ -270,8 +303,8 @@ class Handler(BaseHTTPRequestHandler):
     def wants_table(self):
         return "as=Table" in self.headers.get("Accept", "")
 
-    def begin(self, kind, q):
-        rec = {"kind": kind, "method": self.command, "path": self.path,
+    def begin(self, kind, q, name=None):
+        rec = {"kind": kind, "method": self.command, "path": self.path, "name": name,
                "t": time.monotonic(), "rv": q.get("resourceVersion"),
                "auth": self.headers.get("Authorization", ""), "status": None}
         with self.st.lock:
@@ -280,15 +313,28 @@ class Handler(BaseHTTPRequestHandler):
         if not self.authorized():
             self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
             return False
-        fault = self.st.take_fault(kind)
+        fault = self.st.take_fault(kind, name)
         if fault:
-            code, delay, retry_after = fault
+            code, delay, retry_after = fault["status"], fault["delay"], fault.get("retry_after")
             # A slow failure (a hung server, a timeout) keeps the request
             # in flight long enough for the client to queue more work.
             if delay:
                 time.sleep(delay)
-            self.send_json(code, status(code, "InternalError" if code >= 500 else "Injected",
-                                        "fault injected by the test"),
+            st = status(code, fault.get("reason") or
+                        ("InternalError" if code >= 500 else "Injected"),
+                        fault.get("message") or "fault injected by the test",
+                        fault.get("details"))
+            # A watch refused inside its 200 stream, as a watch cache does.
+            if fault.get("stream") and kind == "watch":
+                self.note_status(200)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.chunk({"type": "ERROR", "object": st})
+                self.end_stream()
+                return False
+            self.send_json(code, st,
                            headers=(("Retry-After", str(retry_after)),) if retry_after else ())
             return False
         return True
@@ -310,7 +356,7 @@ class Handler(BaseHTTPRequestHandler):
                                               "the requested resource"))
         ns, name = m.groups()
         if name:
-            if not self.begin("get", q):
+            if not self.begin("get", q, name):
                 return
             return self.get_pod(ns, name)
         if q.get("watch") in ("1", "true"):
@@ -329,7 +375,7 @@ class Handler(BaseHTTPRequestHandler):
             body = self.read_body()
             return self.send_json(405, status(405, "MethodNotAllowed", "PATCH not allowed here"))
         body = self.read_body()
-        if not self.begin("patch", q):
+        if not self.begin("patch", q, m.group(2)):
             return
         self.patch_pod(m.group(1), m.group(2), body)
 
@@ -461,6 +507,14 @@ class Handler(BaseHTTPRequestHandler):
                                                       "invalid resourceVersion"))
                 if rv < self.st.compacted_rv:
                     gone = True
+                elif rv > self.st.rv:
+                    # Ahead of the server (etcd restored from a backup, a
+                    # lagging watch cache): the API server's 504.
+                    return self.send_json(504, status(
+                        504, "Timeout", "Too large resource version: %d, current: %d"
+                        % (rv, self.st.rv), {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                         "message": "Too large resource version"}],
+                                             "retryAfterSeconds": 1}))
                 else:
                     initial = [(t, copy.deepcopy(p)) for r, t, p in self.st.history
                                if r > rv and selector_matches(terms, p)]
@@ -627,10 +681,21 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/_test/bookmark_interval":
                 st.bookmark_interval = float(arg["seconds"])
             elif path == "/_test/fault":
+                # name: only this pod's requests; reason, message, details:
+                # the Status answered; stream: a watch's 200 stream that
+                # carries the Status as an ERROR event.
                 st.faults.append({"kind": arg["kind"], "status": int(arg["status"]),
                                   "count": int(arg.get("count", 1)),
                                   "delay": float(arg.get("delay", 0)),
-                                  "retry_after": arg.get("retry_after")})
+                                  "retry_after": arg.get("retry_after"),
+                                  "name": arg.get("name"), "reason": arg.get("reason"),
+                                  "message": arg.get("message"),
+                                  "details": arg.get("details"),
+                                  "stream": bool(arg.get("stream"))})
+            elif path == "/_test/restore":
+                st.restore(int(arg["rv"]))
+            elif path == "/_test/pods_bulk":
+                st.bulk(arg)
             elif path == "/_test/clear_faults":
                 st.faults = []
             elif path == "/_test/patch_answer_delay":
