@@ -359,6 +359,11 @@ static void stats_json(const struct kmode *k, cJSON *o)
 	cJSON_AddNumberToObject(s, "patchesWithheld", (double)st.patches_withheld);
 	cJSON_AddNumberToObject(s, "eventsSent", (double)st.events_sent);
 	cJSON_AddNumberToObject(s, "eventsSuppressed", (double)st.events_suppressed);
+	cJSON_AddNumberToObject(s, "eventsExisting", (double)st.events_existing);
+	cJSON_AddNumberToObject(s, "eventsDropped", (double)st.events_dropped);
+	cJSON_AddNumberToObject(s, "podsRefused", (double)st.pods_refused);
+	cJSON_AddNumberToObject(s, "listsTooLarge", (double)st.lists_too_large);
+	cJSON_AddNumberToObject(s, "noPodsWarnings", (double)st.no_pods_warnings);
 }
 
 void kmode_json(struct agent *a, cJSON *agent_obj)

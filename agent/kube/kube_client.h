@@ -125,6 +125,9 @@ struct kube_stats {
 	uint64_t lists_too_large; /* list pages over max_list_bytes, asked again smaller */
 	uint64_t events_sent;
 	uint64_t events_suppressed; /* duplicates, and owed Events a newer one replaced */
+	uint64_t events_existing; /* refused by the server as posted before (409) */
+	uint64_t events_dropped;  /* queued for a pod that was deleted before its turn */
+	uint64_t no_pods_warnings; /* warnings that no pod is on the node */
 };
 
 /* cfg is borrowed and must outlive the client. Returns NULL and logs why. */

@@ -27,7 +27,11 @@
 #define KUBE_EVENT_QUEUE 64
 /* The longest Retry-After honoured. */
 #define KUBE_RETRY_AFTER_MAX_MS 60000u
-#define KUBE_DEDUP_SLOTS 128
+/* Events remembered per pod for de-duplication: a pod with more distinct
+ * Events than this within event_dedup_s may repeat its oldest one, which
+ * the server then refuses by name (409: kube_write.c names Events by pod
+ * UID, reason and note). */
+#define KUBE_DEDUP_SLOTS 8
 
 struct kube_buf {
 	char *p;
@@ -78,6 +82,11 @@ struct kube_req {
 	struct kube_req *next;
 };
 
+struct kube_dedup {
+	uint64_t hash;
+	uint64_t at_ms;
+};
+
 struct kube_pod_entry {
 	struct kube_pod pod;    /* first: the public view */
 	size_t at;              /* its index in c->pods */
@@ -99,6 +108,9 @@ struct kube_pod_entry {
 	 * queued when there is room (c->owed_head, oldest first). */
 	struct kube_event_item *owed;
 	struct kube_pod_entry *owed_next;
+	/* The Events queued for the pod lately, by pod UID + reason + note
+	 * hash: gone with the pod, so no other pod's Events push them out. */
+	struct kube_dedup dedup[KUBE_DEDUP_SLOTS];
 };
 
 struct kube_bucket {
@@ -106,10 +118,6 @@ struct kube_bucket {
 	uint64_t last_ms;
 };
 
-struct kube_dedup {
-	uint64_t hash;
-	uint64_t at_ms;
-};
 
 enum kube_sync_state {
 	KUBE_SYNC_IDLE,     /* not started */
@@ -159,8 +167,7 @@ struct kube_client {
 	struct kube_event_item events[KUBE_EVENT_QUEUE];
 	size_t ev_head, ev_len;
 	struct kube_pod_entry *owed_head, *owed_tail;
-	struct kube_dedup dedup[KUBE_DEDUP_SLOTS];
-	size_t dedup_next;
+	uint64_t no_pods_warned_ms; /* last warning that no pod is on the node */
 
 	uint64_t curl_due_ms;   /* 0: libcurl wants no timeout */
 	uint64_t armed_due;     /* deadline last handed to arm_timer, 0 none */

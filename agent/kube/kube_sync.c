@@ -28,6 +28,8 @@
 /* Failed watches in a row (no event between) after which the next step
  * is a list, not another watch from the same version. */
 #define KUBE_WATCH_FAILS_RELIST 5u
+/* How often the warning that no pod is on the node repeats. */
+#define KUBE_NO_PODS_WARN_MS (10u * 60u * 1000u)
 
 static void set_rv(struct kube_client *c, const char *rv)
 {
@@ -172,6 +174,21 @@ static void list_page(struct kube_client *c, cJSON *list, const char *rv)
 	list_pass_done(c);
 }
 
+/* No pod of the cluster runs on this node: the agent's own pod would, so
+ * the node name is almost surely wrong, and every GPU process stays
+ * unmanaged. Said as a warning after a list, and again at most every
+ * KUBE_NO_PODS_WARN_MS while it lasts (checked as each watch ends). */
+static void warn_if_no_pods(struct kube_client *c, uint64_t now)
+{
+	if (c->n_pods || (c->no_pods_warned_ms && now - c->no_pods_warned_ms < KUBE_NO_PODS_WARN_MS))
+		return;
+	c->no_pods_warned_ms = now ? now : 1;
+	c->st.no_pods_warnings++;
+	log_warn("kube: no pod runs on node \"%s\" (spec.nodeName): is the node name right? The "
+		 "agent's own pod would be one; until a pod of this node is listed, every GPU "
+		 "process stays unmanaged", c->node);
+}
+
 /* The last page of a pass was applied: pods it did not bring are gone. */
 static void list_pass_done(struct kube_client *c)
 {
@@ -185,6 +202,7 @@ static void list_pass_done(struct kube_client *c)
 	c->list_page = c->o.list_limit;
 	c->list_page_fit = 0;
 	wait_then(c, kube_now_ms(), 0, 0);
+	warn_if_no_pods(c, kube_now_ms());
 	if (c->o.on_synced)
 		c->o.on_synced(c->o.cb_arg);
 }
@@ -413,6 +431,7 @@ static void watch_done(struct kube_req *r, CURLcode rc, long status)
 		 * cleanly: carry on from where we are, no list. */
 		log_debug("kube: watch %s ended; watching again from resourceVersion %s", r->url,
 			  c->rv);
+		warn_if_no_pods(c, now);
 		if (now - r->started_ms < KUBE_WATCH_MIN_MS && !r->events)
 			watch_failed(c, 0);
 		else

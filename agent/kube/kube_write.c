@@ -407,16 +407,24 @@ static uint64_t event_hash(const char *uid, const char *reason, const char *note
 	return h;
 }
 
-static int event_is_duplicate(struct kube_client *c, uint64_t h, uint64_t now)
+/* Whether the pod had this Event within event_dedup_s; if not, it is
+ * remembered in the pod's slot that is free, expired or else oldest. */
+static int event_is_duplicate(struct kube_client *c, struct kube_pod_entry *e, uint64_t h,
+			      uint64_t now)
 {
 	uint64_t window = (uint64_t)c->o.event_dedup_s * 1000u;
+	struct kube_dedup *slot = &e->dedup[0];
 
-	for (size_t i = 0; i < KUBE_DEDUP_SLOTS; i++)
-		if (c->dedup[i].at_ms && c->dedup[i].hash == h && now - c->dedup[i].at_ms < window)
+	for (size_t i = 0; i < KUBE_DEDUP_SLOTS; i++) {
+		struct kube_dedup *d = &e->dedup[i];
+
+		if (d->at_ms && d->hash == h && now - d->at_ms < window)
 			return 1;
-	c->dedup[c->dedup_next].hash = h;
-	c->dedup[c->dedup_next].at_ms = now ? now : 1;
-	c->dedup_next = (c->dedup_next + 1) % KUBE_DEDUP_SLOTS;
+		if (d->at_ms < slot->at_ms)
+			slot = d;
+	}
+	slot->hash = h;
+	slot->at_ms = now ? now : 1;
 	return 0;
 }
 
@@ -509,7 +517,8 @@ static int event_queue(struct kube_client *c, struct kube_pod_entry *e, enum kub
 {
 	struct kube_event_item *it;
 
-	if (event_is_duplicate(c, event_hash(e->pod.uid, reason, note ? note : ""), kube_now_ms())) {
+	if (event_is_duplicate(c, e, event_hash(e->pod.uid, reason, note ? note : ""),
+			       kube_now_ms())) {
 		c->st.events_suppressed++;
 		return 1;
 	}
@@ -544,14 +553,15 @@ static char *event_body(struct kube_client *c, const struct kube_event_item *it)
 {
 	cJSON *root = cJSON_CreateObject(), *meta, *reg;
 	char when[96], name[254];
-	struct timespec ts;
 	char *s = NULL;
 
-	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-		ts.tv_sec = ts.tv_nsec = 0;
-	/* client-go names Events "<regarding>.<unix nanoseconds in hex>". */
-	snprintf(name, sizeof(name), "%.*s.%llx", 253 - 17, it->name,
-		 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+	/* "<regarding>.<hash of pod UID, reason and note in hex>", where
+	 * client-go puts the time: the same Event posted again (after an
+	 * agent restart, or past the de-duplication memory) has the same
+	 * name, and the server refuses it as existing (409) for as long as
+	 * it keeps the first (the API server's event TTL, 1 h by default). */
+	snprintf(name, sizeof(name), "%.*s.%016llx", 253 - 17, it->name,
+		 (unsigned long long)event_hash(it->uid, it->reason, it->note));
 	micro_time(when, sizeof(when));
 	meta = cJSON_AddObjectToObject(root, "metadata");
 	reg = cJSON_AddObjectToObject(root, "regarding");
@@ -608,6 +618,15 @@ static void event_step(struct kube_client *c, uint64_t now, uint64_t *due)
 	for (owed_refill(c); c->ev_len; owed_refill(c)) {
 		struct kube_event_item *it = &c->events[c->ev_head];
 
+		if (!kube_pods_find(c, it->uid)) {
+			/* The pod went while its Event waited: it costs no token
+			 * and does not hold up the Events of pods still there. */
+			c->st.events_dropped++;
+			kube_event_item_free(it);
+			c->ev_head = (c->ev_head + 1) % KUBE_EVENT_QUEUE;
+			c->ev_len--;
+			continue;
+		}
 		if (it->due_ms > now) {
 			due_min(due, it->due_ms);
 			return;
@@ -662,6 +681,14 @@ void kube_event_done(struct kube_req *r, CURLcode rc, long status)
 
 	if (rc == CURLE_OK && status >= 200 && status < 300) {
 		c->st.events_sent++;
+		kube_event_item_free(&r->ev);
+		return;
+	}
+	if (rc == CURLE_OK && status == 409) {
+		/* Its name says it is this very Event: the pod has it. */
+		c->st.events_existing++;
+		log_debug("kube: event %s for pod %s/%s was posted before", r->ev.reason,
+			  r->ev.namespace, r->ev.name);
 		kube_event_item_free(&r->ev);
 		return;
 	}

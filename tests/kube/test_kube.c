@@ -5,6 +5,7 @@
  * into the client took long: the client must never block the agent's loop.
  * Does not test the fake server itself (test_kubectl.py does, with kubectl).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,8 @@ static int lists(struct env *e)
 }
 
 /* ---- scenarios ---- */
+
+static int pod_events(struct fake_server *s, const char *pod, const char *reason);
 
 static void t_list_watch(void)
 {
@@ -1255,6 +1258,150 @@ static void t_bench_big_list(void)
 	env_stop(&e);
 }
 
+/* The client's log goes to path until stderr_back(): returns the saved
+ * stderr. */
+static int stderr_to(const char *path)
+{
+	int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (saved < 0 || fd < 0 || dup2(fd, 2) < 0) {
+		fprintf(stderr, "cannot send the log to %s\n", path);
+		exit(1);
+	}
+	close(fd);
+	return saved;
+}
+
+static void stderr_back(int saved)
+{
+	dup2(saved, 2);
+	close(saved);
+}
+
+/* How many lines of the file hold needle. */
+static int lines_with(const char *path, const char *needle)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(path, "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* A node name no pod has: one warning that says so, after the list, and
+ * none once a pod of the node is listed. */
+static void t_no_pods(void)
+{
+	struct env e;
+	struct kube_stats st;
+	char log[400];
+	int saved;
+
+	CHECK(env_server(&e) == 0);
+	CHECK(put_pod(&e.srv, "elsewhere", "node-b", "Running", NULL) == 0);
+	snprintf(log, sizeof(log), "%s/client.log", e.srv.dir);
+	saved = stderr_to(log);
+	CHECK(env_client(&e) == 0);
+	CHECK(put_pod(&e.srv, "p1", NODE, "Running", NULL) == 0);
+	WAIT(&e.drv, 3000, pod_named(&e, "p1") != NULL);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/compact", NULL) == 0);
+	CHECK(ctl_ok(&e.srv, "POST", "/_test/expire", NULL) == 0);
+	WAIT(&e.drv, 5000, e.rec.synced == 2);
+	stderr_back(saved);
+	kube_client_stats(e.c, &st);
+	CHECK(st.no_pods_warnings == 1);
+	CHECK(lines_with(log, "warn  kube: no pod runs on node \"" NODE "\"") == 1);
+	env_stop(&e);
+}
+
+/* Events wait behind a slow bucket (one token every 5 s) for ten pods;
+ * eight of the pods are deleted meanwhile: their Events are never posted,
+ * and the last pod's goes out with the next token, not eight later. */
+static void t_events_churn(void)
+{
+	struct env e;
+	char name[16], path[64];
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "ch%d", i);
+		CHECK(put_pod(&e.srv, name, NODE, "Running", NULL) == 0);
+	}
+	e.o.event_qps = 0.2;
+	e.o.event_burst = 1;
+	CHECK(env_client(&e) == 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "ch%d", i);
+		CHECK(kube_client_event(e.c, pod_named(&e, name)->uid, KUBE_EVENT_WARNING,
+					"InvalidQoSClass", "Classify", "bad class") == 0);
+	}
+	WAIT(&e.drv, 3000, count_reqs(&e.srv, "event", 201, NULL, 0) == 1);
+	for (int i = 1; i < 9; i++) {
+		snprintf(path, sizeof(path), "/_test/pods/default/ch%d", i);
+		CHECK(ctl_ok(&e.srv, "DELETE", path, NULL) == 0);
+	}
+	WAIT(&e.drv, 3000, kube_client_pod_count(e.c) == 2);
+	WAIT(&e.drv, 8000, count_reqs(&e.srv, "event", 201, NULL, 0) == 2);
+	CHECK(pod_events(&e.srv, "ch0", "InvalidQoSClass") == 1);
+	CHECK(pod_events(&e.srv, "ch9", "InvalidQoSClass") == 1);
+	SPIN(&e.drv, 300);
+	CHECK(count_reqs(&e.srv, "event", 0, NULL, 0) == 2);
+	kube_client_stats(e.c, &st);
+	CHECK(st.events_dropped == 8 && st.events_sent == 2);
+	env_stop(&e);
+}
+
+/* De-duplication that other pods cannot push out: 130 pods' Events after
+ * one pod's, and that pod's is still a duplicate. Across a restart of the
+ * client (nothing remembered) the server refuses the same Event by its
+ * name: the pod keeps one. */
+static void t_events_dedup(void)
+{
+	enum { N = 130 };
+	struct env e;
+	char name[16], uid0[64], note[64];
+	struct kube_stats st;
+
+	CHECK(env_server(&e) == 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "dd%d", i);
+		CHECK(put_pod(&e.srv, name, NODE, "Running", NULL) == 0);
+	}
+	e.o.event_qps = 500;
+	e.o.event_burst = 200;
+	CHECK(env_client(&e) == 0);
+	snprintf(uid0, sizeof(uid0), "%s", pod_named(&e, "dd0")->uid);
+	CHECK(kube_client_event(e.c, uid0, KUBE_EVENT_WARNING, "InvalidQoSClass", "Classify",
+				"gpu.qos: \"fast\" is not a class") == 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "dd%d", i);
+		snprintf(note, sizeof(note), "note %d", i);
+		CHECK(kube_client_event(e.c, pod_named(&e, name)->uid, KUBE_EVENT_WARNING,
+					"ControlRefused", "Control", note) == 0);
+	}
+	CHECK(kube_client_event(e.c, uid0, KUBE_EVENT_WARNING, "InvalidQoSClass", "Classify",
+				"gpu.qos: \"fast\" is not a class") == 1);
+	WAIT(&e.drv, 40000, count_reqs(&e.srv, "event", 201, NULL, 0) == N + 1);
+	kube_client_free(e.c);
+	memset(&e.rec, 0, sizeof(e.rec));
+	e.c = kube_client_new(&e.cfg, &e.o);
+	CHECK(e.c != NULL);
+	e.drv.client = e.c;
+	CHECK(e.c && kube_client_start(e.c) == 0);
+	WAIT(&e.drv, 5000, e.rec.synced == 1);
+	CHECK(kube_client_event(e.c, uid0, KUBE_EVENT_WARNING, "InvalidQoSClass", "Classify",
+				"gpu.qos: \"fast\" is not a class") == 0);
+	WAIT(&e.drv, 5000, (kube_client_stats(e.c, &st), st.events_existing == 1));
+	CHECK(count_reqs(&e.srv, "event", 409, NULL, 0) == 1);
+	CHECK(pod_events(&e.srv, "dd0", "InvalidQoSClass") == 1);
+	env_stop(&e);
+}
+
 /* More pods than max_pods: the cache holds max_pods, refuses the rest
  * (counted), and a deleted pod's place goes to the next one listed. */
 static void t_pods_bound(void)
@@ -1414,7 +1561,8 @@ static const struct {
 	{ "events_owed", t_events_owed },   { "lone_surrogate", t_lone_surrogate },
 	{ "patch_refused", t_patch_refused }, { "pods_bound", t_pods_bound },
 	{ "too_large", t_too_large },       { "list_bound", t_list_bound },
-	{ "bench_big_list", t_bench_big_list },
+	{ "bench_big_list", t_bench_big_list }, { "no_pods", t_no_pods },
+	{ "events_churn", t_events_churn }, { "events_dedup", t_events_dedup },
 };
 
 int main(int argc, char **argv)
