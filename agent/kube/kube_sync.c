@@ -302,7 +302,7 @@ static void list_done(struct kube_req *r, CURLcode rc, long status)
 				  ? "the pod list has no usable metadata.resourceVersion"
 				  : "the answer is not a pod list");
 		cJSON_Delete(list);
-	} else if (r->resp_over) {
+	} else if (r->resp_over && status == 200) {
 		if (list_too_large(r) == 0)
 			return;
 		log_error("kube: GET %s: a page over %zu bytes (max_list_bytes) whose start "
