@@ -69,11 +69,6 @@ INSTRUMENTATION = ("__asan_", "__ubsan_", "__sanitizer_", "__tsan_", "__gcov_")
 ONE_MODULE = {
     # Kubernetes mode: classification and what it writes back on the pods.
     ("agent/io/kube_mode.c", "agent/io/kube_podstate.c"),
-    # A cycle to end, allowed until then: the API client's transport and the
-    # writes it completes call each other (kube_client_defer from the
-    # writer, kube_bucket_init from the client). Remove this pair when the
-    # writer stands below the transport.
-    ("agent/kube/kube_client.c", "agent/kube/kube_write.c"),
 }
 # What the graphs must at least hold.
 EXPECTED = {"agent/core/tsg.c", "agent/core/reconcile.c", "agent/core/config.c",
