@@ -36,6 +36,9 @@ PKGS="$PKGS openssl"
 # agent/metrics.c: Prometheus metrics over HTTP; its tests scrape the agent with
 # a real Prometheus and lint the text with promtool.
 PKGS="$PKGS libmicrohttpd-dev prometheus"
+# The preempt library under other C libraries (tests/preempt/test_libc.py):
+# a program built against musl.
+PKGS="$PKGS musl-tools"
 # charts/gpuqos and the image (tests/chart, tests/image): crun runs the
 # chart's containers and the image, mmdebstrap builds the image's root
 # filesystem; node and npm fetch helm, kubectl and the Kubernetes schema

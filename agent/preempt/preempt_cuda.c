@@ -14,19 +14,26 @@
 #include <stddef.h>
 
 #include "preempt_cuda.h"
+#include "preempt_libc.h"
+
+/* glibc only: NULL under another C library, which must still load this. */
+extern void *dlvsym(void *, const char *, const char *) __attribute__((weak));
 
 static _Atomic(pa_dlsym_fn) pa_dlsym_real;
 
 pa_dlsym_fn pa_real_dlsym(void)
 {
 	/* dlsym's versions: GLIBC_2.34 where libc has it, the architecture's
-	 * first version in libdl before. dlvsym is not interposed. */
+	 * first version in libdl before. dlvsym is not interposed. Without
+	 * dlvsym (not glibc), the next object's own dlsym. */
 	static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17",
 						"GLIBC_2.0" };
 	pa_dlsym_fn f = atomic_load_explicit(&pa_dlsym_real, memory_order_acquire);
 
-	for (size_t i = 0; !f && i < sizeof(versions) / sizeof(versions[0]); i++)
+	for (size_t i = 0; !f && dlvsym && i < sizeof(versions) / sizeof(versions[0]); i++)
 		f = (pa_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	if (!f && !dlvsym)
+		f = (pa_dlsym_fn)pa_elf_other_sym("dlsym");
 	if (f)
 		atomic_store_explicit(&pa_dlsym_real, f, memory_order_release);
 	return f;

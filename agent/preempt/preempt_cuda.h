@@ -18,7 +18,7 @@
 
 typedef void *(*pa_dlsym_fn)(void *, const char *);
 
-/* libc's dlsym (not the library's interposed one), or NULL: not glibc. */
+/* libc's dlsym (not the library's interposed one), or NULL: none found. */
 pa_dlsym_fn pa_real_dlsym(void);
 
 /* Whether p is one of this library's own functions (a wrapper, or an

@@ -29,6 +29,7 @@
 #include "preempt.h"
 #include "preempt_conn.h"
 #include "preempt_launch.h"
+#include "preempt_libc.h"
 #include "preempt_timeslice.h"
 #include "preempt_trace.h"
 #include "preempt_wake.h"
@@ -106,11 +107,18 @@ static void pa_fork_prepare(void);
 static void pa_fork_parent(void);
 static void pa_fork_child(void);
 
-/* GPUQOS_PREEMPT_DISABLE=1: the container opted out (docs/device-plugin.md).
- * RM calls then pass straight through and the node agent is never
- * contacted. Written once in pa_init, before the release store that
- * publishes initialisation. */
+/* GPUQOS_PREEMPT_DISABLE=1: the container opted out (docs/device-plugin.md);
+ * or the process runs on a C library other than glibc (preempt_libc.c).
+ * RM calls then pass straight through, no thread is started and the node
+ * agent is never contacted. Written once in pa_init, before the release
+ * store that publishes initialisation. */
 static int pa_disabled;
+
+/* glibc's own registration behind pthread_atfork (which glibc links in
+ * statically, calling this): weak, since only glibc has it. */
+extern void *__dso_handle;
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+			     void *dso) __attribute__((weak));
 
 static void pa_init(void)
 {
@@ -124,16 +132,22 @@ static void pa_init(void)
 	pa_real_set(io, cl);
 	atomic_store(&pa_close_next, pa_real_close_fn());
 	pa_disabled = off != NULL && strcmp(off, "1") == 0;
-	if (pa_disabled)
+	if (!pa_libc_is_glibc()) {
+		pa_disabled = 1;
+		pa_info("not glibc: not taking part");
+	} else if (pa_disabled) {
 		pa_info("GPUQOS_PREEMPT_DISABLE=1: not taking part");
-	else
+	} else {
 		pa_config_socket();
+	}
 	pa_config_policy_wait();
 	if (!pa_disabled)
 		pa_wake_init();
-	if (trace != NULL && *trace != '\0')
+	if (trace != NULL && *trace != '\0' && pa_libc_is_glibc())
 		pa_trace_init(trace);
-	rc = pthread_atfork(pa_fork_prepare, pa_fork_parent, pa_fork_child);
+	rc = __register_atfork ? __register_atfork(pa_fork_prepare, pa_fork_parent, pa_fork_child,
+						   __dso_handle)
+			       : 0;
 	if (rc != 0) {
 		errno = rc;
 		pa_info("pthread_atfork: %m; forked children will not be tracked");

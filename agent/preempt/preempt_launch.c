@@ -40,6 +40,7 @@
 #include "preempt.h"
 #include "preempt_cuda.h"
 #include "preempt_launch.h"
+#include "preempt_libc.h"
 #include "preempt_wake.h"
 
 #define PA_EXPORT __attribute__((visibility("default")))
@@ -423,14 +424,15 @@ __attribute__((used)) static void *pa_dlsym_pick(void *handle, const char *name)
 	enum pa_kind k;
 
 	(void)handle;
-	if (pa_kind_of(name, 1, &k))
+	/* Under another C library nothing is wrapped (preempt_libc.c). */
+	if (pa_libc_is_glibc() && pa_kind_of(name, 1, &k))
 		return (void *)pa_dlsym_wrapped;
 	return (void *)pa_real_dlsym();
 }
 
 /* The exported dlsym: save the arguments, ask pa_dlsym_pick, restore them
- * and the stack, jump. A NULL pick (no real dlsym found: not glibc) jumps
- * to pa_dlsym_none, which returns NULL. */
+ * and the stack, jump. A NULL pick (no real dlsym found at all) jumps to
+ * pa_dlsym_none, which returns NULL. */
 __attribute__((used)) static void *pa_dlsym_none(void *handle, const char *name)
 {
 	(void)handle;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preempt.h"
@@ -189,7 +190,7 @@ struct pa_trace_call *pa_trace_begin(int fd, unsigned long request, enum rm_call
 	memset(tc, 0, offsetof(struct pa_trace_call, before));
 	tc->seq = atomic_fetch_add(&pa_trace_seq, 1);
 	tc->t_ns = pa_now_ns();
-	tc->tid = gettid();
+	tc->tid = (pid_t)syscall(SYS_gettid);
 	tc->fd = fd;
 	tc->request = (rm_u32)request;
 	tc->kind = kind;
