@@ -90,7 +90,6 @@ static void hooks_fill(struct agent *a)
 		.send_window = peer_send_window,
 		/* Kubernetes mode started before: the pod's annotation, never
 		 * the process, says its class. */
-		.classify = a->kube ? kmode_classify : NULL,
 		.kernel_confirms = tracker_active,
 		.after_reconcile = after_reconcile,
 		.control_ended = metrics_control_ended,

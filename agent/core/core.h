@@ -79,6 +79,9 @@ void core_clock_install(uint64_t (*now_us)(void));
  * standalone; of each limit an eighth is kept for LCs (peer.c). A refused
  * one is told to wait AGENT_REFUSED_RETRY_MS at least (GQ_REFUSED). */
 #define AGENT_PEERS_PER_KEY 256u
+/* Pods whose facts the core holds (pod.c), in AGENT_POD_BUCKETS chains. */
+#define AGENT_PODS_MAX 16384u
+#define AGENT_POD_BUCKETS 4096u
 #define AGENT_REFUSED_RETRY_MS 1000u
 #define AGENT_PEERS_MAX 768u
 #define AGENT_FD_RESERVE 128u
@@ -431,9 +434,6 @@ struct agent_hooks {
 			   uint32_t wake);
 	/* Send p the schedule in p->win (window.c); 0, or -1. */
 	int (*send_window)(struct agent *a, struct peer *p);
-	/* A process's class where the config's rules do not decide it
-	 * (Kubernetes mode: its pod's annotation). */
-	void (*classify)(struct agent *a, struct proc *p);
 	/* The eBPF tracker runs: the kernel, not a read-back, confirms claims. */
 	int (*kernel_confirms)(const struct agent *a);
 	/* After every reconcile: publish what was decided, re-arm timers. */
@@ -513,6 +513,26 @@ struct tracker {
 struct agent_io;
 struct state_file;
 
+/* Where classes come from: the policy file's rules (standalone), or each
+ * process's pod (Kubernetes), whose facts the adapter pushes in (pod.c). */
+enum agent_mode { AGENT_MODE_STANDALONE, AGENT_MODE_KUBE };
+
+/* What a pod's annotations say, parsed once when the pod changes
+ * (kube_mode.c) and pushed in with pod_set. */
+struct pod_facts {
+	enum qos_class cls;           /* gpu.qos, or the node's default class */
+	enum class_source cls_source; /* CLS_SRC_ANNOTATION or CLS_SRC_DEFAULT */
+	int cls_invalid;              /* gpu.qos there but no class, or annotations not a map */
+	struct window_req windows;    /* gpuqos.io/windows (WINDOW_ASK_NONE: none or invalid) */
+	int windows_invalid;
+};
+
+struct pod_entry;
+struct pod_table {
+	struct pod_entry *bucket[AGENT_POD_BUCKETS];
+	size_t n;
+};
+
 struct agent {
 	struct agent_io *io;   /* the adapters' fds, watches and timers (io.h) */
 	struct options opt;
@@ -545,7 +565,9 @@ struct agent {
 	unsigned readback_sent_this_tick; /* claims read back on the direct path */
 	struct tracker trk;     /* the eBPF tracker (agent/io/tracker.h) */
 	struct agent_hooks hooks; /* installed by hooks.c (hooks_install) */
-	struct kmode *kube;     /* Kubernetes mode (kube_mode.h), NULL standalone */
+	struct kmode *kube;     /* Kubernetes mode's adapter (kube_mode.h), NULL standalone */
+	enum agent_mode mode;
+	struct pod_table pods;  /* Kubernetes mode: each pod's facts (pod.c) */
 };
 
 /* What /proc says of a process (read by agent/io/procinfo.c), as a
@@ -566,6 +588,18 @@ struct proc *proc_find(struct agent *a, pid_t pid);
 struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi);
 void proc_classify(struct agent *a, struct proc *p);
 void proc_reclassify_all(struct agent *a);
+
+/* pod.c (tsg.c: pod_reclassify): each pod's facts, Kubernetes mode. pod_set: 1 if they changed
+ * (or are new), 0 if not, -1 with errno EDQUOT past AGENT_PODS_MAX,
+ * EINVAL for a bad uid, ENOMEM. pod_forget: 1 if it was known. Neither
+ * reclassifies: pod_reclassify does, for one pod (uid NULL: every
+ * process), and says how many processes changed class; name (may be
+ * NULL) goes in the log line. */
+const struct pod_facts *pod_find(const struct agent *a, const char *uid);
+int pod_set(struct agent *a, const char *uid, const struct pod_facts *f);
+int pod_forget(struct agent *a, const char *uid);
+unsigned pod_reclassify(struct agent *a, const char *uid, const char *name);
+void pods_free(struct agent *a);
 void proc_gc(struct agent *a);
 struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
 /* NULL with errno EDQUOT past AGENT_TSGS_MAX, or ENOMEM. */

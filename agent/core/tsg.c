@@ -103,6 +103,55 @@ struct proc *proc_find(struct agent *a, pid_t pid)
 	return NULL;
 }
 
+/* Kubernetes mode's class of p: its pod's, never what the process says. */
+static void proc_classify_from_pod(struct agent *a, struct proc *p)
+{
+	const struct pod_facts *f;
+
+	p->win_ask.ask = WINDOW_ASK_NONE;
+	p->win_ask.after_us = 0;
+	if (!p->pod_uid[0]) {
+		if (!p->nopod_logged)
+			log_info("pid %d (%s): in no Kubernetes pod (cgroup %s): unmanaged", (int)p->pid,
+				 p->comm, p->cgroup[0] ? p->cgroup : "?");
+		p->nopod_logged = 1;
+		p->cls = CLASS_UNMANAGED;
+		p->cls_source = CLS_SRC_NO_POD;
+		return;
+	}
+	f = pod_find(a, p->pod_uid);
+	if (!f) {
+		/* Not listed yet, or gone: leave its TSGs alone until it is. */
+		p->cls = CLASS_UNMANAGED;
+		p->cls_source = CLS_SRC_POD_UNKNOWN;
+		return;
+	}
+	p->cls = f->cls;
+	p->cls_source = f->cls_source;
+	p->win_ask = f->windows;
+}
+
+unsigned pod_reclassify(struct agent *a, const char *uid, const char *name)
+{
+	unsigned changed = 0;
+
+	for (struct proc *p = a->procs; p; p = p->next) {
+		enum qos_class before = p->cls;
+
+		if (uid && strcmp(p->pod_uid, uid) != 0)
+			continue;
+		proc_classify(a, p);
+		if (p->cls != before) {
+			changed++;
+			log_info("pid %d (%s): class %s -> %s (%s%s%s)", (int)p->pid, p->comm,
+				 class_name(before), class_name(p->cls), class_source_name(p->cls_source),
+				 name ? ", pod " : "", name ? name : "");
+		}
+	}
+	a->dirty = 1; /* reconcile in this batch: within the second */
+	return changed;
+}
+
 void proc_classify(struct agent *a, struct proc *p)
 {
 	const struct state_entry *o = state_find(a, p->pid, p->starttime);
@@ -114,8 +163,8 @@ void proc_classify(struct agent *a, struct proc *p)
 		p->cls_source = CLS_SRC_OVERRIDE;
 		return;
 	}
-	if (a->hooks.classify) {
-		a->hooks.classify(a, p); /* the pod's annotation, never the process */
+	if (a->mode == AGENT_MODE_KUBE) {
+		proc_classify_from_pod(a, p); /* the pod's annotation, never the process */
 		return;
 	}
 	p->cls = config_classify(a->cfg, p->cgroup, p->exe, run_class, &source);

@@ -60,13 +60,13 @@ struct window_rule {
 	uint32_t max_off;  /* percent of lc's period a window may take */
 };
 
-/* lc's own ask: its pod's (kube_mode.c sets win_ask), or standalone its
+/* lc's own ask: its pod's (pod.c sets win_ask), or standalone its
  * GPUQOS_RUN_WINDOWS where the class from its environment is believed. */
 static struct window_req window_ask(const struct agent *a, const struct proc *lc)
 {
 	struct window_req r = { WINDOW_ASK_NONE, 0 };
 
-	if (a->hooks.classify) /* Kubernetes: the pod's, never the process's */
+	if (a->mode == AGENT_MODE_KUBE) /* the pod's, never the process's */
 		return lc->win_ask;
 	if (a->cfg->trust_run_class && lc->run_windows[0] &&
 	    policy_window_ask_parse(lc->run_windows, &r) != 0)

@@ -2,9 +2,10 @@
 /*
  * kube_mode.c - Kubernetes mode: drives the API client (agent/kube) and
  * the kubelet pod-resources client (agent/kubenode) from the one loop,
- * classifies each process by its pod's gpu.qos annotation (and takes its
- * gpuqos.io/windows ask), reclassifies at once when a pod changes, and
- * shows it all in the ctl view. Does not
+ * parses each pod's gpu.qos and gpuqos.io/windows once when the pod
+ * changes and pushes them into the core as facts (pod_set, agent/core/
+ * pod.c, which classifies the pod's processes from them), and shows it
+ * all in the ctl view. Does not
  * own the annotations and Events written back (kube_podstate.c), the policy
  * or the TSG table; the TSG table never depends on the API server, so an
  * outage only delays class changes.
@@ -63,70 +64,42 @@ int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out)
 	return 1;
 }
 
-void kmode_classify(struct agent *a, struct proc *p)
+void kmode_pod_facts(const struct agent *a, const struct kube_pod *pod, struct pod_facts *f)
 {
-	const struct kube_pod *pod;
-
-	p->win_ask.ask = WINDOW_ASK_NONE;
-	p->win_ask.after_us = 0;
-	if (!p->pod_uid[0]) {
-		if (!p->nopod_logged)
-			log_info("pid %d (%s): in no Kubernetes pod (cgroup %s): unmanaged", (int)p->pid,
-				 p->comm, p->cgroup[0] ? p->cgroup : "?");
-		p->nopod_logged = 1;
-		p->cls = CLASS_UNMANAGED;
-		p->cls_source = CLS_SRC_NO_POD;
-		return;
-	}
-	pod = kube_client_pod(a->kube->client, p->pod_uid);
-	if (!pod) {
-		/* Not listed yet, or gone: leave its TSGs alone until it is. */
-		p->cls = CLASS_UNMANAGED;
-		p->cls_source = CLS_SRC_POD_UNKNOWN;
-		return;
-	}
-	p->cls = (enum qos_class)kmode_pod_class(a, pod, &p->cls_source, NULL);
-	kmode_pod_windows(pod, &p->win_ask);
-}
-
-/* Reclassifies the processes of one pod (all with uid NULL); a deleted
- * pod's processes become pod-unknown (overrides stay). */
-static void reclassify_pod(struct agent *a, const char *uid, int deleted, const char *name)
-{
-	for (struct proc *p = a->procs; p; p = p->next) {
-		enum qos_class before = p->cls;
-
-		if (uid && strcmp(p->pod_uid, uid) != 0)
-			continue;
-		if (deleted && p->cls_source != CLS_SRC_OVERRIDE) {
-			p->cls = CLASS_UNMANAGED;
-			p->cls_source = CLS_SRC_POD_UNKNOWN;
-		} else {
-			proc_classify(a, p);
-		}
-		if (p->cls != before) {
-			a->kube->class_changes++;
-			log_info("pid %d (%s): class %s -> %s (%s%s%s)", (int)p->pid, p->comm,
-				 class_name(before), class_name(p->cls), class_source_name(p->cls_source),
-				 name ? ", pod " : "", name ? name : "");
-		}
-	}
-	a->dirty = 1; /* reconcile in this batch: within the second */
+	memset(f, 0, sizeof(*f));
+	f->cls = (enum qos_class)kmode_pod_class(a, pod, &f->cls_source, &f->cls_invalid);
+	f->windows_invalid = kmode_pod_windows(pod, &f->windows);
 }
 
 static void on_pod(void *arg, enum kube_pod_change change, const struct kube_pod *pod)
 {
 	struct agent *a = arg;
+	struct pod_facts f;
 	char name[320];
 
 	snprintf(name, sizeof(name), "%s/%s", pod->namespace, pod->name);
 	if (change == KUBE_POD_DELETED) {
 		kmode_forget_pod(a, pod->uid);
-		reclassify_pod(a, pod->uid, 1, name);
+		if (pod_forget(a, pod->uid))
+			a->kube->class_changes += pod_reclassify(a, pod->uid, name);
 		return;
 	}
-	kmode_note_annotation(a, pod);
-	reclassify_pod(a, pod->uid, 0, name);
+	/* The pod's annotations, parsed here once, go into the core as facts. */
+	kmode_pod_facts(a, pod, &f);
+	kmode_note_annotation(a, pod, &f);
+	switch (pod_set(a, pod->uid, &f)) {
+	case 1:
+		a->kube->class_changes += pod_reclassify(a, pod->uid, name);
+		break;
+	case 0:
+		break;
+	default:
+		if (ratelimit_allow(&a->kube->pods_full_log, now_us(), 1, 60000000u, NULL))
+			log_warn("kubernetes: pod %s not taken in: %s (at most %u pods); its processes "
+				 "stay unmanaged", name, errno == EDQUOT ? "too many pods" : strerror(errno),
+				 AGENT_PODS_MAX);
+		break;
+	}
 }
 
 static void on_synced(void *arg)
@@ -138,7 +111,7 @@ static void on_synced(void *arg)
 		log_info("kubernetes: %zu pod(s) of this node listed", kube_client_pod_count(a->kube->client));
 	}
 	a->kube->publish_all = 1; /* a list may have brought what a watch missed */
-	reclassify_pod(a, NULL, 0, NULL);
+	a->kube->class_changes += pod_reclassify(a, NULL, NULL);
 }
 
 /* ---- the API client's fds and timer ---- */
@@ -308,6 +281,7 @@ int kmode_start(struct agent *a)
 		return -1;
 	}
 	a->kube->timer.w.fd = a->kube->podres_w.fd = a->kube->inotify_w.fd = -1;
+	a->mode = AGENT_MODE_KUBE;
 	if (a->cfg->nrules || a->cfg->default_class != CLASS_UNMANAGED)
 		log_info("kubernetes: the policy file's rules and defaultClass are not used; "
 			 "a pod's gpu.qos annotation decides (default %s)",
@@ -334,6 +308,7 @@ void kmode_stop(struct agent *a)
 	kmode_free_pods(k);
 	free(k);
 	a->kube = NULL;
+	pods_free(a);
 }
 
 /* ---- the ctl view ---- */

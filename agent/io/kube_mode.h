@@ -67,6 +67,7 @@ struct kmode {
 	int pods_full_logged;
 	uint64_t synced_us; /* first full list applied (now_us), 0 before */
 	uint64_t class_changes;
+	struct ratelimit pods_full_log; /* "pod not taken in" */
 	/* Publishing (kube_podstate.c) visits the pods that can have changed,
 	 * not every cached pod: the pods of GPU processes, the pods it last
 	 * published with TSGs (one more visit removes their annotations), and
@@ -94,8 +95,9 @@ void kmode_reap(struct agent *a);
 /* Every reconcile tick: asks the kubelet again when due. */
 void kmode_tick(struct agent *a);
 
-/* p's class from its pod: sets p->cls and p->cls_source. */
-void kmode_classify(struct agent *a, struct proc *p);
+/* What pod's annotations say, parsed once (kmode_pod_class and
+ * kmode_pod_windows), as the facts the core takes (pod_set). */
+void kmode_pod_facts(const struct agent *a, const struct kube_pod *pod, struct pod_facts *f);
 /* The class a pod's annotation resolves to; *source "annotation" or
  * "default"; *invalid (if given) 1 when a gpu.qos value was refused: a
  * string other than the two, any value that is not a string, or
@@ -113,9 +115,10 @@ int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out);
  * annotations (only changes reach the API server) and the Events of its
  * TSGs' problems. */
 void kmode_publish(struct agent *a);
-/* kube_podstate.c: a pod's gpu.qos value changed or appeared: an invalid one
- * gets one Warning Event per value. */
-void kmode_note_annotation(struct agent *a, const struct kube_pod *pod);
+/* kube_podstate.c: a pod's annotations changed or appeared (f: what they
+ * say): an invalid gpu.qos or gpuqos.io/windows gets one Warning Event per
+ * value. */
+void kmode_note_annotation(struct agent *a, const struct kube_pod *pod, const struct pod_facts *f);
 void kmode_forget_pod(struct agent *a, const char *uid);
 void kmode_free_pods(struct kmode *k);
 

@@ -176,15 +176,12 @@ static void invalid_note(struct agent *a, const struct kube_pod *pod, char *note
 	free(json);
 }
 
-static void note_class(struct agent *a, const struct kube_pod *pod)
+static void note_class(struct agent *a, const struct kube_pod *pod, const struct pod_facts *f)
 {
 	char note[320], what[sizeof(((struct kpod *)0)->invalid)];
-	enum class_source source;
 	struct kpod *kp;
-	int invalid;
 
-	kmode_pod_class(a, pod, &source, &invalid);
-	if (!invalid) {
+	if (!f->cls_invalid) {
 		kp = kpod_find(a->kube, pod->uid);
 		if (kp)
 			kp->invalid[0] = '\0'; /* a later mistake is told again */
@@ -218,15 +215,14 @@ static const char *default_windows(const struct agent *a, char *buf, size_t len)
 
 /* An invalid gpuqos.io/windows: one InvalidWindows Event per value, as
  * an invalid gpu.qos gets; the pod keeps the node's default. */
-static void note_windows(struct agent *a, const struct kube_pod *pod)
+static void note_windows(struct agent *a, const struct kube_pod *pod, const struct pod_facts *f)
 {
 	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations,
 							    KMODE_WINDOWS_ANNOTATION);
 	char note[320], dflt[64], what[sizeof(((struct kpod *)0)->bad_windows)], *json;
-	struct window_req ask;
 	struct kpod *kp;
 
-	if (!kmode_pod_windows(pod, &ask)) {
+	if (!f->windows_invalid) {
 		kp = kpod_find(a->kube, pod->uid);
 		if (kp)
 			kp->bad_windows[0] = '\0';
@@ -250,10 +246,10 @@ static void note_windows(struct agent *a, const struct kube_pod *pod)
 			 pod->name);
 }
 
-void kmode_note_annotation(struct agent *a, const struct kube_pod *pod)
+void kmode_note_annotation(struct agent *a, const struct kube_pod *pod, const struct pod_facts *f)
 {
-	note_class(a, pod);
-	note_windows(a, pod);
+	note_class(a, pod, f);
+	note_windows(a, pod, f);
 }
 
 /* A TSG's problem an operator must see: which capability is missing, or
@@ -438,6 +434,7 @@ static void annotate(struct agent *a, const char *uid, const char *key, const ch
  * (the restart grace) is visited by the full pass at the grace's end. */
 static int publish_pod(struct agent *a, const struct kube_pod *pod, int may_remove)
 {
+	const struct pod_facts *f;
 	struct pod_sum s;
 	enum class_source source;
 	char uid[40], cls[32], *state;
@@ -454,8 +451,10 @@ static int publish_pod(struct agent *a, const struct kube_pod *pod, int may_remo
 		annotate(a, uid, KMODE_KEY_STATE, NULL);
 		return 0;
 	}
-	snprintf(cls, sizeof(cls), "%s",
-		 class_name((enum qos_class)kmode_pod_class(a, pod, &source, NULL)));
+	/* The class the core holds for the pod (its facts, pod.c). */
+	f = pod_find(a, uid);
+	source = f ? f->cls_source : CLS_SRC_POD_UNKNOWN;
+	snprintf(cls, sizeof(cls), "%s", class_name(f ? f->cls : CLASS_UNMANAGED));
 	state = state_json(&s, source);
 	if (!state) {
 		log_error("kubernetes: out of memory formatting the state of pod %s", uid);

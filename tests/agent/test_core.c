@@ -100,6 +100,7 @@ static void agent_free(struct agent *a)
 	}
 	proc_free_all(a);
 	state_free_all(a);
+	pods_free(a);
 	free(a->cfg);
 	free(a);
 }
@@ -1772,10 +1773,15 @@ static void ask_step(struct agent *a, struct proc *lc1, struct proc *lc2, uint32
 	window_step(a, 0);
 }
 
-static void kube_keep_class(struct agent *a, struct proc *p)
+/* Kubernetes mode: each process in a pod of its own, with the facts its
+ * annotations give (what kube_mode.c pushes in). */
+static void pod_facts_for(struct agent *a, struct proc *p, enum qos_class cls, enum window_ask ask)
 {
-	(void)a;
-	(void)p; /* the class proc_with_peer gave it */
+	struct pod_facts f = { .cls = cls, .cls_source = CLS_SRC_ANNOTATION };
+
+	f.windows.ask = ask;
+	snprintf(p->pod_uid, sizeof(p->pod_uid), "pod-%d", (int)p->pid);
+	CHECK(pod_set(a, p->pod_uid, &f) >= 0);
 }
 
 static void test_windows_ask(void)
@@ -1898,17 +1904,80 @@ static void test_windows_ask(void)
 	CHECK_EQ_U(be1->peer->win.after_us, 1100);
 	a->cfg->trust_run_class = 1;
 
-	/* Kubernetes: the pod's ask (win_ask), never the environment's. */
-	a->hooks.classify = kube_keep_class;
+	/* Kubernetes: the pod's ask (its facts), never the environment's. */
+	a->mode = AGENT_MODE_KUBE;
+	pod_facts_for(a, lc1, CLASS_LC, WINDOW_ASK_NONE);
+	pod_facts_for(a, lc2, CLASS_LC, WINDOW_ASK_NONE);
+	pod_facts_for(a, be1, CLASS_BE, WINDOW_ASK_NONE);
+	pod_facts_for(a, be2, CLASS_BE, WINDOW_ASK_NONE);
+	CHECK_EQ_U(pod_reclassify(a, NULL, NULL), 0); /* the same classes as before */
 	ask_step(a, lc1, lc2, 712);
 	CHECK_EQ_U(be1->peer->win.after_us, 1100);
-	lc1->win_ask.ask = WINDOW_ASK_AUTO;
+	pod_facts_for(a, lc1, CLASS_LC, WINDOW_ASK_AUTO);
+	pod_reclassify(a, lc1->pod_uid, NULL);
 	ask_step(a, lc1, lc2, 712);
 	CHECK_EQ_U(be1->peer->win.after_us, 800);
 	CHECK_EQ_U(be2->peer->win.after_us, 1100);
-	lc1->win_ask.ask = WINDOW_ASK_OFF;
+	pod_facts_for(a, lc1, CLASS_LC, WINDOW_ASK_OFF);
+	pod_reclassify(a, lc1->pod_uid, NULL);
 	ask_step(a, lc1, lc2, 712);
 	CHECK(!be1->peer->win.on && be2->peer->win.on);
+	agent_free(a);
+}
+
+/* Kubernetes mode: classes come from the facts pushed in for each pod,
+ * each change once; a pod that goes leaves its processes pod-unknown, an
+ * override stays, the table has a bound. */
+static void test_pod_facts(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *be = proc_with_peer(a, 3, "best-effort");
+	struct proc *nopod = proc_with_peer(a, 4, "best-effort");
+	struct pod_facts f = { .cls = CLASS_LC, .cls_source = CLS_SRC_ANNOTATION };
+	char uid[40];
+
+	a->mode = AGENT_MODE_KUBE;
+	snprintf(lc->pod_uid, sizeof(lc->pod_uid), "uid-lc");
+	snprintf(be->pod_uid, sizeof(be->pod_uid), "uid-be");
+	/* Not listed yet: unmanaged, pod-unknown; in no pod: no-pod. */
+	CHECK_EQ_U(pod_reclassify(a, NULL, NULL), 3);
+	CHECK(lc->cls == CLASS_UNMANAGED && lc->cls_source == CLS_SRC_POD_UNKNOWN);
+	CHECK(nopod->cls == CLASS_UNMANAGED && nopod->cls_source == CLS_SRC_NO_POD);
+	CHECK_EQ_U(pod_set(a, "uid-lc", &f), 1);
+	CHECK_EQ_U(pod_set(a, "uid-lc", &f), 0); /* the same facts: no change */
+	f.cls = CLASS_BE;
+	f.cls_source = CLS_SRC_DEFAULT;
+	f.cls_invalid = 1;
+	CHECK_EQ_U(pod_set(a, "uid-be", &f), 1);
+	CHECK_EQ_U(pod_reclassify(a, "uid-lc", NULL), 1);
+	CHECK(lc->cls == CLASS_LC && lc->cls_source == CLS_SRC_ANNOTATION);
+	CHECK(be->cls == CLASS_UNMANAGED); /* only the pod asked for */
+	CHECK_EQ_U(pod_reclassify(a, "uid-be", NULL), 1);
+	CHECK(be->cls == CLASS_BE && be->cls_source == CLS_SRC_DEFAULT);
+	CHECK(pod_find(a, "uid-be") && pod_find(a, "uid-be")->cls_invalid);
+	/* An override wins over the pod, and outlives it. */
+	CHECK(state_set(a, lc->pid, lc->starttime, 0, CLASS_BE) == 0);
+	proc_classify(a, lc);
+	CHECK(lc->cls == CLASS_BE && lc->cls_source == CLS_SRC_OVERRIDE);
+	CHECK_EQ_U(pod_forget(a, "uid-lc"), 1);
+	CHECK_EQ_U(pod_forget(a, "uid-lc"), 0);
+	CHECK_EQ_U(pod_forget(a, "uid-be"), 1);
+	pod_reclassify(a, NULL, NULL);
+	CHECK(lc->cls == CLASS_BE && lc->cls_source == CLS_SRC_OVERRIDE);
+	CHECK(be->cls == CLASS_UNMANAGED && be->cls_source == CLS_SRC_POD_UNKNOWN);
+	/* Bad uids and the bound. */
+	errno = 0;
+	CHECK(pod_set(a, "", &f) == -1 && errno == EINVAL);
+	CHECK(pod_set(a, "0123456789012345678901234567890123456789", &f) == -1 && errno == EINVAL);
+	for (unsigned i = 0; i < AGENT_PODS_MAX; i++) {
+		snprintf(uid, sizeof(uid), "p%u", i);
+		CHECK(pod_set(a, uid, &f) == 1);
+	}
+	errno = 0;
+	CHECK(pod_set(a, "one-more", &f) == -1 && errno == EDQUOT);
+	CHECK(pod_set(a, "p7", &f) == 0); /* a known one still updates */
+	CHECK(pod_find(a, "p16383") != NULL && pod_find(a, "one-more") == NULL);
 	agent_free(a);
 }
 
@@ -1937,6 +2006,7 @@ int main(void)
 	test_phase_grid();
 	test_windows();
 	test_windows_ask();
+	test_pod_facts();
 	test_restart_grace();
 	test_claim_limits();
 	test_launch_readings();
