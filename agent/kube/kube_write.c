@@ -350,7 +350,8 @@ static void patch_refused(struct kube_client *c, struct kube_pod_entry *e, const
 	patch_keys(e->inflight, keys, sizeof(keys));
 	log_warn("kube: pod %s/%s: %s; annotations %s not sent again until their values change",
 		 e->pod.namespace, e->pod.name, why, keys);
-	snprintf(note, sizeof(note), "The API server refused annotations %s of this pod: %s",
+	/* Bounded: an Event's note is short, the server's reason may not be. */
+	snprintf(note, sizeof(note), "The API server refused annotations %s of this pod: %.700s",
 		 keys, why);
 	merge_values(&e->refused, &e->inflight, 1);
 	if (event_queue(c, e, KUBE_EVENT_WARNING, "AnnotationRefused", "Annotate", note) < 0)
