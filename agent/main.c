@@ -71,6 +71,8 @@ static void usage(FILE *f)
 		"                      mounts into containers (a new versioned directory, `current`\n"
 		"                      switched by rename), then exit\n"
 		"  --preempt-lib-dir DIR  where (GPUQOS_PREEMPT_LIB_DIR, " PREEMPTLIB_DEFAULT_DIR ")\n"
+		"  --check-config PATH  validate a config file as the agent would load it, then\n"
+		"                      exit: 0 and \"ok\", or 1 and the error\n"
 		"  --help, --version\n");
 }
 
@@ -98,6 +100,31 @@ static int install_preempt_lib(void)
 	log_info("preempt library %s installed as %s/%s (current)", preempt_lib_src, preempt_lib_dir,
 		 name);
 	return OPTIONS_DONE;
+}
+
+/* --check-config: the agent's own validation of a file, alone (the
+ * chart's tests run it on every policy the chart renders). */
+static const char *check_config_path;
+
+static int check_config(void)
+{
+	struct agent_config *c = calloc(1, sizeof(*c));
+	char err[512];
+	int rc;
+
+	if (!c) {
+		fprintf(stderr, "gpuqos-agent: out of memory\n");
+		return 1;
+	}
+	config_defaults(c);
+	rc = config_load(check_config_path, c, err, sizeof(err));
+	free(c);
+	if (rc != 0) {
+		fprintf(stderr, "gpuqos-agent: %s\n", err);
+		return 1;
+	}
+	printf("gpuqos-agent: config %s: ok\n", check_config_path);
+	return fflush(stdout) == 0 ? OPTIONS_DONE : 1;
 }
 
 static const char *env_or(const char *name, const char *def)
@@ -172,6 +199,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		{ "metrics-address", required_argument, NULL, 'M' },
 		{ "health-address", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "check-config", required_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct optval level = env_val("GPUQOS_LOG_LEVEL", "info");
@@ -214,6 +242,7 @@ static int parse_options(struct agent *a, int argc, char **argv)
 		case 'H': metrics_set_health_address(optarg); break;
 		case 'I': preempt_lib_src = optarg; break;
 		case 'L': preempt_lib_dir = optarg; break;
+		case 'k': check_config_path = optarg; break;
 		case 'h': usage(stdout); return OPTIONS_DONE;
 		case 'V':
 			printf("gpuqos-agent %s\n", GPUQOS_VERSION);
@@ -228,6 +257,8 @@ static int parse_options(struct agent *a, int argc, char **argv)
 	if (log_parse_level(level.v, &lv) != 0)
 		return not_one_of(&level, "error, warn, info, debug");
 	log_set_level(lv);
+	if (check_config_path)
+		return check_config();
 	if (preempt_lib_src)
 		return install_preempt_lib();
 	if (!a->opt.standalone && !a->opt.node_name) {

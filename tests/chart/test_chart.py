@@ -495,7 +495,17 @@ def e2e(args, which):
     chart_e2e.run(args.build, which, lambda tmp, vals: render(tmp, "e2e", vals))
 
 
-SCENARIOS = {"lint": t_lint, "render": t_render, "install_doc": t_install_doc,
+def t_policy(args):
+    import chart_policy  # noqa: E402  (this folder's)
+    tools_or_skip()
+    agent = os.path.join(args.build, "agent", "gpuqos-agent")
+    if not os.access(agent, os.X_OK):
+        raise Fail("no %s: build the gpuqos-agent target" % agent)
+    with tempfile.TemporaryDirectory(prefix="gpuqos-chart-policy.") as tmp:
+        chart_policy.run(HELM, CHART, os.path.join(CHART, "values.schema.json"), agent, tmp)
+
+
+SCENARIOS = {"lint": t_lint, "render": t_render, "install_doc": t_install_doc, "policy": t_policy,
              "e2e_agent": lambda a: e2e(a, "agent"), "e2e_plugin": lambda a: e2e(a, "plugin")}
 
 

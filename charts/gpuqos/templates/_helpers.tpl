@@ -72,8 +72,12 @@ capabilities:
 {{/* The node agent's policy file (docs/policy.md). */}}
 {{- define "gpuqos.policy" -}}
 {{- $p := .Values.policy -}}
-{{- if and (lt (int $p.timeslices.severalBeUs) 500) (not $p.allowUnsafeSeveralBe) -}}
-{{- fail (printf "policy.timeslices.severalBeUs %v is below the safe floor of 500 us (docs/policy.md); set policy.allowUnsafeSeveralBe=true to use it anyway" $p.timeslices.severalBeUs) -}}
+{{- /* What one field may hold is in values.schema.json (the severalBeUs
+     floor and wake.holdUs without wake.leadUs included); these compare two
+     fields, which a JSON schema cannot. tests/chart holds both to exactly
+     what gpuqos-agent --check-config refuses. */ -}}
+{{- if lt (int $p.timeslices.lcUs) (int $p.timeslices.beUs) -}}
+{{- fail (printf "policy.timeslices.lcUs %v is below policy.timeslices.beUs (%v us): the node agent refuses such a file (an LC would run in shorter slices than the BE beside it; docs/policy.md)" $p.timeslices.lcUs $p.timeslices.beUs) -}}
 {{- end -}}
 {{- if lt (int $p.rotation.leaseMs) (mul 2 (int $p.rotation.periodMs)) -}}
 {{- fail (printf "policy.rotation.leaseMs %v is below twice policy.rotation.periodMs (%v ms): the node agent refuses such a file (docs/policy.md)" $p.rotation.leaseMs $p.rotation.periodMs) -}}
