@@ -104,6 +104,47 @@ static void unlink_worker(struct workq *q, struct worker *w)
 	}
 }
 
+/* With q->mu held: workers inside a job of key, lost ones included,
+ * other than skip's. */
+static unsigned key_load(const struct workq *q, unsigned long long key, const struct workq_job *skip)
+{
+	unsigned n = 0;
+
+	for (const struct worker *w = q->workers; w; w = w->next)
+		n += w->job && w->job != skip && w->job->keyed && w->job->key == key;
+	return n;
+}
+
+/* With q->mu held: unlinks and returns the oldest queued job a worker may
+ * take (one without a key, or whose key has room), or NULL. */
+static struct workq_job *take_next(struct workq *q)
+{
+	for (struct workq_job **pp = &q->qhead, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+		struct workq_job *j = *pp;
+
+		if (j->keyed && q->cfg.per_key && key_load(q, j->key, NULL) >= q->cfg.per_key)
+			continue;
+		*pp = j->next;
+		if (q->qtail == j)
+			q->qtail = prev;
+		q->queued--;
+		j->next = NULL;
+		return j;
+	}
+	return NULL;
+}
+
+/* With q->mu held: j goes back first in line, to wait for its key. */
+static void requeue(struct workq *q, struct workq_job *j)
+{
+	j->held = 0;
+	j->next = q->qhead;
+	q->qhead = j;
+	if (!q->qtail)
+		q->qtail = j;
+	q->queued++;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -115,22 +156,23 @@ static void *worker_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_mutex_lock(&q->mu);
 	while (!q->stop) {
-		struct workq_job *j;
+		struct workq_job *j = take_next(q);
 
-		if (!q->qhead) {
+		if (!j) {
 			pthread_cond_wait(&q->work, &q->mu);
 			continue;
 		}
-		j = q->qhead;
-		q->qhead = j->next;
-		if (!q->qhead)
-			q->qtail = NULL;
-		q->queued--;
 		w->job = j;
 		pthread_mutex_unlock(&q->mu);
 		q->cfg.run(j, q->cfg.ctx);
 		pthread_mutex_lock(&q->mu);
 		w->job = NULL;
+		if (j->keyed)
+			pthread_cond_broadcast(&q->work); /* its key has room again */
+		if (j->held && !j->late && !q->stop && !w->lost) {
+			requeue(q, j);
+			continue;
+		}
 		finish(q, j);
 		if (w->lost) {
 			/* Its replacement already runs: this one leaves. */
@@ -237,6 +279,10 @@ int workq_submit(struct workq *q, struct workq_job *j)
 	}
 	j->next = NULL;
 	j->late = 0;
+	j->q = q;
+	j->key = 0;
+	j->keyed = 0;
+	j->held = 0;
 	if (q->qtail)
 		q->qtail->next = j;
 	else
@@ -309,6 +355,22 @@ int workq_expire(struct workq *q, int (*match)(const struct workq_job *j, const 
 	}
 	pthread_mutex_unlock(&q->mu);
 	return ret;
+}
+
+int workq_job_key(struct workq_job *j, unsigned long long key)
+{
+	struct workq *q = j->q;
+	int rc = 0;
+
+	pthread_mutex_lock(&q->mu);
+	j->key = key;
+	j->keyed = 1;
+	if (q->cfg.per_key && key_load(q, key, j) >= q->cfg.per_key) {
+		j->held = 1;
+		rc = -1;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return rc;
 }
 
 void workq_get_stats(struct workq *q, struct workq_stats *s)

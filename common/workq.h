@@ -5,7 +5,8 @@
  * finished jobs handed back through one eventfd the loop watches. Owns the
  * threads, the queue, and counting workers lost inside a job whose
  * deadline passed (replaced, up to max_lost at once; past that the queue
- * refuses work until some return). Does not own deadlines (the caller
+ * refuses work until some return), and how many workers one key's jobs
+ * may hold (workq_job_key). Does not own deadlines (the caller
  * keeps them and calls workq_expire) nor what a job does or means.
  *
  * Threads: every function here runs on the loop thread (workers inherit
@@ -16,10 +17,17 @@
 
 #include <stddef.h>
 
+struct workq;
+
 /* Embedded in the caller's job; the queue links it. */
 struct workq_job {
 	struct workq_job *next; /* private */
 	int late; /* its deadline passed while a worker was inside it */
+	/* private: its queue, the key workq_job_key gave it, and whether it
+	 * goes back to the queue to wait for its key */
+	struct workq *q;
+	unsigned long long key;
+	int keyed, held;
 };
 
 struct workq_cfg {
@@ -30,6 +38,9 @@ struct workq_cfg {
 	/* Frees a job the caller will never take back (queued or finished at
 	 * workq_stop, or finished by a worker after it); any thread. */
 	void (*free_job)(struct workq_job *j);
+	/* Workers one key may hold at once, lost ones included (0: no bound;
+	 * see workq_job_key). */
+	unsigned per_key;
 };
 
 struct workq_stats {
@@ -40,8 +51,6 @@ struct workq_stats {
 	int stalled;      /* stuck > max_lost: no new work accepted */
 	unsigned long long lost, done, late;
 };
-
-struct workq;
 
 /* Starts cfg->workers threads (cfg is copied). NULL with errno. */
 struct workq *workq_start(const struct workq_cfg *cfg);
@@ -61,6 +70,14 @@ size_t workq_take(struct workq *q, struct workq_job **out, size_t max);
  * (it finished meanwhile: workq_take has it). */
 int workq_expire(struct workq *q, int (*match)(const struct workq_job *j, const void *key),
 		 const void *key, struct workq_job **dropped);
+/* On a worker, inside run(j): j's key (a user, a pod: whoever one
+ * blocking job may speak for). 0: go on, this worker now counts for the
+ * key; -1: cfg.per_key workers already hold it, so run must return at once
+ * and j goes back to the head of the queue, taken again only once one of
+ * them returns (or dropped there when its deadline passes: workq_expire).
+ * One key's stuck jobs thus hold at most per_key workers and never the
+ * others' turn. */
+int workq_job_key(struct workq_job *j, unsigned long long key);
 void workq_get_stats(struct workq *q, struct workq_stats *s);
 /* Stops idle workers (waiting for them), frees the queued and finished
  * jobs with free_job and closes the eventfd; never waits for a worker

@@ -216,7 +216,7 @@ struct direct *direct_start(const char *nvidiactl, unsigned workers, unsigned ma
 {
 	struct direct *d = calloc(1, sizeof(*d));
 	struct workq_cfg cfg = { "direct path", workers, max_lost, DIRECT_QUEUE_MAX, run_job, d,
-				 free_job };
+				 free_job, 0 };
 
 	if (!d || workers == 0) {
 		snprintf(err, errlen, "direct path: %s", d ? "no workers" : "out of memory");

@@ -722,7 +722,7 @@ static void peer_accept_one(struct agent *a, int fd)
 	if (procinfo_read_async(a, cred.pid, peer_identified, accept_arg(fd, ++a->peer_accepts)) !=
 	    0) {
 		log_warn("pid %d: preempt agent refused: its /proc cannot be read now (%s)",
-			 (int)cred.pid, errno == EPIPE ? "every reader is stuck" : "too many waiting");
+			 (int)cred.pid, procinfo_refusal(errno));
 		peer_refuse(fd, GQ_REFUSED_UNREAD);
 	}
 }

@@ -142,7 +142,9 @@ static void read_run_env(pid_t pid, struct procinfo *pi)
 	free(s);
 }
 
-int procinfo_read(pid_t pid, struct procinfo *pi)
+/* Everything but the environment: stat, exe and cgroup, none of which
+ * waits on the process's memory map (environ does). */
+static int procinfo_read_ids(pid_t pid, struct procinfo *pi)
 {
 	char path[64], *s;
 	size_t len;
@@ -162,6 +164,13 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	n = readlink(path, pi->exe, sizeof(pi->exe) - 1);
 	pi->exe[n > 0 ? n : 0] = '\0';
 	read_cgroup(pid, pi);
+	return 0;
+}
+
+int procinfo_read(pid_t pid, struct procinfo *pi)
+{
+	if (procinfo_read_ids(pid, pi) != 0)
+		return -1;
 	read_run_env(pid, pi);
 	return 0;
 }
@@ -200,12 +209,23 @@ struct pi_req {
 	uint64_t deadline; /* now_us() clock */
 	int finished; /* the pool handed it back: answer with its result */
 	int ok, err;
+	/* Worker side: its ids are read (pi but the environment), the key
+	 * they give (its pod's or its uid's, key_pod says which), and held:
+	 * it waits in the queue for its key (read by the loop only once the
+	 * pool dropped it from the queue). */
+	int have_ids, key_pod, held;
+	unsigned long long key;
+	struct pi_req *stuck_next; /* in pool.stuck while a worker is inside it late */
 	struct procinfo pi;
 };
 
 struct procinfo_pool {
 	struct workq *q;
+	int by_pod; /* Kubernetes mode: reads are keyed by pod, not uid (pi_key) */
 	struct pi_req *reqs; /* pending (queued or running), oldest first */
+	/* Answered when their deadline passed, a worker still inside: their
+	 * processes get no other read until it returns. */
+	struct pi_req *stuck;
 	struct loop_watch ev_w; /* the loop's own, on the pool's eventfd */
 	struct loop_timer timer;
 	int timer_armed;
@@ -217,13 +237,63 @@ static struct pi_req *req_of(struct workq_job *j)
 	return (struct pi_req *)(void *)j;
 }
 
+/* The effective uid in /proc/<pid>/status (its files' owner is root for
+ * a process that made itself undumpable); 2^32 - 1 when unreadable. */
+static unsigned long long proc_euid(pid_t pid)
+{
+	char path[64], *s, *u;
+	unsigned long long uid = 0xffffffffull;
+	unsigned real, eff;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	s = fileio_read_head(path, 4096, NULL);
+	if (!s)
+		return uid;
+	u = strstr(s, "\nUid:");
+	if (u && sscanf(u + 5, "%u %u", &real, &eff) == 2)
+		uid = eff;
+	free(s);
+	return uid;
+}
+
+/* Whom a read speaks for: its pod in Kubernetes mode (a process in no pod:
+ * its uid), its uid standalone. The two kinds never meet (top bit). */
+static unsigned long long pi_key(const struct procinfo_pool *pp, struct pi_req *r)
+{
+	unsigned long long h = 1469598103934665603ull; /* FNV-1a */
+
+	if (pp->by_pod && r->pi.pod_uid[0]) {
+		for (const char *c = r->pi.pod_uid; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		r->key_pod = 1;
+		return h & ~(1ull << 63);
+	}
+	r->key_pod = 0;
+	return (1ull << 63) | proc_euid(r->pid);
+}
+
+/* On a worker. The environment waits on the process's memory map, which
+ * it can hold for ever: read only while its key holds no other worker
+ * (PROCINFO_PER_KEY), so one user's or pod's stuck reads leave the other
+ * workers to everyone else. */
 static void pi_run(struct workq_job *j, void *ctx)
 {
 	struct pi_req *r = req_of(j);
 
-	(void)ctx;
-	r->ok = procinfo_read(r->pid, &r->pi) == 0;
-	r->err = errno;
+	r->held = 0;
+	if (!r->have_ids) {
+		r->ok = procinfo_read_ids(r->pid, &r->pi) == 0;
+		r->err = errno;
+		if (!r->ok)
+			return;
+		r->have_ids = 1;
+		r->key = pi_key(ctx, r);
+	}
+	if (workq_job_key(j, r->key) != 0) {
+		r->held = 1;
+		return;
+	}
+	read_run_env(r->pid, &r->pi);
 }
 
 static void pi_free(struct workq_job *j)
@@ -286,10 +356,20 @@ static void pi_deliver(struct agent *a)
 	do {
 		n = workq_take(pp->q, js, sizeof(js) / sizeof(js[0]));
 		for (size_t i = 0; i < n; i++) {
-			if (js[i]->late)
-				free(req_of(js[i])); /* answered when its deadline passed */
-			else
-				req_of(js[i])->finished = 1;
+			struct pi_req *r = req_of(js[i]);
+
+			if (!js[i]->late) {
+				r->finished = 1;
+				continue;
+			}
+			/* Answered when its deadline passed; its process may be
+			 * read again. */
+			for (struct pi_req **sp = &pp->stuck; *sp; sp = &(*sp)->stuck_next)
+				if (*sp == r) {
+					*sp = r->stuck_next;
+					break;
+				}
+			free(r);
 		}
 	} while (n == sizeof(js) / sizeof(js[0]));
 	/* Answered in the order asked; done functions may ask again. */
@@ -351,6 +431,10 @@ static void on_pi_timer(struct loop_timer *timer)
 			continue;
 		pi_unlink(pp, r);
 		r->finished = rc == 0; /* here: free after answering */
+		if (rc == 1) {
+			r->stuck_next = pp->stuck;
+			pp->stuck = r;
+		}
 		r->next = late;
 		late = r;
 	}
@@ -364,8 +448,15 @@ static void on_pi_timer(struct loop_timer *timer)
 
 		late = r->next;
 		pp->timeouts++;
-		snprintf(why, sizeof(why), "/proc/%d did not answer within %u ms (the process holds it)",
-			 (int)r->pid, PROCINFO_DEADLINE_MS);
+		/* held is the worker's, but a job dropped from the queue
+		 * (mine) has no worker any more. */
+		if (mine && r->held)
+			snprintf(why, sizeof(why), "/proc/%d not read within %u ms: a read for its %s "
+				 "is stuck", (int)r->pid, PROCINFO_DEADLINE_MS,
+				 r->key_pod ? "pod" : "uid");
+		else
+			snprintf(why, sizeof(why), "/proc/%d did not answer within %u ms (the process "
+				 "holds it)", (int)r->pid, PROCINFO_DEADLINE_MS);
 		pi_answer(a, r, why);
 		if (mine)
 			free(r);
@@ -380,6 +471,13 @@ int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void 
 	if (!pp || !pp->q) {
 		errno = EPIPE;
 		return -1;
+	}
+	for (const struct pi_req *st = pp->stuck; st; st = st->stuck_next) {
+		if (st->pid == pid) {
+			pp->refused++;
+			errno = EBUSY;
+			return -1;
+		}
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -405,14 +503,27 @@ int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void 
 	return 0;
 }
 
+const char *procinfo_refusal(int err)
+{
+	switch (err) {
+	case EPIPE:
+		return "every reader is stuck";
+	case EBUSY:
+		return "an earlier read of it is stuck";
+	default:
+		return "too many waiting";
+	}
+}
+
 int procinfo_async_start(struct agent *a)
 {
 	struct procinfo_pool *pp = calloc(1, sizeof(*pp));
 	struct workq_cfg cfg = { "procinfo", PROCINFO_WORKERS, PROCINFO_MAX_LOST, PROCINFO_QUEUE_MAX,
-				 pi_run, NULL, pi_free };
+				 pi_run, pp, pi_free, PROCINFO_PER_KEY };
 
 	if (!pp)
 		return -1;
+	pp->by_pod = !a->opt.standalone;
 	pp->timer.w.fd = -1;
 	pp->ev_w.fd = -1;
 	a->io->pi_pool = pp;
@@ -443,6 +554,7 @@ void procinfo_async_stop(struct agent *a)
 	a->io->pi_pool = NULL;
 	left = pp->reqs;
 	pp->reqs = NULL;
+	pp->stuck = NULL; /* the pool's: freed by their workers */
 	/* Every pending request is still the pool's (queued or running):
 	 * answered here, freed by workq_stop or by its worker. */
 	while (left) {

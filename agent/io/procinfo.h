@@ -28,6 +28,11 @@
  * many at once; past it reads fail at once until some return. */
 #define PROCINFO_MAX_LOST 8
 #define PROCINFO_QUEUE_MAX 256
+/* Workers the reads of one uid (one pod in Kubernetes mode) may hold at
+ * once, stuck ones included: more wait in the queue (common/workq.h,
+ * workq_job_key), so a process that holds its /proc leaves the other
+ * workers to other users and pods. */
+#define PROCINFO_PER_KEY 1
 /* A /proc read takes microseconds; one this late is held by its process. */
 #define PROCINFO_DEADLINE_MS 2000u
 
@@ -46,9 +51,12 @@ typedef void (*procinfo_done_fn)(struct agent *a, pid_t pid, const struct procin
 
 int procinfo_async_start(struct agent *a);
 /* Queues a read of pid's facts. 0: done will run (never from inside this
- * call). -1: it will not, errno EAGAIN (queue full) or EPIPE (every worker
- * is stuck); the caller decides what to do without the facts. */
+ * call). -1: it will not, errno EAGAIN (queue full), EPIPE (every worker
+ * is stuck) or EBUSY (a read of pid is stuck: none until it returns); the
+ * caller decides what to do without the facts. */
 int procinfo_read_async(struct agent *a, pid_t pid, procinfo_done_fn done, void *arg);
+/* Why procinfo_read_async refused, in words, from its errno. */
+const char *procinfo_refusal(int err);
 /* 1 when a read of pid for done (NULL: for anyone) is queued or running:
  * the caller need not ask again. */
 int procinfo_pending(const struct agent *a, pid_t pid, procinfo_done_fn done);

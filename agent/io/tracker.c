@@ -134,7 +134,7 @@ static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 	if (!procinfo_pending(a, pid, NULL) &&
 	    procinfo_read_async(a, pid, tracker_identified, NULL) != 0)
 		log_warn("pid %d: not tracked now: its /proc cannot be read (%s)", (int)pid,
-			 errno == EPIPE ? "every reader is stuck" : "too many waiting");
+			 procinfo_refusal(errno));
 	return NULL;
 }
 

@@ -456,13 +456,17 @@ def libc_mm():
     return libc
 
 
+NOBODY = 65534
+
+
 def mm_held_child(sock_path, slow):
-    """A process whose mmap lock another process will hold: it maps the
-    simulator's `slow` page, then one thread maps and unmaps anonymous
-    memory in a loop (it blocks, queued for the lock, once someone holds
-    it); the main thread connects to the agent when told. Returns (pid,
-    address of the page, go: write to connect, up: reads b"c" once
-    connected)."""
+    """A process of uid 65534 whose mmap lock another process will hold: it
+    maps the simulator's `slow` page, then one thread maps and unmaps
+    anonymous memory in a loop (it blocks, queued for the lock, once
+    someone holds it); the main thread opens one more connection to the
+    agent each time it is told (a peer reconnecting in waves). Returns
+    (pid, address of the page, go: write a byte to connect, up: reads b"c"
+    once connected)."""
     go_r, go_w = os.pipe()
     up_r, up_w = os.pipe()
     addr_r, addr_w = os.pipe()
@@ -479,12 +483,16 @@ def mm_held_child(sock_path, slow):
                 while True:
                     p = libc.mmap(None, 4096, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
                     libc.munmap(p, 4096)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
             threading.Thread(target=writer, daemon=True).start()
             os.write(addr_w, b"%d\n" % addr)
-            os.read(go_r, 1)
-            s.connect(sock_path)
-            os.write(up_w, b"c")
-            os.read(go_r, 1)  # EOF: the test is done
+            held = []
+            while os.read(go_r, 1):  # EOF: the test is done
+                s.connect(sock_path)
+                held.append(s)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                os.write(up_w, b"c")
         finally:
             os._exit(0)
     os.close(go_r)
@@ -493,6 +501,30 @@ def mm_held_child(sock_path, slow):
     addr = int(os.read(addr_r, 64))
     os.close(addr_r)
     return pid, addr, go_w, up_r
+
+
+def nobody_connects(sock_path):
+    """A uid-65534 process that connects to the agent and waits: (pid, fd
+    to close when done)."""
+    r, w = os.pipe()
+    up_r, up_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(sock_path)
+            os.write(up_w, b"c")
+            os.read(r, 1)
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.close(up_w)
+    check(os.read(up_r, 1) == b"c", "the uid-65534 process connected")
+    os.close(up_r)
+    return pid, w
 
 
 def threads_in_d(pid):
@@ -530,17 +562,22 @@ def status_ms(ctl_bin, a):
 
 
 def t_proc_blocked(make_agent):
-    """A workload whose /proc reads block (another task holds its mmap lock
-    on a page the simulator does not answer, and one of its threads waits
-    for the lock): the agent keeps answering `gpuqosctl status` and keeps
-    serving other peers; the held read ends in a refusal at its deadline,
-    its worker is replaced, and returns once the page is answered."""
+    """A uid-65534 workload whose /proc reads block (another task holds its
+    mmap lock on a page the simulator does not answer, and one of its
+    threads waits for the lock): the agent keeps answering `gpuqosctl
+    status` and keeps serving other users' peers; the held read ends in a
+    refusal at its deadline and its worker is replaced; its process
+    reconnecting in waves gets no other reader while that one is stuck
+    (the workers were all lost: "workers 0, stuck 10"), another process
+    of its uid waits for the uid's one reader and is refused at its
+    deadline; all is read again once the page is answered."""
     import threading
     sim_bin, ctl_bin = os.environ.get("GPUQOS_SIM_BIN"), os.environ.get("GPUQOS_CTL_BIN")
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not sim_bin:
         print("SKIP: needs root, /dev/fuse and GPUQOS_SIM_BIN")
         return 77
     a = make_agent(config())
+    os.chmod(a.dir, 0o711)  # its socket's way in, for uid 65534
     a.start()
     mnt = os.path.join(a.dir, "sim")
     os.mkdir(mnt)
@@ -580,9 +617,40 @@ def t_proc_blocked(make_agent):
         check("pid %d: preempt agent refused: /proc/%d did not answer" % (child, child) in log,
               "the refusal says why")
         status_ms(ctl_bin, a)
+        # Waves of reconnects: refused at once, no worker taken.
+        for _ in range(5):
+            os.write(go, b"g")
+            check(os.read(up, 1) == b"c", "the child connected again")
+        stuck_line = ("pid %d: preempt agent refused: its /proc cannot be read now (an earlier "
+                      "read of it is stuck)" % child)
+        wait_for(lambda: open(os.path.join(a.dir, "agent.log")).read().count(stuck_line) == 5,
+                 "each reconnect refused at once")
+        pi = a.list()["agent"]["procinfo"]
+        check(pi["stuck"] == 1 and pi["workers"] == 2 and pi["timeouts"] == 1,
+              "no reader lost to the waves: %r" % pi)
+        # Another process of the same uid waits for the uid's reader.
+        other = nobody_connects(a.sock)
+        p2 = a.peer()
+        standard_process(p2)
+        wait_for(lambda: len(a.tsgs(p2.pid)) == 4, "a root peer served beside them")
+        held_line = ("pid %d: preempt agent refused: /proc/%d not read within 2000 ms: a read "
+                     "for its uid is stuck" % (other[0], other[0]))
+        wait_for(lambda: held_line in open(os.path.join(a.dir, "agent.log")).read(),
+                 "the uid's other process refused at its deadline", timeout=15)
+        pi = a.list()["agent"]["procinfo"]
+        check(pi["stuck"] == 1 and pi["workers"] == 2, "still one stuck: %r" % pi)
         sim_control(mnt, "release-reads")
         holder.join(10)
         wait_for(lambda: a.list()["agent"]["procinfo"]["stuck"] == 0, "the stuck worker returned")
+        again = nobody_connects(a.sock)
+        wait_for(lambda: again[0] in [q["pid"] for q in a.list()["processes"] if q["connected"]],
+                 "its uid read again once the reader returned")
+        # Closed before either is waited for: the later one holds the
+        # earlier one's pipe too.
+        for k in (other, again):
+            os.close(k[1])
+        for k in (other, again):
+            os.waitpid(k[0], 0)
         os.close(mem)
         os.close(go)
         os.close(up)
