@@ -125,8 +125,12 @@ static void dir_appeared(struct plugin *p)
 static int register_all(struct plugin *p, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < p->n_res; i++) {
-		int rc = preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
-				       p->res[i].kind != PRES_INJECT, err, errlen);
+		int rc;
+
+		/* The kubelet may open its stream before Register returns. */
+		pserver_expect_kubelet(p->srv[i]);
+		rc = preg_register(p->kubelet_sock, pserver_endpoint(p->srv[i]), p->res[i].name,
+				   p->res[i].kind != PRES_INJECT, err, errlen);
 
 		pmetrics_registration(p->res[i].name, rc == 0);
 		if (rc < 0)

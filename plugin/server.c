@@ -58,8 +58,9 @@ struct rpc {
 	int pending;   /* batches in flight */
 	enum method m;
 	int counted;   /* one of the unary calls in flight (PSERVER_MAX_CALLS) */
-	/* ListAndWatch */
-	int closed, send_busy, sent_any, stalled;
+	/* ListAndWatch; kubelet: the stream the kubelet opened after the
+	 * latest registration (kept when slots run out) */
+	int closed, send_busy, sent_any, stalled, kubelet;
 	uint64_t sent_gen, send_started_ms;
 	struct rpc *next;
 };
@@ -83,6 +84,9 @@ struct pserver {
 	uint64_t refused; /* calls refused over PSERVER_MAX_CALLS */
 	struct rpc *streams; /* newest first */
 	size_t n_streams;
+	/* Until when (now_ms) the next stream is the kubelet's: armed by
+	 * pserver_expect_kubelet on the main thread, taken here; 0: not. */
+	_Atomic uint64_t kubelet_until_ms;
 	unsigned stall_ms;
 	struct tag t_shutdown;
 };
@@ -392,37 +396,59 @@ static void streams_tick(struct pserver *s)
 	}
 }
 
-/* The oldest stream goes: a client that opened streams and stopped holds
- * old ones, while the newest is a kubelet that asks now (and does not
- * ask again when refused). */
+/* The oldest stream other than the kubelet's goes, for the kubelet's
+ * new one (a restarted kubelet always gets its list). */
 static void evict_oldest(struct pserver *s)
 {
-	struct rpc *old = s->streams;
+	struct rpc *old = NULL;
 
-	while (old && old->next)
-		old = old->next;
+	for (struct rpc *r = s->streams; r; r = r->next)
+		if (!r->kubelet)
+			old = r;
 	if (!old)
 		return;
-	log_warn("%s: ListAndWatch: %d streams open; ending the oldest for a new one",
+	log_warn("%s: ListAndWatch: %d streams open; ending the oldest for the kubelet's",
 		 s->res.name, PSERVER_MAX_STREAMS);
 	stream_unlink(old);
 	old->finished = 1; /* nothing more goes out on it */
 	(void)grpc_call_cancel_with_status(old->call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-					   "ListAndWatch: a newer stream took this one's slot", NULL);
+					   "ListAndWatch: the kubelet's stream took this one's slot", NULL);
 }
 
+/* The kubelet opens its stream right after a registration and does not
+ * open another if it is ended or refused: that one takes a slot from the
+ * oldest other stream if it must, and no later stream can take its own.
+ * Any other stream finds a slot or is refused. */
 static void start_stream(struct rpc *r)
 {
 	struct pserver *s = r->s;
+	uint64_t until = atomic_exchange(&s->kubelet_until_ms, 0);
 
+	r->kubelet = until != 0 && now_ms() <= until;
+	if (s->n_streams >= PSERVER_MAX_STREAMS && !r->kubelet) {
+		log_warn("%s: ListAndWatch: %d streams open, the limit; a new one refused",
+			 s->res.name, PSERVER_MAX_STREAMS);
+		finish_call(r, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			    "ListAndWatch: every stream slot is taken", 0);
+		return;
+	}
 	while (s->n_streams >= PSERVER_MAX_STREAMS)
 		evict_oldest(s);
+	if (r->kubelet)
+		for (struct rpc *o = s->streams; o; o = o->next)
+			o->kubelet = 0; /* an earlier kubelet's */
 	r->next = s->streams;
 	s->streams = r;
 	s->n_streams++;
 	pmetrics_streams(s->res.name, s->n_streams);
-	log_info("%s: ListAndWatch stream opened", s->res.name);
+	log_info("%s: ListAndWatch stream opened%s", s->res.name,
+		 r->kubelet ? " (the kubelet's, after its registration)" : "");
 	stream_push(r);
+}
+
+void pserver_expect_kubelet(struct pserver *s)
+{
+	atomic_store(&s->kubelet_until_ms, now_ms() + PSERVER_KUBELET_WINDOW_MS);
 }
 
 /* ---- dispatch ---- */

@@ -9,8 +9,9 @@
  * PSERVER_MAX_CALLS unary ones in flight), the open ListAndWatch streams
  * (one send in flight each; a new device generation is sent once the
  * previous send finished, so bursts of changes coalesce; when all slots
- * are taken a new stream ends the oldest: a restarted kubelet always gets
- * its list, a stopped client never keeps it out). Does not own
+ * are taken a new stream is refused, but the kubelet's, the first after a
+ * registration, ends the oldest other one and keeps its slot: a restarted
+ * kubelet always gets its list, and no other client ends it). Does not own
  * the device table (struct pshared, written by main.c and health.c) or
  * registration (register.c).
  */
@@ -23,8 +24,11 @@
 #include "plugin/devices.h"
 
 #define PSERVER_MAX_MSG (1u << 20)  /* larger requests get RESOURCE_EXHAUSTED */
-#define PSERVER_MAX_STREAMS 8       /* ListAndWatch streams open at once; the
-				     * newest wins, the oldest is ended */
+#define PSERVER_MAX_STREAMS 8       /* ListAndWatch streams open at once; past
+				     * it a new one is refused, but for the
+				     * kubelet's (pserver_expect_kubelet) */
+/* How long after a registration starts the next stream is the kubelet's. */
+#define PSERVER_KUBELET_WINDOW_MS 30000
 #define PSERVER_MAX_CALLS 128       /* other calls in flight; more get
 				     * RESOURCE_EXHAUSTED at once */
 #define PSERVER_TICK_MS 100         /* how soon a stream sees a new generation */
@@ -47,6 +51,9 @@ struct pserver *pserver_start(const struct plugin_config *cfg, const struct pres
 /* Ends every call (streams get UNAVAILABLE), joins the thread, removes
  * the socket when it is still ours. */
 void pserver_stop(struct pserver *s);
+/* Called just before Register: the next ListAndWatch, within
+ * PSERVER_KUBELET_WINDOW_MS, is the kubelet's (server.c, start_stream). */
+void pserver_expect_kubelet(struct pserver *s);
 
 /* The socket's file name inside the directory (RegisterRequest.endpoint)
  * and its full path. */

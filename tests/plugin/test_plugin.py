@@ -376,35 +376,44 @@ def t_bad_input(env):
     check(a["ok"], "Allocate after bad input and stalled streams: %s" % a)
     n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=500)
     check(not n["ok"] and n["error"] == "timeout", "bad input changed the device list: %s" % n)
-    # streams are limited (8 per resource: 1 watched + 3 stalled + 4): the
-    # newest wins, the oldest (the watched one) is ended
+    # streams are limited (8 per resource: the kubelet's + 3 stalled + 4): a
+    # new one is refused, the kubelet's (the first after its registration)
+    # stays
     for _ in range(4):
         check(env.kubelet.cmd(op="stall", endpoint=QOS)["ok"], "stall")
     x = env.kubelet.cmd(op="watch", endpoint=QOS)
-    check(x["ok"] and ids(x) == ids(w), "a new stream at the limit: %s" % x.get("error"))
-    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=10000)
-    check(not n["ok"] and n.get("end") and n["code"] == 8, "the oldest stream is ended: %s" % n)
+    check(not x["ok"] and x.get("end") and x["code"] == 8, "a new stream at the limit refused: %s" % x)
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=500)
+    check(not n["ok"] and n["error"] == "timeout", "the kubelet's stream stays open: %s" % n)
     a = env.kubelet.cmd(op="allocate", endpoint=QOS, containers=[["qos-6"]])
     check(a["ok"], "Allocate at the stream limit: %s" % a)
     check(env.plugin.poll() is None, "the plugin died")
 
 
 def t_slot_thief(env):
-    """A client that opened every ListAndWatch slot and reads nothing does
-    not keep the kubelet's stream out: the newest stream wins, the oldest
-    thief is ended (and says why), the other thieves stay."""
+    """A client on the plugin's socket that opens every ListAndWatch slot
+    neither ends the kubelet's stream (the first after its registration;
+    the kubelet does not open another) nor keeps a restarted kubelet out:
+    it gets the 7 other slots, its next stream is refused, another reader's
+    too, and the kubelet's stream stays open."""
     env.start_plugin(INJECT)
     register(env, 1)
-    thief = [env.kubelet.cmd(op="stall", endpoint=QOS) for _ in range(8)]
-    check(all(t["ok"] for t in thief), "the thief holds 8 streams: %s" % thief)
     w = env.kubelet.cmd(op="watch", endpoint=QOS)
-    check(w["ok"] and ids(w) == ["qos-%d" % i for i in range(100)],
-          "the kubelet's stream beside 8 thieves: %s" % w.get("error"))
-    r = env.kubelet.cmd(op="stall_result", stream=thief[0]["stream"], timeout_ms=10000)
-    check(not r["ok"] and r.get("code") == 8 and r.get("messages") == 1, "the oldest thief ended: %s" % r)
-    r = env.kubelet.cmd(op="stall_result", stream=thief[1]["stream"], timeout_ms=300)
-    check(r.get("error") == "open", "the next oldest stays: %s" % r)
-    check("ending the oldest for a new one" in open(env.plugin_log).read(), "logged")
+    check(w["ok"] and ids(w) == ["qos-%d" % i for i in range(100)], "the kubelet's stream: %s" % w)
+    thief = [env.kubelet.cmd(op="stall", endpoint=QOS) for _ in range(8)]
+    check(all(t["ok"] for t in thief[:7]), "the thief holds the 7 other slots: %s" % thief)
+    r = env.kubelet.cmd(op="stall_result", stream=thief[7]["stream"], timeout_ms=10000)
+    check(not r["ok"] and r.get("code") == 8 and r.get("messages") == 0,
+          "the thief's 8th stream refused: %s" % r)
+    x = env.kubelet.cmd(op="watch", endpoint=QOS)
+    check(not x["ok"] and x.get("end") and x["code"] == 8, "a reading thief refused too: %s" % x)
+    r = env.kubelet.cmd(op="stall_result", stream=thief[0]["stream"], timeout_ms=300)
+    check(r.get("error") == "open", "the thief's first stream stays: %s" % r)
+    n = env.kubelet.cmd(op="next", stream=w["stream"], timeout_ms=500)
+    check(not n["ok"] and n["error"] == "timeout", "the kubelet's stream stays open: %s" % n)
+    log = open(env.plugin_log).read()
+    check("the limit; a new one refused" in log and "(the kubelet's, after its registration)" in log,
+          "logged")
     # and after a kubelet restart the new kubelet registers and watches
     restart_check(env, (QOS,), {QOS: ids(w)})
 
