@@ -54,6 +54,10 @@ struct proc_view {
 	struct oint win_gpu, win_period, win_before, win_after, win_lc;
 	int win_held_known, win_held;
 	struct oint win_opened, win_skipped;
+	/* The windows decided for it (agents since 2026-12-07; null without). */
+	int has_windows, windows_given;
+	const char *windows_refused, *windows_reason;
+	struct oint windows_after;
 };
 
 #define CELL 64
@@ -156,7 +160,7 @@ static int parse_tsg(struct jerr *e, const cJSON *o, const char *w, struct tsg_v
 
 static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc_view *v)
 {
-	const cJSON *wake, *phase, *win;
+	const cJSON *wake, *phase, *win, *wins;
 	char w2[80];
 
 	memset(v, 0, sizeof(*v));
@@ -204,6 +208,14 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 		v->win_held_known = j_bool(e, win, w2, "held", J_ANY, &v->win_held) > 0;
 		oint_get(e, win, w2, "windowsOpened", J_ANY, &v->win_opened);
 		oint_get(e, win, w2, "windowsSkipped", J_ANY, &v->win_skipped);
+	}
+	if (j_obj(e, o, w, "windows", J_ANY, &wins) > 0) {
+		snprintf(w2, sizeof(w2), "%s.windows", w);
+		v->has_windows = 1;
+		j_bool(e, wins, w2, "given", J_REQ, &v->windows_given);
+		j_str(e, wins, w2, "refused", J_ANY, &v->windows_refused);
+		j_str(e, wins, w2, "reason", J_ANY, &v->windows_reason);
+		oint_get(e, wins, w2, "afterUs", J_ANY, &v->windows_after);
 	}
 	return e->msg[0] ? -1 : 0;
 }
@@ -555,6 +567,18 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 			 "LC pid %s (every %s µs); %s",
 			 g, bf, af, lc, per, held);
 		detail(out, "window", buf);
+	}
+	if (v->has_windows) {
+		if (v->windows_given && v->windows_after.has)
+			snprintf(buf, sizeof(buf), "given: %lld µs after each request",
+				 v->windows_after.v);
+		else if (v->windows_given)
+			snprintf(buf, sizeof(buf), "given");
+		else
+			snprintf(buf, sizeof(buf), "refused (%s): %s",
+				 v->windows_refused ? v->windows_refused : "?",
+				 v->windows_reason ? v->windows_reason : "?");
+		detail(out, "windows", buf);
 	}
 }
 

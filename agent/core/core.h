@@ -130,6 +130,50 @@ struct kmode;
 /* PHASE reports the windows' grid is taken from (phase.c). */
 #define WINDOW_GRID_SAMPLES 3
 
+/* Why an LC's windows were refused, or that they were given (window.c,
+ * window_decide): what reconcile decided, recorded for the faces (ctl,
+ * metrics, the pod's state) to render. The names are window_why_name's. */
+enum window_why {
+	WINDOW_GIVEN = 0,
+	WINDOW_WHY_OFF,            /* windows off on the node, nothing asked */
+	WINDOW_WHY_ASKED_OFF,      /* its own ask is "off" */
+	WINDOW_WHY_UNVERIFIED,     /* no confirmed GR TSG: a claim counts for nobody */
+	WINDOW_WHY_PERIOD_UNKNOWN, /* no fresh PHASE */
+	WINDOW_WHY_PERIOD_UNSTABLE, /* its period moved and has not held PHASE_SETTLE_US */
+	WINDOW_WHY_LAUNCH_BOUND,   /* no gaps to keep the BEs out of */
+	WINDOW_WHY_SEVERAL_LC,     /* another LC with a fresh PHASE on its GPU */
+	WINDOW_WHY_NO_SPAN,        /* "auto", and no span reported yet */
+	WINDOW_WHY_CAP,            /* the window does not fit the cap of its period */
+	WINDOW_WHY_NO_BE,          /* no BE beside it takes windows */
+	WINDOW_WHY_NO_LC,          /* a BE: no single periodic LC beside it */
+	WINDOW_WHY_LC_REFUSED,     /* a BE: the LC beside it has its windows refused */
+	WINDOW_WHY_HELD,           /* a BE: its schedule moved and the control bound holds it */
+};
+
+/* One process's window decision at the last reconcile (window.c). An LC:
+ * the rule it is under (its own ask or the node's), the after given (us,
+ * 0 when refused), the cap that applied and why it was refused. A BE:
+ * given is its preempt agent's schedule (struct peer.win), lc_pid the LC
+ * it is placed around or whose refusal it shares. */
+struct window_decision {
+	int decided;         /* 0: no decision (neither an LC nor a BE with GR work) */
+	enum window_ask ask; /* WINDOW_ASK_OFF, _AUTO or _US: the rule applied */
+	int own;             /* the rule is its own ask, not the node's default */
+	uint32_t ask_us;     /* WINDOW_ASK_US: the after asked for */
+	uint32_t after_us;   /* given: past each due time; 0: refused */
+	uint32_t before_us;
+	uint32_t cap_percent; /* of its period a window may take */
+	uint64_t period_ns;   /* the period decided on (0: none) */
+	uint32_t gpu;
+	unsigned bes;        /* an LC: BE processes given its windows */
+	pid_t lc_pid;        /* a BE: its LC (0: none) */
+	enum window_why why;
+	/* What was last logged (window.c logs a change once, not per pass). */
+	int logged;
+	enum window_why logged_why;
+	uint32_t logged_after_us;
+};
+
 /* One host process that ever talked to us, kept across reconnects so a
  * class survives a dropped connection. */
 struct proc {
@@ -194,7 +238,17 @@ struct proc {
 		uint64_t starts_us[WINDOW_GRID_SAMPLES];
 		unsigned n;
 		uint64_t period_ns, rx_us, anchor_us;
+		/* A period over 1 % off the grid's, reported since `since_us`
+		 * (every report within 1 % of it): it replaces the grid's only
+		 * once it held PHASE_SETTLE_US (0: none pending). */
+		uint64_t pending_ns, pending_since_us;
 	} grid;
+	/* window.c: what reconcile decided of its windows, and the limit on
+	 * its window lines (WINDOW_LOG_BURST per AGENT_PROC_LOG_WINDOW_MS,
+	 * apart from its other lines: a neighbour that moves its windows
+	 * cannot silence what it causes itself). */
+	struct window_decision win;
+	struct ratelimit win_log;
 	/* window.c: with windows.afterUs "auto", the after its windows use
 	 * now (us; 0: none yet), and since when a shorter one was asked
 	 * (0: not) with the longest of those. */
@@ -220,6 +274,9 @@ struct peer_window {
 	uint32_t before_us, after_us;
 	pid_t lc_pid;     /* whose requests it is placed around */
 	uint64_t sent_us; /* when it was last sent or renewed */
+	/* When it last started or moved (a grid, period or length the
+	 * preempt agent had not run): a move waits WINDOW_MOVE_MIN_US. */
+	uint64_t moved_us;
 };
 
 /* A connected preempt agent as the model sees it; its socket and watch
@@ -306,6 +363,9 @@ struct tsg_gate {
 	int gated;              /* its preempt agent says its channels are disabled */
 	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
 	int leased;             /* its preempt agent holds a rotation lease on it */
+	/* A GATE was sent since the last UNGATE: the UNGATE that ends it
+	 * skips the control bound (tsg_control_allowed); one more does not. */
+	int ungate_owed;
 	/* When `rotate` last changed (now_us(); 0: never): it enters a
 	 * rotation again only rotate_dwell_us() later (reconcile.c), whatever
 	 * its neighbours or its own preempt agent report meanwhile. */
@@ -584,6 +644,16 @@ struct procinfo {
 };
 
 /* tsg.c: processes and TSGs */
+/* The per-TSG control bound (AGENT_CONTROLS_BURST at once, then
+ * AGENT_CONTROLS_PER_S a second or what a rotation needs): 1 if one more
+ * control op of t may go now, else 0 (held, counted). An UNGATE ending a
+ * gate whose GATE was counted goes at once. */
+int tsg_control_allowed(struct agent *a, struct tsg *t, uint32_t op, uint64_t now);
+/* One control op of t went: counted against the bound. */
+void tsg_control_charge(struct agent *a, struct tsg *t, uint32_t op, uint64_t now);
+/* The op a WINDOW that starts or moves a schedule counts as (window.c):
+ * no RM op of the protocol's. */
+#define AGENT_CONTROL_WINDOW 0u
 struct proc *proc_find(struct agent *a, pid_t pid);
 struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi);
 void proc_classify(struct agent *a, struct proc *p);
@@ -745,43 +815,53 @@ uint64_t rotate_next_deadline(const struct agent *a);
 /* A PHASE older than this is not used: no turn change is placed by it,
  * no window around it. */
 #define PHASE_FRESH_US 1000000u
+/* A new period (over 1 % off the grid's) replaces the grid's only after
+ * every report has agreed on it this long: a PHASE that alternates its
+ * period neither resets the grid nor moves the windows at each report. */
+#define PHASE_SETTLE_US 1000000u
 /* The process's last PHASE came at most PHASE_FRESH_US ago. */
 int phase_fresh(const struct proc *p, uint64_t now);
-/* The one LC process with a TSG on gpu whose PHASE is fresh; NULL when
+/* The one LC process with a confirmed TSG on gpu whose PHASE is fresh
+ * (a claim nobody confirmed counts for no other process); NULL when
  * there is none or there are several. */
 struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now);
 /* Take the LC's latest PHASE into its grid (the median of the last
- * WINDOW_GRID_SAMPLES starts, placed on the newest one's period; a new
- * period, over 1 % off, starts a new grid). Returns a start on the grid. */
-uint64_t phase_grid_update(struct proc *lc);
+ * WINDOW_GRID_SAMPLES starts, placed on the grid's period; a period over
+ * 1 % off starts a new grid once it held PHASE_SETTLE_US, and until then
+ * its reports are not taken in). Changes lc->grid; returns a start on
+ * the grid (lc->grid.anchor_us). */
+uint64_t phase_grid_take(struct proc *lc);
 
 /* window.c */
 /* A schedule is renewed this often and lapses in the preempt agent after
  * WINDOW_LEASE_MS without one. */
 #define WINDOW_LEASE_MS 1000u
 #define WINDOW_RENEW_US (WINDOW_LEASE_MS * 1000u / 4u)
-/* Send, renew or end each BE preempt agent's window schedule (after
- * rotate_plan, every reconcile). */
+/* A schedule that started or moved is not moved again sooner than this
+ * (a renewal of the one the preempt agent runs goes meanwhile): a
+ * preempt agent opens a window at once when a moved grid puts one due,
+ * so each move can cost the BE one window more. */
+#define WINDOW_MOVE_MIN_US 1000000u
+/* Decide every LC's and BE's windows (before rotate_plan, every
+ * reconcile): records proc.win, sizes "auto" windows, takes each
+ * periodic LC's PHASE into its grid, and logs a decision that changed. */
+void window_decide(struct agent *a, uint64_t now);
+/* Send, renew or end each BE preempt agent's window schedule as
+ * window_decide decided (after rotate_plan, every reconcile); a start or
+ * a move counts as a control of each of the BE's GR TSGs there
+ * (tsg_control_take). */
 void window_plan(struct agent *a, uint64_t now);
 /* When the next renewal is due, or 0. */
 uint64_t window_next_deadline(const struct agent *a);
-/* How long past each of lc's due times its windows last (us; 0: no
- * windows): windows.afterUs, or with "auto" lc's span and a margin, kept
- * in lc->window_auto_us (now: when it is asked, for how long a shorter
- * span held). */
-uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t now);
-/* The BEs beside lc (an LC with a fresh phase) get windows around its
- * requests: windows are on (with "auto": lc reports a span), lc is not
- * launch-bound and its window fits windows.maxOffPercent of its period. */
-int window_applies(const struct agent *a, struct proc *lc, uint64_t now);
-/* lc's windows, its own ask or the node's default, for gpuqos.io/state:
- * WINDOW_ASK_OFF (none), WINDOW_ASK_AUTO, or WINDOW_ASK_US (*after_us). */
-enum window_ask window_setting(const struct agent *a, const struct proc *lc, uint32_t *after_us);
 /* Whether p's preempt agent holds the window schedule it was sent: 1 or
  * 0 as its latest WINDOW_STATE said, -1 without a schedule, without an
  * answer, or with one older than WINDOW_LEASE_MS (a library that stopped
  * answering has stopped renewing too: its schedule has lapsed). */
 int peer_window_held(const struct peer *p, uint64_t now);
+/* The decision's reason as ctl, metrics and the pod's state name it,
+ * and in words (log lines, gpuqosctl show). */
+const char *window_why_name(enum window_why why);
+const char *window_why_text(enum window_why why);
 /* A rotation's turn change around such an LC begins this long after its
  * window ends (the BE's enable, 0.35-0.5 ms, done), not just ahead of the
  * next request, where it would meet the next window's disable in the RM. */

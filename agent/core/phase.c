@@ -22,7 +22,10 @@ struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		struct proc *pr = t->proc;
 
-		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || !phase_fresh(pr, now))
+		/* A claim nobody confirmed (or one refused) counts for no
+		 * other process: neither as the LC nor as a second one. */
+		if (t->gpu != gpu || !pr || pr->cls != CLASS_LC || tsg_unverified(t) ||
+		    !phase_fresh(pr, now))
 			continue;
 		if (lc && lc != pr)
 			return NULL;
@@ -31,26 +34,56 @@ struct proc *phase_lc(const struct agent *a, uint32_t gpu, uint64_t now)
 	return lc;
 }
 
+/* Period a is over 1 % off period b. */
+static int period_moved(uint64_t a_ns, uint64_t b_ns)
+{
+	return (a_ns > b_ns ? a_ns - b_ns : b_ns - a_ns) * 100u > b_ns;
+}
+
+/* A new period takes over only once it held: every report since the
+ * first that said it within 1 % of it, for PHASE_SETTLE_US. A report
+ * back at the grid's period ends the wait. 1: lc's report stays out. */
+static int period_pending(struct proc *lc)
+{
+	uint64_t per = lc->phase.period_ns, rx = lc->phase.rx_us;
+
+	if (!lc->grid.n || !period_moved(per, lc->grid.period_ns)) {
+		lc->grid.pending_ns = 0;
+		return 0;
+	}
+	if (!lc->grid.pending_ns || period_moved(per, lc->grid.pending_ns)) {
+		lc->grid.pending_ns = per;
+		lc->grid.pending_since_us = rx;
+		return 1;
+	}
+	if (rx - lc->grid.pending_since_us < PHASE_SETTLE_US)
+		return 1;
+	lc->grid.pending_ns = 0;
+	lc->grid.n = 0; /* it held: a new grid */
+	return 0;
+}
+
 /* A request starts when its first launch comes, which a late process
  * (its thread descheduled, a slow submit) makes later than the time it
  * was due, never earlier, and sometimes by more than half a period. The
  * latest start alone would move every window of the next PHASE period
  * (250 ms) by one request's lateness; the median of the last three,
  * each placed on the newest one's period, ignores one late report. With
- * two, the earlier placement counts: lateness only delays. */
-uint64_t phase_grid_update(struct proc *lc)
+ * two, the earlier placement counts: lateness only delays. A PHASE that
+ * alternates its period (a forged one: 2 % every report) would start a
+ * new grid, and move every BE's windows, at each report: a new period
+ * waits until it held (period_pending). */
+uint64_t phase_grid_take(struct proc *lc)
 {
 	uint64_t per = lc->phase.period_ns, s = lc->phase.last_start_us;
-	uint64_t drift = per > lc->grid.period_ns ? per - lc->grid.period_ns
-						  : lc->grid.period_ns - per;
 	int64_t d[WINDOW_GRID_SAMPLES], med;
 	unsigned n;
 
 	if (lc->grid.n && lc->grid.rx_us == lc->phase.rx_us)
 		return lc->grid.anchor_us;
 	lc->grid.rx_us = lc->phase.rx_us;
-	if (drift * 100u > per)
-		lc->grid.n = 0;
+	if (period_pending(lc))
+		return lc->grid.anchor_us;
 	lc->grid.period_ns = per;
 	n = lc->grid.n < WINDOW_GRID_SAMPLES ? lc->grid.n + 1 : WINDOW_GRID_SAMPLES;
 	for (unsigned i = n - 1; i > 0; i--)

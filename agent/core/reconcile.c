@@ -175,8 +175,9 @@ static void note_own(struct agent *a)
  * Leaving goes at once: it only ever lets the BE run (and an LC, a
  * launch-bound LC beside it, or a BE that can no longer be gated must not
  * wait for it), so a TSG is moved in and out at most once each per dwell.
- * The first change goes at once too. 1: keep t's current decision. */
-static int rotation_held(struct agent *a, struct tsg *t, const struct policy_tsg_out *o,
+ * The first change goes at once too. Records the change (or that it is
+ * held) on t; 1: held, keep t's current decision. */
+static int rotation_hold_entry(struct agent *a, struct tsg *t, const struct policy_tsg_out *o,
 			 uint64_t now)
 {
 	if (o->rotate == t->gate.rotate) {
@@ -204,7 +205,7 @@ static int run_policy(struct agent *a, struct pass *ps, uint64_t now)
 	ps->m = policy_runlists(ps->in, ps->n, ps->rl);
 	policy_decide_with(&a->cfg->policy, ps->in, ps->n, ps->rl, ps->m, ps->out);
 	for (struct tsg *t = a->tsgs; t && i < ps->n; t = t->next, i++) {
-		if (rotation_held(a, t, &ps->out[i], now))
+		if (rotation_hold_entry(a, t, &ps->out[i], now))
 			continue;
 		if (t->want.desired_il != ps->out[i].interleave)
 			t->sent.il_refused = IL_REFUSED_NONE; /* a new level deserves a new try */
@@ -271,52 +272,6 @@ static int path_budget(struct agent *a, const struct tsg *t, enum path path, uin
 	return t->proc->peer && t->proc->peer->sent_this_tick < AGENT_CMDS_PER_TICK;
 }
 
-/* The time between two controls one TSG may get: AGENT_CONTROLS_PER_S
- * a second, or what its rotation needs where turns or leases are short
- * (one GATE, UNGATE or renewal per turn or quarter lease, whichever is
- * shorter) and two to spare. */
-static uint64_t control_interval_us(const struct agent *a)
-{
-	const struct policy_config *cfg = &a->cfg->policy;
-	uint64_t step_ms = cfg->gate_lease_ms / 4u, rate = AGENT_CONTROLS_PER_S;
-
-	if (cfg->rotate_period_ms < step_ms)
-		step_ms = cfg->rotate_period_ms;
-	if (step_ms && (1000u + step_ms - 1u) / step_ms + 2u > rate)
-		rate = (1000u + step_ms - 1u) / step_ms + 2u;
-	return 1000000u / rate;
-}
-
-/* The bound on controls per TSG (a generic cell rate algorithm: at most
- * AGENT_CONTROLS_BURST at once, then one per control_interval_us), so no
- * preempt agent's reports, however they flip, make the agent flood
- * another process. Read-backs change nothing and are not counted. An
- * UNGATE of a TSG held off now goes at once (counted): the bound never
- * keeps a BE gated; it only ever follows a GATE that was counted. 1: op
- * may be sent now. */
-static int control_allowed(struct agent *a, struct tsg *t, uint32_t op, uint64_t now)
-{
-	uint64_t iv = control_interval_us(a), slack = (AGENT_CONTROLS_BURST - 1u) * iv;
-
-	if (op == GQ_OP_GET_TIMESLICE)
-		return 1;
-	if (t->sent.bucket_tat > now + slack && !(op == GQ_OP_UNGATE && t->gate.gated)) {
-		a->n.controls_held += t->sent.held_until == 0;
-		t->sent.held_until = t->sent.bucket_tat - slack;
-		return 0;
-	}
-	return 1;
-}
-
-static void control_charge(struct agent *a, struct tsg *t, uint32_t op, uint64_t now)
-{
-	if (op == GQ_OP_GET_TIMESLICE)
-		return;
-	t->sent.bucket_tat = (t->sent.bucket_tat > now ? t->sent.bucket_tat : now) +
-			     control_interval_us(a);
-	t->sent.held_until = 0;
-}
-
 static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch, uint32_t op,
 		    uint64_t arg)
 {
@@ -327,10 +282,10 @@ static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch
 		return 0;
 	}
 	t->sent.blocked = NULL;
-	if (!path_budget(a, t, ch->path, op) || !control_allowed(a, t, op, now) ||
+	if (!path_budget(a, t, ch->path, op) || !tsg_control_allowed(a, t, op, now) ||
 	    !cmd_issue(a, t, ch->path, op, arg, NULL))
 		return 0;
-	control_charge(a, t, op, now);
+	tsg_control_charge(a, t, op, now);
 	if (ch->path == PATH_DIRECT && op == GQ_OP_GET_TIMESLICE)
 		a->readback_sent_this_tick++;
 	else if (ch->path == PATH_DIRECT)
@@ -414,7 +369,7 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 	uint64_t arg;
 
 	if (t->sent.held_until && t->sent.held_until <= now)
-		t->sent.held_until = 0; /* control_allowed holds it again if need be */
+		t->sent.held_until = 0; /* tsg_control_allowed holds it again if need be */
 	if (t->sent.inflight || t->sent.backoff_until > now || t->unverified_until ||
 	    t->claim == TSG_CLAIM_REFUSED)
 		return 0; /* an unverified or refused claim is never acted on */
@@ -560,6 +515,7 @@ void reconcile(struct agent *a)
 			a->hooks.after_reconcile(a);
 		return;
 	}
+	window_decide(a, now);
 	rotate_plan(a, now);
 	window_plan(a, now);
 	/* Outside the loop over TSGs: with none, the grace must still end. */

@@ -94,14 +94,14 @@ static struct gap lc_gap(const struct agent *a, uint32_t gpu, uint64_t now, uint
 	/* With windows (window.c) the BEs are off around every request: the
 	 * change goes right after a window ends, and must be over before the
 	 * next one begins. */
-	if (window_applies(a, lc, now)) {
-		const struct policy_config *cfg = &a->cfg->policy;
-
-		g.offset_us = (uint64_t)window_update_after(a, lc, now) + WINDOW_CHANGE_AFTER_US;
-		if (g.offset_us + ROTATE_CHANGE_US + cfg->window_before_us <= lc->phase.period_us) {
-			g.last_us = phase_grid_update(lc);
+	if (lc->win.why == WINDOW_GIVEN) {
+		g.period_us = lc->win.period_ns / 1000u;
+		g.offset_us = (uint64_t)lc->win.after_us + WINDOW_CHANGE_AFTER_US;
+		if (g.offset_us + ROTATE_CHANGE_US + lc->win.before_us <= g.period_us) {
+			g.last_us = lc->grid.anchor_us;
 			return g;
 		}
+		g.period_us = lc->phase.period_us;
 	}
 	/* The change must be over before the next request's wake. */
 	before = ROTATE_CHANGE_US + a->cfg->policy.wake_lead_us;

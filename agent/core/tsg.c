@@ -695,3 +695,54 @@ struct path_choice tsg_path(struct agent *a, const struct tsg *t, enum path_acti
 
 	return path_select(&in);
 }
+
+/* The time between two controls one TSG may get: AGENT_CONTROLS_PER_S
+ * a second, or what its rotation needs where turns or leases are short
+ * (one GATE, UNGATE or renewal per turn or quarter lease, whichever is
+ * shorter) and two to spare. */
+static uint64_t control_interval_us(const struct agent *a)
+{
+	const struct policy_config *cfg = &a->cfg->policy;
+	uint64_t step_ms = cfg->gate_lease_ms / 4u, rate = AGENT_CONTROLS_PER_S;
+
+	if (cfg->rotate_period_ms < step_ms)
+		step_ms = cfg->rotate_period_ms;
+	if (step_ms && (1000u + step_ms - 1u) / step_ms + 2u > rate)
+		rate = (1000u + step_ms - 1u) / step_ms + 2u;
+	return 1000000u / rate;
+}
+
+/* The bound on controls per TSG (a generic cell rate algorithm: at most
+ * AGENT_CONTROLS_BURST at once, then one per control_interval_us), so no
+ * preempt agent's reports, however they flip, make the agent flood
+ * another process. Read-backs change nothing and are not counted. An
+ * UNGATE that ends a gate whose GATE was counted goes at once (counted):
+ * the bound never keeps a BE gated; a BE that says it is gated when no
+ * GATE was sent gets its UNGATEs within the bound. */
+int tsg_control_allowed(struct agent *a, struct tsg *t, uint32_t op, uint64_t now)
+{
+	uint64_t iv = control_interval_us(a), slack = (AGENT_CONTROLS_BURST - 1u) * iv;
+
+	if (op == GQ_OP_GET_TIMESLICE)
+		return 1;
+	if (t->sent.bucket_tat > now + slack &&
+	    !(op == GQ_OP_UNGATE && t->gate.gated && t->gate.ungate_owed)) {
+		a->n.controls_held += t->sent.held_until == 0;
+		t->sent.held_until = t->sent.bucket_tat - slack;
+		return 0;
+	}
+	return 1;
+}
+
+void tsg_control_charge(struct agent *a, struct tsg *t, uint32_t op, uint64_t now)
+{
+	if (op == GQ_OP_GET_TIMESLICE)
+		return;
+	if (op == GQ_OP_GATE)
+		t->gate.ungate_owed = 1;
+	else if (op == GQ_OP_UNGATE)
+		t->gate.ungate_owed = 0;
+	t->sent.bucket_tat = (t->sent.bucket_tat > now ? t->sent.bucket_tat : now) +
+			     control_interval_us(a);
+	t->sent.held_until = 0;
+}

@@ -4,12 +4,16 @@
  * the one periodic LC beside it, by a schedule its own preempt agent runs
  * (docs/policy.md, "Windows"; docs/protocol.md, "Windows").
  *
- * Owns: which BE process gets which schedule (that grid and period, the
- * policy's before and after), and sending, renewing and ending it. Does
- * not own: receiving PHASE (peer.c), when an LC's requests come
- * (phase.c), running the schedule (the BE's
- * preempt agent, preempt_window.c), placing a rotation's turn change
- * (rotate.c, which asks here).
+ * Owns: the window decision of every LC and BE (struct window_decision:
+ * given, or refused and why), which BE process gets which schedule (that
+ * grid and period, the policy's before and after), and sending, renewing
+ * and ending it, a start or a move within the per-TSG control bound and
+ * at most one a WINDOW_MOVE_MIN_US. Does not own: receiving PHASE
+ * (peer.c), when an LC's requests come (phase.c), running the schedule
+ * and the budget on the BE's real off time (the BE's preempt agent,
+ * preempt_window.c), placing a rotation's turn change (rotate.c, which
+ * reads the decision), showing the decision (ctl, metrics, the pod's
+ * state: they render proc.win, never decide again).
  *
  * Why: the one channel switch ahead of each request is what a CUDA-graph
  * model still loses beside a busy BE under the wake; with the BE off the
@@ -25,6 +29,8 @@
 #include "agent/core/core.h"
 #include "common/log.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A grid that moved less than this, or a period that would move the
@@ -58,6 +64,7 @@ struct window_rule {
 	uint32_t after_us; /* fixed; 0 with autosize, or none */
 	int autosize;      /* "auto": sized from lc's span */
 	uint32_t max_off;  /* percent of lc's period a window may take */
+	int own;           /* lc's own ask, not the node's default */
 };
 
 /* lc's own ask: its pod's (pod.c sets win_ask), or standalone its
@@ -82,11 +89,14 @@ static void window_rule(const struct agent *a, const struct proc *lc, struct win
 	r->after_us = cfg->window_after_us;
 	r->autosize = cfg->window_after_auto;
 	r->max_off = cfg->window_max_off_percent;
+	r->own = 0;
 	if (ask.ask == WINDOW_ASK_OFF) {
 		/* Takes nothing from the BEs: always honoured. */
 		r->after_us = 0;
 		r->autosize = 0;
+		r->own = 1;
 	} else if (ask.ask != WINDOW_ASK_NONE && cfg->window_pod_max_off_percent) {
+		r->own = 1;
 		r->after_us = ask.ask == WINDOW_ASK_US ? ask.after_us : 0;
 		r->autosize = ask.ask == WINDOW_ASK_AUTO;
 		if (cfg->window_pod_max_off_percent < r->max_off)
@@ -94,41 +104,32 @@ static void window_rule(const struct agent *a, const struct proc *lc, struct win
 	}
 }
 
-enum window_ask window_setting(const struct agent *a, const struct proc *lc, uint32_t *after_us)
-{
-	struct window_rule r;
-
-	window_rule(a, lc, &r);
-	*after_us = r.after_us;
-	return r.autosize ? WINDOW_ASK_AUTO : r.after_us ? WINDOW_ASK_US : WINDOW_ASK_OFF;
-}
-
 /* The longest after that keeps lc's window within max_off percent of its
  * period (0: none fits). */
 static uint32_t after_fits(const struct policy_config *cfg, const struct proc *lc,
 			   uint32_t max_off)
 {
-	uint64_t max = lc->phase.period_ns * max_off / 100000u;
+	uint64_t max = lc->grid.period_ns * max_off / 100000u;
 
 	return max > cfg->window_before_us ? (uint32_t)(max - cfg->window_before_us) : 0;
 }
 
-uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t now)
+/* lc's after for rule r (us; 0: none fits): the fixed one, or with
+ * "auto" its span and a margin, held in lc->window_auto_us (grows at
+ * once, shrinks only after WINDOW_AUTO_HOLD_US of shorter spans). */
+static uint32_t window_size(const struct agent *a, struct proc *lc, const struct window_rule *r,
+			    uint64_t now)
 {
 	const struct policy_config *cfg = &a->cfg->policy;
-	struct window_rule r;
 	uint32_t want, fits;
 
-	if (!lc)
-		return cfg->window_after_auto ? 0 : cfg->window_after_us;
-	window_rule(a, lc, &r);
-	if (!r.autosize) {
+	if (!r->autosize) {
 		/* An ask for "auto" again later starts from its span afresh. */
 		lc->window_auto_us = 0;
 		lc->window_shrink_since_us = 0;
-		return r.after_us;
+		return r->after_us;
 	}
-	fits = after_fits(cfg, lc, r.max_off) / WINDOW_AUTO_STEP_US * WINDOW_AUTO_STEP_US;
+	fits = after_fits(cfg, lc, r->max_off) / WINDOW_AUTO_STEP_US * WINDOW_AUTO_STEP_US;
 	if (!lc->phase.span_us || !fits) {
 		lc->window_auto_us = 0;
 		return 0;
@@ -169,52 +170,209 @@ uint32_t window_update_after(const struct agent *a, struct proc *lc, uint64_t no
 	return lc->window_auto_us;
 }
 
-int window_applies(const struct agent *a, struct proc *lc, uint64_t now)
-{
-	const struct policy_config *cfg = &a->cfg->policy;
-	struct window_rule r;
-	uint32_t after;
-	uint64_t span;
+static const struct {
+	const char *name, *text;
+} why_names[] = {
+	[WINDOW_GIVEN] = { "given", "given" },
+	[WINDOW_WHY_OFF] = { "off", "windows are off on the node and it asked for none" },
+	[WINDOW_WHY_ASKED_OFF] = { "askedOff", "it asked for none (\"off\")" },
+	[WINDOW_WHY_UNVERIFIED] = { "unverified",
+				    "no TSG of it is confirmed (a claim counts for nobody)" },
+	[WINDOW_WHY_PERIOD_UNKNOWN] = { "periodUnknown", "no fresh PHASE: its period is unknown" },
+	[WINDOW_WHY_PERIOD_UNSTABLE] = { "periodUnstable",
+					 "its period moved and has not held for 1 s" },
+	[WINDOW_WHY_LAUNCH_BOUND] = { "launchBound", "it is launch-bound: no gaps" },
+	[WINDOW_WHY_SEVERAL_LC] = { "severalLc", "another LC with a PHASE shares its GPU" },
+	[WINDOW_WHY_NO_SPAN] = { "noSpan", "\"auto\" and no span reported yet" },
+	[WINDOW_WHY_CAP] = { "cap", "the window does not fit the cap of its period" },
+	[WINDOW_WHY_NO_BE] = { "noBe", "no BE beside it takes windows" },
+	[WINDOW_WHY_NO_LC] = { "noLc", "no single periodic LC beside it" },
+	[WINDOW_WHY_LC_REFUSED] = { "lcRefused", "the LC beside it has its windows refused" },
+	[WINDOW_WHY_HELD] = { "held", "its schedule moved within 1 s, or the control bound holds it" },
+};
 
-	if (!lc)
-		return 0;
-	after = window_update_after(a, lc, now);
-	span = (uint64_t)cfg->window_before_us + after;
-	window_rule(a, lc, &r);
-	/* A fixed after that does not fit gets no windows, as the node's
-	 * does: a shorter one would end mid-request. */
-	return after && !lc->busy.always && lc->phase.period_ns >= 1000u &&
-	       span * 100000u <= lc->phase.period_ns * r.max_off;
+const char *window_why_name(enum window_why why)
+{
+	return (unsigned)why < sizeof(why_names) / sizeof(why_names[0]) && why_names[why].name
+		       ? why_names[why].name
+		       : "?";
 }
 
-/* The schedule the BE process be should run now: around the requests of
- * the one LC with a fresh phase on the GPU of be's first GR TSG that has
- * one, when the window fits in the policy's share of that LC's period.
- * Returns 0 when there is none. */
-static int window_for(const struct agent *a, const struct proc *be, uint64_t now,
-		      struct peer_window *out)
+const char *window_why_text(enum window_why why)
 {
-	const struct policy_config *cfg = &a->cfg->policy;
+	return (unsigned)why < sizeof(why_names) / sizeof(why_names[0]) && why_names[why].text
+		       ? why_names[why].text
+		       : "?";
+}
 
+/* lc's first confirmed GR TSG: where its windows are decided (NULL: none). */
+static const struct tsg *lc_gr(const struct agent *a, const struct proc *lc)
+{
+	for (const struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->proc == lc && rm_engine_is_gr(t->engine) && t->gpu != GQ_UNKNOWN &&
+		    !tsg_unverified(t))
+			return t;
+	return NULL;
+}
+
+static enum window_why decide_lc(struct agent *a, struct proc *lc, uint64_t now)
+{
+	struct window_decision *d = &lc->win;
+	const struct tsg *gr = lc_gr(a, lc);
+	struct window_rule r;
+	uint64_t span;
+	uint32_t after;
+
+	window_rule(a, lc, &r);
+	d->decided = 1;
+	d->ask = r.autosize ? WINDOW_ASK_AUTO : r.after_us ? WINDOW_ASK_US : WINDOW_ASK_OFF;
+	d->own = r.own;
+	d->ask_us = r.after_us;
+	d->cap_percent = r.max_off;
+	d->gpu = gr ? gr->gpu : GQ_UNKNOWN;
+	if (d->ask == WINDOW_ASK_OFF) {
+		lc->window_auto_us = 0;
+		return r.own ? WINDOW_WHY_ASKED_OFF : WINDOW_WHY_OFF;
+	}
+	if (!gr)
+		return WINDOW_WHY_UNVERIFIED;
+	if (!phase_fresh(lc, now))
+		return WINDOW_WHY_PERIOD_UNKNOWN;
+	phase_grid_take(lc);
+	if (lc->grid.pending_ns)
+		return WINDOW_WHY_PERIOD_UNSTABLE;
+	if (lc->busy.always)
+		return WINDOW_WHY_LAUNCH_BOUND;
+	if (phase_lc(a, gr->gpu, now) != lc)
+		return WINDOW_WHY_SEVERAL_LC;
+	d->period_ns = lc->grid.period_ns;
+	after = window_size(a, lc, &r, now);
+	if (!after)
+		return r.autosize && !lc->phase.span_us ? WINDOW_WHY_NO_SPAN : WINDOW_WHY_CAP;
+	/* A fixed after that does not fit gets no windows, as the node's
+	 * does: a shorter one would end mid-request. */
+	span = (uint64_t)d->before_us + after;
+	if (span * 100000u > d->period_ns * r.max_off)
+		return WINDOW_WHY_CAP;
+	d->after_us = after;
+	return WINDOW_GIVEN;
+}
+
+/* The BE be's windows: around the LC of the first GPU of its confirmed
+ * GR TSGs whose LC has them, else refused with the first LC's reason. */
+static void decide_be(struct agent *a, struct proc *be, uint64_t now)
+{
+	struct window_decision *d = &be->win;
+
+	d->decided = 1;
+	d->why = WINDOW_WHY_NO_LC;
 	for (const struct tsg *t = a->tsgs; t; t = t->next) {
 		struct proc *lc;
 
-		if (t->proc != be || !rm_engine_is_gr(t->engine))
+		if (t->proc != be || !rm_engine_is_gr(t->engine) || t->gpu == GQ_UNKNOWN ||
+		    tsg_unverified(t))
 			continue;
 		lc = phase_lc(a, t->gpu, now);
-		/* A launch-bound LC has no gaps to keep the BE out of. */
-		if (!window_applies(a, lc, now))
+		if (!lc || !lc->win.decided)
 			continue;
-		out->on = 1;
-		out->gpu = t->gpu;
-		out->period_ns = lc->phase.period_ns;
-		out->start_us = phase_grid_update(lc);
-		out->before_us = cfg->window_before_us;
-		out->after_us = window_update_after(a, lc, now);
-		out->lc_pid = lc->pid;
-		return 1;
+		if (lc->win.why == WINDOW_GIVEN || lc->win.why == WINDOW_WHY_NO_BE) {
+			d->why = WINDOW_GIVEN;
+			d->lc_pid = lc->pid;
+			d->gpu = t->gpu;
+			d->after_us = lc->win.after_us;
+			d->period_ns = lc->win.period_ns;
+			lc->win.bes++;
+			return;
+		}
+		if (d->why == WINDOW_WHY_NO_LC) {
+			d->why = WINDOW_WHY_LC_REFUSED;
+			d->lc_pid = lc->pid;
+			d->gpu = t->gpu;
+		}
 	}
-	return 0;
+}
+
+static void window_log(struct agent *a, struct proc *p, enum log_level lv, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* A decision that changed is logged once (within its window lines' limit). */
+static void decision_log(struct agent *a, struct proc *p)
+{
+	struct window_decision *d = &p->win;
+
+	if (d->logged ? d->logged_why == d->why && d->logged_after_us == d->after_us
+		      : d->why == WINDOW_WHY_OFF || d->why == WINDOW_WHY_NO_LC)
+		return;
+	d->logged = 1;
+	d->logged_why = d->why;
+	d->logged_after_us = d->after_us;
+	if (p->cls != CLASS_LC)
+		return; /* a BE's schedule is logged as it is sent (window_plan) */
+	if (d->why == WINDOW_GIVEN)
+		window_log(a, p, LOG_LEVEL_INFO,
+			 "pid %d: windows given: %u us before to %u us after each request, every "
+			 "%llu us (cap %u %%)",
+			 (int)p->pid, d->before_us, d->after_us,
+			 (unsigned long long)(d->period_ns / 1000u), d->cap_percent);
+	else if (d->why == WINDOW_WHY_UNVERIFIED || d->why == WINDOW_WHY_PERIOD_UNKNOWN ||
+		 d->why == WINDOW_WHY_NO_BE)
+		/* Those of a process coming up (not confirmed, no PHASE yet, no
+		 * BE yet) say little: at debug, outside its line budget. */
+		log_debug("pid %d: windows refused (%s): %s", (int)p->pid, window_why_name(d->why),
+			  window_why_text(d->why));
+	else
+		window_log(a, p, LOG_LEVEL_INFO, "pid %d: windows refused (%s): %s", (int)p->pid,
+			 window_why_name(d->why), window_why_text(d->why));
+}
+
+void window_decide(struct agent *a, uint64_t now)
+{
+	for (struct proc *p = a->procs; p; p = p->next) {
+		struct window_decision *d = &p->win;
+		int logged = d->logged;
+		enum window_why lw = d->logged_why;
+		uint32_t la = d->logged_after_us;
+
+		memset(d, 0, sizeof(*d));
+		d->logged = logged;
+		d->logged_why = lw;
+		d->logged_after_us = la;
+		d->before_us = a->cfg->policy.window_before_us;
+		if (p->cls == CLASS_LC)
+			d->why = decide_lc(a, p, now);
+	}
+	for (struct proc *p = a->procs; p; p = p->next)
+		if (p->cls == CLASS_BE && p->peer && p->peer->can_window)
+			decide_be(a, p, now);
+	for (struct proc *p = a->procs; p; p = p->next) {
+		if (p->cls == CLASS_LC && p->win.why == WINDOW_GIVEN && !p->win.bes) {
+			p->win.why = WINDOW_WHY_NO_BE;
+			p->win.after_us = 0;
+		}
+		if (p->win.decided)
+			decision_log(a, p);
+	}
+}
+
+/* The schedule the BE process be should run now, as window_decide
+ * decided. Returns 0 when there is none. */
+static int window_for(struct agent *a, const struct proc *be, struct peer_window *out)
+{
+	struct proc *lc;
+
+	if (!be->win.decided || be->win.why != WINDOW_GIVEN)
+		return 0;
+	lc = proc_find(a, be->win.lc_pid);
+	if (!lc || lc->win.why != WINDOW_GIVEN)
+		return 0;
+	out->on = 1;
+	out->gpu = be->win.gpu;
+	out->period_ns = lc->win.period_ns;
+	out->start_us = lc->grid.anchor_us;
+	out->before_us = lc->win.before_us;
+	out->after_us = lc->win.after_us;
+	out->lc_pid = lc->pid;
+	return 1;
 }
 
 /* Starts a and b lie on one grid of this period, within WINDOW_SAME_US. */
@@ -245,6 +403,47 @@ static void window_send(struct agent *a, struct peer *p, uint64_t now)
 		a->n.windows_ended++;
 }
 
+/* A start or a move of be's schedule on gpu is a control of each of its
+ * confirmed GR TSGs there: within the per-TSG bound (reconcile.c), all
+ * or none. 1: taken. */
+static int window_control_take(struct agent *a, const struct proc *be, uint32_t gpu,
+			       uint64_t now)
+{
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->proc == be && rm_engine_is_gr(t->engine) && t->gpu == gpu &&
+		    !tsg_control_allowed(a, t, AGENT_CONTROL_WINDOW, now))
+			return 0;
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->proc == be && rm_engine_is_gr(t->engine) && t->gpu == gpu)
+			tsg_control_charge(a, t, AGENT_CONTROL_WINDOW, now);
+	return 1;
+}
+
+/* Window lines of process p ("windows on", "windows end", decisions):
+ * at most WINDOW_LOG_BURST per AGENT_PROC_LOG_WINDOW_MS, counted apart
+ * from its other lines (proc_log); the rest counted as suppressed. */
+#define WINDOW_LOG_BURST 6u
+
+static void window_log(struct agent *a, struct proc *p, enum log_level lv, const char *fmt, ...)
+{
+	unsigned long dropped;
+	char line[512];
+	va_list ap;
+
+	if (!ratelimit_allow(&p->win_log, core_now_us(), WINDOW_LOG_BURST,
+			     AGENT_PROC_LOG_WINDOW_MS * 1000ull, &dropped)) {
+		a->n.log_suppressed++;
+		return;
+	}
+	if (dropped)
+		log_warn("pid %d: %lu window line(s) suppressed (limit %u per %u s)", (int)p->pid,
+			 dropped, WINDOW_LOG_BURST, AGENT_PROC_LOG_WINDOW_MS / 1000u);
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_line(lv, "%s", line);
+}
+
 void window_plan(struct agent *a, uint64_t now)
 {
 	for (struct peer *p = a->peers; p; p = p->next) {
@@ -254,10 +453,14 @@ void window_plan(struct agent *a, uint64_t now)
 		if (!p->hello || p->broken || !p->can_window || !p->proc)
 			continue;
 		memset(&want, 0, sizeof(want));
-		if (p->proc->cls != CLASS_BE || !window_for(a, p->proc, now, &want)) {
+		if (p->proc->cls != CLASS_BE || !window_for(a, p->proc, &want)) {
 			if (p->win.on) {
-				log_info("pid %d: windows end", (int)p->pid);
+				uint64_t moved_us = p->win.moved_us;
+
+				window_log(a, p->proc, LOG_LEVEL_INFO,
+					 "pid %d: windows end", (int)p->pid);
 				memset(&p->win, 0, sizeof(p->win));
+				p->win.moved_us = moved_us;
 				window_send(a, p, now);
 			}
 			continue;
@@ -267,18 +470,30 @@ void window_plan(struct agent *a, uint64_t now)
 			!same_grid(p->win.start_us, want.start_us, want.period_ns) ||
 			p->win.before_us != want.before_us ||
 			p->win.after_us != want.after_us;
+		if (moved && ((p->win.moved_us && now < p->win.moved_us + WINDOW_MOVE_MIN_US) ||
+			      !window_control_take(a, p->proc, want.gpu, now))) {
+			/* Held: the schedule it runs is renewed, a start waits. */
+			p->proc->win.why = WINDOW_WHY_HELD;
+			if (!p->win.on || now < p->win.sent_us + WINDOW_RENEW_US)
+				continue;
+			window_send(a, p, now);
+			continue;
+		}
 		if (!moved && now < p->win.sent_us + WINDOW_RENEW_US)
 			continue;
 		if (!p->win.on || p->win.lc_pid != want.lc_pid)
-			log_info("pid %d: windows on GPU %u around the requests of LC pid %d (every "
+			window_log(a, p->proc, LOG_LEVEL_INFO,
+				 "pid %d: windows on GPU %u around the requests of LC pid %d (every "
 				 "%llu us, %u us before to %u us after)",
 				 (int)p->pid, want.gpu, (int)want.lc_pid,
 				 (unsigned long long)(want.period_ns / 1000u), want.before_us,
 				 want.after_us);
 		else if (p->win.after_us != want.after_us)
-			log_info("pid %d: windows now %u us after each request (were %u)",
+			window_log(a, p->proc, LOG_LEVEL_INFO,
+				 "pid %d: windows now %u us after each request (were %u)",
 				 (int)p->pid, want.after_us, p->win.after_us);
 		want.sent_us = p->win.sent_us;
+		want.moved_us = moved ? now : p->win.moved_us;
 		p->win = want;
 		window_send(a, p, now);
 	}

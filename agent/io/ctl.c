@@ -442,6 +442,52 @@ static void window_json(const struct proc *p, cJSON *o)
 	}
 }
 
+/* What the last reconcile decided of its windows (window.c,
+ * proc.win), as recorded: null for a process with no decision or with
+ * windows off on the node and none asked (docs/ctl.md). */
+static void windows_json(const struct proc *p, cJSON *o)
+{
+	const struct window_decision *d = &p->win;
+	cJSON *j;
+
+	if (!d->decided || d->why == WINDOW_WHY_OFF || d->why == WINDOW_WHY_NO_LC) {
+		cJSON_AddNullToObject(o, "windows");
+		return;
+	}
+	j = cJSON_AddObjectToObject(o, "windows");
+	if (!j)
+		return;
+	cJSON_AddBoolToObject(j, "given", d->why == WINDOW_GIVEN);
+	if (d->why == WINDOW_GIVEN) {
+		cJSON_AddNullToObject(j, "refused");
+		cJSON_AddNullToObject(j, "reason");
+	} else {
+		cJSON_AddStringToObject(j, "refused", window_why_name(d->why));
+		cJSON_AddStringToObject(j, "reason", window_why_text(d->why));
+	}
+	if (p->cls == CLASS_LC) {
+		if (d->ask == WINDOW_ASK_AUTO)
+			cJSON_AddStringToObject(j, "ask", "auto");
+		else if (d->ask == WINDOW_ASK_US)
+			cJSON_AddNumberToObject(j, "ask", (double)d->ask_us);
+		else
+			cJSON_AddStringToObject(j, "ask", "off");
+		cJSON_AddBoolToObject(j, "ownAsk", d->own);
+		cJSON_AddNumberToObject(j, "capPercent", (double)d->cap_percent);
+		cJSON_AddNumberToObject(j, "bes", (double)d->bes);
+	}
+	if (d->after_us)
+		cJSON_AddNumberToObject(j, "afterUs", (double)d->after_us);
+	else
+		cJSON_AddNullToObject(j, "afterUs");
+	if (d->period_ns)
+		cJSON_AddNumberToObject(j, "periodUs", (double)(d->period_ns / 1000u));
+	else
+		cJSON_AddNullToObject(j, "periodUs");
+	if (d->lc_pid)
+		cJSON_AddNumberToObject(j, "lcPid", (double)d->lc_pid);
+}
+
 static cJSON *proc_json(struct agent *a, const struct proc *p)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -470,6 +516,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	wake_json(p, o);
 	phase_json(p, o);
 	window_json(p, o);
+	windows_json(p, o);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	return o;

@@ -305,9 +305,9 @@ struct pod_sum {
 	struct uset gpus, gr, copy, il;
 	unsigned paths; /* bit per enum path */
 	int pending, failed;
-	/* Its LC processes' windows (window_setting): WINDOW_ASK_OFF none. */
-	enum window_ask windows;
-	uint32_t windows_us;
+	/* Its first LC process's window decision (proc.win): what reconcile
+	 * decided, rendered as it is; NULL: none to show. */
+	const struct window_decision *windows;
 };
 
 /* The path that carried (or, before any control, would carry) the TSG's
@@ -342,7 +342,6 @@ static void sum_tsg(struct agent *a, struct pod_sum *s, const struct tsg *t)
 static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->windows = WINDOW_ASK_OFF;
 	for (const struct proc *p = a->procs; p; p = p->next) {
 		if (strcmp(p->pod_uid, uid) != 0)
 			continue;
@@ -350,8 +349,9 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
 		s->launch_bound += p->busy.always != 0;
 		s->woken += proc_wake_lead_us(p) != 0;
-		if (p->cls == CLASS_LC && s->windows == WINDOW_ASK_OFF)
-			s->windows = window_setting(a, p, &s->windows_us);
+		if (p->cls == CLASS_LC && !s->windows && p->win.decided &&
+		    p->win.why != WINDOW_WHY_OFF)
+			s->windows = &p->win;
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
 			if (t->pid == p->pid)
 				sum_tsg(a, s, t);
@@ -383,6 +383,24 @@ static void add_paths(cJSON *o, unsigned paths)
 	cJSON_AddStringToObject(o, "controlPath", buf[0] ? buf : "none");
 }
 
+static void add_windows(cJSON *o, const struct window_decision *d)
+{
+	cJSON *w = cJSON_AddObjectToObject(o, "windows");
+
+	if (!w)
+		return;
+	if (d->ask == WINDOW_ASK_AUTO)
+		cJSON_AddStringToObject(w, "ask", "auto");
+	else if (d->ask == WINDOW_ASK_US)
+		cJSON_AddNumberToObject(w, "ask", (double)d->ask_us);
+	else
+		cJSON_AddStringToObject(w, "ask", "off");
+	if (d->why == WINDOW_GIVEN)
+		cJSON_AddNumberToObject(w, "afterUs", (double)d->after_us);
+	else
+		cJSON_AddStringToObject(w, "refused", window_why_name(d->why));
+}
+
 /* Compact JSON, keys in a fixed order, so equal states compare equal. */
 static char *state_json(const struct pod_sum *s, enum class_source source)
 {
@@ -409,11 +427,10 @@ static char *state_json(const struct pod_sum *s, enum class_source source)
 		cJSON_AddNumberToObject(o, "launchBound", (double)s->launch_bound);
 	if (s->woken) /* asked to wake ahead of their periodic requests */
 		cJSON_AddNumberToObject(o, "wake", (double)s->woken);
-	/* Its LCs' windows, asked or the node's, only where they have them. */
-	if (s->windows == WINDOW_ASK_AUTO)
-		cJSON_AddStringToObject(o, "windows", "auto");
-	else if (s->windows == WINDOW_ASK_US)
-		cJSON_AddNumberToObject(o, "windows", (double)s->windows_us);
+	/* Its LCs' windows, asked or the node's, as decided: given (after
+	 * us) or refused (why); absent where windows are off and none asked. */
+	if (s->windows)
+		add_windows(o, s->windows);
 	cJSON_AddStringToObject(o, "state", s->failed ? "failed" : s->pending ? "pending" : "converged");
 	utf8_json_sanitize(o); /* an annotation value is valid UTF-8 */
 	out = cJSON_PrintUnformatted(o);

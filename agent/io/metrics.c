@@ -343,6 +343,10 @@ struct mrow {
 	uint32_t span_us;         /* its process's request span (a fresh PHASE); GQ_UNKNOWN: none */
 	uint32_t window_after_us; /* the window schedule asked of its process; GQ_UNKNOWN: none */
 	uint32_t window_held;     /* its preempt agent's answer (0/1); GQ_UNKNOWN: none or none yet */
+	/* Its process's window decision (proc.win, window.c): the after
+	 * given (GQ_UNKNOWN: none), or why they were refused (NULL: not). */
+	uint32_t windows_given_us;
+	const char *windows_refused;
 	const struct proc *proc; /* its process's WAKE counts (wake.have), or NULL */
 	const char *ns, *pod, *container, *pod_uid, *uuid, *path, *comm;
 	char engine_name[24];
@@ -494,6 +498,14 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 		r->window_held = p && peer_window_held(p->peer, now) >= 0
 					 ? (uint32_t)p->peer->win_state.on
 					 : GQ_UNKNOWN;
+		r->windows_given_us = GQ_UNKNOWN;
+		r->windows_refused = NULL;
+		if (p && p->win.decided && rm_engine_is_gr(t->engine)) {
+			if (p->win.why == WINDOW_GIVEN)
+				r->windows_given_us = p->win.after_us;
+			else if (p->win.why != WINDOW_WHY_OFF && p->win.why != WINDOW_WHY_NO_LC)
+				r->windows_refused = window_why_name(p->win.why);
+		}
 		r->proc = p && p->wake.have ? p : NULL;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
@@ -695,6 +707,18 @@ static void render_tsg_launches(struct mbuf *b, const struct mrow *rows, size_t 
 		       "1 when the BE's preempt agent says it runs the window schedule it was sent, 0 "
 		       "when it refused or could not start it; absent without windows or an answer.",
 		       offsetof(struct mrow, window_held), 1.0);
+	render_tsg_u32(b, rows, n, "gpuqos_tsg_windows_given_after_seconds",
+		       "The windows the last reconcile gave its process (a GR TSG of an LC, or of a "
+		       "BE placed around one): how long past each due time; absent unless given.",
+		       offsetof(struct mrow, windows_given_us), 1e-6);
+	bfamily(b, "gpuqos_tsg_windows_refused", "gauge",
+		"1 with the reason when the last reconcile refused its process's windows (a GR "
+		"TSG; reasons in docs/metrics.md: cap, periodUnknown, noBe, ...); absent when given "
+		"or off.");
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].windows_refused)
+			bput(b, "gpuqos_tsg_windows_refused{%s,reason=\"%s\"} 1\n", rows[i].id,
+			     rows[i].windows_refused);
 	render_wakes(b, rows, n);
 }
 

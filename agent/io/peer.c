@@ -408,6 +408,8 @@ static const char *phase_bad(const struct gq_phase *m, uint64_t now_ns, int span
 		return "no latest start, or one after the report";
 	if (m->at_ns - m->last_start_ns > GQ_PHASE_STALE_NS)
 		return "latest start more than 2 s before the report";
+	if (m->last_start_ns > now_ns + 1000u) /* now_ns is in whole us */
+		return "latest start after our clock (in the future)";
 	if (m->at_ns > now_ns ? m->at_ns - now_ns > PHASE_CLOCK_SLACK_NS
 			      : now_ns - m->at_ns > PHASE_CLOCK_SLACK_NS)
 		return "its clock is not ours (more than 100 ms apart)";

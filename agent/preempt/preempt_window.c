@@ -36,6 +36,15 @@
 #define PA_WINDOW_LATE_NS 200000ull
 /* The counts are logged (GPUQOS_LOG=info) this often while windows run. */
 #define PA_WINDOW_LOG_NS (5ull * 1000000000ull)
+/* The budget on the time the channels are really off (docs/protocol.md,
+ * "Windows"): over the last PA_WINDOW_BUDGET_PERIODS periods, at most
+ * that many windows and one more, counted from the off intervals kept
+ * (PA_WINDOW_OFF_KEPT of them). Whatever the node agent sends (a PHASE
+ * that lies moved the schedule at every report, and each new schedule
+ * opened a window at once), the BE is off at most its schedule's share
+ * and a thirty-second of it. */
+#define PA_WINDOW_BUDGET_PERIODS 32u
+#define PA_WINDOW_OFF_KEPT 128u
 
 static struct {
 	pthread_mutex_t lock;
@@ -52,66 +61,125 @@ static struct {
 	unsigned long opened, skipped, held_tsgs;
 	rm_u64 off_ns;  /* time in ioctl() taking TSGs off */
 	rm_u64 logged_ns;
-} pw = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	/* The off intervals (a disable that returned to the enable that
+	 * ended it), the last PA_WINDOW_OFF_KEPT in a ring, the one open now
+	 * (open_ns 0: none), and when the last ended. */
+	rm_u64 off_start[PA_WINDOW_OFF_KEPT], off_end[PA_WINDOW_OFF_KEPT];
+	unsigned off_next, off_n;
+	rm_u64 open_ns, last_end_ns;
+	unsigned long budget_skipped; /* of skipped: over the budget */
+} win = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void pw_cv_init(void)
+static void win_cv_init(void)
 {
 	pthread_condattr_t a;
 
-	if (pw.cv_ready)
+	if (win.cv_ready)
 		return;
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&pw.cv, &a);
+	pthread_cond_init(&win.cv, &a);
 	pthread_condattr_destroy(&a);
-	pw.cv_ready = 1;
+	win.cv_ready = 1;
 }
 
-/* Wait (pw.lock held) until t on CLOCK_MONOTONIC or a change. */
-static void pw_wait_until(rm_u64 t)
+/* Wait (win.lock held) until t on CLOCK_MONOTONIC or a change. */
+static void win_wait_until(rm_u64 t)
 {
 	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u),
 			       .tv_nsec = (long)(t % 1000000000u) };
 
-	(void)pthread_cond_timedwait(&pw.cv, &pw.lock, &ts);
+	(void)pthread_cond_timedwait(&win.cv, &win.lock, &ts);
 }
 
-/* Open one window (pw.lock not held): every TSG of the GPU off. */
-static void pw_open(rm_u32 dev)
+/* The off interval open since win.open_ns ends at end (win.lock held). */
+static void win_off_end(rm_u64 end)
+{
+	if (!win.open_ns)
+		return;
+	win.off_start[win.off_next] = win.open_ns;
+	win.off_end[win.off_next] = end > win.open_ns ? end : win.open_ns;
+	win.off_next = (win.off_next + 1u) % PA_WINDOW_OFF_KEPT;
+	if (win.off_n < PA_WINDOW_OFF_KEPT)
+		win.off_n++;
+	win.last_end_ns = end;
+	win.open_ns = 0;
+}
+
+/* A window from now to close fits the budget (win.lock held): the time
+ * off over the last PA_WINDOW_BUDGET_PERIODS periods up to close, this
+ * window included, is at most that many windows and one more, and it
+ * opens no sooner than half the schedule's gap after the last ended. */
+static int win_budget_allows(rm_u64 now, rm_u64 close)
+{
+	rm_u64 w = win.before_ns + win.after_ns, h = win.period_ns * PA_WINDOW_BUDGET_PERIODS;
+	rm_u64 lo = close > h ? close - h : 0, off = close - now;
+	unsigned oldest = (win.off_next + PA_WINDOW_OFF_KEPT - win.off_n) % PA_WINDOW_OFF_KEPT;
+
+	if (win.last_end_ns && w < win.period_ns && now < win.last_end_ns + (win.period_ns - w) / 2)
+		return 0;
+	/* The intervals kept no longer reach back to lo: one dropped may lie
+	 * within the stretch, so nothing opens until they do. */
+	if (win.off_n == PA_WINDOW_OFF_KEPT && win.off_start[oldest] > lo)
+		return 0;
+	for (unsigned i = 0; i < win.off_n; i++) {
+		rm_u64 s = win.off_start[i] > lo ? win.off_start[i] : lo;
+
+		if (win.off_end[i] > s)
+			off += win.off_end[i] - s;
+	}
+	return off <= (rm_u64)(PA_WINDOW_BUDGET_PERIODS + 1u) * w;
+}
+
+/* Open one window (win.lock not held): every TSG of the GPU off; the
+ * time off counts from when the disable returned. */
+static void win_open(rm_u32 dev)
 {
 	rm_u64 elapsed = 0;
 	unsigned n = pa_gate_window(dev, 1, &elapsed);
+	rm_u64 at = pa_now_ns();
 
-	pthread_mutex_lock(&pw.lock);
-	pw.opened++;
-	pw.held_tsgs += n;
-	pw.off_ns += elapsed;
-	pthread_mutex_unlock(&pw.lock);
+	pthread_mutex_lock(&win.lock);
+	win.opened++;
+	win.held_tsgs += n;
+	win.off_ns += elapsed;
+	if (n && !win.open_ns)
+		win.open_ns = at;
+	pthread_mutex_unlock(&win.lock);
 }
 
-/* Close any open window (pw.lock not held): every TSG it holds back on. */
-static void pw_close(void)
+/* Close any open window (win.lock not held): every TSG it holds back on;
+ * the time off ends as the enable is issued. */
+static void win_close(void)
 {
 	rm_u64 elapsed = 0;
 
-	if (pa_gate_windowed() > 0)
+	if (pa_gate_windowed() > 0) {
+		rm_u64 at = pa_now_ns();
+
+		pthread_mutex_lock(&win.lock);
+		win_off_end(at);
+		pthread_mutex_unlock(&win.lock);
 		(void)pa_gate_window(0, 0, &elapsed);
+	}
 }
 
-static void pw_log_counts(const char *why)
+static void win_log_counts(const char *why)
 {
-	pa_info("windows %s: %lu opened (%lu TSG holds, %llu us in controls), %lu skipped as late",
-		why, pw.opened, pw.held_tsgs, (unsigned long long)(pw.off_ns / 1000u), pw.skipped);
+	pa_info("windows %s: %lu opened (%lu TSG holds, %llu us in controls), %lu skipped (%lu of "
+		"them over the budget on time off)",
+		why, win.opened, win.held_tsgs, (unsigned long long)(win.off_ns / 1000u), win.skipped,
+		win.budget_skipped);
 }
 
-/* The schedule has ended (pw.lock held): say so once, with the counts. */
-static void pw_end(const char *why)
+/* The schedule has ended (win.lock held): say so once, with the counts. */
+static void win_end(const char *why)
 {
-	if (!pw.on)
+	if (!win.on)
 		return;
-	pw.on = 0;
-	pw.gen++;
-	pw_log_counts(why);
+	win.on = 0;
+	win.gen++;
+	win_log_counts(why);
 }
 
 static void *window_thread_main(void *arg)
@@ -119,63 +187,69 @@ static void *window_thread_main(void *arg)
 	(void)arg;
 	/* Timer slack: the default 50 us would move every window. */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-	pthread_mutex_lock(&pw.lock);
+	pthread_mutex_lock(&win.lock);
 	for (;;) {
 		rm_u64 now = pa_now_ns(), start, open, close;
 		rm_u32 dev;
 
-		if (pw.on && now >= pw.lease_end_ns)
-			pw_end("ended (lease lapsed)");
-		if (!pw.on) {
-			pthread_mutex_unlock(&pw.lock);
-			pw_close();
-			pthread_mutex_lock(&pw.lock);
-			if (!pw.on)
-				pthread_cond_wait(&pw.cv, &pw.lock);
+		if (win.on && now >= win.lease_end_ns)
+			win_end("ended (lease lapsed)");
+		if (!win.on) {
+			pthread_mutex_unlock(&win.lock);
+			win_close();
+			pthread_mutex_lock(&win.lock);
+			if (!win.on)
+				pthread_cond_wait(&win.cv, &win.lock);
 			continue;
 		}
-		if (now - pw.logged_ns >= PA_WINDOW_LOG_NS) {
-			pw.logged_ns = now;
-			pw_log_counts("running");
+		if (now - win.logged_ns >= PA_WINDOW_LOG_NS) {
+			win.logged_ns = now;
+			win_log_counts("running");
 		}
-		start = pa_window_next_start(now, pw.start_ns, pw.period_ns);
-		open = start - pw.before_ns;
-		close = start + pw.after_ns;
-		dev = pw.device;
+		start = pa_window_next_start(now, win.start_ns, win.period_ns);
+		open = start - win.before_ns;
+		close = start + win.after_ns;
+		dev = win.device;
 		if (now < open) {
-			pw_wait_until(open < pw.lease_end_ns ? open : pw.lease_end_ns);
+			win_wait_until(open < win.lease_end_ns ? open : win.lease_end_ns);
 			continue; /* a change, or the time: look again */
 		}
 		if (start - now < PA_WINDOW_LATE_NS) {
-			pw.skipped++;
-			pw_wait_until(start);
+			win.skipped++;
+			win_wait_until(start);
 			continue;
 		}
-		pthread_mutex_unlock(&pw.lock);
-		pw_open(dev);
-		pthread_mutex_lock(&pw.lock);
+		if (!win_budget_allows(now, close)) {
+			win.skipped++;
+			win.budget_skipped++;
+			win_wait_until(start);
+			continue;
+		}
+		pthread_mutex_unlock(&win.lock);
+		win_open(dev);
+		pthread_mutex_lock(&win.lock);
 		/* The window lasts to its end even when a renewal moves the
 		 * schedule meanwhile; it ends early only with the schedule. */
-		while (pw.on && pw.device == dev && (now = pa_now_ns()) < close &&
-		       now < pw.lease_end_ns)
-			pw_wait_until(close < pw.lease_end_ns ? close : pw.lease_end_ns);
-		pthread_mutex_unlock(&pw.lock);
-		pw_close();
-		pthread_mutex_lock(&pw.lock);
+		while (win.on && win.device == dev && (now = pa_now_ns()) < close &&
+		       now < win.lease_end_ns)
+			win_wait_until(close < win.lease_end_ns ? close : win.lease_end_ns);
+		pthread_mutex_unlock(&win.lock);
+		win_close();
+		pthread_mutex_lock(&win.lock);
 	}
 	return NULL;
 }
 
-/* Start the thread on the first schedule (pw.lock held). 0, or -1 when
+/* Start the thread on the first schedule (win.lock held). 0, or -1 when
  * it cannot run: no windows in this process. */
-static int pw_spawn(void)
+static int win_spawn(void)
 {
-	if (pw.started)
-		return pw.dead ? -1 : 0;
-	pw.started = 1;
+	if (win.started)
+		return win.dead ? -1 : 0;
+	win.started = 1;
 	if (pa_thread_spawn(window_thread_main, "gpuqos-window", 0) != 0) {
 		pa_info("windows: pthread_create: %m; no windows in this process");
-		pw.dead = 1;
+		win.dead = 1;
 		return -1;
 	}
 	return 0;
@@ -185,80 +259,83 @@ void pa_window_set(const struct gq_window *w, rm_u64 received_ns)
 {
 	const char *why = NULL;
 
-	pthread_mutex_lock(&pw.lock);
-	pw_cv_init();
+	pthread_mutex_lock(&win.lock);
+	win_cv_init();
 	if (w->flags & GQ_WINDOW_F_ON)
 		why = pa_window_bad(w, received_ns);
-	pw.refused = why != NULL;
+	win.refused = why != NULL;
 	if (!(w->flags & GQ_WINDOW_F_ON) || why != NULL) {
 		if (why != NULL)
 			pa_info("ignored a WINDOW: %s; no windows", why);
-		pw_end(why != NULL ? "ended (a bad WINDOW)" : "ended (the node agent's word)");
-		pthread_cond_signal(&pw.cv);
-		pthread_mutex_unlock(&pw.lock);
+		win_end(why != NULL ? "ended (a bad WINDOW)" : "ended (the node agent's word)");
+		pthread_cond_signal(&win.cv);
+		pthread_mutex_unlock(&win.lock);
 		return;
 	}
-	if (pw_spawn() != 0) {
-		pthread_mutex_unlock(&pw.lock);
+	if (win_spawn() != 0) {
+		pthread_mutex_unlock(&win.lock);
 		return;
 	}
 	/* Said when it starts or changes shape; not for the few µs a
 	 * period estimate moves by between renewals. */
-	if (!pw.on || pw.device != w->device_instance ||
-	    (pw.period_ns > w->period_ns ? pw.period_ns - w->period_ns
-					 : w->period_ns - pw.period_ns) * 100u > pw.period_ns ||
-	    pw.before_ns != (rm_u64)w->before_us * 1000u ||
-	    pw.after_ns != (rm_u64)w->after_us * 1000u)
+	if (!win.on || win.device != w->device_instance ||
+	    (win.period_ns > w->period_ns ? win.period_ns - w->period_ns
+					 : w->period_ns - win.period_ns) * 100u > win.period_ns ||
+	    win.before_ns != (rm_u64)w->before_us * 1000u ||
+	    win.after_ns != (rm_u64)w->after_us * 1000u)
 		pa_info("windows on GPU %u: every %llu us, from %u us before each request to %u us "
 			"after it",
 			w->device_instance, (unsigned long long)(w->period_ns / 1000u), w->before_us,
 			w->after_us);
-	if (!pw.on)
-		pw.logged_ns = received_ns; /* the counts first PA_WINDOW_LOG_NS in */
-	pw.on = 1;
-	pw.device = w->device_instance;
-	pw.period_ns = w->period_ns;
-	pw.start_ns = w->start_ns;
-	pw.before_ns = (rm_u64)w->before_us * 1000u;
-	pw.after_ns = (rm_u64)w->after_us * 1000u;
-	pw.lease_end_ns = received_ns + (rm_u64)w->lease_ms * 1000000u;
-	pw.gen++;
-	pthread_cond_signal(&pw.cv);
-	pthread_mutex_unlock(&pw.lock);
+	if (!win.on)
+		win.logged_ns = received_ns; /* the counts first PA_WINDOW_LOG_NS in */
+	win.on = 1;
+	win.device = w->device_instance;
+	win.period_ns = w->period_ns;
+	win.start_ns = w->start_ns;
+	win.before_ns = (rm_u64)w->before_us * 1000u;
+	win.after_ns = (rm_u64)w->after_us * 1000u;
+	win.lease_end_ns = received_ns + (rm_u64)w->lease_ms * 1000000u;
+	win.gen++;
+	pthread_cond_signal(&win.cv);
+	pthread_mutex_unlock(&win.lock);
 }
 
 void pa_window_state(struct gq_window_state *m, rm_u32 seq, rm_u64 now_ns)
 {
 	memset(m, 0, sizeof(*m));
 	gq_hdr_init(&m->hdr, GQ_WINDOW_STATE, seq);
-	pthread_mutex_lock(&pw.lock);
-	m->flags = (pw.on ? GQ_WINDOW_STATE_F_ON : 0) | (pw.refused ? GQ_WINDOW_STATE_F_REFUSED : 0);
-	m->opened = pw.opened;
-	m->skipped = pw.skipped;
-	pthread_mutex_unlock(&pw.lock);
+	pthread_mutex_lock(&win.lock);
+	m->flags = (win.on ? GQ_WINDOW_STATE_F_ON : 0) | (win.refused ? GQ_WINDOW_STATE_F_REFUSED : 0);
+	m->opened = win.opened;
+	m->skipped = win.skipped;
+	pthread_mutex_unlock(&win.lock);
 	m->at_ns = now_ns;
 }
 
 void pa_window_stop(const char *why)
 {
-	pthread_mutex_lock(&pw.lock);
-	pw_cv_init();
-	pw_end(why);
-	pthread_cond_signal(&pw.cv);
-	pthread_mutex_unlock(&pw.lock);
+	pthread_mutex_lock(&win.lock);
+	win_cv_init();
+	win_end(why);
+	pthread_cond_signal(&win.cv);
+	pthread_mutex_unlock(&win.lock);
 }
 
 void pa_window_child_reset(void)
 {
 	/* The child has no window thread, and its tables start empty. */
-	pthread_mutex_init(&pw.lock, NULL);
-	pw.cv_ready = 0;
-	pw.started = 0;
-	pw.dead = 0;
-	pw.on = 0;
-	pw.refused = 0;
-	pw.gen = 0;
-	pw.opened = pw.skipped = pw.held_tsgs = 0;
-	pw.off_ns = 0;
-	pw.logged_ns = 0;
+	pthread_mutex_init(&win.lock, NULL);
+	win.cv_ready = 0;
+	win.started = 0;
+	win.dead = 0;
+	win.on = 0;
+	win.refused = 0;
+	win.gen = 0;
+	win.opened = win.skipped = win.held_tsgs = 0;
+	win.off_ns = 0;
+	win.logged_ns = 0;
+	win.off_next = win.off_n = 0;
+	win.open_ns = win.last_end_ns = 0;
+	win.budget_skipped = 0;
 }

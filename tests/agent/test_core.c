@@ -936,6 +936,8 @@ static void test_rotation_gap(void)
 	lc->phase.period_us = 5000;
 	lc->phase.period_ns = 5000000;
 	a->cfg->policy.window_after_us = 800;
+	for (int i = 0; i < 3; i++)
+		be[i]->proc->peer->can_window = 1; /* else no BE takes windows */
 	{
 		unsigned placed = 0;
 
@@ -995,8 +997,8 @@ static void window_step(struct agent *a, uint64_t us)
 	answer_all(a, n);
 }
 
-/* phase_grid_update: the median of the last three starts on the newest one's
- * period; a late report moves nothing. */
+/* phase_grid_take: the median of the last three starts on the newest one's
+ * period; a late report moves nothing; a new period only once it held. */
 static void test_phase_grid(void)
 {
 	struct proc lc;
@@ -1005,44 +1007,70 @@ static void test_phase_grid(void)
 	lc.phase.period_ns = 10000000;
 	lc.phase.last_start_us = 1000000;
 	lc.phase.rx_us = 1;
-	CHECK_EQ_U(phase_grid_update(&lc), 1000000);
+	CHECK_EQ_U(phase_grid_take(&lc), 1000000);
 	/* The same report again changes nothing. */
 	lc.phase.last_start_us = 1000900;
-	CHECK_EQ_U(phase_grid_update(&lc), 1000000);
+	CHECK_EQ_U(phase_grid_take(&lc), 1000000);
 	/* A start 900 us late, 25 periods on: of two, the earlier placement. */
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 1250900;
-	CHECK_EQ_U(phase_grid_update(&lc), 1250000);
+	CHECK_EQ_U(phase_grid_take(&lc), 1250000);
 	/* On time, then one 6.5 ms late (over half a period: it reads as
 	 * 3.5 ms early): the median keeps the grid. */
 	lc.phase.rx_us = 3;
 	lc.phase.last_start_us = 1500003;
-	CHECK_EQ_U(phase_grid_update(&lc), 1500003);
+	CHECK_EQ_U(phase_grid_take(&lc), 1500003);
 	lc.phase.rx_us = 4;
 	lc.phase.last_start_us = 1756500;
-	CHECK_EQ_U((phase_grid_update(&lc) - 1750003) % 10000, 0); /* a start on the grid */
+	CHECK_EQ_U((phase_grid_take(&lc) - 1750003) % 10000, 0); /* a start on the grid */
 	/* The grid really moved (every start 2 ms later): the median of the
 	 * two on-time reports and the late one follows the newest. */
 	lc.phase.rx_us = 5;
 	lc.phase.last_start_us = 2002003;
-	CHECK_EQ_U(phase_grid_update(&lc), 2002003);
+	CHECK_EQ_U(phase_grid_take(&lc), 2002003);
 	lc.phase.rx_us = 6;
 	lc.phase.last_start_us = 2252003;
-	CHECK_EQ_U(phase_grid_update(&lc), 2252003);
+	CHECK_EQ_U(phase_grid_take(&lc), 2252003);
 	/* A period kept in ns: 5000.4 us, 50 periods between reports. */
 	memset(&lc, 0, sizeof(lc));
 	lc.phase.period_ns = 5000400;
 	lc.phase.last_start_us = 3000000;
 	lc.phase.rx_us = 1;
-	CHECK_EQ_U(phase_grid_update(&lc), 3000000);
+	CHECK_EQ_U(phase_grid_take(&lc), 3000000);
 	lc.phase.rx_us = 2;
 	lc.phase.last_start_us = 3000000 + 250020;
-	CHECK_EQ_U(phase_grid_update(&lc), 3250020);
-	/* A new period starts a new grid. */
+	CHECK_EQ_U(phase_grid_take(&lc), 3250020);
+	/* A new period is not taken in at once: the grid stays until every
+	 * report has said it for PHASE_SETTLE_US; then it starts a new grid. */
 	lc.phase.rx_us = 3;
 	lc.phase.period_ns = 4000000;
 	lc.phase.last_start_us = 3700321;
-	CHECK_EQ_U(phase_grid_update(&lc), 3700321);
+	CHECK_EQ_U(phase_grid_take(&lc), 3250020);
+	CHECK_EQ_U(lc.grid.pending_ns, 4000000);
+	lc.phase.rx_us = 3 + PHASE_SETTLE_US - 1;
+	lc.phase.last_start_us = 3700321 + 4000;
+	CHECK_EQ_U(phase_grid_take(&lc), 3250020);
+	CHECK_EQ_U(lc.grid.period_ns, 5000400);
+	lc.phase.rx_us = 3 + PHASE_SETTLE_US;
+	lc.phase.last_start_us = 3700321 + 8000;
+	CHECK_EQ_U(phase_grid_take(&lc), 3708321);
+	CHECK_EQ_U(lc.grid.period_ns, 4000000);
+	CHECK_EQ_U(lc.grid.pending_ns, 0);
+	/* A period that alternates by 2 % at every report (a forged PHASE)
+	 * never holds: the grid and its period stay, however long. */
+	for (unsigned i = 1; i <= 40; i++) {
+		lc.phase.rx_us = 3 + PHASE_SETTLE_US + i * 250000u;
+		lc.phase.period_ns = i % 2 ? 4080000 : 3920000;
+		lc.phase.last_start_us = 3708321 + i * 250000u + i * 1300u;
+		CHECK_EQ_U(phase_grid_take(&lc), 3708321);
+		CHECK_EQ_U(lc.grid.period_ns, 4000000);
+	}
+	/* Back at the grid's period: taken in, the wait forgotten. */
+	lc.phase.rx_us += 250000;
+	lc.phase.period_ns = 4000000;
+	lc.phase.last_start_us = 3708321 + 41u * 250000u;
+	CHECK_EQ_U(phase_grid_take(&lc), 3708321 + 41u * 250000u);
+	CHECK_EQ_U(lc.grid.pending_ns, 0);
 }
 
 static void test_windows(void)
@@ -1088,16 +1116,19 @@ static void test_windows(void)
 	CHECK_EQ_U(window_next_deadline(a), fake_now + WINDOW_RENEW_US);
 
 	/* Nothing new, or a start on the same grid: no resend until the
-	 * renewal is due; a grid that moved is sent at once. */
+	 * renewal is due. */
+	CHECK(lc->win.why == WINDOW_GIVEN && lc->win.after_us == 1100 && lc->win.bes == 1);
+	CHECK(be->win.why == WINDOW_GIVEN && be->win.lc_pid == 2);
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, 1);
 	lc->phase.last_start_us += 10010;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK_EQ_U(win_nsent, 1);
-	/* A period a few ns off (the predictor's median moves so) is not
-	 * either; one that would move the windows 25 us before the renewal
-	 * (1 us in 10 ms, 25 periods) is. */
+	/* A period a few ns off (the predictor's median moves so) is not a
+	 * move; one that would move the windows 25 us before the renewal
+	 * (1 us in 10 ms, 25 periods) is, and a move waits WINDOW_MOVE_MIN_US
+	 * after the start: meanwhile the schedule the BE runs is renewed. */
 	lc->phase.period_ns = 10000003;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
@@ -1105,49 +1136,89 @@ static void test_windows(void)
 	lc->phase.period_ns = 10001000;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 2);
-	CHECK_EQ_U(win_last.period_ns, 10001000);
-	lc->phase.period_ns = 10000000;
-	lc->phase.rx_us = fake_now;
-	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 3);
-	lc->phase.rx_us = fake_now;
+	CHECK_EQ_U(win_nsent, 1);
+	CHECK(be->win.why == WINDOW_WHY_HELD && be->peer->win.period_ns == 10000000);
+	lc->phase.rx_us = fake_now + WINDOW_RENEW_US;
 	window_step(a, WINDOW_RENEW_US);
+	CHECK_EQ_U(win_nsent, 2);
+	CHECK_EQ_U(win_last.period_ns, 10000000);
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
+	CHECK_EQ_U(win_nsent, 3);
+	CHECK_EQ_U(win_last.period_ns, 10001000);
+	CHECK(be->win.why == WINDOW_GIVEN);
+	lc->phase.period_ns = 10000000;
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
 	CHECK_EQ_U(win_nsent, 4);
-	lc->phase.last_start_us += 10000 + 3000;
-	lc->phase.rx_us = fake_now;
-	window_step(a, 1000);
+	CHECK_EQ_U(win_last.period_ns, 10000000);
+	/* The grid moves (two of three reports 3 ms later): one move. */
+	lc->phase.last_start_us += WINDOW_MOVE_MIN_US + 3000;
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
 	lc->phase.last_start_us += 10000;
-	lc->phase.rx_us = fake_now;
+	lc->phase.rx_us = fake_now + 1000;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 5); /* two of three reports say it moved */
+	CHECK_EQ_U(win_nsent, 6); /* a renewal, then the move */
 	CHECK_EQ_U(win_last.start_us, lc->phase.last_start_us);
 
-	/* A window over maxOffPercent of the LC's period (2.3 ms of 4 ms at
-	 * 50 %) ends the schedule. */
+	/* A window over maxOffPercent of the LC's period (1200 + 3900 us of
+	 * 10 ms at 50 %) ends the schedule at once, refused by the cap. */
+	a->cfg->policy.window_after_us = 3900;
+	lc->phase.rx_us = fake_now + 1000;
+	window_step(a, 1000);
+	CHECK_EQ_U(win_nsent, 7);
+	CHECK(!win_last.on && !be->peer->win.on);
+	CHECK(lc->win.why == WINDOW_WHY_CAP && lc->win.after_us == 0 && lc->win.cap_percent == 50);
+	CHECK(be->win.why == WINDOW_WHY_LC_REFUSED && be->win.lc_pid == 2);
+	CHECK_EQ_U(a->n.windows_ended, 1);
+	lc->phase.rx_us = fake_now + WINDOW_RENEW_US;
+	window_step(a, WINDOW_RENEW_US);
+	CHECK_EQ_U(win_nsent, 7); /* an ended schedule is not resent */
+	a->cfg->policy.window_after_us = 1100;
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
+	CHECK(win_last.on);
+
+	/* A period that changes (10 ms to 4 ms) waits until it held: no
+	 * windows meanwhile (refused, period unstable), then the new grid. */
 	lc->phase.period_us = 4000;
 	lc->phase.period_ns = 4000000;
+	lc->phase.rx_us = fake_now + 1000;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, 6);
-	CHECK(!win_last.on && !be->peer->win.on);
-	CHECK_EQ_U(a->n.windows_ended, 1);
-	window_step(a, WINDOW_RENEW_US);
-	CHECK_EQ_U(win_nsent, 6); /* an ended schedule is not resent */
+	CHECK(!win_last.on);
+	CHECK(lc->win.why == WINDOW_WHY_PERIOD_UNSTABLE);
+	a->cfg->policy.window_after_us = 500;
+	for (unsigned i = 0; i < 5; i++) {
+		lc->phase.rx_us = fake_now + WINDOW_RENEW_US;
+		window_step(a, WINDOW_RENEW_US);
+	}
+	CHECK(lc->win.why == WINDOW_GIVEN && lc->win.period_ns == 4000000);
+	CHECK(win_last.on && win_last.period_ns == 4000000);
 	lc->phase.period_us = 10000;
 	lc->phase.period_ns = 10000000;
-	window_step(a, 1000);
-	CHECK(win_last.on);
+	for (unsigned i = 0; i < 5; i++) {
+		lc->phase.rx_us = fake_now + WINDOW_RENEW_US;
+		window_step(a, WINDOW_RENEW_US);
+	}
+	CHECK(win_last.on && win_last.period_ns == 10000000);
+	a->cfg->policy.window_after_us = 1100;
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
+	CHECK(win_last.on && win_last.after_us == 1100);
 
 	/* A launch-bound LC, a stale phase, two LCs with phases: each ends it. */
 	n = win_nsent;
 	lc->busy.always = 1;
 	window_step(a, 1000);
 	CHECK(!win_last.on && win_nsent == n + 1);
+	CHECK(lc->win.why == WINDOW_WHY_LAUNCH_BOUND);
 	lc->busy.always = 0;
-	lc->phase.rx_us = fake_now;
-	window_step(a, 1000);
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
 	CHECK(win_last.on);
-	window_step(a, PHASE_FRESH_US);
+	window_step(a, PHASE_FRESH_US + 1);
+	CHECK(lc->win.why == WINDOW_WHY_PERIOD_UNKNOWN);
 	CHECK(!win_last.on);
 	{
 		struct proc *lc2 = proc_with_peer(a, 4, "latency-critical");
@@ -1159,6 +1230,7 @@ static void test_windows(void)
 		lc2->phase = lc->phase;
 		window_step(a, 1000);
 		CHECK(!win_last.on);
+		CHECK(lc->win.why == WINDOW_WHY_SEVERAL_LC && lc2->win.why == WINDOW_WHY_SEVERAL_LC);
 		lc2->phase.have = 0;
 	}
 
@@ -1173,16 +1245,19 @@ static void test_windows(void)
 	lc->phase.span_us = 0;
 	window_step(a, 1000);
 	CHECK(!win_last.on);
-	CHECK_EQ_U(window_update_after(a, lc, fake_now), 0);
+	CHECK(lc->win.why == WINDOW_WHY_NO_SPAN && lc->win.ask == WINDOW_ASK_AUTO);
 	lc->phase.span_us = 712;
-	window_step(a, 1000);
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
 	CHECK(win_last.on);
 	CHECK_EQ_U(win_last.after_us, 800);
-	n = win_nsent;
-	lc->phase.span_us = 760; /* 850: more, at once */
+	lc->phase.span_us = 760; /* 850: more, at once (sent as a move may go) */
 	window_step(a, 1000);
-	CHECK_EQ_U(win_nsent, n + 1);
+	CHECK_EQ_U(lc->win.after_us, 850);
+	lc->phase.rx_us = fake_now + WINDOW_MOVE_MIN_US;
+	window_step(a, WINDOW_MOVE_MIN_US);
 	CHECK_EQ_U(win_last.after_us, 850);
+	n = win_nsent;
 	/* Shorter for 4.5 s (700, then 750 at most): kept; at 5 s, the
 	 * longest of them. */
 	for (unsigned i = 0; i < 10; i++) {
@@ -1202,39 +1277,176 @@ static void test_windows(void)
 	lc->phase.span_us = 800; /* 850: longer than 750, at once */
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_last.after_us, 850);
+	CHECK_EQ_U(lc->win.after_us, 850);
 	lc->phase.span_us = 3801; /* 3850: over the 3800 that fit, none */
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK(!win_last.on);
+	CHECK(lc->win.why == WINDOW_WHY_CAP);
 	lc->phase.span_us = 3760; /* 3850: over by the margin, cut to 3800 */
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK(win_last.on);
-	CHECK_EQ_U(win_last.after_us, 3800);
+	CHECK(lc->win.why == WINDOW_GIVEN);
+	CHECK_EQ_U(lc->win.after_us, 3800);
 	lc->phase.span_us = 3601; /* 3650: shorter, 3800 held */
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
-	CHECK_EQ_U(win_last.after_us, 3800);
-	/* The period reads 200 us shorter (3700 fits): the held length is cut
-	 * to what fits at once, still past the span's 3650 + 50, not held
-	 * and ended. */
-	n = win_nsent;
+	CHECK_EQ_U(lc->win.after_us, 3800);
+	/* The period reads 200 us shorter (3700 fits) and holds: the held
+	 * length is cut to what fits at once, still past the span's 3650 +
+	 * 50, not held and ended. */
 	lc->phase.period_us = 9800;
 	lc->phase.period_ns = 9800000;
-	lc->phase.rx_us = fake_now;
-	window_step(a, 1000);
+	for (unsigned i = 0; i < 5; i++) {
+		lc->phase.rx_us = fake_now + WINDOW_RENEW_US;
+		window_step(a, WINDOW_RENEW_US);
+	}
+	CHECK(lc->win.why == WINDOW_GIVEN);
+	CHECK_EQ_U(lc->win.after_us, 3700);
 	CHECK(win_last.on);
 	CHECK_EQ_U(win_last.after_us, 3700);
-	CHECK_EQ_U(win_nsent, n + 1);
 	lc->phase.period_us = 10000;
 	lc->phase.period_ns = 10000000;
+	for (unsigned i = 0; i < 5; i++) {
+		lc->phase.rx_us = fake_now + WINDOW_RENEW_US;
+		window_step(a, WINDOW_RENEW_US);
+	}
 	/* No room at all (before 5000 us of 50 % of 10 ms): no windows. */
 	a->cfg->policy.window_before_us = 5000;
 	lc->phase.rx_us = fake_now;
 	window_step(a, 1000);
 	CHECK(!win_last.on);
+	CHECK(lc->win.why == WINDOW_WHY_CAP);
 	a->cfg->policy.window_before_us = 1200;
+	agent_free(a);
+}
+
+/* An LC peer that lies in its PHASE: its period alternates by 2 % and
+ * its latest start moves at every report (every ms here). The grid keeps
+ * its period, and the BE's schedule moves at most once a
+ * WINDOW_MOVE_MIN_US (each move can cost the BE one window more in its
+ * library), each move within the per-TSG control bound. */
+static void test_windows_forged_phase(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct peer_window prev;
+	struct tsg *tb;
+	unsigned moves = 0, ends = 0, sends, n;
+
+	a->hooks.send_window = send_window;
+	win_nsent = 0;
+	be->peer->can_window = 1;
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	tb = report(a, be, 0x10, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	a->cfg->policy.window_after_us = 1800;
+	lc->phase.have = 1;
+	lc->phase.period_us = 10000;
+	lc->phase.period_ns = 10000000;
+	lc->phase.last_start_us = fake_now - 3000;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(win_last.on);
+	prev = win_last;
+	sends = win_nsent;
+	for (unsigned i = 0; i < 3000; i++) { /* 3 s */
+		lc->phase.period_ns = i % 2 ? 10200000 : 10000000;
+		lc->phase.period_us = lc->phase.period_ns / 1000u;
+		lc->phase.last_start_us = fake_now - 300 - (i % 7) * 700;
+		lc->phase.rx_us = fake_now;
+		n = win_nsent;
+		window_step(a, 1000);
+		if (win_nsent == n)
+			continue;
+		/* A period that has not held refuses the windows (an end goes at
+		 * once: it only lets the BE run); a start is a move. */
+		if (!win_last.on) {
+			ends++;
+			CHECK(lc->win.why == WINDOW_WHY_PERIOD_UNSTABLE);
+			prev.on = 0;
+			continue;
+		}
+		CHECK_EQ_U(win_last.period_ns, 10000000);
+		moves += !(prev.on && win_last.start_us == prev.start_us &&
+			   win_last.after_us == prev.after_us);
+		prev = win_last;
+	}
+	CHECK_EQ_U(lc->grid.period_ns, 10000000);
+	CHECK(moves >= 1 && moves <= 3);
+	CHECK(ends <= moves + 1);
+	/* Renewals every 250 ms, the moves and the ends: nothing more. */
+	CHECK(win_nsent - sends <= 3000000 / WINDOW_RENEW_US + moves + ends);
+
+	/* A move the per-TSG control bound holds waits (a renewal of what
+	 * the BE runs goes), and goes once the bound allows. */
+	lc->phase.period_ns = 10000000;
+	lc->phase.period_us = 10000;
+	for (unsigned i = 0; i < 1200; i++) { /* an honest grid again, on */
+		lc->phase.last_start_us = fake_now - 3000;
+		lc->phase.rx_us = fake_now;
+		window_step(a, 1000);
+	}
+	CHECK(win_last.on);
+	prev = win_last;
+	tb->sent.bucket_tat = fake_now + 10000000;
+	for (unsigned i = 0; i < 1200; i++) {
+		lc->phase.last_start_us = fake_now - 4500;
+		lc->phase.rx_us = fake_now;
+		window_step(a, 1000);
+	}
+	CHECK(be->win.why == WINDOW_WHY_HELD);
+	CHECK(win_last.on && win_last.start_us == prev.start_us);
+	CHECK(a->n.controls_held >= 1);
+	tb->sent.bucket_tat = 0;
+	lc->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(be->win.why == WINDOW_GIVEN);
+	CHECK(win_last.on && win_last.start_us != prev.start_us);
+	CHECK(tb->sent.bucket_tat > fake_now); /* the move was counted */
+	agent_free(a);
+}
+
+/* An "LC" whose only TSG is a claim the RM refused counts for nobody: it
+ * imposes no windows on a BE, and beside a real LC it does not end that
+ * LC's windows. */
+static void test_windows_refused_claim(void)
+{
+	struct agent *a = agent_new();
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct proc *liar = proc_with_peer(a, 3, "latency-critical");
+
+	a->hooks.send_window = send_window;
+	win_nsent = 0;
+	be->peer->can_window = 1;
+	report(a, lc, 0x20, RM_ENGINE_GR0, 2048);
+	report(a, be, 0x10, RM_ENGINE_GR0, 2048);
+	reconcile(a);
+	confirm_all(a, 0);
+	nsent = 0;
+	CHECK(report(a, liar, 0x30, RM_ENGINE_GR0, 2048));
+	reconcile(a);
+	for (size_t i = 0; i < nsent; i++)
+		if (sent[i].pid == 3 && sent[i].op == GQ_OP_GET_TIMESLICE)
+			answer(a, i, RM_ERR_INVALID_OBJECT_HANDLE, 0);
+	a->cfg->policy.window_after_us = 1100;
+	liar->phase.have = 1;
+	liar->phase.period_us = 10000;
+	liar->phase.period_ns = 10000000;
+	liar->phase.last_start_us = fake_now - 3000;
+	liar->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(!be->peer->win.on && win_nsent == 0);
+	CHECK(liar->win.why == WINDOW_WHY_UNVERIFIED);
+	CHECK(be->win.why == WINDOW_WHY_NO_LC);
+	lc->phase = liar->phase;
+	liar->phase.rx_us = fake_now;
+	window_step(a, 1000);
+	CHECK(be->peer->win.on && be->peer->win.lc_pid == 2);
+	CHECK(lc->win.why == WINDOW_GIVEN);
 	agent_free(a);
 }
 
@@ -1307,6 +1519,51 @@ static int all_ungated(struct tsg *const *t, unsigned n)
 		if (t[k]->gate.gated)
 			return 0;
 	return 1;
+}
+
+/* A BE that says it is gated when it should run (its turn), after every
+ * UNGATE: the UNGATE that ends a gate the agent sent goes at once; the
+ * ones after it go within the per-TSG control bound, not one a pass. */
+static void test_rotation_ungate_liar(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *honest[1], *liar[1];
+	unsigned ungates = 0;
+
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	be_proc(a, 1, 1, honest);
+	be_proc(a, 4, 1, liar);
+	for (int k = 0; k < 20; k++)
+		rot_step(a, 5000, 0);
+	CHECK(liar[0]->gate.rotate && honest[0]->gate.rotate);
+	for (int k = 0; k < 1000; k++) { /* 1 s in 1 ms steps */
+		struct gq_tsg m;
+
+		fake_now += 1000;
+		nsent = 0;
+		reconcile_new_tick(a);
+		reconcile(a);
+		for (size_t i = 0; i < nsent; i++)
+			ungates += sent[i].pid == 4 && sent[i].op == GQ_OP_UNGATE;
+		answer_all(a, 0);
+		if (liar[0]->gate.want)
+			continue;
+		/* Its report: gated and leased, whatever it was told. */
+		memset(&m, 0, sizeof(m));
+		m.h_client = 0xc1d00000u + 4u;
+		m.h_tsg = 0x10;
+		m.h_device = 0x5c000001;
+		m.engine_type = RM_ENGINE_GR0;
+		m.fd = 3;
+		m.timeslice_us = liar[0]->obs.applied_ts;
+		m.app_timeslice_us = 2048;
+		m.interleave = GQ_UNKNOWN;
+		m.flags = GQ_TSG_F_GATED | GQ_TSG_F_LEASED;
+		CHECK(tsg_upsert(a, liar[0]->proc, &m, 1) == liar[0]);
+	}
+	CHECK(ungates >= 2);
+	CHECK(ungates <= AGENT_CONTROLS_BURST + 1000000u / 100000u + 2u);
+	agent_free(a);
 }
 
 /* Turns are per process: a process with 32 GR TSGs beside one with a
@@ -1765,9 +2022,11 @@ static void ask_phase(struct proc *lc, uint32_t span_us)
 	lc->phase.span_us = span_us;
 }
 
+/* A second on (a schedule moves at most once a WINDOW_MOVE_MIN_US), the
+ * LCs' PHASE fresh. */
 static void ask_step(struct agent *a, struct proc *lc1, struct proc *lc2, uint32_t span_us)
 {
-	fake_now += 1000;
+	fake_now += WINDOW_MOVE_MIN_US;
 	ask_phase(lc1, span_us);
 	ask_phase(lc2, span_us);
 	window_step(a, 0);
@@ -1792,7 +2051,6 @@ static void test_windows_ask(void)
 	struct proc *lc2 = proc_with_peer(a, 4, "latency-critical");
 	struct proc *be2 = proc_with_peer(a, 5, "best-effort");
 	struct window_req r;
-	uint32_t us;
 
 	a->hooks.send_window = send_window;
 	win_nsent = 0;
@@ -1843,7 +2101,7 @@ static void test_windows_ask(void)
 	/* Node default off, nobody asked: nothing. */
 	ask_step(a, lc1, lc2, 712);
 	CHECK_EQ_U(win_nsent, 0);
-	CHECK(window_setting(a, lc1, &us) == WINDOW_ASK_OFF);
+	CHECK(lc1->win.ask == WINDOW_ASK_OFF && lc1->win.why == WINDOW_WHY_OFF);
 
 	/* lc1 asks "auto": its BE gets windows sized from its span (712 +
 	 * 50, rounded up to 50), lc2's BE none. */
@@ -1853,14 +2111,16 @@ static void test_windows_ask(void)
 	CHECK_EQ_U(be1->peer->win.after_us, 800);
 	CHECK(!be2->peer->win.on);
 	CHECK_EQ_U(win_last_pid, 1);
-	CHECK(window_setting(a, lc1, &us) == WINDOW_ASK_AUTO);
-	CHECK(window_setting(a, lc2, &us) == WINDOW_ASK_OFF);
+	CHECK(lc1->win.ask == WINDOW_ASK_AUTO && lc1->win.own && lc1->win.why == WINDOW_GIVEN);
+	CHECK(lc2->win.ask == WINDOW_ASK_OFF);
 
 	/* The cap: a 2900 us span wants 2950 after; 30 % of 10 ms leaves 1800
 	 * after the 1200 before (maxOffPercent's 50 % would give 3800): no
 	 * windows, not one cut short. A 1700 us span's 1750 fits. */
 	ask_step(a, lc1, lc2, 2900);
 	CHECK(!be1->peer->win.on);
+	CHECK(lc1->win.why == WINDOW_WHY_CAP && lc1->win.cap_percent == 30 && !lc1->win.after_us);
+	CHECK(be1->win.why == WINDOW_WHY_LC_REFUSED);
 	ask_step(a, lc1, lc2, 1700);
 	CHECK(be1->peer->win.on);
 	CHECK_EQ_U(be1->peer->win.after_us, 1750);
@@ -1869,11 +2129,12 @@ static void test_windows_ask(void)
 	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "2000");
 	ask_step(a, lc1, lc2, 712);
 	CHECK(!be1->peer->win.on);
+	CHECK(lc1->win.why == WINDOW_WHY_CAP && lc1->win.ask_us == 2000);
 	snprintf(lc1->run_windows, sizeof(lc1->run_windows), "1500");
 	ask_step(a, lc1, lc2, 712);
 	CHECK(be1->peer->win.on);
 	CHECK_EQ_U(be1->peer->win.after_us, 1500);
-	CHECK(window_setting(a, lc1, &us) == WINDOW_ASK_US && us == 1500);
+	CHECK(lc1->win.ask == WINDOW_ASK_US && lc1->win.ask_us == 1500);
 	CHECK(!be2->peer->win.on);
 
 	/* podMaxOffPercent 0: asks are ignored, the node's default (off) holds. */
@@ -2000,11 +2261,14 @@ int main(void)
 	test_rotation_needs_every_be();
 	test_rotation_gap();
 	test_rotation_per_process();
+	test_rotation_ungate_liar();
 	test_rotation_fair_four();
 	test_rotation_flipper();
 	test_rotation_newcomers();
 	test_phase_grid();
 	test_windows();
+	test_windows_forged_phase();
+	test_windows_refused_claim();
 	test_windows_ask();
 	test_pod_facts();
 	test_restart_grace();

@@ -557,11 +557,16 @@ def t_kube_windows(node):
     holds it, and the LC pod's gpuqos.io/state shows the windows; "off"
     ends them; an invalid value (here with a NUL) is the node default (no
     windows) and one InvalidWindows Event naming it, however often the pod
-    changes; a valid value after it is taken again."""
+    changes; a valid value after it is taken again. A value whose window
+    does not fit the pods' 30 % (1850 µs after 1200 before, at 10 ms) is
+    refused: no WINDOW, and the decision (refused, "cap") in the pod's
+    state, gpuqosctl's list and /metrics."""
     node.add_pod("lc", "latency-critical")
     node.add_pod("be", "best-effort")
     node.set_annotation("lc", "gpuqos.io/windows", "1500")
-    node.start_kube_agent(config={"version": 1})
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    node.start_kube_agent(config={"version": 1}, extra=["--metrics-address", base[len("http://"):]])
     lib = node.bin("tests/preempt/fake-libcuda/libcuda.so.1")
     # Requests every 10 ms: its preempt agent reports their phase. 1200 µs
     # before and 1500 after is 27 % of the period, within the pods' 30 %.
@@ -577,13 +582,34 @@ def t_kube_windows(node):
     expect(w["lcPid"] == lc.pid and w["afterUs"] == 1500 and w["beforeUs"] == 1200,
            "the pod's 1500 µs: %r" % w)
     expect((proc_row(node, lc.pid) or {}).get("window") is None, "the LC gets none itself")
-    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == 1500, what="the LC pod's state")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == {"ask": 1500, "afterUs": 1500},
+             what="the LC pod's state")
     expect("windows" not in (node.gq_state("be") or {}), "the BE's state: %r" % node.gq_state("be"))
+    expect((proc_row(node, lc.pid) or {}).get("windows", {}).get("given") is True,
+           "ctl: given %r" % proc_row(node, lc.pid))
+
+    # 1850: over the cap. Refused, with the reason, on every face.
+    node.set_annotation("lc", "gpuqos.io/windows", "1850")
+    wait_for(lambda: win() is None, timeout=10, what="the BE's window ended by the cap")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == {"ask": 1850, "refused": "cap"},
+             what="the LC pod's state: refused by the cap")
+    row = (proc_row(node, lc.pid) or {}).get("windows") or {}
+    expect(row.get("given") is False and row.get("refused") == "cap" and row.get("ask") == 1850
+           and row.get("capPercent") == 30 and row.get("afterUs") is None, "ctl: refused %r" % row)
+    # /metrics renders once a render interval.
+    text = wait_for(lambda: (lambda r: r[0] == 200 and re.search(
+        r'^gpuqos_tsg_windows_refused\{[^}]*pod="lc"[^}]*reason="cap"\} 1$', r[1], re.M) and r[1])(
+            http_get(base + "/metrics")), what="/metrics: refused by the cap")
+    expect(not re.search(r'^gpuqos_tsg_windows_given_after_seconds\{[^}]*pod="lc"', text, re.M),
+           "/metrics: none given")
 
     # "off": the schedule ends, and no other is sent.
+    node.set_annotation("lc", "gpuqos.io/windows", "1500")
+    wait_for(lambda: (win() or {}).get("held"), timeout=30, what="the window back at 1500")
     node.set_annotation("lc", "gpuqos.io/windows", "off")
     wait_for(lambda: win() is None, timeout=10, what="the BE's window ended")
-    wait_for(lambda: "windows" not in (node.gq_state("lc") or {"windows": 0}), what="state without windows")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == {"ask": "off", "refused": "askedOff"},
+             what="state: asked off")
     sent = node.ctl("list")["agent"]["counters"]["windowsSent"]
     time.sleep(1.0)  # four renewals' time
     expect(win() is None and node.ctl("list")["agent"]["counters"]["windowsSent"] == sent,
@@ -607,7 +633,8 @@ def t_kube_windows(node):
     # A valid value again: windows again.
     node.set_annotation("lc", "gpuqos.io/windows", "1400")
     wait_for(lambda: (win() or {}).get("afterUs") == 1400, timeout=30, what="the window back at 1400")
-    wait_for(lambda: (node.gq_state("lc") or {}).get("windows") == 1400, what="state 1400")
+    wait_for(lambda: (node.gq_state("lc") or {}).get("windows", {}).get("afterUs") == 1400,
+             what="state 1400")
     expect(len(node.events("InvalidWindows")) == 1, "no further Event: %r" % node.events("InvalidWindows"))
     lc.kill()
     be.kill()
