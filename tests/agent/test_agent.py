@@ -1298,6 +1298,57 @@ def t_window_send(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_window_liar(make_agent):
+    """An LC peer that lies in its PHASE (docs/policy.md, "Windows": a
+    PHASE that lies): every 5 ms a PHASE whose period alternates between
+    5.0 and 5.1 ms and whose latest start moves, each followed by a TSG
+    report (which makes the agent reconcile). The BE's schedule keeps the
+    period that held, and starts or moves at most once a second (before,
+    each report reset the grid and a new WINDOW went at once)."""
+    a = make_agent(config(windows={"afterUs": 800}))
+    a.start()
+    be, lc = be_and_lc(a)
+    wait_for(lambda: lc.evs("policy") and be.evs("policy"), "connected")
+    reconnect_with(lc, F_WAKE_STATS | F_ACTIVITY | gq_proto.F_PHASE,
+                   be, F_ACTIVITY | gq_proto.F_WINDOW)
+    ms = 1000000
+
+    def now():
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    start = now() - 2 * ms
+
+    def phase(period, shift):
+        t = now()
+        last = start + (t - start) // (5 * ms) * 5 * ms + shift
+        lc.send(op="raw", hex=gq_proto.phase(1, period, min(last, t), t).hex())
+
+    deadline = time.monotonic() + 5
+    while not be.evs("window"):
+        check(time.monotonic() < deadline, "no WINDOW sent to the BE")
+        phase(5 * ms, 0)
+        time.sleep(0.05)
+    first = time.monotonic()
+    i = 0
+    while time.monotonic() < first + 3.0:
+        i += 1
+        phase(5 * ms if i % 2 else 5100000, -(i % 7) * 400000)
+        standard_process(lc, client=0xC1D00002)  # its TSGs reported again
+        time.sleep(0.005)
+    lying = time.monotonic() - first
+    wins = [w for w in be.evs("window") if w["flags"] & gq_proto.WINDOW_F_ON]
+    check(all(w["period_ns"] == 5 * ms for w in wins),
+          "a period that never held: %r" % [w["period_ns"] for w in wins])
+    starts = []
+    for w in wins:
+        if not starts or (w["start_ns"] - starts[-1]) % (5 * ms) not in range(0, 20001) and \
+                (starts[-1] - w["start_ns"]) % (5 * ms) not in range(0, 20001):
+            starts.append(w["start_ns"])
+    check(len(starts) <= int(lying) + 2, "%d schedules in %.1f s of lies: %r"
+          % (len(starts), lying, starts))
+    check(a.alive(), "agent alive")
+
+
 def t_window_state(make_agent):
     """WINDOW_STATE (docs/protocol.md, "Windows"): a BE whose HELLO offers
     it is asked for it in every WINDOW (WINDOW_F_STATE), and what it
@@ -1664,7 +1715,7 @@ TESTS = {
     "activity_liar": t_activity_liar, "revert": t_revert, "wake_report": t_wake_report,
     "config_advice": t_config_advice,
     "reconnect_order": t_reconnect_order, "phase_report": t_phase_report,
-    "window_send": t_window_send, "window_auto": t_window_auto, "window_state": t_window_state,
+    "window_send": t_window_send, "window_liar": t_window_liar, "window_auto": t_window_auto, "window_state": t_window_state,
     "window_run_ask": t_window_run_ask,
     "rotation_abuse": t_rotation_abuse,
 }
