@@ -327,6 +327,8 @@ static void decision_log(struct agent *a, struct proc *p)
 
 void window_decide(struct agent *a, uint64_t now)
 {
+	int any = 0;
+
 	for (struct proc *p = a->procs; p; p = p->next) {
 		struct window_decision *d = &p->win;
 		int logged = d->logged;
@@ -342,8 +344,19 @@ void window_decide(struct agent *a, uint64_t now)
 			d->why = decide_lc(a, p, now);
 	}
 	for (struct proc *p = a->procs; p; p = p->next)
-		if (p->cls == CLASS_BE && p->peer && p->peer->can_window)
-			decide_be(a, p, now);
+		if (p->cls == CLASS_LC && p->win.why != WINDOW_WHY_OFF &&
+		    p->win.why != WINDOW_WHY_ASKED_OFF)
+			any = 1;
+	/* With no LC asking for windows, the BEs need no walk of the TSGs. */
+	for (struct proc *p = a->procs; p; p = p->next)
+		if (p->cls == CLASS_BE && p->peer && p->peer->can_window) {
+			if (any) {
+				decide_be(a, p, now);
+			} else {
+				p->win.decided = 1;
+				p->win.why = WINDOW_WHY_NO_LC;
+			}
+		}
 	for (struct proc *p = a->procs; p; p = p->next) {
 		if (p->cls == CLASS_LC && p->win.why == WINDOW_GIVEN && !p->win.bes) {
 			p->win.why = WINDOW_WHY_NO_BE;
