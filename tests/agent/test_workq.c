@@ -80,6 +80,26 @@ static int take_until(struct workq *q, struct job *want, struct job **all, int *
 	return 0;
 }
 
+/* Waits until jobs have been held more than `before` times and `queued`
+ * wait in the queue (1), or 10 s pass (0): no worker is inside the one
+ * just held. */
+static int wait_requeued(struct workq *q, unsigned before, unsigned queued)
+{
+	for (int round = 0; round < 1000; round++) {
+		struct workq_stats st;
+		unsigned held;
+
+		pthread_mutex_lock(&mu);
+		held = nheld;
+		pthread_mutex_unlock(&mu);
+		workq_get_stats(q, &st);
+		if (held > before && st.queued == queued)
+			return 1;
+		(void)poll(NULL, 0, 10);
+	}
+	return 0;
+}
+
 static int is_job(const struct workq_job *j, const void *key)
 {
 	return (const void *)j == key;
@@ -104,6 +124,7 @@ int main(void)
 	struct workq *q = workq_start(&cfg);
 	struct workq_stats st;
 	struct workq_job *dropped;
+	unsigned held_before;
 
 	CHECK(q != NULL);
 	if (!q)
@@ -135,7 +156,13 @@ int main(void)
 	CHECK(take_until(q, &b3, all, done, 6));
 	CHECK(position("a2") < 0);
 	/* A held job's deadline drops it from the queue. */
+	pthread_mutex_lock(&mu);
+	held_before = nheld;
+	pthread_mutex_unlock(&mu);
 	CHECK(workq_submit(q, &a3.j) == 0);
+	/* A worker takes it first (not yet keyed) and hands it back: a2 and
+	 * a3 wait. */
+	CHECK(wait_requeued(q, held_before, 2));
 	CHECK(workq_expire(q, is_job, &a3.j, &dropped) == 0 && dropped == &a3.j);
 
 	/* a1 returns (late): key A has room, and a2 runs after it. */
