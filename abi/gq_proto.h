@@ -40,8 +40,10 @@ enum gq_type {
 	GQ_WINDOW = 11,  /* A->P: keep this BE off the GPU around an LC's requests */
 	GQ_WINDOW_STATE = 12, /* P->A: the schedule it runs, after each WINDOW */
 	GQ_REFUSED = 13,  /* A->P: not admitted; the connection closes after it */
+	GQ_MEMORY = 14,   /* A->P: the process's video-memory budget on one GPU */
+	GQ_MEM_USAGE = 15, /* P->A: the video memory it holds and was refused, one GPU */
 };
-#define GQ_TYPE_MAX GQ_REFUSED
+#define GQ_TYPE_MAX GQ_MEM_USAGE
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -83,6 +85,10 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
 /* The library answers a WINDOW that carries GQ_WINDOW_F_STATE with
  * WINDOW_STATE (docs/protocol.md, "Windows"). */
 #define GQ_HELLO_F_WINDOW_STATE 0x80u
+/* The library accounts the process's video memory, enforces MEMORY and
+ * sends MEM_USAGE (docs/protocol.md, "Memory"). A never sends MEMORY to a
+ * peer without it. */
+#define GQ_HELLO_F_MEMORY 0x100u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -347,6 +353,48 @@ _Static_assert(sizeof(struct gq_refused) == 24, "gq_refused");
 /* P waits at most this long between refused attempts, whatever A asks. */
 #define GQ_REFUSED_RETRY_MAX_MS 30000u
 
+/* The budget of video memory (classes NV01_MEMORY_LOCAL_USER) this
+ * process may hold on one GPU, the library's own allocations before the
+ * budget came included (docs/protocol.md, "Memory"). An allocation that
+ * would take the process past `limit` is answered NV_ERR_NO_MEMORY by the
+ * library, without reaching the RM; the FB-info answers the process sees
+ * report `limit` as the GPU's memory and what is left of it as free. A new
+ * MEMORY for the same device replaces the last; GQ_MEM_UNLIMITED lifts it.
+ * Memory already held is never taken back: a limit below `used` refuses
+ * every new allocation until frees bring the process under it. */
+struct gq_memory {
+	struct gq_hdr hdr;
+	rm_u32 device_instance; /* the RM's device instance (NV0080 deviceId) */
+	rm_u32 flags;           /* GQ_MEMORY_F_*; other bits reserved, 0 */
+	rm_u64 limit;           /* bytes, or GQ_MEM_UNLIMITED */
+	rm_u64 reported_total;  /* bytes the FB info reports as the GPU's (0: the RM's own) */
+};
+_Static_assert(sizeof(struct gq_memory) == 40, "gq_memory");
+#define GQ_MEM_UNLIMITED (~(rm_u64)0)
+/* The budget is what the process sees as the GPU's memory: rewrite the
+ * FB-info answers (HEAP_SIZE, TOTAL_RAM_SIZE, HEAP_FREE, ...). */
+#define GQ_MEMORY_F_REPORT 0x1u
+
+/* What the process holds on one GPU, sent when it changed, at most every
+ * GQ_MEM_USAGE_PERIOD_MS, and at once after the first refusal of each
+ * budget. Counts never go back within a connection. */
+struct gq_mem_usage {
+	struct gq_hdr hdr;
+	rm_u32 device_instance;
+	rm_u32 flags;    /* GQ_MEM_USAGE_F_* */
+	rm_u64 used;     /* bytes of live video-memory allocations the library counted */
+	rm_u64 peak;     /* the most `used` has been */
+	rm_u64 limit;    /* the budget it enforces now, or GQ_MEM_UNLIMITED */
+	rm_u64 refused;  /* allocations it answered NV_ERR_NO_MEMORY */
+	rm_u64 refused_bytes; /* their sizes, summed */
+	rm_u64 unknown;  /* allocations passed through uncounted (parameters it could not read) */
+};
+_Static_assert(sizeof(struct gq_mem_usage) == 72, "gq_mem_usage");
+/* Some of `used` was allocated before the library saw the device (counted
+ * from the allocation's own answer, not refused). */
+#define GQ_MEM_USAGE_F_LATE 0x1u
+#define GQ_MEM_USAGE_PERIOD_MS 100u
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -377,6 +425,10 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_window_state);
 	case GQ_REFUSED:
 		return sizeof(struct gq_refused);
+	case GQ_MEMORY:
+		return sizeof(struct gq_memory);
+	case GQ_MEM_USAGE:
+		return sizeof(struct gq_mem_usage);
 	default:
 		return 0;
 	}

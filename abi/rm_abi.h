@@ -153,6 +153,8 @@ _Static_assert(RM_IOWR(RM_ESC_XFER, sizeof(struct rm_xfer)) == RM_IOCTL_XFER, "x
 #define RM_CLASS_DEVICE 0x0080u          /* NV01_DEVICE_0 */
 #define RM_CLASS_SUBDEVICE 0x2080u       /* NV20_SUBDEVICE_0 */
 #define RM_CLASS_TSG 0xa06cu             /* KEPLER_CHANNEL_GROUP_A */
+#define RM_CLASS_MEMORY_SYSTEM 0x003eu   /* NV01_MEMORY_SYSTEM */
+#define RM_CLASS_MEMORY_LOCAL_USER 0x0040u /* NV01_MEMORY_LOCAL_USER: video memory */
 #define RM_CLASS_HOPPER_GPFIFO 0xc86fu   /* HOPPER_CHANNEL_GPFIFO_A */
 
 /* Handles the RM generates for clients start here (like the real RM). */
@@ -181,6 +183,22 @@ struct rm_tsg_alloc { /* NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS */
 };
 _Static_assert(sizeof(struct rm_tsg_alloc) == 20, "channel group alloc params");
 _Static_assert(RM_OFFSETOF(struct rm_tsg_alloc, engineType) == 12, "engineType");
+
+/* NV_MEMORY_ALLOCATION_PARAMS (nvos.h): the parameters of a memory class
+ * allocation (video memory 0x40, system memory 0x3e). size is in bytes,
+ * rounded up by the RM on return. */
+struct rm_memory_alloc {
+	rm_u32 owner, type, flags, width, height, pitch, attr, attr2, format, comprCovg, zcullCovg;
+	rm_u32 pad0;
+	rm_u64 rangeLo, rangeHi, size, alignment, offset, limit, address;
+	rm_u32 ctagOffset;
+	rm_handle hVASpace;
+	rm_u32 internalflags, tag, numaNode, pad1;
+};
+_Static_assert(sizeof(struct rm_memory_alloc) == 128, "NV_MEMORY_ALLOCATION_PARAMS");
+_Static_assert(RM_OFFSETOF(struct rm_memory_alloc, size) == 64, "NV_MEMORY_ALLOCATION_PARAMS.size");
+_Static_assert(RM_OFFSETOF(struct rm_memory_alloc, hVASpace) == 108, "hVASpace");
+#define RM_MEMORY_FLAGS_VIRTUAL 0x00080000u /* NVOS32_ALLOC_FLAGS_VIRTUAL */
 
 /* NV2080_ENGINE_TYPE_*: GR0..GR7 run compute and graphics; COPY0.. are the
  * copy engines (docs/rm-facts.md: a CUDA context makes one GR TSG and three
@@ -561,6 +579,8 @@ static inline rm_u32 rm_alloc_params_size(const struct rm_alloc_view *v)
 		return sizeof(struct rm_tsg_alloc);
 	if (v->hClass == RM_CLASS_DEVICE)
 		return sizeof(struct rm_device_alloc);
+	if (v->hClass == RM_CLASS_MEMORY_LOCAL_USER || v->hClass == RM_CLASS_MEMORY_SYSTEM)
+		return sizeof(struct rm_memory_alloc);
 	return 0;
 }
 

@@ -11,9 +11,10 @@ from gpuqos_test import Failure
 MAGIC = 0x534F5147
 VERSION = 1
 (HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE,
- WINDOW, WINDOW_STATE, REFUSED) = range(1, 14)
+ WINDOW, WINDOW_STATE, REFUSED, MEMORY, MEM_USAGE) = range(1, 16)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
-         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64, WINDOW_STATE: 48, REFUSED: 24}
+         ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64, WINDOW_STATE: 48, REFUSED: 24,
+         MEMORY: 40, MEM_USAGE: 72}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -27,6 +28,10 @@ F_PHASE = 16
 F_WINDOW = 32
 F_SPAN = 64
 F_WINDOW_STATE = 128
+F_MEMORY = 256
+MEM_UNLIMITED = (1 << 64) - 1
+MEMORY_F_REPORT = 1
+MEM_USAGE_F_LATE = 1
 PHASE_F_SPAN = 1
 WINDOW_F_ON = 1
 WINDOW_F_STATE = 2
@@ -63,6 +68,8 @@ BODIES = {
                            "after_us lease_ms reserved"),
     WINDOW_STATE: ("=IIQQQ", "flags reserved opened skipped at_ns"),
     REFUSED: ("=II", "reason retry_after_ms"),
+    MEMORY: ("=IIQQ", "device_instance flags limit reported_total"),
+    MEM_USAGE: ("=II6Q", "device_instance flags used peak limit refused refused_bytes unknown"),
 }
 
 
@@ -143,6 +150,16 @@ class BadMessage(Failure):
 
 def refused(reason, retry_after_ms, seq=0):
     return hdr(REFUSED, seq) + struct.pack("=II", reason, retry_after_ms)
+
+
+def memory(device_instance, limit, flags=MEMORY_F_REPORT, reported_total=0, seq=0):
+    return hdr(MEMORY, seq) + struct.pack("=IIQQ", device_instance, flags, limit, reported_total)
+
+
+def mem_usage(device_instance, used, peak, limit, refused=0, refused_bytes=0, unknown=0,
+              flags=0, seq=0):
+    return hdr(MEM_USAGE, seq) + struct.pack("=II6Q", device_instance, flags, used, peak, limit,
+                                             refused, refused_bytes, unknown)
 
 
 def parse(buf):
