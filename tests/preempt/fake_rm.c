@@ -46,6 +46,9 @@ struct fake_object {
 	int disabled; /* channels: DISABLE_CHANNELS */
 	unsigned disables, enables;
 	unsigned long long disabled_at_ns; /* CLOCK_MONOTONIC of the last disable */
+	/* Time off: closed intervals summed, and when the open one began
+	 * (the first disable of a disabled channel; 0: enabled). */
+	unsigned long long off_ns, off_since_ns;
 };
 
 typedef int (*ioctl_fn)(int, unsigned long, ...);
@@ -207,6 +210,14 @@ static rm_u32 fake_tsg_control(struct fake_object *tsg, rm_u32 cmd, void *params
 	}
 }
 
+static unsigned long long fake_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
 /* NV2080_CTRL_CMD_FIFO_DISABLE_CHANNELS: every named channel must be one
  * of the caller's; a refused call changes nothing. */
 static rm_u32 fake_disable_channels(int fd, const struct rm_disable_channels *d)
@@ -226,13 +237,15 @@ static rm_u32 fake_disable_channels(int fd, const struct rm_disable_channels *d)
 	for (rm_u32 i = 0; i < d->numChannels; i++) {
 		struct fake_object *ch = fake_find(d->hClientList[i], d->hChannelList[i]);
 
+		unsigned long long t = fake_now_ns();
+
+		if (d->bDisable && !ch->disabled)
+			ch->off_since_ns = t;
+		else if (!d->bDisable && ch->disabled)
+			ch->off_ns += t - ch->off_since_ns;
 		ch->disabled = d->bDisable != 0;
 		if (d->bDisable) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ch->disabled_at_ns = (unsigned long long)ts.tv_sec * 1000000000ull +
-					     (unsigned long long)ts.tv_nsec;
+			ch->disabled_at_ns = t;
 			ch->disables++;
 		}
 		else
@@ -270,6 +283,26 @@ unsigned long long fake_rm_channel_disabled_at(rm_handle h_client, rm_handle h)
 	ch = fake_find(h_client, h);
 	if (ch != NULL && rm_class_is_channel(ch->cls))
 		v = ch->disabled_at_ns;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
+/* For tests: how long the channel has been off in all (ns), the interval
+ * open now included up to *now_ns (CLOCK_MONOTONIC, read under the same
+ * lock); 0 if unknown. */
+__attribute__((visibility("default"))) unsigned long long
+fake_rm_channel_off_ns(rm_handle h_client, rm_handle h, unsigned long long *now_ns);
+unsigned long long fake_rm_channel_off_ns(rm_handle h_client, rm_handle h,
+					  unsigned long long *now_ns)
+{
+	struct fake_object *ch;
+	unsigned long long v = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	*now_ns = fake_now_ns();
+	ch = fake_find(h_client, h);
+	if (ch != NULL && rm_class_is_channel(ch->cls))
+		v = ch->off_ns + (ch->disabled ? *now_ns - ch->off_since_ns : 0);
 	pthread_mutex_unlock(&fake_lock);
 	return v;
 }

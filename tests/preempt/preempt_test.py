@@ -820,6 +820,59 @@ def sc_window(args, tmp):
     check("ignored a WINDOW" in err and "windows ended (lease lapsed)" in err, err)
 
 
+def chanoff(w):
+    """(time off in all, when), both ns, as fake_rm holds the channel."""
+    m = re.fullmatch(r"chanoff ns=(\d+) now=(\d+)", w.step("chanoff 0"))
+    check(m, "chanoff")
+    return int(m.group(1)), int(m.group(2))
+
+
+def sc_window_budget(args, tmp):
+    """The library's budget on time off (docs/protocol.md, "Windows"):
+    WINDOWs that move the schedule every 2 ms, each asking for a window
+    due at once, leave the BE's channel off (as fake_rm held it) at most
+    33 windows in any 32 periods, and a period of slack for the one a
+    loaded machine closes late; the library says it skipped windows over
+    the budget. Without the budget they kept it off most of the time."""
+    agent, w, conn = setup(args, tmp, GPUQOS_LOG="info")
+    w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
+    w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
+    take_flags(conn, 0)
+    period, before, after = 40000000, 2000, 2000
+    win_ns = (before + after) * 1000
+    span = 32 * period
+    now = time.monotonic_ns
+    samples, seq, end = [chanoff(w)], 2000, now() + 3 * 10 ** 9
+    while now() < end:
+        for _ in range(10):
+            t = now()
+            conn.send(window(seq, period, t + 1500000, t, before, after, 2000))
+            seq += 1
+            time.sleep(0.002)
+        samples.append(chanoff(w))
+    conn.send(window(seq, period, now(), now(), before, after, 2000, flags=0))
+    conn.barrier(seq + 1)
+    wait_chan(w, lambda c: c[0] == 0, "on after the end")
+    samples.append(chanoff(w))
+    c = chancounts(w)
+    check(c[1] >= 2 and samples[-1][0] > 0, "the BE got no windows: %r %r" % (c, samples[-1]))
+    worst = (0, None)
+    for i, (off_i, t_i) in enumerate(samples):
+        for off_j, t_j in samples[i + 1:]:
+            if t_j - t_i > span - win_ns:
+                break
+            if off_j - off_i > worst[0]:
+                worst = (off_j - off_i, (t_i, t_j))
+    check(worst[0] <= 33 * win_ns + period,
+          "%.1f ms off in %.0f ms (the budget: %.1f ms in %.0f ms); %d windows"
+          % (worst[0] / 1e6, (worst[1][1] - worst[1][0]) / 1e6, 33 * win_ns / 1e6,
+             span / 1e6, c[1]))
+    err = w.finish()
+    m = re.findall(r"windows ended \(the node agent's word\): (\d+) opened .* (\d+) skipped "
+                   r"\((\d+) of them over the budget", err)
+    check(m and int(m[-1][2]) > 0, "no window skipped over the budget: %r\n%s" % (m, err[-3000:]))
+
+
 def rm_reaches(w, us, timeout=2.0):
     """Polls GET_TIMESLICE of TSG 0 until RM holds us."""
     deadline = time.monotonic() + timeout
@@ -1380,7 +1433,7 @@ SCENARIOS = {
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
     "wake": sc_wake, "wake_policy": sc_wake_policy, "span": sc_span, "setrace": sc_setrace,
-    "window": sc_window, "refused": sc_refused,
+    "window": sc_window, "window_budget": sc_window_budget, "refused": sc_refused,
 }
 
 

@@ -22,6 +22,7 @@
  *   channel TSG                a GPFIFO channel (0xc86f) in channel group TSG
  *   chanstate CHANNEL          fake_rm's state of channel CHANNEL (the Nth made)
  *   chantime CHANNEL           when fake_rm last disabled it (CLOCK_MONOTONIC ns)
+ *   chanoff CHANNEL            how long fake_rm has held it off in all, and when (ns)
  *   free tsg|device|client|channel N FORM   (FORM: 00 x00)
  *   other | nonrm | close | exit
  *   closefds                   close every fd from 3 to 1023 but CTL_PATH's,
@@ -238,6 +239,16 @@ static void do_chanstate(int c)
 	else
 		printf("chanstate disabled=%d disables=%d enables=%d\n", v % 2, (v % 2000) / 2,
 		       v / 2000);
+}
+
+static void do_chanoff(int c)
+{
+	unsigned long long (*off)(rm_handle, rm_handle, unsigned long long *) =
+		(unsigned long long (*)(rm_handle, rm_handle, unsigned long long *))dlsym(
+			RTLD_DEFAULT, "fake_rm_channel_off_ns");
+	unsigned long long now = 0, v = off ? off(chan_client[c], chans[c], &now) : 0ull;
+
+	printf("chanoff ns=%llu now=%llu\n", v, now);
 }
 
 static void do_chantime(int c)
@@ -642,6 +653,8 @@ static void step(int argc, char **a)
 		do_channel(idx(a[1], ntsg));
 	} else if (strcmp(cmd, "chanstate") == 0 && argc == 2) {
 		do_chanstate(idx(a[1], nchan));
+	} else if (strcmp(cmd, "chanoff") == 0 && argc == 2) {
+		do_chanoff(idx(a[1], nchan));
 	} else if (strcmp(cmd, "chantime") == 0 && argc == 2) {
 		do_chantime(idx(a[1], nchan));
 	} else if (strcmp(cmd, "gettime") == 0 && argc == 2) {
