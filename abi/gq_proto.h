@@ -381,7 +381,7 @@ _Static_assert(sizeof(struct gq_memory) == 40, "gq_memory");
 struct gq_mem_usage {
 	struct gq_hdr hdr;
 	rm_u32 device_instance;
-	rm_u32 flags;    /* GQ_MEM_USAGE_F_* */
+	rm_u32 flags;    /* reserved, 0 */
 	rm_u64 used;     /* bytes of live video-memory allocations the library counted */
 	rm_u64 peak;     /* the most `used` has been */
 	rm_u64 limit;    /* the budget it enforces now, or GQ_MEM_UNLIMITED */
@@ -390,9 +390,6 @@ struct gq_mem_usage {
 	rm_u64 unknown;  /* allocations passed through uncounted (parameters it could not read) */
 };
 _Static_assert(sizeof(struct gq_mem_usage) == 72, "gq_mem_usage");
-/* Some of `used` was allocated before the library saw the device (counted
- * from the allocation's own answer, not refused). */
-#define GQ_MEM_USAGE_F_LATE 0x1u
 #define GQ_MEM_USAGE_PERIOD_MS 100u
 
 /* Exact size of each message type; 0 for unknown types. */

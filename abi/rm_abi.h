@@ -200,6 +200,26 @@ _Static_assert(RM_OFFSETOF(struct rm_memory_alloc, size) == 64, "NV_MEMORY_ALLOC
 _Static_assert(RM_OFFSETOF(struct rm_memory_alloc, hVASpace) == 108, "hVASpace");
 #define RM_MEMORY_FLAGS_VIRTUAL 0x00080000u /* NVOS32_ALLOC_FLAGS_VIRTUAL */
 
+/* NV2080_CTRL_CMD_FB_GET_INFO_V2 on a subdevice: a list of (index, data)
+ * pairs answered in place; the sizes are in KiB. Driver 580 sends the
+ * whole list (paramsSize 1028: 128 entries). */
+#define RM_CTRL_FB_GET_INFO_V2 0x20801303u
+struct rm_fb_info {
+	rm_u32 index, data;
+};
+struct rm_fb_info_v2 {
+	rm_u32 fbInfoListSize;
+	struct rm_fb_info fbInfoList[128];
+};
+_Static_assert(sizeof(struct rm_fb_info_v2) == 1028, "NV2080_CTRL_FB_GET_INFO_V2_PARAMS");
+#define RM_FB_INFO_RAM_SIZE 0x07u
+#define RM_FB_INFO_TOTAL_RAM_SIZE 0x08u
+#define RM_FB_INFO_HEAP_SIZE 0x09u
+#define RM_FB_INFO_MAPPABLE_HEAP_SIZE 0x0au
+#define RM_FB_INFO_LARGEST_FREE_REGION_SIZE_KB 0x12u
+#define RM_FB_INFO_HEAP_FREE 0x16u
+#define RM_FB_INFO_USABLE_RAM_SIZE 0x20u
+
 /* NV2080_ENGINE_TYPE_*: GR0..GR7 run compute and graphics; COPY0.. are the
  * copy engines (docs/rm-facts.md: a CUDA context makes one GR TSG and three
  * copy TSGs, engine types 11..13 on an H200). */
@@ -397,6 +417,7 @@ _Static_assert(RM_OFFSETOF(struct rm_gpu_gid_info, data) == 12, "gid.data");
 #define RM_ERR_INVALID_OBJECT_NEW 0x34u
 #define RM_ERR_INVALID_OBJECT_PARENT 0x36u
 #define RM_ERR_INVALID_PARAM_STRUCT 0x3au
+#define RM_ERR_NO_MEMORY 0x51u
 #define RM_ERR_INVALID_PARAMETER 0x3bu
 #define RM_ERR_NOT_SUPPORTED 0x56u
 #define RM_ERR_OBJECT_NOT_FOUND 0x57u /* unknown gpuId: GET_UUID_FROM_GPU_ID, GET_PCI_INFO */
@@ -425,6 +446,8 @@ static inline const char *rm_status_name(rm_u32 status)
 		return "NV_ERR_INVALID_OBJECT_PARENT";
 	case RM_ERR_INVALID_PARAM_STRUCT:
 		return "NV_ERR_INVALID_PARAM_STRUCT";
+	case RM_ERR_NO_MEMORY:
+		return "NV_ERR_NO_MEMORY";
 	case RM_ERR_INVALID_PARAMETER:
 		return "NV_ERR_INVALID_PARAMETER";
 	case RM_ERR_NOT_SUPPORTED:

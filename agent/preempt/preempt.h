@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "abi/gq_proto.h"
+#include "preempt_mem.h"
 #include "preempt_track.h"
 
 typedef int (*pa_ioctl_fn)(int fd, unsigned long request, ...);
@@ -46,6 +47,9 @@ struct pa_state {
 	 * (preempt_timeslice.c says why). */
 	pthread_mutex_t ts_lock;
 	struct pa_track track;
+	struct pa_mem mem; /* video memory (preempt_mem.h); under lock */
+	int mem_on;        /* the connection's agent takes MEM_USAGE; under lock */
+	int mem_wake_pending; /* the thread was woken for a memory report; under lock */
 	struct pa_event queue[PA_QUEUE_LEN];
 	unsigned qhead, qlen;
 	int q_overflow;   /* events were lost: the thread must resync */
@@ -112,6 +116,9 @@ void pa_own_fd_begin(void);
 void pa_own_fd_end(int fd);
 void pa_emit(void *ctx, const struct pa_event *ev); /* a pa_emit_fn; ctx: int *wake */
 void pa_wake(int wake);    /* after unlocking: tell the thread about new events */
+/* Under lock, after the memory counts changed: whether to wake the thread
+ * (pa_wake) so that it reports them. */
+int pa_mem_wake(void);
 
 /* An absolute CLOCK_REALTIME deadline ms from now, for condition waits. */
 void pa_deadline_in(struct timespec *dl, unsigned ms);

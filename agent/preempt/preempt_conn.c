@@ -205,6 +205,8 @@ static int pa_greet(int s)
 	pa_lock();
 	n = pa_track_snapshot(&pa.track, pa_snap, PA_MAX_TSGS);
 	pa.connected = 1;
+	pa.mem_on = 0;
+	pa.mem_wake_pending = 0;
 	pa.qhead = 0;
 	pa.qlen = 0;
 	pa.q_overflow = 0;
@@ -218,7 +220,7 @@ static int pa_greet(int s)
 	pa_wake_sent = 0;
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
 		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS | GQ_HELLO_F_PHASE |
-			     GQ_HELLO_F_WINDOW | GQ_HELLO_F_WINDOW_STATE |
+			     GQ_HELLO_F_WINDOW | GQ_HELLO_F_WINDOW_STATE | GQ_HELLO_F_MEMORY |
 			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY | GQ_HELLO_F_SPAN : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
@@ -237,11 +239,61 @@ static int pa_greet(int s)
 	return 0;
 }
 
+/* A MEMORY: the budget on one GPU. The first on a connection also says
+ * that the agent takes MEM_USAGE, so every GPU is reported from then on. */
+static void pa_memory(const struct gq_memory *m)
+{
+	int rc;
+
+	pa_lock();
+	rc = pa_mem_set_limit(&pa.mem, m);
+	if (rc == 0 && !pa.mem_on) {
+		pa.mem_on = 1;
+		pa_mem_mark_all(&pa.mem);
+	}
+	pa_unlock();
+	if (rc != 0) {
+		pa_bad_msgs++;
+		pa_info("ignored a MEMORY for device %u with flags 0x%x (%lu so far)",
+			m->device_instance, m->flags, pa_bad_msgs);
+		return;
+	}
+	if (m->limit == GQ_MEM_UNLIMITED)
+		pa_debug("video memory on device %u: no budget", m->device_instance);
+	else
+		pa_info("video memory on device %u: budget %llu MiB", m->device_instance,
+			(unsigned long long)(m->limit >> 20));
+}
+
+/* Sends the MEM_USAGE reports due; returns the wait until the next one
+ * (ms, -1: none pending), or -2 if a send failed. */
+static int pa_mem_send(int s)
+{
+	struct gq_mem_usage m;
+	int next = -1, more;
+
+	for (int i = 0; i < PA_MEM_GPUS; i++) {
+		pa_lock();
+		pa.mem_wake_pending = 0;
+		more = pa.mem_on && pa_mem_take_report(&pa.mem, pa_now_ns(), &m, &next);
+		if (!pa.mem_on)
+			next = -1;
+		pa_unlock();
+		if (!more)
+			return next;
+		gq_hdr_init(&m.hdr, GQ_MEM_USAGE, pa_seq++);
+		if (pa_send(s, &m, sizeof(m)) != 0)
+			return -2;
+	}
+	return 0;
+}
+
 /* The agent is gone: fail open. libcuda's values stand until it is back. */
 static void pa_drop(int s)
 {
 	pa_lock();
 	pa.connected = 0;
+	pa.mem_on = 0;
 	pa.qhead = 0;
 	pa.qlen = 0;
 	pa.q_overflow = 0;
@@ -496,6 +548,9 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 		return 0;
 	case GQ_COMMAND:
 		return pa_command(s, buf, received_ns);
+	case GQ_MEMORY:
+		pa_memory(buf);
+		return 0;
 	case GQ_WINDOW: {
 		struct gq_window_state st;
 
@@ -616,6 +671,11 @@ static void pa_serve(int s)
 		if (act == -2)
 			return;
 		wait = pa_gate_expire();
+		if (act >= 0 && (wait < 0 || act < wait))
+			wait = act;
+		act = pa_mem_send(s);
+		if (act == -2)
+			return;
 		if (act >= 0 && (wait < 0 || act < wait))
 			wait = act;
 		p[0] = (struct pollfd){ .fd = s, .events = POLLIN };

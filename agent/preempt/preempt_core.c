@@ -145,6 +145,14 @@ void pa_emit(void *ctx, const struct pa_event *ev)
 	}
 }
 
+int pa_mem_wake(void)
+{
+	if (!pa.connected || !pa.mem_on || pa.mem_wake_pending)
+		return 0;
+	pa.mem_wake_pending = 1;
+	return 1;
+}
+
 void pa_wake(int wake)
 {
 	rm_u64 one = 1;

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -246,6 +248,135 @@ static void pa_apply_new_tsg(rm_handle h_client, rm_handle h_tsg)
 	pa_unlock();
 }
 
+/* ---- video memory (docs/protocol.md, "Memory") ---- */
+
+/* Copies n bytes of the application's memory at src before the kernel has
+ * looked at them: a bad pointer is an error here (the RM then answers the
+ * call as it would), never a fault in the application. */
+static int pa_peek(void *dst, const void *src, size_t n)
+{
+	struct iovec l = { .iov_base = dst, .iov_len = n };
+	struct iovec r = { .iov_base = (void *)(uintptr_t)src, .iov_len = n };
+	int saved = errno;
+	long got = syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L);
+
+	errno = saved;
+	return got == (long)n ? 0 : -1;
+}
+
+static int pa_poke(void *dst, const void *src, size_t n)
+{
+	struct iovec l = { .iov_base = (void *)(uintptr_t)src, .iov_len = n };
+	struct iovec r = { .iov_base = dst, .iov_len = n };
+	int saved = errno;
+	long put = syscall(SYS_process_vm_writev, (long)getpid(), &l, 1L, &r, 1L, 0L);
+
+	errno = saved;
+	return put == (long)n ? 0 : -1;
+}
+
+static void *pa_user_ptr(rm_u64 p)
+{
+	return (void *)(uintptr_t)p;
+}
+
+/* The device instance of an allocation's parent: a device, or a subdevice. */
+static rm_u32 pa_mem_instance(rm_handle h_client, rm_handle h_parent)
+{
+	rm_u32 inst = pa_track_device_instance(&pa.track, h_client, h_parent);
+
+	return inst != GQ_UNKNOWN ? inst : pa_track_subdevice_instance(&pa.track, h_client, h_parent);
+}
+
+/* Before a video-memory allocation, under a budget: 1 if the library
+ * answers it NV_ERR_NO_MEMORY itself (the RM never sees it), 0 to issue
+ * it. Reads the application's block and parameters with pa_peek: any that
+ * cannot be read go to the RM, which answers them. */
+static int pa_mem_refused(enum rm_call_kind kind, void *arg)
+{
+	union {
+		struct rm_alloc21_params a21;
+		struct rm_alloc64_params a64;
+	} blk;
+	struct rm_memory_alloc mp;
+	struct rm_alloc_view v;
+	rm_u32 status = RM_ERR_NO_MEMORY, inst;
+	size_t n = kind == RM_CALL_ALLOC64 ? sizeof(blk.a64) : sizeof(blk.a21);
+	int refuse, wake;
+
+	if (pa_peek(&blk, arg, n) != 0 || rm_alloc_view_of(kind, &blk, &v) != 0 ||
+	    v.hClass != RM_CLASS_MEMORY_LOCAL_USER || v.pAllocParms == 0 ||
+	    (v.paramsSize != 0 && v.paramsSize < sizeof(mp)) ||
+	    pa_peek(&mp, (const void *)(uintptr_t)v.pAllocParms, sizeof(mp)) != 0 ||
+	    (mp.flags & RM_MEMORY_FLAGS_VIRTUAL))
+		return 0;
+	pa_lock();
+	inst = pa_mem_instance(v.hRoot, v.hObjectParent);
+	refuse = pa_mem_refuse(&pa.mem, inst, mp.size);
+	wake = refuse && pa_mem_wake();
+	pa_unlock();
+	pa_wake(wake);
+	if (!refuse)
+		return 0;
+	if (pa_poke((char *)arg + rm_status_offset(kind), &status, sizeof(status)) != 0)
+		return 0;
+	pa_debug("video memory: %llu bytes on device %u refused (budget)",
+		 (unsigned long long)mp.size, inst);
+	return 1;
+}
+
+/* After a successful call: count a video-memory allocation or free, and
+ * rewrite an FB-info answer under a budget that asks. The kernel has read
+ * and written these buffers, so they are the application's own. */
+static void pa_mem_after(int fd, const struct pa_call *c)
+{
+	const struct rm_control_params *ctl = c->block;
+	const struct rm_free_params *fr = c->block;
+	struct rm_alloc_view v;
+	int wake = 0;
+
+	if (c->kind == RM_CALL_FREE) {
+		pa_lock();
+		if (pa.mem.live != 0) {
+			pa_mem_freed(&pa.mem, fr->hRoot, fr->hObjectOld);
+			wake = pa_mem_wake();
+		}
+		pa_unlock();
+	} else if (c->kind == RM_CALL_CONTROL) {
+		rm_u32 n;
+
+		if (ctl->cmd != RM_CTRL_FB_GET_INFO_V2 || ctl->params == 0 || ctl->paramsSize < 4 ||
+		    !__atomic_load_n(&pa.mem.any_limit, __ATOMIC_RELAXED))
+			return;
+		memcpy(&n, pa_user_ptr(ctl->params), sizeof(n));
+		if (n > (ctl->paramsSize - 4u) / sizeof(struct rm_fb_info))
+			n = (ctl->paramsSize - 4u) / sizeof(struct rm_fb_info);
+		pa_lock();
+		pa_mem_fb_rewrite(&pa.mem, pa_track_subdevice_instance(&pa.track, ctl->hClient, ctl->hObject),
+				  (struct rm_fb_info *)((char *)pa_user_ptr(ctl->params) + 4), n);
+		pa_unlock();
+	} else if (rm_alloc_view_of(c->kind, c->block, &v) == 0 &&
+		   v.hClass == RM_CLASS_MEMORY_LOCAL_USER) {
+		struct rm_memory_alloc mp;
+		int readable = v.pAllocParms != 0 && (v.paramsSize == 0 || v.paramsSize >= sizeof(mp));
+
+		if (readable)
+			memcpy(&mp, pa_user_ptr(v.pAllocParms), sizeof(mp));
+		if (readable && (mp.flags & RM_MEMORY_FLAGS_VIRTUAL))
+			return;
+		pa_lock();
+		if (readable)
+			pa_mem_added(&pa.mem, fd, v.hRoot, v.hObjectParent, v.hObjectNew,
+				     pa_mem_instance(v.hRoot, v.hObjectParent), mp.size);
+		else
+			pa_mem_unknown(&pa.mem, pa_mem_instance(v.hRoot, v.hObjectParent));
+		pa_fd_mark(fd);
+		wake = pa_mem_wake();
+		pa_unlock();
+	}
+	pa_wake(wake);
+}
+
 /* ---- completed calls ---- */
 
 static void pa_after(int fd, enum rm_call_kind kind, void *arg)
@@ -254,6 +385,8 @@ static void pa_after(int fd, enum rm_call_kind kind, void *arg)
 	unsigned r;
 	int wake = 0;
 
+	if (pa_unwrap(kind, arg, &c) == 0 && pa_call_status(&c) == RM_OK)
+		pa_mem_after(fd, &c);
 	if (!pa_track_should_apply(kind, arg, 0, &c))
 		return;
 	pa_lock();
@@ -355,6 +488,10 @@ static int pa_rm_ioctl(int fd, unsigned long request, enum rm_call_kind kind, vo
 		ret = pa_rewrite_issue(real, fd, request, &c, &rw);
 		err = errno;
 		pa_ts_unlock(locked);
+	} else if ((kind == RM_CALL_ALLOC21 || kind == RM_CALL_ALLOC64) &&
+		   __atomic_load_n(&pa.mem.any_limit, __ATOMIC_RELAXED) && pa_mem_refused(kind, arg)) {
+		ret = 0;
+		err = errno;
 	} else {
 		ret = real(fd, request, arg);
 		err = errno;
@@ -403,6 +540,10 @@ static int pa_close_slow(int fd)
 	}
 	pa_lock();
 	pa_track_close_fd(&pa.track, fd, pa_emit, &wake);
+	if (pa.mem.live != 0) {
+		pa_mem_close_fd(&pa.mem, fd);
+		wake |= pa_mem_wake();
+	}
 	pa_fd_unmark(fd);
 	pa_unlock();
 	pa_wake(wake);
@@ -443,6 +584,9 @@ static void pa_fork_child(void)
 	pa.apply_seq = 0;
 	pa.apply_done = 0;
 	pa_track_init(&pa.track);
+	pa_mem_reset(&pa.mem);
+	pa.mem_on = 0;
+	pa.mem_wake_pending = 0;
 	pa.qhead = 0;
 	pa.qlen = 0;
 	pa.q_overflow = 0;

@@ -122,6 +122,25 @@ static struct pa_device *pa_device_find(struct pa_track *t, rm_handle h_client, 
 	return NULL;
 }
 
+rm_u32 pa_track_device_instance(struct pa_track *t, rm_handle h_client, rm_handle h_device)
+{
+	const struct pa_device *d = pa_device_find(t, h_client, h_device);
+
+	return d != NULL ? d->instance : GQ_UNKNOWN;
+}
+
+rm_u32 pa_track_subdevice_instance(const struct pa_track *t, rm_handle h_client,
+				   rm_handle h_subdevice)
+{
+	for (unsigned i = 0; i < t->device_hi; i++) {
+		const struct pa_device *d = &t->devices[i];
+
+		if (d->used && d->h_client == h_client && d->h_subdevice == h_subdevice)
+			return d->instance;
+	}
+	return GQ_UNKNOWN;
+}
+
 struct pa_tsg *pa_track_tsg_find(struct pa_track *t, rm_handle h_client, rm_handle h)
 {
 	for (unsigned i = 0; i < t->tsg_hi; i++) {

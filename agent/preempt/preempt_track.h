@@ -135,6 +135,11 @@ unsigned pa_track_apply(struct pa_track *t, int fd, const struct pa_call *c, pa_
 
 void pa_track_init(struct pa_track *t);
 struct pa_tsg *pa_track_tsg_find(struct pa_track *t, rm_handle h_client, rm_handle h);
+/* The device instance of device h_device, or of the device whose first
+ * subdevice is h_subdevice, under h_client; GQ_UNKNOWN if not seen. */
+rm_u32 pa_track_device_instance(struct pa_track *t, rm_handle h_client, rm_handle h_device);
+rm_u32 pa_track_subdevice_instance(const struct pa_track *t, rm_handle h_client,
+				   rm_handle h_subdevice);
 
 /* Record the outcome of a SET_TIMESLICE on a TSG: app_us is what the
  * application asked for; accepted says whether RM took rm_us. Emits an

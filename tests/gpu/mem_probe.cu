@@ -39,6 +39,22 @@ int main(int argc, char **argv)
 	cudaError_t e = cudaSuccess;
 	int fill = argc > 1 && strcmp(argv[1], "--fill") == 0;
 
+	if (argc > 2 && strcmp(argv[1], "--loop") == 0) {
+		/* Allocation-heavy: N x (cudaMalloc 2 MiB, cudaFree), the mean. */
+		long n = atol(argv[2]);
+		unsigned long long t0;
+
+		cudaFree(0);
+		t0 = now_ns();
+		for (long i = 0; i < n; i++) {
+			if (cudaMalloc(&p, 2u << 20) != cudaSuccess)
+				return 1;
+			cudaFree(p);
+		}
+		printf("loop %ld ns_per_pair %.0f\n", n, (double)(now_ns() - t0) / (double)(n > 0 ? n : 1));
+		return 0;
+	}
+
 	PHASE("context", cudaFree(0));
 	PHASE("meminfo", e = cudaMemGetInfo(&fr, &tot));
 	printf("meminfo %s free %zu total %zu\n", cudaGetErrorName(e), fr, tot);
@@ -100,6 +116,10 @@ int main(int argc, char **argv)
 		printf("fill %zu GiB then %s\n", n, cudaGetErrorName(e));
 		PHASE("fill_meminfo", cudaMemGetInfo(&fr, &tot));
 		printf("fill_meminfo free %zu total %zu\n", fr, tot);
+		e = cudaMalloc(&p, 1u << 20);
+		printf("after_fill malloc1m %s\n", cudaGetErrorName(e));
+		if (e == cudaSuccess)
+			cudaFree(p);
 		PHASE("fill_free", {
 			for (size_t i = 0; i < n; i++)
 				cudaFree(blocks[i]);

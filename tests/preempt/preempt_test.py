@@ -31,7 +31,7 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
                                   F_PHASE, POLICY_F_PHASE, PHASE, F_WINDOW, window,
-                                  F_WINDOW_STATE, WINDOW_F_ON, WINDOW_F_STATE, WINDOW_STATE,
+                                  F_WINDOW_STATE, F_MEMORY, WINDOW_F_ON, WINDOW_F_STATE, WINDOW_STATE,
                                   WINDOW_STATE_F_ON, WINDOW_STATE_F_REFUSED,
                                   F_SPAN, POLICY_F_SPAN, PHASE_F_SPAN,
                                   WINDOW_BEFORE_MAX_US, WINDOW_LEASE_MAX_MS,
@@ -213,7 +213,7 @@ def setup(args, tmp, preexec=None, **extra):
     conn = agent.accept()
     hello = conn.take(HELLO)
     check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
-          | F_WINDOW_STATE
+          | F_WINDOW_STATE | F_MEMORY
           and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
@@ -452,7 +452,7 @@ def sc_fork(args, tmp):
     child = agent.accept()
     hello = child.take(HELLO)
     check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
-          | F_WINDOW_STATE
+          | F_WINDOW_STATE | F_MEMORY
           and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
