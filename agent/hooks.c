@@ -6,7 +6,7 @@
  * (rate limits start again, garbage collection, a full reconcile) and the
  * wake-up at the next deadline the core or the tracker has - and the loop's
  * posts, run after every batch of events in this order: reconcile what
- * changed, free what was closed, publish. Does not own any decision;
+ * changed, free what was closed, publish the records that changed. Does not own any decision;
  * main.c starts the parts in order and runs the loop.
  */
 #include "agent/agent.h"
@@ -73,8 +73,6 @@ static void cmd_done(struct agent *a, struct ctl_conn *ctl, struct cmd *c,
 
 static void after_reconcile(struct agent *a)
 {
-	if (a->kube)
-		kmode_publish(a); /* the pods' annotations follow what was just decided */
 	hooks_wake_rearm(a);
 }
 
@@ -136,10 +134,17 @@ static void post_reap(void *arg)
 	kmode_reap(a);
 }
 
-/* What this batch changed, for the next scrape. */
+/* Once a batch, what it changed: the pods whose records changed get
+ * their annotations (only those), the metrics their next snapshot; then
+ * the queue of changed records starts empty for the next batch. */
 static void post_publish(void *arg)
 {
-	metrics_publish(arg);
+	struct agent *a = arg;
+
+	if (a->kube)
+		kmode_publish(a);
+	metrics_publish(a);
+	changes_clear(a);
 }
 
 /* ---- the timers ---- */

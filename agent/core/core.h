@@ -424,6 +424,72 @@ struct tsg_revert {
 	uint64_t set_at, until, recent, total;
 };
 
+/* Where a TSG's settings stand, as ctl, annotations and metrics show it. */
+enum tsg_state {
+	TSG_CONVERGED = 0, /* what the policy wants is what the RM was last told */
+	TSG_PENDING,       /* a control in flight, or a difference not sent yet */
+	TSG_FAILED,        /* the last control failed, or no path can carry it */
+	TSG_STALLED,       /* the only path for its next control is stalled */
+	TSG_UNMANAGED,     /* its process's class is unmanaged */
+	TSG_UNVERIFIED,    /* a claim nobody confirmed yet */
+	TSG_REFUSED,       /* a claim the RM says does not exist */
+};
+
+/* What reconcile decided for a TSG and what the RM holds of it, recorded
+ * at the end of every pass (record.c) for the faces (the pod's
+ * gpuqos.io/state and Events, gpuqosctl, /metrics) to render: they never
+ * ask the core's decision functions again. Compared whole (memcmp): a
+ * record is built on zeroed memory. */
+enum record_problem {
+	RECORD_PROBLEM_NONE = 0,
+	RECORD_PROBLEM_CAPABILITY, /* a capability is missing for its next control */
+	RECORD_PROBLEM_REFUSED,    /* the RM refused its last control */
+};
+struct tsg_record {
+	enum qos_class cls; /* its process's */
+	enum class_source cls_source;
+	uint32_t gpu;
+	uint32_t ts;          /* the timeslice the RM holds, as last confirmed (tsg_effective_ts) */
+	uint32_t ts_desired;  /* GQ_UNKNOWN: none */
+	uint32_t il;          /* the interleave level the RM holds (tsg_effective_il) */
+	int32_t il_desired;   /* -1: the policy sets none */
+	enum path path;       /* that carried (or, before any control, would carry) its timeslice */
+	enum tsg_state state;
+	int counted;          /* confirmed: counts for its neighbours */
+	int rotating;
+	/* Its process's: launch-bound, the wake lead its POLICY asked for,
+	 * and its window decision (proc.win) as far as a face shows it. */
+	int launch_bound;
+	uint32_t wake_lead_us;
+	int win_decided;
+	enum window_why win_why;
+	enum window_ask win_ask;
+	uint32_t win_ask_us, win_after_us;
+	enum record_problem problem;
+	char problem_text[128]; /* tsg_sent.error at the time */
+};
+
+/* A record that changed in this batch, for the faces to publish (record.c):
+ * a TSG (h_tsg != 0) whose record changed or that is gone, or a process
+ * that came or went (h_tsg 0), with the pod it is in. */
+struct record_change {
+	pid_t pid;
+	rm_handle h_client, h_tsg;
+	int gone;
+	char pod_uid[40];
+};
+
+/* Records changed since the faces last published, in the order they
+ * changed, each once; past RECORD_CHANGES_MAX, `overflow` says every
+ * record is to be taken as changed. */
+#define RECORD_CHANGES_MAX 1024u
+struct record_queue {
+	struct record_change v[RECORD_CHANGES_MAX];
+	size_t n;
+	int overflow;
+	uint64_t batch; /* a TSG is queued in this batch when its rec_queued is batch + 1 */
+};
+
 struct tsg {
 	struct tsg *next;
 	pid_t pid;
@@ -449,6 +515,8 @@ struct tsg {
 		uint64_t due, at, mismatches;
 	} verify;
 	struct tsg_revert revert[TSG_NSETTINGS];
+	struct tsg_record rec; /* the last pass's record (record.c) */
+	uint64_t rec_queued;   /* struct record_queue.batch + 1 while queued */
 };
 
 struct cmd {
@@ -496,7 +564,8 @@ struct agent_hooks {
 	int (*send_window)(struct agent *a, struct peer *p);
 	/* The eBPF tracker runs: the kernel, not a read-back, confirms claims. */
 	int (*kernel_confirms)(const struct agent *a);
-	/* After every reconcile: publish what was decided, re-arm timers. */
+	/* After every reconcile: re-arm timers (the faces publish the
+	 * records after the batch, not here). */
 	void (*after_reconcile)(struct agent *a);
 	/* Every control that ended: its result, or its deadline passing
 	 * (o->err_word "timeout"); t NULL when its TSG is gone (metrics). */
@@ -628,6 +697,7 @@ struct agent {
 	struct kmode *kube;     /* Kubernetes mode's adapter (kube_mode.h), NULL standalone */
 	enum agent_mode mode;
 	struct pod_table pods;  /* Kubernetes mode: each pod's facts (pod.c) */
+	struct record_queue changes; /* records changed since the last publishing (record.c) */
 };
 
 /* What /proc says of a process (read by agent/io/procinfo.c), as a
@@ -715,16 +785,6 @@ void tsg_gate_note(struct tsg *t, int gated, uint64_t now);
 /* Time gated in all, and its longest period, the current one included. */
 uint64_t tsg_gated_total_us(const struct tsg *t, uint64_t now);
 uint64_t tsg_gated_longest_us(const struct tsg *t, uint64_t now);
-/* Where a TSG's settings stand, as ctl, annotations and metrics show it. */
-enum tsg_state {
-	TSG_CONVERGED = 0, /* what the policy wants is what the RM was last told */
-	TSG_PENDING,       /* a control in flight, or a difference not sent yet */
-	TSG_FAILED,        /* the last control failed, or no path can carry it */
-	TSG_STALLED,       /* the only path for its next control is stalled */
-	TSG_UNMANAGED,     /* its process's class is unmanaged */
-	TSG_UNVERIFIED,    /* a claim nobody confirmed yet */
-	TSG_REFUSED,       /* a claim the RM says does not exist */
-};
 enum tsg_state tsg_state_of(const struct tsg *t);
 const char *tsg_state_name(enum tsg_state s);
 /* The engine's name as the ctl and the metrics show it: GR0, COPY2,
@@ -762,6 +822,20 @@ uint64_t cmd_next_deadline(const struct agent *a);
 void cmd_free_all(struct agent *a);
 const char *gq_op_name(uint32_t op);
 
+
+/* record.c: the decisions recorded for the faces */
+/* Record every TSG's decision (the end of each reconcile pass); one that
+ * changed is queued in a->changes (changes_tsg). */
+void record_pass(struct agent *a);
+
+/* changes.c: the records changed since the faces last published */
+/* t's record changed (gone 0; queued once a batch), or t is about to be
+ * freed (gone 1; only if it was ever recorded). */
+void changes_tsg(struct agent *a, struct tsg *t, int gone);
+/* Process p came or went: its pod's process count changed. */
+void changes_proc(struct agent *a, const struct proc *p);
+/* The faces published a->changes: an empty queue for the next batch. */
+void changes_clear(struct agent *a);
 
 /* reconcile.c */
 void reconcile(struct agent *a);

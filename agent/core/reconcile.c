@@ -511,6 +511,7 @@ void reconcile(struct agent *a)
 
 	a->dirty = 0;
 	if (run_policy(a, &ps, now) != 0) {
+		record_pass(a);
 		if (a->hooks.after_reconcile)
 			a->hooks.after_reconcile(a);
 		return;
@@ -531,6 +532,7 @@ void reconcile(struct agent *a)
 	pass_free(&ps);
 	if (sent)
 		log_debug("reconcile: %u command(s) sent", sent);
+	record_pass(a); /* what the faces publish after the batch */
 	if (a->hooks.after_reconcile)
 		a->hooks.after_reconcile(a);
 }

@@ -207,6 +207,7 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 	memcpy(p->pod_uid, pi->pod_uid, sizeof(p->pod_uid));
 	memcpy(p->container_id, pi->container_id, sizeof(p->container_id));
 	proc_classify(a, p);
+	changes_proc(a, p); /* its pod's process count */
 	return p;
 }
 
@@ -235,6 +236,7 @@ void proc_gc(struct agent *a)
 			log_debug("pid %d (%s) exited", (int)p->pid, p->comm);
 			proc_log_flush(p);
 			tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_ALL);
+			changes_proc(a, p);
 			*pp = p->next;
 			proc_free(p);
 			continue;
@@ -299,6 +301,7 @@ static void tsg_uncharge(struct tsg *t)
 
 static void tsg_free(struct agent *a, struct tsg *t)
 {
+	changes_tsg(a, t, 1);
 	tsg_uncharge(t);
 	a->ntsgs--;
 	free(t);

@@ -81,6 +81,7 @@ static struct {
 	int job_late;      /* it passed its deadline and is still inside the RM */
 	int again;         /* asked for while one ran: run once more after it */
 	struct gpuinfo_table table;
+	unsigned generation; /* tables taken (gpuinfo_generation) */
 	char last_error[256];
 	uint64_t last_unknown_us;
 } g = { .job_w = { .fd = -1 }, .timer = { .w = { .fd = -1 } } };
@@ -225,6 +226,7 @@ static void apply(const struct gpuinfo_table *t, uint64_t took_us)
 {
 	if (t->listed) {
 		g.table = *t;
+		g.generation++;
 		for (size_t i = 0; i < t->n; i++) {
 			const struct gpuinfo_gpu *x = &t->gpus[i];
 			log_info("GPU device instance %u: %s, PCI %s, gpuId 0x%x", x->device_instance,
@@ -353,6 +355,11 @@ void gpuinfo_note_device(uint32_t device_instance)
 	g.last_unknown_us = now;
 	log_debug("GPU table: device instance %u has no UUID yet: querying again", device_instance);
 	start_query("unknown device instance");
+}
+
+unsigned gpuinfo_generation(void)
+{
+	return g.generation;
 }
 
 const char *gpuinfo_uuid(uint32_t device_instance)

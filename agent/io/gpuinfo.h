@@ -51,6 +51,8 @@ void gpuinfo_refresh(const char *why);
 void gpuinfo_note_device(uint32_t device_instance);
 /* The UUID of a device instance, NULL if unknown. */
 const char *gpuinfo_uuid(uint32_t device_instance);
+/* Taken a new table this many times: a face that shows UUIDs renders again. */
+unsigned gpuinfo_generation(void);
 /* gpuinfo_table_json of the agent's table. */
 struct cJSON *gpuinfo_json(void);
 /* Why the last query failed, or NULL. */

@@ -68,16 +68,15 @@ struct kmode {
 	uint64_t synced_us; /* first full list applied (now_us), 0 before */
 	uint64_t class_changes;
 	struct ratelimit pods_full_log; /* "pod not taken in" */
-	/* Publishing (kube_podstate.c) visits the pods that can have changed,
-	 * not every cached pod: the pods of GPU processes, the pods it last
-	 * published with TSGs (one more visit removes their annotations), and
-	 * the pods the client changed since published_gen. publish_all asks
-	 * for one pass over every cached pod (a list applied, the restart
-	 * grace over). */
+	/* Publishing (kube_podstate.c), once a batch, visits the pods that
+	 * changed, not every cached pod: the pods of the records the core
+	 * queued in the batch (a TSG's decision, a TSG or process that came
+	 * or went: struct agent.changes) and the pods the client changed since
+	 * published_gen. publish_all asks for one pass over every cached pod
+	 * (a list applied, the restart grace over). */
 	uint64_t published_gen;
+	unsigned gpuinfo_gen; /* gpuinfo_generation() at the last publishing: UUIDs */
 	int publish_all, grace_over;
-	char (*shown)[40];
-	size_t nshown;
 	uint64_t publish_passes, published_pods;
 	/* pod-resources (kubelet), when built */
 	struct podres *podres;
@@ -111,9 +110,9 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum clas
  * is not a string). */
 int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out);
 
-/* kube_podstate.c: after every reconcile, writes each pod's gpuqos.io/
- * annotations (only changes reach the API server) and the Events of its
- * TSGs' problems. */
+/* kube_podstate.c: after every batch, writes the gpuqos.io/ annotations
+ * of each pod whose records changed (only changes reach the API server)
+ * and the Events of its TSGs' problems. */
 void kmode_publish(struct agent *a);
 /* kube_podstate.c: a pod's annotations changed or appeared (f: what they
  * say): an invalid gpu.qos or gpuqos.io/windows gets one Warning Event per

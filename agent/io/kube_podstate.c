@@ -4,10 +4,12 @@
  * gpuqos.io/class and gpuqos.io/state while the pod has TSGs, removed once
  * its last one is gone, and the Events an operator must see
  * (InvalidQoSClass, InvalidWindows, ControlRefused, CapabilityMissing).
- * Every pass recomputes the whole desired set; the API client sends only
- * what differs from the pod it has cached, so a pass with nothing new
- * sends nothing, before or after an API server restart or a re-list. The state
- * JSON therefore holds no clock and nothing else that moves by itself.
+ * Once a batch, for the pods whose records changed (struct agent.changes)
+ * or whose cached copy did, it renders the records the core keeps
+ * (record.c) and nothing else of the model; the API client sends only
+ * what differs from the pod it has cached, so a batch with nothing new
+ * sends nothing, before or after an API server restart or a re-list. The
+ * state JSON therefore holds no clock and nothing else that moves by itself.
  * Does not own classes (kube_mode.c) or the client (agent/kube).
  */
 #include "agent/io/io.h"
@@ -118,9 +120,6 @@ void kmode_forget_pod(struct agent *a, const char *uid)
 
 void kmode_free_pods(struct kmode *k)
 {
-	free(k->shown);
-	k->shown = NULL;
-	k->nshown = 0;
 	for (size_t i = 0; i < k->pod_buckets; i++) {
 		while (k->pods[i]) {
 			struct kpod *p = k->pods[i];
@@ -252,19 +251,19 @@ void kmode_note_annotation(struct agent *a, const struct kube_pod *pod, const st
 	note_windows(a, pod, f);
 }
 
-/* A TSG's problem an operator must see: which capability is missing, or
- * what RM refused. Static text in t->sent.error, so repeats compare equal. */
+/* A TSG's problem an operator must see, as recorded (record.c): which
+ * capability is missing, or what RM refused. */
 static void tsg_events(struct agent *a, const char *uid, struct kpod *kp, const struct tsg *t)
 {
+	const struct tsg_record *r = &t->rec;
 	char note[200];
 
-	if ((t->sent.blocked && strstr(t->sent.blocked, "CAP_")) ||
-	    (t->want.desired_il >= 0 && t->want.desired_il == t->sent.il_refused)) {
-		snprintf(note, sizeof(note), "%s", t->sent.error);
+	if (r->problem == RECORD_PROBLEM_CAPABILITY) {
+		snprintf(note, sizeof(note), "%s", r->problem_text);
 		pod_event(a, uid, kp->capmiss, sizeof(kp->capmiss), "CapabilityMissing", "Control",
 			  note);
-	} else if (t->sent.has_last && t->sent.last_failed && !t->sent.last_timeout && t->sent.error[0]) {
-		snprintf(note, sizeof(note), "TSG control refused: %s", t->sent.error);
+	} else if (r->problem == RECORD_PROBLEM_REFUSED) {
+		snprintf(note, sizeof(note), "TSG control refused: %s", r->problem_text);
 		pod_event(a, uid, kp->refused, sizeof(kp->refused), "ControlRefused", "Control", note);
 	}
 }
@@ -301,42 +300,47 @@ static cJSON *uset_json(const struct uset *s)
 }
 
 struct pod_sum {
-	size_t procs, tsgs, overrides, launch_bound, woken;
+	/* Processes; of them with an override, launch-bound, woken (as their
+	 * TSGs' records say: override, launch_bound, woken for the process
+	 * being summed). */
+	size_t procs, tsgs, overrides, launch_bounds, wakes;
+	int override, launch_bound, woken;
 	struct uset gpus, gr, copy, il;
 	unsigned paths; /* bit per enum path */
 	int pending, failed;
-	/* Its first LC process's window decision (proc.win): what reconcile
-	 * decided, rendered as it is; NULL: none to show. */
-	const struct window_decision *windows;
+	/* Its first LC TSG's record of its process's window decision
+	 * (proc.win), rendered as it is; NULL: none to show. */
+	const struct tsg_record *windows;
 };
 
-/* The path that carried (or, before any control, would carry) the TSG's
- * timeslice: what an operator wants to know is how it is controlled. */
-static enum path tsg_timeslice_path(struct agent *a, const struct tsg *t)
+/* Everything read of a TSG is its record (record.c): what the last
+ * reconcile pass decided and what the RM holds. */
+static void sum_tsg(struct pod_sum *s, const struct tsg *t)
 {
-	if (t->sent.action_path[ACTION_TIMESLICE] != PATH_NONE)
-		return t->sent.action_path[ACTION_TIMESLICE];
-	return tsg_path(a, t, ACTION_TIMESLICE).path;
-}
-
-static void sum_tsg(struct agent *a, struct pod_sum *s, const struct tsg *t)
-{
-	const char *st = tsg_state(a, t);
+	const struct tsg_record *r = &t->rec;
 
 	s->tsgs++;
-	if (t->gpu != GQ_UNKNOWN)
-		uset_add(&s->gpus, t->gpu);
+	if (r->gpu != GQ_UNKNOWN)
+		uset_add(&s->gpus, r->gpu);
 	if (rm_engine_is_gr(t->engine))
-		uset_add(&s->gr, tsg_effective_ts(t));
+		uset_add(&s->gr, r->ts);
 	else if (rm_engine_is_copy(t->engine))
-		uset_add(&s->copy, tsg_effective_ts(t));
-	if (t->want.desired_il >= 0)
-		uset_add(&s->il, tsg_effective_il(t));
-	s->paths |= 1u << tsg_timeslice_path(a, t);
-	if (strcmp(st, "failed") == 0 || strcmp(st, "stalled") == 0)
+		uset_add(&s->copy, r->ts);
+	if (r->il_desired >= 0)
+		uset_add(&s->il, r->il);
+	s->paths |= 1u << r->path;
+	if (r->state == TSG_FAILED || r->state == TSG_STALLED)
 		s->failed = 1;
-	else if (strcmp(st, "pending") == 0 || strcmp(st, "unverified") == 0)
+	else if (r->state == TSG_PENDING || r->state == TSG_UNVERIFIED)
 		s->pending = 1;
+	if (r->cls_source == CLS_SRC_OVERRIDE)
+		s->override = 1;
+	if (r->launch_bound)
+		s->launch_bound = 1;
+	if (r->wake_lead_us)
+		s->woken = 1;
+	if (r->cls == CLASS_LC && !s->windows && r->win_decided && r->win_why != WINDOW_WHY_OFF)
+		s->windows = r;
 }
 
 static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
@@ -346,15 +350,13 @@ static void sum_pod(struct agent *a, const char *uid, struct pod_sum *s)
 		if (strcmp(p->pod_uid, uid) != 0)
 			continue;
 		s->procs++;
-		s->overrides += p->cls_source == CLS_SRC_OVERRIDE;
-		s->launch_bound += p->busy.always != 0;
-		s->woken += proc_wake_lead_us(p) != 0;
-		if (p->cls == CLASS_LC && !s->windows && p->win.decided &&
-		    p->win.why != WINDOW_WHY_OFF)
-			s->windows = &p->win;
+		s->override = s->launch_bound = s->woken = 0;
 		for (const struct tsg *t = a->tsgs; t; t = t->next)
-			if (t->pid == p->pid)
-				sum_tsg(a, s, t);
+			if (t->pid == p->pid && t->rec_queued)
+				sum_tsg(s, t);
+		s->overrides += s->override;
+		s->launch_bounds += s->launch_bound;
+		s->wakes += s->woken;
 	}
 }
 
@@ -383,22 +385,22 @@ static void add_paths(cJSON *o, unsigned paths)
 	cJSON_AddStringToObject(o, "controlPath", buf[0] ? buf : "none");
 }
 
-static void add_windows(cJSON *o, const struct window_decision *d)
+static void add_windows(cJSON *o, const struct tsg_record *d)
 {
 	cJSON *w = cJSON_AddObjectToObject(o, "windows");
 
 	if (!w)
 		return;
-	if (d->ask == WINDOW_ASK_AUTO)
+	if (d->win_ask == WINDOW_ASK_AUTO)
 		cJSON_AddStringToObject(w, "ask", "auto");
-	else if (d->ask == WINDOW_ASK_US)
-		cJSON_AddNumberToObject(w, "ask", (double)d->ask_us);
+	else if (d->win_ask == WINDOW_ASK_US)
+		cJSON_AddNumberToObject(w, "ask", (double)d->win_ask_us);
 	else
 		cJSON_AddStringToObject(w, "ask", "off");
-	if (d->why == WINDOW_GIVEN)
-		cJSON_AddNumberToObject(w, "afterUs", (double)d->after_us);
+	if (d->win_why == WINDOW_GIVEN)
+		cJSON_AddNumberToObject(w, "afterUs", (double)d->win_after_us);
 	else
-		cJSON_AddStringToObject(w, "refused", window_why_name(d->why));
+		cJSON_AddStringToObject(w, "refused", window_why_name(d->win_why));
 }
 
 /* Compact JSON, keys in a fixed order, so equal states compare equal. */
@@ -423,10 +425,10 @@ static char *state_json(const struct pod_sum *s, enum class_source source)
 	add_paths(o, s->paths);
 	if (s->overrides)
 		cJSON_AddNumberToObject(o, "overrides", (double)s->overrides);
-	if (s->launch_bound) /* its runlists are at the driver's values */
-		cJSON_AddNumberToObject(o, "launchBound", (double)s->launch_bound);
-	if (s->woken) /* asked to wake ahead of their periodic requests */
-		cJSON_AddNumberToObject(o, "wake", (double)s->woken);
+	if (s->launch_bounds) /* its runlists are at the driver's values */
+		cJSON_AddNumberToObject(o, "launchBound", (double)s->launch_bounds);
+	if (s->wakes) /* asked to wake ahead of their periodic requests */
+		cJSON_AddNumberToObject(o, "wake", (double)s->wakes);
 	/* Its LCs' windows, asked or the node's, as decided: given (after
 	 * us) or refused (why); absent where windows are off and none asked. */
 	if (s->windows)
@@ -446,9 +448,9 @@ static void annotate(struct agent *a, const char *uid, const char *key, const ch
 		log_warn("kubernetes: annotation %s of pod %s not queued", key, uid);
 }
 
-/* Returns 1 while the pod has TSGs of ours: it is visited again at the
- * next pass. One without them whose annotations may not be removed yet
- * (the restart grace) is visited by the full pass at the grace's end. */
+/* A pod without TSGs of ours whose annotations may not be removed yet
+ * (the restart grace) is visited by the full pass at the grace's end.
+ * -1: out of memory (the next batch publishes every pod). */
 static int publish_pod(struct agent *a, const struct kube_pod *pod, int may_remove)
 {
 	const struct pod_facts *f;
@@ -475,7 +477,7 @@ static int publish_pod(struct agent *a, const struct kube_pod *pod, int may_remo
 	state = state_json(&s, source);
 	if (!state) {
 		log_error("kubernetes: out of memory formatting the state of pod %s", uid);
-		return 1;
+		return -1;
 	}
 	annotate(a, uid, KMODE_KEY_CLASS, cls);
 	annotate(a, uid, KMODE_KEY_STATE, state);
@@ -485,7 +487,7 @@ static int publish_pod(struct agent *a, const struct kube_pod *pod, int may_remo
 		for (const struct tsg *t = a->tsgs; strcmp(p->pod_uid, uid) == 0 && t; t = t->next)
 			if (t->pid == p->pid)
 				tsg_events(a, uid, kp, t);
-	return 1;
+	return 0;
 }
 
 /* ---- which pods a pass visits ---- */
@@ -530,11 +532,12 @@ static void uidset_unique(struct uidset *u)
 	u->n = k + 1;
 }
 
-/* Every cached pod (a full pass), else the pods that can have changed
- * since the last pass: those of GPU processes, those last published with
- * TSGs, and those the client changed since k->published_gen. A call into
- * the client may apply a finished request and change its cache: the pass
- * walks a copy of the uids, looking each pod up afresh. */
+/* Every cached pod (a full pass, also when more records changed in one
+ * batch than the core queues), else the pods whose records changed in
+ * this batch (a->changes: a TSG's decision, a TSG or a process that came
+ * or went) and those the client changed since k->published_gen. A call
+ * into the client may apply a finished request and change its cache: the
+ * pass walks a copy of the uids, looking each pod up afresh. */
 static int publish_set(struct agent *a, int all, struct uidset *u)
 {
 	struct kmode *k = a->kube;
@@ -543,7 +546,7 @@ static int publish_set(struct agent *a, int all, struct uidset *u)
 	size_t n;
 	int rc = 0;
 
-	if (all) {
+	if (all || a->changes.overflow) {
 		n = kube_client_pod_count(c);
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			const struct kube_pod *pod = kube_client_pod_at(c, i);
@@ -552,10 +555,8 @@ static int publish_set(struct agent *a, int all, struct uidset *u)
 		}
 		return rc;
 	}
-	for (const struct proc *p = a->procs; p && rc == 0; p = p->next)
-		rc = uidset_add(u, p->pod_uid);
-	for (size_t i = 0; i < k->nshown && rc == 0; i++)
-		rc = uidset_add(u, k->shown[i]);
+	for (size_t i = 0; i < a->changes.n && rc == 0; i++)
+		rc = uidset_add(u, a->changes.v[i].pod_uid);
 	n = kube_client_changed(c, k->published_gen, NULL, 0);
 	if (n && rc == 0) {
 		changed = calloc(n, sizeof(*changed));
@@ -573,9 +574,9 @@ void kmode_publish(struct agent *a)
 {
 	struct kmode *k = a->kube;
 	struct kube_client *c = k->client;
-	struct uidset u = { 0 }, shown = { 0 };
+	struct uidset u = { 0 };
 	uint64_t gen, now = now_us();
-	int may_remove, all;
+	int may_remove, all, retry = 0;
 
 	if (!kube_client_synced(c) || !kube_client_pod_count(c))
 		return; /* classes are not known yet: nothing true to write */
@@ -584,27 +585,30 @@ void kmode_publish(struct agent *a)
 		k->grace_over = 1; /* annotations a restart left behind may go now */
 		k->publish_all = 1;
 	}
+	if (gpuinfo_generation() != k->gpuinfo_gen) {
+		k->gpuinfo_gen = gpuinfo_generation(); /* UUIDs may be known now */
+		k->publish_all = 1;
+	}
 	all = k->publish_all;
 	gen = kube_client_change_gen(c);
 	if (publish_set(a, all, &u) != 0) {
 		log_error("kubernetes: out of memory publishing pod state");
 		free(u.v);
+		k->publish_all = 1; /* what changed is not lost: every pod next batch */
 		return;
 	}
 	uidset_unique(&u);
-	log_debug("kubernetes: publishing %zu pod(s)%s", u.n, all ? " (all)" : "");
+	if (u.n)
+		log_debug("kubernetes: publishing %zu pod(s)%s", u.n, all ? " (all)" : "");
 	for (size_t i = 0; i < u.n; i++) {
 		const struct kube_pod *pod = kube_client_pod(c, u.v[i]);
 
-		if (pod && publish_pod(a, pod, may_remove) && uidset_add(&shown, u.v[i]) != 0)
-			log_error("kubernetes: out of memory remembering pod %s", u.v[i]);
+		if (pod && publish_pod(a, pod, may_remove) != 0)
+			retry = 1;
 	}
 	free(u.v);
-	free(k->shown);
-	k->shown = shown.v;
-	k->nshown = shown.n;
 	k->published_gen = gen;
-	k->publish_all = 0;
+	k->publish_all = retry;
 	k->publish_passes++;
 	k->published_pods += u.n;
 }
