@@ -496,6 +496,53 @@ static __always_inline void on_free(const struct tt_inflight *in, const union tt
 	ev_submit(ev);
 }
 
+/* DISABLE_CHANNELS (a subdevice control: the channels name their own
+ * clients): one event per channel, so that the agent can tell which
+ * TSG's channels the RM holds off (a BE's gate, verified). */
+static __always_inline void on_disable(const struct tt_inflight *in,
+				       const struct rm_control_params *p, __u64 id)
+{
+	const __u8 *u = (const __u8 *)(unsigned long)p->params;
+	struct tt_event *ev;
+	__u32 n = 0, cl, ch;
+	__u8 off = 0;
+
+	if (p->status != RM_OK || p->paramsSize < sizeof(struct rm_disable_channels) ||
+	    p->params == 0)
+		return;
+	if (bpf_probe_read_user(&off, sizeof(off), u) ||
+	    bpf_probe_read_user(&n, sizeof(n),
+				u + __builtin_offsetof(struct rm_disable_channels, numChannels))) {
+		count(TT_CNT_ALLOC_PARAMS_FAULT);
+		return;
+	}
+	for (__u32 i = 0; i < RM_DISABLE_CHANNELS_MAX; i++) {
+		if (i >= n)
+			break;
+		if (bpf_probe_read_user(&cl, sizeof(cl),
+					u + __builtin_offsetof(struct rm_disable_channels, hClientList) +
+						i * sizeof(__u32)) ||
+		    bpf_probe_read_user(&ch, sizeof(ch),
+					u + __builtin_offsetof(struct rm_disable_channels, hChannelList) +
+						i * sizeof(__u32))) {
+			count(TT_CNT_ALLOC_PARAMS_FAULT);
+			return;
+		}
+		ev = ev_reserve(TT_EV_CHANNEL_STATE, in, id);
+		if (!ev)
+			return;
+		ev->hClient = cl;
+		ev->hParent = p->hObject;
+		ev->hObject = ch;
+		ev->status = p->status;
+		ev->value = off != 0;
+		ev->owner_tgid = client_owner(id >> 32, cl);
+		if (ev->owner_tgid && ev->owner_tgid != (__u32)(id >> 32))
+			ev->flags |= TT_F_FOREIGN;
+		ev_submit(ev);
+	}
+}
+
 static __always_inline void on_control(const struct tt_inflight *in, const union tt_block *b,
 				       __u64 id)
 {
@@ -514,6 +561,8 @@ static __always_inline void on_control(const struct tt_inflight *in, const union
 		type = TT_EV_INTERLEAVE;
 		need = sizeof(struct rm_tsg_interleave);
 	} else {
+		if (p->cmd == RM_CTRL_FIFO_DISABLE_CHANNELS)
+			on_disable(in, p, id);
 		return;
 	}
 	if (p->status != RM_OK && !report_failures)

@@ -43,6 +43,9 @@ enum tt_event_type {
 	TT_EV_TIMESLICE = 6,  /* SET_TIMESLICE accepted on a TSG: value = us */
 	TT_EV_INTERLEAVE = 7, /* SET_INTERLEAVE_LEVEL accepted on a TSG: value = level */
 	TT_EV_EXIT = 8,       /* last thread of a tgid that had RM clients exited */
+	/* DISABLE_CHANNELS accepted: one event per channel it named, hObject =
+	 * the channel, hClient = its client, value = bDisable (1 off, 0 on). */
+	TT_EV_CHANNEL_STATE = 9,
 	TT_EV_MAX
 };
 

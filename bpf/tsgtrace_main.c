@@ -38,6 +38,7 @@ static const char *type_name(unsigned int type)
 		[TT_EV_TSG] = "tsg",             [TT_EV_CHANNEL] = "channel",
 		[TT_EV_FREE] = "free",           [TT_EV_TIMESLICE] = "timeslice",
 		[TT_EV_INTERLEAVE] = "interleave", [TT_EV_EXIT] = "exit",
+		[TT_EV_CHANNEL_STATE] = "channel_state",
 	};
 
 	return type < TT_EV_MAX && names[type] ? names[type] : "unknown";
@@ -109,7 +110,8 @@ static int print_event(void *ctx, const struct tt_event *ev)
 		put_u32_or_null("engineType", ev->engine_type);
 		put_u32_or_null("deviceId", ev->device_id);
 	}
-	if (ev->type == TT_EV_TIMESLICE || ev->type == TT_EV_INTERLEAVE || ev->type == TT_EV_EXIT)
+	if (ev->type == TT_EV_TIMESLICE || ev->type == TT_EV_INTERLEAVE || ev->type == TT_EV_EXIT ||
+	    ev->type == TT_EV_CHANNEL_STATE)
 		printf(",\"value\":%llu", (unsigned long long)ev->value);
 	printf("}\n");
 	r->seen++;

@@ -360,7 +360,11 @@ struct tsg_sent {
 struct tsg_gate {
 	int rotate;             /* the last reconcile put it in a rotation */
 	int want;               /* it should be gated now */
-	int gated;              /* its preempt agent says its channels are disabled */
+	/* Its preempt agent says its channels are disabled (`said`); `gated`
+	 * follows that word only while the RM holds off every channel the
+	 * eBPF tracker saw under it (struct tsg_kchans, tsg_gate_note). */
+	int said;
+	int gated;
 	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
 	int leased;             /* its preempt agent holds a rotation lease on it */
 	/* A GATE was sent since the last UNGATE: the UNGATE that ends it
@@ -490,6 +494,17 @@ struct record_queue {
 	uint64_t batch; /* a TSG is queued in this batch when its rec_queued is batch + 1 */
 };
 
+/* The channels the eBPF tracker saw allocated under a TSG (the first
+ * TSG_KCHANS_MAX), and which of them the RM holds disabled: the
+ * DISABLE_CHANNELS calls it saw the RM accept. None known (no tracker, or
+ * channels made before it started): a gate is its preempt agent's word. */
+#define TSG_KCHANS_MAX 8u
+struct tsg_kchans {
+	rm_handle h[TSG_KCHANS_MAX];
+	unsigned n;
+	uint32_t off; /* bit i: h[i] disabled */
+};
+
 struct tsg {
 	struct tsg *next;
 	pid_t pid;
@@ -508,6 +523,7 @@ struct tsg {
 	struct tsg_wanted want;
 	struct tsg_sent sent;
 	struct tsg_gate gate;
+	struct tsg_kchans kch;
 	/* Read-backs that hold the belief against the RM (verifyIntervalS):
 	 * when the next is due (now_us(); 0: none), when the last answered,
 	 * and how many found the RM holding another value. */
@@ -628,7 +644,19 @@ struct options {
 /* The eBPF tracker's state as ctl and metrics read it (its functions and
  * its watch: agent/io/tracker.h, tracker.c). */
 struct tsgtrace;
+/* A channel the tracker saw allocated (and disabled or enabled since)
+ * under a TSG the table did not hold yet: its process was still being
+ * read. Applied when the TSG comes (the live table has no channels). */
+#define TRACKER_CHANS_PENDING 256u
+struct tracker_chan {
+	pid_t pid; /* 0: a free slot */
+	rm_handle h_client, h_tsg, h_chan;
+	int off;
+};
+
 struct tracker {
+	struct tracker_chan pending[TRACKER_CHANS_PENDING];
+	unsigned pending_next; /* the slot taken next when none is free */
 	enum tracker_setting setting;
 	const char *pin_dir;   /* as configured; NULL: the library's default */
 	struct tsgtrace *tt;   /* NULL while off */
@@ -782,6 +810,12 @@ int tsg_gate_differs(const struct tsg *t);
 /* Its preempt agent says it is (or is not) gated now: keeps gate.gated and
  * the time it was held off. */
 void tsg_gate_note(struct tsg *t, int gated, uint64_t now);
+/* The eBPF tracker saw channel h allocated under t, freed, or disabled
+ * (off 1) or enabled by a DISABLE_CHANNELS the RM accepted; the last
+ * returns 0 when h is none of t's. Each keeps gate.gated as above. */
+void tsg_channel_seen(struct tsg *t, rm_handle h, uint64_t now);
+void tsg_channel_gone(struct tsg *t, rm_handle h, uint64_t now);
+int tsg_channel_state(struct tsg *t, rm_handle h, int off, uint64_t now);
 /* Time gated in all, and its longest period, the current one included. */
 uint64_t tsg_gated_total_us(const struct tsg *t, uint64_t now);
 uint64_t tsg_gated_longest_us(const struct tsg *t, uint64_t now);

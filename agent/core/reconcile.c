@@ -309,7 +309,8 @@ static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int hold
 	/* Past its lease (the agent was stopped or slow): the preempt agent
 	 * has ended the gate by itself, whatever report of it is still unread;
 	 * what is sent now starts a new one. */
-	if (t->gate.gated && t->gate.leased && t->gate.lapse_by && now > t->gate.lapse_by)
+	if ((t->gate.gated || t->gate.said) && t->gate.leased && t->gate.lapse_by &&
+	    now > t->gate.lapse_by)
 		tsg_gate_note(t, 0, now);
 	if (!t->gate.rotate || !rotate_gateable(t)) {
 		/* Out of the rotation: enabled, and no lease that would put

@@ -542,9 +542,18 @@ static uint64_t gate_end_bound(const struct tsg *t, uint64_t now)
 	return t->gate.lapse_by > t->gate.since ? t->gate.lapse_by : t->gate.since;
 }
 
-void tsg_gate_note(struct tsg *t, int gated, uint64_t now)
+/* The RM holds every channel the tracker knows under t disabled; with
+ * none known, the preempt agent's word alone. */
+static int kchans_off(const struct tsg *t)
 {
-	gated = gated != 0;
+	return t->kch.n == 0 || t->kch.off == (1u << t->kch.n) - 1u;
+}
+
+/* gate.gated from the word and the channels; the time held off with it. */
+static void gate_update(struct tsg *t, uint64_t now)
+{
+	int gated = t->gate.said && kchans_off(t);
+
 	if (!gated)
 		now = gate_end_bound(t, now);
 	if (gated && !t->gate.gated) {
@@ -559,6 +568,57 @@ void tsg_gate_note(struct tsg *t, int gated, uint64_t now)
 		t->gate.since = 0;
 	}
 	t->gate.gated = gated;
+}
+
+void tsg_gate_note(struct tsg *t, int gated, uint64_t now)
+{
+	t->gate.said = gated != 0;
+	gate_update(t, now);
+}
+
+static int kchan_index(const struct tsg *t, rm_handle h)
+{
+	for (unsigned i = 0; i < t->kch.n; i++)
+		if (t->kch.h[i] == h)
+			return (int)i;
+	return -1;
+}
+
+void tsg_channel_seen(struct tsg *t, rm_handle h, uint64_t now)
+{
+	if (kchan_index(t, h) >= 0 || t->kch.n == TSG_KCHANS_MAX)
+		return;
+	t->kch.h[t->kch.n++] = h; /* a new channel is enabled */
+	gate_update(t, now);
+}
+
+void tsg_channel_gone(struct tsg *t, rm_handle h, uint64_t now)
+{
+	int i = kchan_index(t, h);
+	uint32_t low;
+
+	if (i < 0)
+		return;
+	/* Keep the bits in step with the handles moved down. */
+	low = t->kch.off & ((1u << i) - 1u);
+	t->kch.off = low | ((t->kch.off >> 1) & ~((1u << i) - 1u));
+	memmove(&t->kch.h[i], &t->kch.h[i + 1], (t->kch.n - (unsigned)i - 1u) * sizeof(t->kch.h[0]));
+	t->kch.n--;
+	gate_update(t, now);
+}
+
+int tsg_channel_state(struct tsg *t, rm_handle h, int off, uint64_t now)
+{
+	int i = kchan_index(t, h);
+
+	if (i < 0)
+		return 0;
+	if (off)
+		t->kch.off |= 1u << i;
+	else
+		t->kch.off &= ~(1u << i);
+	gate_update(t, now);
+	return 1;
 }
 
 static uint64_t gated_now_us(const struct tsg *t, uint64_t now)

@@ -592,7 +592,8 @@ static void render_tsg_controls(struct mbuf *b, const struct mrow *rows, size_t 
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_rotating{%s} %d\n", rows[i].id, rows[i].rotating);
 	bfamily(b, "gpuqos_tsg_gated", "gauge",
-		"1 when its preempt agent reports the TSG's channels disabled, else 0.");
+		"1 when its preempt agent reports the TSG's channels disabled (and, with the eBPF "
+		"tracker, the RM holds them disabled), else 0.");
 	for (size_t i = 0; i < n; i++)
 		bput(b, "gpuqos_tsg_gated{%s} %d\n", rows[i].id, rows[i].gated);
 	bfamily(b, "gpuqos_tsg_gates_total", "counter",

@@ -138,6 +138,62 @@ static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 	return NULL;
 }
 
+/* The channels kept for t's TSG while it was not in the table. */
+static void chans_apply(struct agent *a, struct tsg *t)
+{
+	uint64_t now = now_us();
+
+	for (unsigned i = 0; i < TRACKER_CHANS_PENDING; i++) {
+		struct tracker_chan *c = &a->trk.pending[i];
+
+		if (c->pid != t->pid || c->h_client != t->h_client || c->h_tsg != t->h_tsg)
+			continue;
+		tsg_channel_seen(t, c->h_chan, now);
+		(void)tsg_channel_state(t, c->h_chan, c->off, now);
+		c->pid = 0;
+	}
+}
+
+/* The pending channel (pid, client, channel), or NULL. */
+static struct tracker_chan *chan_pending(struct agent *a, pid_t pid, rm_handle client,
+					 rm_handle chan)
+{
+	for (unsigned i = 0; i < TRACKER_CHANS_PENDING; i++) {
+		struct tracker_chan *c = &a->trk.pending[i];
+
+		if (c->pid == pid && c->h_client == client && c->h_chan == chan)
+			return c;
+	}
+	return NULL;
+}
+
+/* Kept until its TSG comes: a free slot, else the oldest taken (bounded;
+ * a channel lost so is one whose gate is its preempt agent's word). */
+static void chan_keep(struct agent *a, pid_t pid, rm_handle client, rm_handle tsg, rm_handle chan)
+{
+	struct tracker_chan *c = chan_pending(a, pid, client, chan);
+
+	for (unsigned i = 0; !c && i < TRACKER_CHANS_PENDING; i++)
+		if (a->trk.pending[i].pid == 0)
+			c = &a->trk.pending[i];
+	if (!c) {
+		c = &a->trk.pending[a->trk.pending_next];
+		a->trk.pending_next = (a->trk.pending_next + 1u) % TRACKER_CHANS_PENDING;
+	}
+	*c = (struct tracker_chan){ .pid = pid, .h_client = client, .h_tsg = tsg, .h_chan = chan };
+}
+
+/* Every pending channel of pid (of its client, unless client is 0) goes. */
+static void chans_forget(struct agent *a, pid_t pid, rm_handle client)
+{
+	for (unsigned i = 0; i < TRACKER_CHANS_PENDING; i++) {
+		struct tracker_chan *c = &a->trk.pending[i];
+
+		if (c->pid == pid && (client == 0 || c->h_client == client))
+			c->pid = 0;
+	}
+}
+
 static void tsg_seen(struct agent *a, const struct seen *s)
 {
 	struct tsg *t = tsg_find(a, s->pid, s->h_client, s->h_tsg);
@@ -180,6 +236,7 @@ static void tsg_seen(struct agent *a, const struct seen *s)
 		tsg_observe_ts(t, RM_DEFAULT_TIMESLICE_COPY_US, 1);
 	if (s->il_set)
 		tsg_observe_il(t, s->il, s->at);
+	chans_apply(a, t);
 	a->dirty = 1;
 }
 
@@ -231,14 +288,63 @@ static void drop_under(struct agent *a, pid_t pid, rm_handle client, rm_handle o
 	}
 }
 
+/* A channel allocated under a TSG the table holds: its gate is checked
+ * against it from now on (tsg_channel_seen). */
+static void on_channel_event(struct agent *a, const struct tt_event *ev)
+{
+	struct tsg *t;
+
+	if (ev->status != RM_OK)
+		return;
+	t = tsg_find(a, ev_owner(ev), ev->hClient, ev->hParent);
+	if (t)
+		tsg_channel_seen(t, ev->hObject, now_us());
+	else
+		chan_keep(a, ev_owner(ev), ev->hClient, ev->hParent, ev->hObject);
+}
+
+/* A DISABLE_CHANNELS the RM accepted, for one channel: the channel's TSG
+ * is held off (or back on) as the RM holds it. */
+static void on_channel_state(struct agent *a, const struct tt_event *ev)
+{
+	struct tracker_chan *c;
+	uint64_t now = now_us();
+
+	for (struct tsg *t = a->tsgs; t; t = t->next) {
+		if (t->pid == ev_owner(ev) && t->h_client == ev->hClient &&
+		    tsg_channel_state(t, ev->hObject, ev->value != 0, now)) {
+			a->dirty = 1;
+			return;
+		}
+	}
+	c = chan_pending(a, ev_owner(ev), ev->hClient, ev->hObject);
+	if (c)
+		c->off = ev->value != 0;
+}
+
+static void channel_gone(struct agent *a, const struct tt_event *ev)
+{
+	struct tracker_chan *c = chan_pending(a, ev_owner(ev), ev->hClient, ev->hObject);
+	uint64_t now = now_us();
+
+	if (c)
+		c->pid = 0;
+	for (struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->pid == ev_owner(ev) && t->h_client == ev->hClient)
+			tsg_channel_gone(t, ev->hObject, now);
+}
+
 static void on_free_event(struct agent *a, const struct tt_event *ev)
 {
 	uint32_t cls = ev->hClass;
 	int what;
 
-	if (ev->hObject == ev->hClient || rm_class_is_client(cls))
+	if (rm_class_is_channel(cls) || cls == TT_UNKNOWN)
+		channel_gone(a, ev);
+	if (ev->hObject == ev->hClient || rm_class_is_client(cls)) {
+		chans_forget(a, ev_owner(ev), ev->hClient);
 		what = 2; /* the client */
-	else if (cls == RM_CLASS_TSG)
+	} else if (cls == RM_CLASS_TSG)
 		what = 1;
 	else if (cls == RM_CLASS_DEVICE)
 		what = 4;
@@ -305,10 +411,17 @@ static int on_event(void *ctx, const struct tt_event *ev)
 		on_set_event(a, ev);
 		break;
 	case TT_EV_EXIT:
+		chans_forget(a, (pid_t)ev->tgid, 0);
 		tsg_drop_pid(a, (pid_t)ev->tgid, 0, 0, TSG_SRC_ALL);
 		break;
+	case TT_EV_CHANNEL:
+		on_channel_event(a, ev);
+		break;
+	case TT_EV_CHANNEL_STATE:
+		on_channel_state(a, ev);
+		break;
 	default:
-		break; /* clients, devices, channels: the TSG events carry what we need */
+		break; /* clients, devices: the TSG events carry what we need */
 	}
 	return 0;
 }

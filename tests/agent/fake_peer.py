@@ -7,6 +7,8 @@ Driven over stdin with one JSON object per line; reports what it receives
 on stdout, one JSON object per line. Speaks abi/gq_proto.h version 1.
 Owns nothing of the node agent; it only plays the preempt agent's part.
 """
+import ctypes
+import fcntl
 import json
 import os
 import selectors
@@ -20,6 +22,22 @@ import time
 from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, HELLO, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, REFUSED,
                                   RESULT, SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
+
+
+RM_IOCTL_ALLOC21 = 0xC020462B  # NVOS21 (abi/rm_abi.h)
+NVOS21 = "=IIIIQII"
+
+
+def rm_alloc(fd, root, parent, new, cls, params=b""):
+    """One RM allocation on fd; returns the new handle (raises on failure)."""
+    buf = ctypes.create_string_buffer(params, len(params)) if params else None
+    b = bytearray(struct.pack(NVOS21, root, parent, new, cls,
+                              ctypes.addressof(buf) if buf else 0, len(params), 0))
+    fcntl.ioctl(fd, RM_IOCTL_ALLOC21, b, True)
+    out = struct.unpack(NVOS21, b)
+    if out[6] != 0:
+        raise OSError("alloc of class 0x%04x: RM status 0x%x" % (cls, out[6]))
+    return out[2]
 
 
 class Peer:
@@ -158,7 +176,15 @@ class Peer:
 
     def on_line(self, c):
         op = c.pop("op")
-        if op == "tsg":
+        if op == "alloc":  # real objects: client, device, a TSG of engine, one channel
+            client = rm_alloc(self.ctlfd, 0, 0, 0, 0x0041)
+            dev = rm_alloc(self.ctlfd, client, client, 0x5D000001, 0x0080,
+                           struct.pack("=I52x", c.get("gpu", 0)))
+            tsg = rm_alloc(self.ctlfd, client, dev, 0x5D000010, 0xA06C,
+                           struct.pack("=12xI4x", c.get("engine", 1)))
+            chan = rm_alloc(self.ctlfd, client, tsg, 0x5D000020, 0xC86F)
+            self.emit(ev="alloc", client=client, device=dev, tsg=tsg, channel=chan)
+        elif op == "tsg":
             self.tsgs[(c["client"], c["tsg"])] = c
             if self.sock:
                 self.send(self.tsg_msg(c))

@@ -1991,6 +1991,44 @@ static void test_gate_time(void)
 	CHECK(t.gate.count == 3 && t.gate.total_us == 400 && t.gate.longest_us == 300);
 }
 
+/* A gate as the RM holds it: once the tracker knows a TSG's channels, its
+ * preempt agent's word counts only while the RM holds all of them off;
+ * a channel freed takes its state with it (the others' bits kept). */
+static void test_gate_channels(void)
+{
+	struct tsg t;
+
+	memset(&t, 0, sizeof(t));
+	tsg_channel_seen(&t, 0x5c000021, 10);
+	tsg_channel_seen(&t, 0x5c000022, 10);
+	tsg_channel_seen(&t, 0x5c000021, 10); /* again: once */
+	CHECK(t.kch.n == 2);
+	/* Said gated, nothing disabled: not gated (a liar). */
+	tsg_gate_note(&t, 1, 100);
+	CHECK(t.gate.said && !t.gate.gated && t.gate.count == 0);
+	CHECK(tsg_channel_state(&t, 0x5c000021, 1, 150) && !t.gate.gated);
+	CHECK(!tsg_channel_state(&t, 0x5c000099, 1, 160)); /* not its channel */
+	CHECK(tsg_channel_state(&t, 0x5c000022, 1, 200) && t.gate.gated && t.gate.count == 1);
+	/* Enabled by the RM while still said gated: ungated at once. */
+	CHECK(tsg_channel_state(&t, 0x5c000021, 0, 300) && !t.gate.gated);
+	CHECK(t.gate.total_us == 100 && t.gate.longest_us == 100);
+	/* The enabled channel freed: the other (still off) is all there is. */
+	tsg_channel_gone(&t, 0x5c000021, 400);
+	CHECK(t.kch.n == 1 && t.kch.h[0] == 0x5c000022 && t.kch.off == 1u);
+	CHECK(t.gate.gated && t.gate.count == 2);
+	tsg_gate_note(&t, 0, 500);
+	CHECK(!t.gate.gated && t.gate.total_us == 200);
+	/* The last freed: the word alone again. */
+	tsg_channel_gone(&t, 0x5c000022, 600);
+	CHECK(t.kch.n == 0 && t.kch.off == 0);
+	tsg_gate_note(&t, 1, 700);
+	CHECK(t.gate.gated);
+	/* At most TSG_KCHANS_MAX channels are kept. */
+	for (rm_handle h = 0; h < TSG_KCHANS_MAX + 2u; h++)
+		tsg_channel_seen(&t, 0x5c000100 + h, 800);
+	CHECK(t.kch.n == TSG_KCHANS_MAX && !t.gate.gated);
+}
+
 /* An LC's own ask for windows (window.c): standalone GPUQOS_RUN_WINDOWS,
  * in Kubernetes its pod's (win_ask). It turns windows on for that LC's
  * BEs alone, within windows.podMaxOffPercent; an LC that did not ask
@@ -2325,6 +2363,7 @@ int main(void)
 	test_windows_forged_phase();
 	test_windows_refused_claim();
 	test_windows_ask();
+	test_gate_channels();
 	test_pod_facts();
 	test_restart_grace();
 	test_claim_limits();

@@ -31,6 +31,7 @@ import time
 from gpuqos_test import Failure as Fail
 from gpuqos_test import check as expect
 from gpuqos_test import wait_for
+from gpuqos_test.gq_proto import TSG_F_GATED, TSG_F_LEASED
 from gpuqos_test.node import (EAGER, Node, agent_tsgs, copy_timeslices, gr_timeslice, h, proc_row,
                               run_scenario, sim_client_of_pid, sim_tsgs_by_client)
 
@@ -851,6 +852,115 @@ def t_rotate(node):
              what="BEs enabled and restored after the LC left")
 
 
+def gr_rows(node, pids):
+    """(pid, client, tsg) -> the agent's row of each GR TSG of pids."""
+    return {(t["pid"], h(t["client"]), h(t["tsg"])): t for t in agent_tsgs(node)
+            if t["pid"] in pids and t["engine"] == 1}
+
+
+def sim_disabled(node):
+    """(client, tsg) -> [channel enabled, ...] of every TSG the simulator holds."""
+    st = node.sim_state()
+    out = {}
+    for ch in st.get("channels", []):
+        out.setdefault((h(ch["client"]), h(ch["parent"])), []).append(ch["enabled"])
+    return out
+
+
+def gated_but_on(node, pids):
+    """The GR TSGs of pids the agent reports gated while the simulator
+    holds one of their channels enabled, and how many it reports gated
+    (the agent read first: the simulator's state is the later one)."""
+    rows = gr_rows(node, pids)
+    chans = sim_disabled(node)
+    gated = [k for k, t in rows.items() if t["gate"]["applied"]]
+    return [k for k in gated if any(chans.get(k[1:], [True]))], len(gated)
+
+
+def t_bpf_gate(node):
+    """A gate as the RM holds it: with the eBPF tracker, the agent reports
+    a BE gated only while the simulator holds its channels disabled (the
+    tracker maps each DISABLE_CHANNELS the RM accepts to the TSGs whose
+    channels it names). Two BEs rotate beside an LC: stopped (SIGSTOP) at
+    random points, no BE the agent calls gated has a channel on, and some
+    are gated. A peer that owns a real TSG with a channel and says it is
+    gated (GATED|LEASED) without disabling it is not reported gated (it
+    was, by its word alone). The LC goes: every BE enabled and reported
+    ungated."""
+    node.start_agent(bpf=True)
+    bes = [node.workload("be", ["--hold", "60"]) for _ in range(2)]
+    lc = node.workload("lc", ["--hold", "60"])
+    pids = [p.pid for p in bes]
+    wait_for(lambda: len(schedulable(node, pids)) == 1 and len(gr_rows(node, pids)) == 2
+             and all(t["gate"]["rotating"] for t in gr_rows(node, pids).values()), timeout=20,
+             what="two BEs rotating")
+    seen_gated = 0
+    for i in range(12):
+        for p in bes:
+            p.send_signal(signal.SIGSTOP)
+        try:
+            # Stopped, neither BE changes its channels: what the agent
+            # still has to read (the tracker's ring, the last report)
+            # comes in, and no gate it reports is one the RM does not hold.
+            last = []
+
+            def clean():
+                last[:] = [gated_but_on(node, pids)]
+                return not last[0][0]
+            wait_for(clean, timeout=5, what="no BE reported gated with a channel on (sample %d; "
+                     "gated with a channel on, gated: %r)" % (i, last))
+            seen_gated += last[0][1]
+        finally:
+            for p in bes:
+                p.send_signal(signal.SIGCONT)
+        time.sleep(0.05 + 0.037 * i)
+    expect(seen_gated >= 1, "no BE was ever reported gated in 12 samples")
+
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent", "fake_peer.py")
+    liar = subprocess.Popen(["/usr/bin/python3", peer, node.sock, node.dev], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=dict(node.env, **BE_ENV))
+    node.procs.append(liar)
+    try:
+        bpf_gate_liar(node, liar)
+    finally:
+        liar.kill()
+        liar.wait()
+
+    lc.kill()
+    lc.wait()
+    wait_for(lambda: schedulable(node, pids) == set(pids)
+             and not any(t["gate"]["applied"] for t in gr_rows(node, pids).values()), timeout=10,
+             what="every BE enabled and reported ungated after the LC left")
+
+
+def bpf_gate_liar(node, liar):
+    """t_bpf_gate's liar: real objects, a GATED|LEASED report, commands
+    left unanswered; never reported gated."""
+    def say(**m):
+        liar.stdin.write((json.dumps(m) + "\n").encode())
+        liar.stdin.flush()
+    say(op="set", answer=False)
+    say(op="alloc", engine=1)
+    for raw in liar.stdout:
+        line = json.loads(raw)
+        if line.get("ev") == "alloc":
+            break
+    expect(line.get("ev") == "alloc", "the liar's objects: %r" % line)
+    say(op="tsg", client=line["client"], tsg=line["tsg"], device=line["device"], engine=1, gpu=0,
+        ts=2048, app=2048, flags=TSG_F_GATED | TSG_F_LEASED)
+    key = (liar.pid, line["client"], line["tsg"])
+    wait_for(lambda: [t for t in agent_tsgs(node, liar.pid) if "bpf" in t["sources"]
+                      and "preempt" in t["sources"]], timeout=10,
+             what="the liar's TSG seen by the tracker and reported")
+    expect(sim_disabled(node).get(key[1:]) == [True], "the liar's channel is on: %r"
+           % sim_disabled(node).get(key[1:]))
+    for _ in range(10):
+        row = gr_rows(node, [liar.pid]).get(key)
+        expect(row is not None and not row["gate"]["applied"],
+               "a TSG whose channel the RM holds on is reported gated: %r" % row)
+        time.sleep(0.05)
+
+
 BUSY_PCT = 25
 
 
@@ -1097,7 +1207,7 @@ SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
-             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "liar": t_liar,
+             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "bpf_gate": t_bpf_gate, "liar": t_liar,
              "rotate": t_rotate, "busy_lc": t_busy_lc,
              "busy_lc_rotate": t_busy_lc_rotate, "verify": t_verify}
 
