@@ -86,6 +86,7 @@ static void hooks_fill(struct agent *a)
 		.cmd_done = cmd_done,
 		.send_policy = peer_send_policy,
 		.send_window = peer_send_window,
+		.send_memory = peer_send_memory,
 		/* Kubernetes mode started before: the pod's annotation, never
 		 * the process, says its class. */
 		.kernel_confirms = tracker_active,

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent/cli/cli_table.h"
+#include "agent/cli/ctl_memory.h"
 
 struct oint {
 	int has;
@@ -58,6 +59,7 @@ struct proc_view {
 	int has_windows, windows_given;
 	const char *windows_refused, *windows_reason;
 	struct oint windows_after;
+	struct memv mem; /* its video memory (agents since 2026-12-07) */
 };
 
 #define CELL 64
@@ -217,6 +219,7 @@ static int parse_proc(struct jerr *e, const cJSON *o, const char *w, struct proc
 		j_str(e, wins, w2, "reason", J_ANY, &v->windows_reason);
 		oint_get(e, wins, w2, "afterUs", J_ANY, &v->windows_after);
 	}
+	memv_parse(e, o, w, &v->mem);
 	return e->msg[0] ? -1 : 0;
 }
 
@@ -580,6 +583,7 @@ static void show_proc_detail(FILE *out, const struct proc_view *v)
 				 v->windows_reason ? v->windows_reason : "?");
 		detail(out, "windows", buf);
 	}
+	memv_show(out, &v->mem, detail);
 }
 
 int render_show(const cJSON *ans, long long pid, FILE *out, struct jerr *e)

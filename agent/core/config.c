@@ -397,6 +397,76 @@ static int parse_kubernetes(const struct ctx *x, const cJSON *j, struct state *s
 	return v ? get_class(x, "kubernetes.defaultClass", v, &st->cfg.k8s_default_class) : 0;
 }
 
+/* A size (memquant.c) as a string, or whole bytes as a number. */
+static int get_quantity(const struct ctx *x, const char *field, const cJSON *j, uint64_t *out)
+{
+	char why[160], num[32];
+
+	if (cJSON_IsNumber(j)) {
+		double d = j->valuedouble;
+
+		if (!(d >= 0 && d <= (double)MEM_QUANTITY_MAX) || (double)(uint64_t)d != d)
+			return fail(x, field, "must be a size such as \"16Gi\" or whole bytes, got %.15g",
+				    d);
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)d);
+		if (mem_quantity_parse(num, out, why, sizeof(why)))
+			return fail(x, field, "%s", why);
+		return 0;
+	}
+	if (!cJSON_IsString(j) || !j->valuestring)
+		return fail(x, field, "must be a size such as \"16Gi\", got %s", type_name(j));
+	if (mem_quantity_parse(j->valuestring, out, why, sizeof(why)))
+		return fail(x, field, "%s", why);
+	return 0;
+}
+
+/* "memory": the LC reserve per GPU (a size or "N%" of the GPU) and each
+ * class's default budget per pod and GPU. */
+static int parse_memory(const struct ctx *x, const cJSON *j, struct state *st)
+{
+	static const char *const keys[] = { "lcReserve", "defaults" };
+	static const char *const classes[] = { "best-effort", "latency-critical" };
+	struct mem_config *m = &st->cfg.memory;
+	const cJSON *v, *d;
+
+	if (want_object(x, "memory", j) || check_keys(x, "memory", j, keys, 2))
+		return -1;
+	v = cJSON_GetObjectItemCaseSensitive(j, "lcReserve");
+	if (v && cJSON_IsString(v) && v->valuestring && strchr(v->valuestring, '%')) {
+		const char *s = v->valuestring;
+		char *end = NULL;
+		unsigned long pct = strtoul(s, &end, 10);
+
+		if (s[0] < '0' || s[0] > '9' || !end || strcmp(end, "%") != 0 || pct < 1 || pct > 100)
+			return fail(x, "memory.lcReserve",
+				    "must be a size such as \"16Gi\" or a whole percent of the GPU "
+				    "from 1%% to 100%%, got \"%s\"", s);
+		m->lc_reserve_percent = (uint32_t)pct;
+		m->lc_reserve = 0;
+	} else if (v) {
+		if (get_quantity(x, "memory.lcReserve", v, &m->lc_reserve))
+			return -1;
+		m->lc_reserve_percent = 0;
+	}
+	d = cJSON_GetObjectItemCaseSensitive(j, "defaults");
+	if (!d)
+		return 0;
+	if (want_object(x, "memory.defaults", d) || check_keys(x, "memory.defaults", d, classes, 2))
+		return -1;
+	for (size_t i = 0; i < 2; i++) {
+		char field[64];
+		enum qos_class c;
+
+		v = cJSON_GetObjectItemCaseSensitive(d, classes[i]);
+		if (!v || class_parse(classes[i], &c))
+			continue;
+		snprintf(field, sizeof(field), "memory.defaults.%s", classes[i]);
+		if (get_quantity(x, field, v, &m->default_budget[c]))
+			return -1;
+	}
+	return 0;
+}
+
 static int parse_version(const struct ctx *x, const cJSON *j, struct state *st)
 {
 	if (!cJSON_IsNumber(j) || j->valuedouble != (double)CONFIG_VERSION) {
@@ -636,6 +706,7 @@ static const struct {
 	{ "verifyIntervalS", parse_verify },
 	{ "controlPath", parse_control_path },
 	{ "kubernetes", parse_kubernetes },
+	{ "memory", parse_memory },
 };
 #define NTOP (sizeof(top) / sizeof(top[0]))
 
@@ -760,6 +831,7 @@ void config_defaults(struct agent_config *c)
 	c->k8s_default_class = CLASS_BE;
 	c->nrules = 0;
 	policy_config_defaults(&c->policy);
+	mem_config_defaults(&c->memory);
 	c->control_deadline_ms = 1000;
 	c->reconcile_interval_ms = 200;
 	c->verify_interval_s = 60;

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/core/memory.h"
 #include "agent/core/policy.h"
 
 #define CONFIG_VERSION 1
@@ -74,6 +75,8 @@ struct agent_config {
 	/* Kubernetes mode: the class of a GPU pod without a valid gpu.qos
 	 * annotation ("kubernetes": {"defaultClass": ...}). */
 	enum qos_class k8s_default_class;
+	/* Video-memory budgets ("memory", docs/policy.md "Memory"). */
+	struct mem_config memory;
 	char path[4096];                /* where it was loaded from; "" if parsed */
 };
 

@@ -22,6 +22,7 @@
 #include "abi/gq_proto.h"
 #include "agent/core/caps.h"
 #include "agent/core/config.h"
+#include "agent/core/memory.h"
 #include "agent/core/path.h"
 #include "agent/core/policy.h"
 #include "common/log.h"
@@ -263,6 +264,8 @@ struct proc {
 	/* rotate.c: its place in the rotation of each runlist where it had
 	 * rotating TSGs (freed with it). */
 	struct rot_member *rot;
+	/* memory.c: what it holds and may hold per GPU. */
+	struct proc_mem mem;
 };
 
 /* A BE's window schedule (window.c). */
@@ -304,6 +307,7 @@ struct peer {
 	/* window.c: the schedule last sent to it (on 0: none, or ended). */
 	struct peer_window win;
 	int window_state; /* its HELLO said GQ_HELLO_F_WINDOW_STATE */
+	int memory;       /* its HELLO said GQ_HELLO_F_MEMORY */
 	/* Its latest WINDOW_STATE (known 0: none on this connection). */
 	struct {
 		int known, on, refused;
@@ -576,6 +580,14 @@ struct agent_hooks {
 			 const struct cmd_outcome *o);
 	int (*send_policy)(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy,
 			   uint32_t wake);
+	/* Send p's preempt agent the budget of e (memory.c): a MEMORY
+	 * with e->limit and e->total; 0, or -1. */
+	int (*send_memory)(struct agent *a, struct peer *p, const struct mem_gpu *e);
+	/* The bytes of video memory of a GPU (device instance), 0 unknown. */
+	uint64_t (*gpu_mem_total)(const struct agent *a, uint32_t gpu);
+	/* Process p was refused an allocation for the first time (memory.c):
+	 * Kubernetes mode tells its pod. NULL: nobody to tell. */
+	void (*mem_refused)(struct agent *a, struct proc *p, const struct mem_gpu *e);
 	/* Send p the schedule in p->win (window.c); 0, or -1. */
 	int (*send_window)(struct agent *a, struct peer *p);
 	/* The eBPF tracker runs: the kernel, not a read-back, confirms claims. */
@@ -617,6 +629,8 @@ struct counters {
 	uint64_t commands, results, failures, timeouts, config_reloads, config_errors;
 	uint64_t verify_reads, verify_mismatches; /* read-backs of the belief; RM disagreed */
 	uint64_t reverts; /* settings set back by someone else after a SET of ours took */
+	uint64_t bad_mem_usage; /* MEM_USAGE reports dropped (memory.c) */
+	uint64_t memory_sent;   /* MEMORY budgets sent */
 };
 
 
@@ -682,6 +696,8 @@ struct pod_facts {
 	int cls_invalid;              /* gpu.qos there but no class, or annotations not a map */
 	struct window_req windows;    /* gpuqos.io/windows (WINDOW_ASK_NONE: none or invalid) */
 	int windows_invalid;
+	uint64_t memory;              /* gpuqos.io/gpu-memory, bytes per GPU (0: none or invalid) */
+	int memory_invalid;
 };
 
 struct pod_entry;
@@ -974,6 +990,21 @@ const char *window_why_text(enum window_why why);
  * window ends (the BE's enable, 0.35-0.5 ms, done), not just ahead of the
  * next request, where it would meet the next window's disable in the RM. */
 #define WINDOW_CHANGE_AFTER_US 500u
+
+/* memory.c: video-memory budgets (docs/policy.md, "Memory") */
+/* A new connection of p: its reports and what it was sent start again. */
+void memory_hello(struct agent *a, struct peer *p);
+/* A MEM_USAGE: kept, or dropped and counted (nothing changes) when it is
+ * not asked for, out of bounds or goes back. */
+void memory_report(struct agent *a, struct peer *p, const struct gq_mem_usage *m);
+/* Every reconcile: each process's budget per GPU, and a MEMORY to each
+ * peer that counts memory where its budget changed. */
+void memory_plan(struct agent *a);
+/* The budget a pod (or a process in none) gets on a GPU by its
+ * annotation or its class's default; GQ_MEM_UNLIMITED: none. */
+uint64_t memory_pod_budget(const struct agent *a, const struct proc *p);
+/* The reserve kept for LCs on a GPU of `total` bytes (0: unknown). */
+uint64_t memory_lc_reserve(const struct agent *a, uint64_t total);
 
 /* lcbusy.c */
 /* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent

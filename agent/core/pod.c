@@ -56,7 +56,8 @@ static int facts_equal(const struct pod_facts *x, const struct pod_facts *y)
 {
 	return x->cls == y->cls && x->cls_source == y->cls_source &&
 	       x->cls_invalid == y->cls_invalid && x->windows.ask == y->windows.ask &&
-	       x->windows.after_us == y->windows.after_us && x->windows_invalid == y->windows_invalid;
+	       x->windows.after_us == y->windows.after_us && x->windows_invalid == y->windows_invalid &&
+	       x->memory == y->memory && x->memory_invalid == y->memory_invalid;
 }
 
 int pod_set(struct agent *a, const char *uid, const struct pod_facts *f)

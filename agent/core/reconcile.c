@@ -520,6 +520,7 @@ void reconcile(struct agent *a)
 	window_decide(a, now);
 	rotate_plan(a, now);
 	window_plan(a, now);
+	memory_plan(a);
 	/* Outside the loop over TSGs: with none, the grace must still end. */
 	holding = holding_now(a, now);
 	/* POLICY before the commands: a preempt agent handles its messages in

@@ -15,6 +15,7 @@
 #include "agent/io/tracker.h"
 #include "agent/io/gpuinfo.h"
 #include "agent/io/kube_mode.h"
+#include "agent/io/memview.h"
 #include "agent/io/procinfo.h"
 #include "common/log.h"
 #include "common/utf8.h"
@@ -519,6 +520,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	windows_json(p, o);
 	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
+	memview_proc_json(a, p, o);
 	return o;
 }
 
@@ -551,6 +553,8 @@ static cJSON *counters_json(const struct counters *n)
 	cJSON_AddNumberToObject(o, "verifyReads", (double)n->verify_reads);
 	cJSON_AddNumberToObject(o, "verifyMismatches", (double)n->verify_mismatches);
 	cJSON_AddNumberToObject(o, "reverts", (double)n->reverts);
+	cJSON_AddNumberToObject(o, "badMemUsage", (double)n->bad_mem_usage);
+	cJSON_AddNumberToObject(o, "memorySent", (double)n->memory_sent);
 	cJSON_AddNumberToObject(o, "peersRefused", (double)n->peers_refused);
 	cJSON_AddNumberToObject(o, "claimsRefusedLimit", (double)n->claims_refused_limit);
 	cJSON_AddNumberToObject(o, "claimsRefusedReadback", (double)n->claims_refused_readback);

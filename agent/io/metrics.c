@@ -16,6 +16,7 @@
 #include "agent/io/gpuinfo.h"
 #include "agent/io/io.h"
 #include "agent/io/kube_mode.h"
+#include "agent/io/memview.h"
 #include "agent/io/tracker.h"
 #include "common/httpd.h"
 #include "common/log.h"
@@ -1129,6 +1130,7 @@ static struct snap *render(struct agent *a, uint64_t now)
 	render_latency(&b);
 	render_bpf(&b, &g);
 	render_kube(&b, &g);
+	memview_metrics(a, bput_bytes, &b);
 	free(rows);
 	if (!b.oom && (s = malloc(sizeof(*s) + b.len + 1))) {
 		atomic_init(&s->refs, 1);

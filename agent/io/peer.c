@@ -155,6 +155,22 @@ int peer_send_window(struct agent *a, struct peer *p)
 	return peer_send(a, p, &m, "WINDOW");
 }
 
+int peer_send_memory(struct agent *a, struct peer *p, const struct mem_gpu *e)
+{
+	struct gq_memory m;
+
+	memset(&m, 0, sizeof(m));
+	gq_hdr_init(&m.hdr, GQ_MEMORY, ++p->send_seq);
+	m.device_instance = e->gpu;
+	m.flags = e->limit != GQ_MEM_UNLIMITED ? GQ_MEMORY_F_REPORT : 0;
+	m.limit = e->limit;
+	m.reported_total = e->total;
+	if (peer_send(a, p, &m, "MEMORY") != 0)
+		return -1;
+	log_debug("pid %d: MEMORY gpu %u limit %llu total %llu", (int)p->pid, e->gpu,
+		  (unsigned long long)e->limit, (unsigned long long)e->total);
+	return 0;
+}
 
 int peer_send_command(struct agent *a, struct peer *p, struct cmd *c)
 {
@@ -262,6 +278,8 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->can_window = (m->flags & GQ_HELLO_F_WINDOW) != 0;
 	p->span = (m->flags & GQ_HELLO_F_SPAN) != 0;
 	p->window_state = (m->flags & GQ_HELLO_F_WINDOW_STATE) != 0;
+	p->memory = (m->flags & GQ_HELLO_F_MEMORY) != 0;
+	memory_hello(a, p);
 	memset(&p->win_state, 0, sizeof(p->win_state));
 	/* A new connection has no schedule: the library ended it with the
 	 * last one. */
@@ -525,6 +543,9 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		return 0;
 	case GQ_WINDOW_STATE:
 		on_window_state(a, p, buf);
+		return 0;
+	case GQ_MEM_USAGE:
+		memory_report(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
 		proc_log(a, p->proc, LOG_LEVEL_WARN,

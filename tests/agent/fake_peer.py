@@ -20,7 +20,7 @@ import time
 # The protocol's one Python codec (tests/lib; PYTHONPATH comes from ctest
 # through the harness's environment).
 from gpuqos_test import gq_proto
-from gpuqos_test.gq_proto import (COMMAND, HELLO, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, REFUSED,
+from gpuqos_test.gq_proto import (COMMAND, HELLO, MEM_UNLIMITED, MEMORY, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, REFUSED,
                                   RESULT, SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
 
 
@@ -62,6 +62,18 @@ class Peer:
         self.inbuf = b""
         # "flip": re-report one TSG every interval with these flags toggled.
         self.flip = None
+        # Memory per GPU as the library counts it (MEM_USAGE fields; "mem"
+        # sets them and reports), and the budget each MEMORY set.
+        self.mem = {}
+        self.mem_ok = False
+        self.mem_limit = {}  # gpu -> the budget its last MEMORY set
+
+    def mem_msg(self, gpu):
+        m = self.mem[gpu]
+        self.seq += 1
+        limit = self.mem_limit.get(gpu, MEM_UNLIMITED)
+        return gq_proto.mem_usage(int(gpu), m["used"], m["peak"], limit, m["refused"],
+                                  m["refused_bytes"], m["unknown"], m["flags"], seq=self.seq)
 
     def emit(self, **ev):
         sys.stdout.write(json.dumps(ev) + "\n")
@@ -99,6 +111,8 @@ class Peer:
             self.send(self.tsg_msg(t))
         self.seq += 1
         self.send(hdr(SYNCED, self.seq) + struct.pack("=II", len(self.tsgs), 0))
+        # As the library does: no MEM_USAGE on a connection before a MEMORY.
+        self.mem_ok = False
         self.emit(ev="connected", n=self.connects)
 
     def disconnect(self):
@@ -156,6 +170,16 @@ class Peer:
             self.emit(ev="window", **{k: w[k] for k in (
                 "flags", "device_instance", "period_ns", "start_ns", "sent_ns", "before_us",
                 "after_us", "lease_ms", "reserved")})
+        elif mtype == MEMORY:
+            m = gq_proto.parse(data)
+            gpu = str(m["device_instance"])
+            self.mem_limit[gpu] = m["limit"]
+            self.emit(ev="memory", gpu=m["device_instance"], flags=m["flags"], limit=m["limit"],
+                      total=m["reported_total"])
+            if not self.mem_ok:  # from the first MEMORY on: every GPU it has seen
+                self.mem_ok = True
+                for g in self.mem:
+                    self.send(self.mem_msg(g))
         elif mtype == REFUSED:
             r = gq_proto.parse(data)
             self.emit(ev="refused", reason=r["reason"], retry_after_ms=r["retry_after_ms"])
@@ -199,6 +223,15 @@ class Peer:
                 t = {"client": c["client"], "tsg": c["tsg"] + i, "engine": c.get("engine", 1),
                      "fd": c.get("fd", self.ctlfd)}
                 self.send(self.tsg_msg(t))
+        elif op == "mem":  # {gpu, used, [peak, refused, ...]}: set and report MEM_USAGE
+            gpu = str(c.pop("gpu"))
+            m = self.mem.setdefault(gpu, {"used": 0, "peak": 0, "refused": 0, "refused_bytes": 0,
+                                          "unknown": 0, "flags": 0})
+            m.update(c)
+            if "peak" not in c:
+                m["peak"] = max(m["peak"], m["used"])
+            if self.sock and self.mem_ok:
+                self.send(self.mem_msg(gpu))
         elif op == "raw":
             self.send(bytes.fromhex(c["hex"]))
         elif op == "set":

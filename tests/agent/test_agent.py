@@ -1703,6 +1703,180 @@ def t_window_run_ask(make_agent):
     check(a.alive(), "agent alive")
 
 
+GI = 1 << 30
+MI = 1 << 20
+
+
+def mem_row(agent, pid, gpu=0):
+    for p in agent.list()["processes"]:
+        if p["pid"] == pid:
+            return next((m for m in p.get("memory", []) if m["gpu"] == gpu), None)
+    return None
+
+
+def memory_peer(agent, env=None):
+    """A peer whose HELLO offers MEMORY, connected again with it."""
+    p = agent.peer(env)
+    p.send(op="set", hello_flags=F_ACTIVITY | gq_proto.F_MEMORY)
+    p.send(op="reconnect")
+    wait_for(lambda: p.evs("connected") and p.evs("connected")[-1]["n"] == 2, "reconnected")
+    return p
+
+
+def t_memory_budget(make_agent):
+    """Budgets (docs/policy.md, "Memory"): a peer whose HELLO offers MEMORY
+    gets its class's default budget per GPU in a MEMORY (REPORT, the budget
+    as its FB total) once it reported or has a TSG there; one whose HELLO
+    does not is never sent one, and its MEM_USAGE is dropped and counted.
+    gpuqosctl list shows used memory, budget and refusals."""
+    a = make_agent(config(memory={"defaults": {"best-effort": "1Gi", "latency-critical": "4Gi"}}))
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.close()
+    a.start(extra=["--metrics-address", "127.0.0.1:%d" % port])
+    be = memory_peer(a)
+    lc = memory_peer(a, LC_ENV)
+    old = a.peer()
+    be.send(op="mem", gpu=0, used=100 * MI)
+    standard_process(lc, client=0xC1D00002)
+    wait_for(lambda: be.evs("memory"), "MEMORY to the BE")
+    check(be.evs("memory")[-1] == {"ev": "memory", "gpu": 0, "flags": gq_proto.MEMORY_F_REPORT,
+                                   "limit": GI, "total": GI}, repr(be.evs("memory")))
+    # The LC has no report yet: its first MEMORY comes on its connection,
+    # with its budget (its preempt agent reports only after one).
+    wait_for(lambda: lc.evs("memory"), "MEMORY to the LC")
+    check(lc.evs("memory")[-1]["limit"] == 4 * GI, repr(lc.evs("memory")))
+    old.send(op="raw", hex=gq_proto.mem_usage(0, 100 * MI, 100 * MI, gq_proto.MEM_UNLIMITED).hex())
+    standard_process(old, client=0xC1D00003)
+    wait_for(lambda: a.counters()["badMemUsage"] == 1, "an unasked MEM_USAGE counted")
+    be.send(op="mem", gpu=0, used=300 * MI, refused=2, refused_bytes=2 * GI)
+    wait_for(lambda: (mem_row(a, be.pid) or {}).get("refused") == 2, "the refusal in list")
+    r = mem_row(a, be.pid)
+    check(r["usedBytes"] == 300 * MI and r["limitBytes"] == GI and r["podLimitBytes"] == GI
+          and r["refusedBytes"] == 2 * GI and r["enforcedBytes"] == GI, repr(r))
+    check(mem_row(a, old.pid) is None, "nothing kept of the unasked report")
+    old.sync()
+    be.sync()
+    check(not old.evs("memory") and not old.evs("disconnected"), "no MEMORY to a peer without "
+          "the flag, and it stays connected")
+    check(len(be.evs("memory")) == 1, "a budget that did not change is not sent again: %r"
+          % be.evs("memory"))
+    # /metrics, with dcgm-exporter's label names; no limit sample for the
+    # peer that counts nothing, none at all for it.
+    def scrape():
+        return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                      timeout=5).read().decode()
+
+    wait_for(lambda: re.search(r'^gpuqos_memory_refused_total\{[^}]*pid="%d"[^}]*\} 2$' % be.pid,
+                               scrape(), re.M), "the refusal in /metrics")
+    text = scrape()
+    host = socket.gethostname()
+    for name, v in (("used_bytes", 300 * MI), ("limit_bytes", GI), ("refused_total", 2),
+                    ("refused_bytes_total", 2 * GI)):
+        check(re.search(r'^gpuqos_memory_%s\{gpu="0",pid="%d",Hostname="%s",class="best-effort"\} '
+                        r'%d$' % (name, be.pid, re.escape(host), v), text, re.M),
+              "gpuqos_memory_%s: %s" % (name, "\n".join(l for l in text.splitlines()
+                                                         if "memory" in l)))
+    check(not re.search(r'^gpuqos_memory_\w+\{[^}]*pid="%d"' % old.pid, text, re.M),
+          "no memory samples for the peer that counts nothing")
+    check(re.search(r"^gpuqos_memory_reports_dropped_total 1$", text, re.M), "dropped counted")
+    # gpuqosctl show says it in words.
+    ctl = os.path.join(os.path.dirname(a.binary), "cli", "gpuqosctl")
+    out = subprocess.run([ctl, "--socket", a.ctl_sock, "show", str(be.pid)], capture_output=True,
+                         text=True, timeout=20).stdout
+    check(re.search(r"memory\s+GPU 0: 300Mi used of 1Gi \(its pod: 300Mi of 1Gi\); "
+                    r"2 allocations refused \(2Gi\)", out), "gpuqosctl show: %s" % out)
+    # A reload without the section lifts the budgets: unlimited is sent.
+    a.write_config(config())
+    a.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: len(be.evs("memory")) == 2, "the budget lifted")
+    check(be.evs("memory")[-1]["limit"] == gq_proto.MEM_UNLIMITED and
+          be.evs("memory")[-1]["flags"] == 0, repr(be.evs("memory")))
+
+
+def t_memory_bad(make_agent):
+    """MEM_USAGE that one library cannot have sent (reserved bits, used past
+    its peak, a peak past 1Pi, fewer bytes than refusals, counts going back,
+    a device instance past 31) is dropped and counted (badMemUsage); what the
+    agent holds and the budget do not change; the connection stays. A bad
+    policy section is refused whole at a reload."""
+    a = make_agent(config(memory={"defaults": {"best-effort": "1Gi"}}))
+    a.start()
+    be = memory_peer(a)
+    be.send(op="mem", gpu=0, used=100 * MI, refused=1, refused_bytes=MI)
+    wait_for(lambda: be.evs("memory"), "MEMORY to the BE")
+    wait_for(lambda: (mem_row(a, be.pid) or {}).get("usedBytes") == 100 * MI, "the report")
+    gone = len(be.evs("disconnected"))
+    bad = [dict(flags=2, used=GI, peak=GI, limit=GI, refused=1, refused_bytes=MI),
+           dict(used=GI, peak=GI // 2, limit=GI, refused=1, refused_bytes=MI),
+           dict(used=GI, peak=(1 << 50) + 1, limit=GI, refused=1, refused_bytes=MI),
+           dict(used=GI, peak=GI, limit=GI, refused=5, refused_bytes=4),
+           dict(used=GI, peak=GI, limit=GI, refused=0, refused_bytes=0),
+           dict(used=GI, peak=GI, limit=GI, refused=1, refused_bytes=MI, unknown=0, gpu=32)]
+    for i, m in enumerate(bad):
+        gpu = m.pop("gpu", 0)
+        be.send(op="raw", hex=gq_proto.mem_usage(gpu, m.pop("used"), m.pop("peak"),
+                                                 m.pop("limit"), **m).hex())
+        wait_for(lambda: a.counters()["badMemUsage"] == i + 1, "bad report %d counted" % i)
+    r = mem_row(a, be.pid)
+    check(r["usedBytes"] == 100 * MI and r["peakBytes"] == 100 * MI and r["refused"] == 1 and
+          r["limitBytes"] == GI, "nothing changed: %r" % r)
+    check(mem_row(a, be.pid, 32) is None, "no GPU 32 kept")
+    be.sync()
+    check(len(be.evs("disconnected")) == gone and len(be.evs("memory")) == 1,
+          repr(be.events[-5:]))
+    # A truncated one breaks the protocol: the connection closes.
+    be.send(op="raw", hex=gq_proto.mem_usage(0, MI, MI, GI).hex()[:-16])
+    wait_for(lambda: len(be.evs("disconnected")) > gone,
+             "a truncated MEM_USAGE closes the connection")
+    # A bad size in the policy file: the reload is refused, nothing changes.
+    errors = a.counters()["configErrors"]
+    a.write_config(config(memory={"defaults": {"best-effort": "1GB"}}))
+    a.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: a.counters()["configErrors"] == errors + 1, "the bad reload refused")
+    wait_for(lambda: (mem_row(a, be.pid) or {}).get("limitBytes") == GI, "the budget kept")
+
+
+def t_memory_restart(make_agent):
+    """Budgets survive an agent restart: the new agent computes them again
+    from the policy and the peers' reports after they reconnect, and sends
+    each again on the new connection; a peer that holds more than its
+    budget now (the policy shrank it while the agent was down) keeps what
+    it holds and is told the smaller budget."""
+    a = make_agent(config(memory={"defaults": {"best-effort": "2Gi"}}))
+    a.start()
+    b1 = memory_peer(a)
+    b2 = memory_peer(a)
+    b1.send(op="mem", gpu=0, used=GI)
+    b2.send(op="mem", gpu=1, used=3 * GI // 2)
+    wait_for(lambda: b1.evs("memory") and b2.evs("memory"), "both budgeted")
+    check(b1.evs("memory")[-1]["limit"] == 2 * GI and b2.evs("memory")[-1]["gpu"] == 1, "%r %r"
+          % (b1.evs("memory"), b2.evs("memory")))
+    n1, n2 = len(b1.evs("memory")), len(b2.evs("memory"))
+    check(a.stop(signal.SIGKILL) == -signal.SIGKILL, "agent killed")
+    a.write_config(config(memory={"defaults": {"best-effort": "1Gi"}}))
+    a.start()
+    wait_for(lambda: len(b1.evs("memory")) > n1 and
+             any(e["gpu"] == 1 for e in b2.evs("memory")[n2:]),
+             "budgets sent again after the restart")
+    check(b1.evs("memory")[-1] == {"ev": "memory", "gpu": 0, "flags": gq_proto.MEMORY_F_REPORT,
+                                   "limit": GI, "total": GI}, repr(b1.evs("memory")))
+    # Its first MEMORY on the new connection carried the budget: none was
+    # lifted on the way.
+    check(all(e["limit"] != gq_proto.MEM_UNLIMITED for e in b1.evs("memory") + b2.evs("memory")),
+          "no budget lifted by the reconnection: %r %r" % (b1.evs("memory"), b2.evs("memory")))
+    # b2 holds 1.5Gi of its new 1Gi: its budget is what it holds, no more.
+    check([e["limit"] for e in b2.evs("memory")[n2:] if e["gpu"] == 1] == [3 * GI // 2],
+          repr(b2.evs("memory")))
+    r = mem_row(a, b2.pid, 1)
+    check(r["usedBytes"] == 3 * GI // 2 and r["podLimitBytes"] == GI, repr(r))
+    # It frees: the budget comes back to the pod's.
+    b2.send(op="mem", gpu=1, used=GI // 2)
+    wait_for(lambda: [e["limit"] for e in b2.evs("memory") if e["gpu"] == 1][-1] == GI,
+             "back to its budget after a free")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1718,6 +1892,8 @@ TESTS = {
     "window_send": t_window_send, "window_liar": t_window_liar, "window_auto": t_window_auto, "window_state": t_window_state,
     "window_run_ask": t_window_run_ask,
     "rotation_abuse": t_rotation_abuse,
+    "memory_budget": t_memory_budget, "memory_bad": t_memory_bad,
+    "memory_restart": t_memory_restart,
 }
 
 if __name__ == "__main__":

@@ -108,6 +108,36 @@ static void test_defaults(void)
 	CHECK_EQ_U(d.policy.be_timeslice_us, 20);
 	CHECK_EQ_U(d.policy.several_be_timeslice_us, 100);
 	CHECK_EQ_U(d.policy.several_be, POLICY_SEVERAL_BE_LEAVE);
+	CHECK_EQ_U(d.memory.lc_reserve, 0);
+	CHECK(d.memory.default_budget[CLASS_BE] == GQ_MEM_UNLIMITED &&
+	      d.memory.default_budget[CLASS_LC] == GQ_MEM_UNLIMITED);
+	{
+		struct agent_config e;
+
+		/* Sizes as Kubernetes writes them, or whole bytes, or a percent. */
+		CHECK(config_parse("{\"version\":1,\"memory\":{\"lcReserve\":\"16Gi\",\"defaults\":"
+				      "{\"best-effort\":\"1500M\",\"latency-critical\":2097152}}}",
+				      &e, err, sizeof(err)) == 0);
+		CHECK_EQ_U(e.memory.lc_reserve, 16ull << 30);
+		CHECK_EQ_U(e.memory.lc_reserve_percent, 0);
+		CHECK_EQ_U(e.memory.default_budget[CLASS_BE], 1500000000ull);
+		CHECK_EQ_U(e.memory.default_budget[CLASS_LC], 2097152ull);
+		CHECK(e.memory.default_budget[CLASS_UNMANAGED] == GQ_MEM_UNLIMITED);
+		CHECK(config_parse("{\"version\":1,\"memory\":{\"lcReserve\":\"25%\"}}", &e, err,
+				      sizeof(err)) == 0);
+		CHECK_EQ_U(e.memory.lc_reserve_percent, 25);
+		CHECK_EQ_U(e.memory.lc_reserve, 0);
+		{
+			char q[32];
+
+			mem_quantity_format(16ull << 30, q, sizeof(q));
+			CHECK(strcmp(q, "16Gi") == 0);
+			mem_quantity_format(1500000000ull, q, sizeof(q));
+			CHECK(strcmp(q, "1500M") == 0);
+			mem_quantity_format(1048577, q, sizeof(q));
+			CHECK(strcmp(q, "1048577") == 0);
+		}
+	}
 	CHECK(d.policy.lc_interleave == RM_INTERLEAVE_HIGH);
 	CHECK(d.policy.be_interleave == RM_INTERLEAVE_LOW);
 	CHECK_EQ_U(d.policy.manage_copy, 1);
@@ -267,6 +297,26 @@ static const struct bad bads[] = {
 	{ "{\"version\": 1} trailing", { "not valid JSON", "column" } },
 	{ "version = 1", { "not valid JSON", "line 1" } },
 	{ "", { "empty", "version" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"16GB\"}}",
+	  { "memory.lcReserve", "unknown suffix \"GB\"" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"1.5Gi\"}}",
+	  { "memory.lcReserve", "unknown suffix \".5Gi\"" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"101%\"}}",
+	  { "memory.lcReserve", "from 1% to 100%" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"-5%\"}}", { "memory.lcReserve", "\"-5%\"" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"2Pi\"}}", { "memory.lcReserve", "larger than 1Pi" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": 1000}}", { "memory.lcReserve", "smaller than 1Mi" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": 1.5}}", { "memory.lcReserve", "whole bytes" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": true}}", { "memory.lcReserve", "a boolean" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"\"}}", { "memory.lcReserve", "empty" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"Gi\"}}", { "memory.lcReserve", "not a size" } },
+	{ "{\"version\": 1, \"memory\": {\"lcReserve\": \"016Gi\"}}", { "memory.lcReserve", "not a size" } },
+	{ "{\"version\": 1, \"memory\": {\"reserve\": \"1Gi\"}}", { "memory", "unknown key \"reserve\"" } },
+	{ "{\"version\": 1, \"memory\": []}", { "memory", "an object" } },
+	{ "{\"version\": 1, \"memory\": {\"defaults\": {\"be\": \"1Gi\"}}}",
+	  { "memory.defaults", "unknown key \"be\"" } },
+	{ "{\"version\": 1, \"memory\": {\"defaults\": {\"best-effort\": \"99999999999999999999Gi\"}}}",
+	  { "memory.defaults.best-effort", "larger than 1Pi" } },
 	{ " \n\t ", { "empty", "version" } },
 };
 

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * memory.h - video-memory budgets: the policy file's "memory" section and
+ * the sizes it is written in (memquant.c, pure), and what each process
+ * holds and may hold per GPU (memory.c, part of the core: core.h includes
+ * this header).
+ *
+ * Owns: the quantity grammar shared by the policy file and the pods'
+ * gpuqos.io/gpu-memory annotation, the budget of each process of a peer
+ * that counts memory (GQ_HELLO_F_MEMORY) and the checks on its MEM_USAGE.
+ * Does not own: counting or refusing allocations (the preempt agent does,
+ * docs/protocol.md "Memory"), sending MEMORY (a hook) or rendering
+ * (ctl, metrics).
+ */
+#ifndef GPUQOS_AGENT_CORE_MEMORY_H
+#define GPUQOS_AGENT_CORE_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/gq_proto.h"
+
+/* A budget or a reserve is at least 1 MiB (a smaller one is a typo: no
+ * CUDA context fits) and at most 1 PiB, so sums of many never overflow. */
+#define MEM_QUANTITY_MIN (1ull << 20)
+#define MEM_QUANTITY_MAX (1ull << 50)
+
+/* What the policy file's "memory" section says (docs/policy.md,
+ * "Memory"). A budget of GQ_MEM_UNLIMITED is none. */
+struct mem_config {
+	uint64_t lc_reserve;          /* bytes kept free for LCs per GPU; 0: none */
+	uint32_t lc_reserve_percent;  /* ... or this share of the GPU (1..100); 0: bytes */
+	uint64_t default_budget[3];   /* by enum qos_class: a pod's budget per GPU */
+};
+
+void mem_config_defaults(struct mem_config *m);
+
+/* A size as Kubernetes writes a quantity, in whole bytes: digits, then
+ * nothing (bytes) or one of Ki Mi Gi Ti Pi (powers of 1024) or k M G T P
+ * (powers of 1000); MEM_QUANTITY_MIN .. MEM_QUANTITY_MAX. 0, or -1 with
+ * why (one phrase) filled. */
+int mem_quantity_parse(const char *s, uint64_t *out, char *why, size_t n);
+/* The bytes as the shortest exact quantity ("16Gi", "1500M", "12345"). */
+void mem_quantity_format(uint64_t bytes, char *buf, size_t n);
+
+/* ---- the core's side (memory.c) ---- */
+
+/* GPUs one process's memory is kept for; reports on more are dropped. */
+#define MEM_GPUS_PER_PROC 8u
+
+/* One process's memory on one GPU: its preempt agent's last MEM_USAGE on
+ * this connection, the budget the last plan gave it and what was sent. */
+struct mem_gpu {
+	uint32_t gpu; /* device instance, as in TSG */
+	int reported; /* a MEM_USAGE on this connection */
+	uint64_t used, peak, enforced, refused, refused_bytes, unknown;
+	uint64_t limit;     /* the plan's budget; GQ_MEM_UNLIMITED: none */
+	uint64_t pod_limit; /* its pod's own budget (annotation or class default) */
+	uint64_t total;     /* what its FB info is to report (0: the RM's own) */
+	int sent;           /* a MEMORY went on this connection */
+	uint64_t sent_limit, sent_total;
+};
+
+struct proc_mem {
+	unsigned n;
+	struct mem_gpu g[MEM_GPUS_PER_PROC];
+	int refusal_said; /* its first refusal was logged (and its pod told) */
+	/* A MEMORY went on this connection: its preempt agent reports only
+	 * after one (docs/protocol.md, "Memory"). */
+	int greeted;
+};
+
+#endif
