@@ -59,6 +59,79 @@ def quiet_patches(node, settle=1.0):
 # --------------------------------------------------------------------------
 
 
+def fake_peer_in_pod(node, name, out):
+    """tests/agent/fake_peer.py as a process of pod name's container."""
+    procs = os.path.join(node.pods[name][2], "cgroup.procs")
+    peer = os.path.join(HERE, "..", "agent", "fake_peer.py")
+    p = subprocess.Popen(["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs, "/usr/bin/python3",
+                          peer, node.sock, node.dev], stdin=subprocess.PIPE,
+                         stdout=open(out, "w"), env=node.env)
+    node.procs.append(p)
+    return p
+
+
+def peer_events(out):
+    with open(out) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def t_kube_admission(node):
+    """Admission is keyed by pod in Kubernetes mode (docs/protocol.md,
+    "Admission"): with 224 connections of one BE pod's processes (the
+    share a BE pod may take of the 256 a pod), the next of that pod is
+    told REFUSED (SHARE), and one of another pod, same uid (root), is
+    admitted. Keyed by uid, the second pod's would have been refused."""
+    from gpuqos_test.gq_proto import REFUSED_SHARE
+    node.add_pod("a", "best-effort")
+    node.add_pod("b", "best-effort")
+    node.start_kube_agent()
+    wait_for(lambda: node.kube_view()["synced"] and node.kube_view()["pods"] >= 2,
+             what="both pods cached")
+    procs_a = os.path.join(node.pods["a"][2], "cgroup.procs")
+    kids = []
+    try:
+        for _ in range(224):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                with open(procs_a, "w") as f:
+                    f.write(str(os.getpid()))
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(node.sock)
+                os.write(w, b"x")
+                time.sleep(120)
+                os._exit(0)
+            os.close(w)
+            os.read(r, 1)
+            os.close(r)
+            kids.append(pid)
+        wait_for(lambda: len([p for p in node.ctl("list")["processes"] if p["connected"]]) == 224,
+                 timeout=60, what="224 of pod a connected")
+        out_a, out_b = os.path.join(node.dir, "peer-a.out"), os.path.join(node.dir, "peer-b.out")
+        pa = fake_peer_in_pod(node, "a", out_a)
+        wait_for(lambda: [e for e in peer_events(out_a) if e["ev"] in ("refused", "policy")],
+                 timeout=30, what="pod a's next peer answered")
+        ev = [e for e in peer_events(out_a) if e["ev"] in ("refused", "policy")][0]
+        expect(ev["ev"] == "refused" and ev["reason"] == REFUSED_SHARE,
+               "pod a's 225th refused for its pod's share: %r" % ev)
+        pb = fake_peer_in_pod(node, "b", out_b)
+        wait_for(lambda: [e for e in peer_events(out_b) if e["ev"] in ("refused", "policy")],
+                 timeout=30, what="pod b's peer answered")
+        evs = [e for e in peer_events(out_b) if e["ev"] in ("refused", "policy")]
+        expect(evs[0]["ev"] == "policy", "pod b's peer admitted beside pod a's 224: %r" % evs)
+        log = open(node.agent_logs[-1]).read()
+        expect("pod %s has 224 preempt agents connected, the limit per pod for class best-effort"
+               % node.pods["a"][0] in log, "the refusal names the pod")
+        for p in (pa, pb):
+            p.kill()
+            p.wait()
+    finally:
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+            os.waitpid(k, 0)
+
+
 def t_kube_classes(node):
     """The pod's annotation decides (not what the process claims); the pod
     gets gpuqos.io/class and gpuqos.io/state; a flip at run time moves the
@@ -641,7 +714,7 @@ def t_kube_windows(node):
     be.wait()
 
 
-SCENARIOS = {"kube_classes": t_kube_classes, "kube_outage": t_kube_outage,
+SCENARIOS = {"kube_classes": t_kube_classes, "kube_admission": t_kube_admission, "kube_outage": t_kube_outage,
              "kube_valgrind": t_kube_valgrind, "kube_metrics": t_kube_metrics,
              "kube_publish": t_kube_publish, "kube_windows": t_kube_windows}
 
