@@ -64,11 +64,27 @@ int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out)
 	return 1;
 }
 
+int kmode_pod_memory(const struct kube_pod *pod, uint64_t *bytes)
+{
+	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations,
+							    KMODE_MEMORY_ANNOTATION);
+	char why[160];
+
+	*bytes = 0;
+	if (!raw)
+		return 0;
+	if (cJSON_IsString(raw) && mem_quantity_parse(raw->valuestring, bytes, why, sizeof(why)) == 0)
+		return 0;
+	*bytes = 0;
+	return 1;
+}
+
 void kmode_pod_facts(const struct agent *a, const struct kube_pod *pod, struct pod_facts *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->cls = (enum qos_class)kmode_pod_class(a, pod, &f->cls_source, &f->cls_invalid);
 	f->windows_invalid = kmode_pod_windows(pod, &f->windows);
+	f->memory_invalid = kmode_pod_memory(pod, &f->memory);
 }
 
 static void on_pod(void *arg, enum kube_pod_change change, const struct kube_pod *pod)
@@ -90,6 +106,7 @@ static void on_pod(void *arg, enum kube_pod_change change, const struct kube_pod
 	switch (pod_set(a, pod->uid, &f)) {
 	case 1:
 		a->kube->class_changes += pod_reclassify(a, pod->uid, name);
+		a->dirty = 1; /* its budget may have changed (memory.c) */
 		break;
 	case 0:
 		break;
@@ -244,7 +261,8 @@ static int kube_config_load(struct agent *a)
 /* The annotations the agent reads or writes: all the API client keeps of
  * a pod's, however many other (and however large) a pod carries. */
 static const char *const kept_annotations[] = {
-	KMODE_QOS_ANNOTATION, KMODE_WINDOWS_ANNOTATION, KMODE_KEY_CLASS, KMODE_KEY_STATE, NULL,
+	KMODE_QOS_ANNOTATION, KMODE_WINDOWS_ANNOTATION, KMODE_MEMORY_ANNOTATION, KMODE_KEY_CLASS,
+	KMODE_KEY_STATE, NULL,
 };
 
 static int kube_client_init(struct agent *a)

@@ -35,6 +35,8 @@ struct podres;
 #define KMODE_KEY_STATE KMODE_PREFIX "state"
 /* What an LC pod may ask of its own windows (docs/kubernetes.md). */
 #define KMODE_WINDOWS_ANNOTATION KMODE_PREFIX "windows"
+/* The pod's video-memory budget per GPU (docs/kubernetes.md). */
+#define KMODE_MEMORY_ANNOTATION KMODE_PREFIX "gpu-memory"
 
 /* One libcurl socket in the loop. libcurl owns the fd. */
 struct kfd {
@@ -55,6 +57,8 @@ struct kpod {
 	char bad_windows[96]; /* the gpuqos.io/windows value an InvalidWindows Event named */
 	char refused[160]; /* the last ControlRefused note */
 	char capmiss[160]; /* the last CapabilityMissing note */
+	char bad_memory[96]; /* the gpuqos.io/gpu-memory value an InvalidGPUMemory Event named */
+	int mem_refused_said; /* a GPUMemoryRefused Event went for it */
 };
 
 struct kmode {
@@ -109,6 +113,12 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum clas
  * an invalid one; returns 1 when the value was refused (also one that
  * is not a string). */
 int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out);
+/* Its gpuqos.io/gpu-memory in bytes (0: none); 1 when it is there but
+ * not a size (memquant.c; *bytes is then 0), else 0. */
+int kmode_pod_memory(const struct kube_pod *pod, uint64_t *bytes);
+/* Process p's first refused allocation: a GPUMemoryRefused Warning Event
+ * on its pod, once a pod (agent_hooks.mem_refused). */
+void kmode_mem_refused(struct agent *a, struct proc *p, const struct mem_gpu *e);
 
 /* kube_podstate.c: after every batch, writes the gpuqos.io/ annotations
  * of each pod whose records changed (only changes reach the API server)

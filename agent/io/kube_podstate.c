@@ -245,10 +245,70 @@ static void note_windows(struct agent *a, const struct kube_pod *pod, const stru
 			 pod->name);
 }
 
+/* An invalid gpuqos.io/gpu-memory: one InvalidGPUMemory Event per value;
+ * the pod gets its class's default budget. */
+static void note_memory(struct agent *a, const struct kube_pod *pod, const struct pod_facts *f)
+{
+	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(pod->annotations,
+							    KMODE_MEMORY_ANNOTATION);
+	char note[400], why[160], dflt[32], what[sizeof(((struct kpod *)0)->bad_memory)], *json;
+	uint64_t bytes = 0, budget;
+	struct kpod *kp;
+
+	if (!f->memory_invalid) {
+		kp = kpod_find(a->kube, pod->uid);
+		if (kp)
+			kp->bad_memory[0] = '\0';
+		return;
+	}
+	json = cJSON_PrintUnformatted(raw);
+	snprintf(what, sizeof(what), "%.*s", (int)sizeof(what) - 1, json ? json : "?");
+	free(json);
+	kp = kpod_get(a->kube, pod->uid);
+	if (kp && strcmp(kp->bad_memory, what) == 0)
+		return;
+	if (kp)
+		snprintf(kp->bad_memory, sizeof(kp->bad_memory), "%s", what);
+	if (!cJSON_IsString(raw))
+		snprintf(why, sizeof(why), "is not a string");
+	else if (mem_quantity_parse(raw->valuestring, &bytes, why, sizeof(why)) == 0)
+		why[0] = '\0';
+	budget = (unsigned)f->cls < 3 ? a->cfg->memory.default_budget[f->cls] : GQ_MEM_UNLIMITED;
+	mem_quantity_format(budget, dflt, sizeof(dflt));
+	snprintf(note, sizeof(note), "%s: %.66s %s; the pod gets its class's default budget (%s)",
+		 KMODE_MEMORY_ANNOTATION, what, why, dflt);
+	log_warn("pod %s/%s: %s", pod->namespace, pod->name, note);
+	if (kube_client_event(a->kube->client, pod->uid, KUBE_EVENT_WARNING, "InvalidGPUMemory",
+			      "Budget", note) < 0)
+		log_warn("kubernetes: InvalidGPUMemory Event for pod %s/%s not queued",
+			 pod->namespace, pod->name);
+}
+
 void kmode_note_annotation(struct agent *a, const struct kube_pod *pod, const struct pod_facts *f)
 {
 	note_class(a, pod, f);
 	note_windows(a, pod, f);
+	note_memory(a, pod, f);
+}
+
+void kmode_mem_refused(struct agent *a, struct proc *p, const struct mem_gpu *e)
+{
+	char note[320], lim[32], used[32];
+	struct kpod *kp;
+
+	if (!a->kube || !p->pod_uid[0] || !(kp = kpod_get(a->kube, p->pod_uid)) ||
+	    kp->mem_refused_said)
+		return;
+	kp->mem_refused_said = 1;
+	mem_quantity_format(e->enforced, lim, sizeof(lim));
+	mem_quantity_format(e->used, used, sizeof(used));
+	snprintf(note, sizeof(note),
+		 "pid %d (%.16s): a video-memory allocation on GPU %u was refused at its budget "
+		 "(%s held, budget %s)",
+		 (int)p->pid, p->comm, e->gpu, used, lim);
+	if (kube_client_event(a->kube->client, p->pod_uid, KUBE_EVENT_WARNING, "GPUMemoryRefused",
+			      "Allocate", note) < 0)
+		log_warn("kubernetes: GPUMemoryRefused Event for pod %s not queued", p->pod_uid);
 }
 
 /* A TSG's problem an operator must see, as recorded (record.c): which

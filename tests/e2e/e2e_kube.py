@@ -714,9 +714,52 @@ def t_kube_windows(node):
     be.wait()
 
 
+def t_kube_memory(node):
+    """gpuqos.io/gpu-memory (docs/kubernetes.md): a pod's annotation is its
+    processes' video-memory budget per GPU, sent by the agent to the real
+    preempt agent (gpuqosctl list: limitBytes, podLimitBytes); a pod
+    without one gets its class's default from the policy file; a value that
+    is not a size gets that default and one InvalidGPUMemory Event naming
+    it, however often the pod changes; a valid value after it is taken."""
+    node.add_pod("a", "best-effort")
+    node.add_pod("b", "best-effort")
+    node.set_annotation("a", "gpuqos.io/gpu-memory", "2Gi")
+    node.set_annotation("b", "gpuqos.io/gpu-memory", "16GB")
+    node.start_kube_agent(config={"version": 1, "memory": {"defaults": {"best-effort": "1Gi"}}})
+    pa = node.in_pod("a", "be")
+    pb = node.in_pod("b", "be")
+
+    def limit(pid):
+        rows = (proc_row(node, pid) or {}).get("memory") or []
+        return (rows[0].get("limitBytes"), rows[0].get("podLimitBytes")) if rows else None
+
+    gi = 1 << 30
+    wait_for(lambda: limit(pa.pid) == (2 * gi, 2 * gi), timeout=30, what="pod a's 2Gi budget")
+    wait_for(lambda: limit(pb.pid) == (gi, gi), timeout=30, what="pod b's class default (1Gi)")
+    wait_for(lambda: node.events("InvalidGPUMemory"), what="an InvalidGPUMemory Event")
+    ev = node.events("InvalidGPUMemory")[0]
+    expect(ev["type"] == "Warning" and ev["regarding"]["uid"] == node.pods["b"][0]
+           and "16GB" in ev["note"] and "unknown suffix" in ev["note"]
+           and "default budget (1Gi)" in ev["note"], "the Event names the pod and value: %r" % ev)
+    node.set_annotation("b", "unrelated", "x")  # the pod changes, the value does not
+    time.sleep(1.0)
+    expect(len(node.events("InvalidGPUMemory")) == 1, "one Event per pod and value: %r"
+           % node.events("InvalidGPUMemory"))
+    expect(not node.events("InvalidGPUMemory") or
+           all(e["regarding"]["uid"] != node.pods["a"][0] for e in node.events("InvalidGPUMemory")),
+           "no Event for the valid pod")
+    node.set_annotation("b", "gpuqos.io/gpu-memory", "3Gi")
+    wait_for(lambda: limit(pb.pid) == (3 * gi, 3 * gi), timeout=30, what="pod b's 3Gi")
+    expect(len(node.events("InvalidGPUMemory")) == 1, "no further Event")
+    for p in (pa, pb):
+        p.kill()
+        p.wait()
+
+
 SCENARIOS = {"kube_classes": t_kube_classes, "kube_admission": t_kube_admission, "kube_outage": t_kube_outage,
              "kube_valgrind": t_kube_valgrind, "kube_metrics": t_kube_metrics,
-             "kube_publish": t_kube_publish, "kube_windows": t_kube_windows}
+             "kube_publish": t_kube_publish, "kube_windows": t_kube_windows,
+             "kube_memory": t_kube_memory}
 
 
 def main():
