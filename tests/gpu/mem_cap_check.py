@@ -21,49 +21,14 @@ Prints one line per check and a table; writes DIR/mem-cap.json.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from gpuqos_test import gq_proto  # noqa: E402
-
-
-class MiniAgent(threading.Thread):
-    def __init__(self, path, budget):
-        super().__init__(daemon=True)
-        self.path, self.budget, self.usage, self.hellos = path, budget, [], []
-        if os.path.exists(path):
-            os.unlink(path)
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.srv.bind(path)
-        self.srv.listen(16)
-
-    def run(self):
-        while True:
-            c, _ = self.srv.accept()
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
-
-    def serve(self, c):
-        try:
-            while True:
-                buf = c.recv(4096)
-                if not buf:
-                    return
-                d = gq_proto.parse(buf)
-                d["t"] = time.monotonic()
-                if d["type"] == gq_proto.HELLO:
-                    self.hellos.append(d)
-                    c.send(gq_proto.hdr(gq_proto.POLICY) + b"\0" * 16)
-                    if self.budget is not None and d["flags"] & gq_proto.F_MEMORY:
-                        c.send(gq_proto.memory(0, self.budget))
-                elif d["type"] == gq_proto.MEM_USAGE:
-                    self.usage.append(d)
-        except OSError:
-            return
+from gpuqos_test.mini_agent import MiniAgent  # noqa: E402
 
 
 def run(cmd, env, timeout=240):
@@ -91,7 +56,6 @@ def main():
     budget = int(a.budget_gib * (1 << 30))
     sock = "/tmp/gpuqos-memcap-%d.sock" % os.getpid()
     agent = MiniAgent(sock, budget)
-    agent.start()
     base = dict(os.environ)
     capped = dict(base, LD_PRELOAD=a.lib, GPUQOS_SOCKET=sock, GPUQOS_LOG="info")
     res, checks = {"budget": budget}, []
@@ -113,9 +77,9 @@ def main():
                                            budget))
     res["meminfo"] = first
     res["fill_meminfo"] = mi
-    refused = [u for u in agent.usage if u["refused"] > 0]
-    check("MEM_USAGE reports the refusal", refused, "%d reports, last %r" %
-          (len(agent.usage), agent.usage[-1] if agent.usage else None))
+    usage = agent.of(gq_proto.MEM_USAGE)
+    check("MEM_USAGE reports the refusal", [u for u in usage if u["refused"] > 0],
+          "%d reports, last %r" % (len(usage), usage[-1] if usage else None))
     rc, out, _ = run([sys.executable, os.path.join(HERE, "mem_probe_torch.py"), "--fill"], capped)
     res["torch_fill"] = out[-4000:]
     fill, mi = field(out, "fill"), field(out, "meminfo")
@@ -143,7 +107,7 @@ def main():
     if loops.get("none") and loops.get("library, budget"):
         print("cost under a budget: %+.2f %%" % (100.0 * (loops["library, budget"] / loops["none"] - 1)))
     res["checks"] = checks
-    res["usage"] = agent.usage[-20:]
+    res["usage"] = agent.of(gq_proto.MEM_USAGE)[-20:]
     with open(os.path.join(a.out, "mem-cap.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
     return 0 if all(ok for _, ok, _ in checks) else 1

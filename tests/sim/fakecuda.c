@@ -55,6 +55,11 @@ struct fc_opts {
 	int exit_without_free;
 	int print_state;
 	const char *wait_file;
+	/* Before holding: video-memory allocations of these sizes (MiB, comma
+	 * separated) under the first context's device, each reported on
+	 * stdout, then the FB info; freed with the client. */
+	const char *alloc_mib;
+	const char *alloc_wait; /* the allocations wait until this file exists */
 };
 
 struct fc_tsg {
@@ -339,7 +344,7 @@ static void fc_usage(FILE *out)
 		"                [--libcuda-set gr|end|none] [--set-delay-ms N] [--hold SECONDS]\n"
 		"                [--libcuda PATH --launch-every-us N]\n"
 		"                [--poll-ms N] [--wait-file PATH] [--fork] [--exit-without-free]\n"
-		"                [--print-state]\n"
+		"                [--print-state] [--alloc-mib MIB[,MIB...] [--alloc-wait PATH]]\n"
 		"The device defaults to $GPUQOS_NVIDIACTL, else /dev/nvidiactl.\n");
 }
 
@@ -384,6 +389,10 @@ static void fc_value(struct fc_opts *o, const char *a, const char *v)
 		o->poll_ms = fc_uint(a, v, 3600000);
 	else if (strcmp(a, "--wait-file") == 0)
 		o->wait_file = v;
+	else if (strcmp(a, "--alloc-mib") == 0)
+		o->alloc_mib = v;
+	else if (strcmp(a, "--alloc-wait") == 0)
+		o->alloc_wait = v;
 	else if (strcmp(a, "--libcuda") == 0)
 		o->libcuda = v;
 	else if (strcmp(a, "--launch-every-us") == 0)
@@ -437,6 +446,53 @@ static void fc_parse(int argc, char **argv, struct fc_opts *o)
 		fc_die("--libcuda and --launch-every-us go together");
 }
 
+/* Allocate video memory as libcuda does (NV01_MEMORY_LOCAL_USER under
+ * the device, paramsSize 0) for every size of --alloc-mib, printing
+ * "alloc MIB STATUS" per allocation (a refusal is a result, not an exit),
+ * then "fbinfo HEAP_SIZE_KIB HEAP_FREE_KIB TOTAL_RAM_KIB STATUS" from
+ * FB_GET_INFO_V2 on the subdevice. */
+static void fc_alloc_memory(struct fc *f, const struct fc_context *c)
+{
+	char list[256], *save = NULL;
+	rm_handle h = FC_HANDLE_BASE + 0x1000u;
+	struct rm_fb_info_v2 fb;
+	rm_u32 st;
+
+	if (strlen(f->o.alloc_mib) >= sizeof(list))
+		fc_die("--alloc-mib: list too long");
+	for (double end = fc_now_s() + 20; f->o.alloc_wait;) {
+		struct stat sb;
+		struct timespec ts = { 0, 10000000 };
+
+		if (stat(f->o.alloc_wait, &sb) == 0)
+			break;
+		if (fc_now_s() >= end || fc_stop)
+			fc_die("--alloc-wait %s: not there after 20 s", f->o.alloc_wait);
+		nanosleep(&ts, NULL);
+	}
+	strcpy(list, f->o.alloc_mib);
+	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		struct rm_memory_alloc m = { .size = (rm_u64)fc_uint("--alloc-mib", t, 1u << 24) << 20 };
+		struct rm_alloc64_params p = { .hRoot = c->client, .hObjectParent = c->device,
+					       .hObjectNew = h++, .hClass = RM_CLASS_MEMORY_LOCAL_USER,
+					       .pAllocParms = (rm_u64)(uintptr_t)&m };
+		int err = fc_escape(f, RM_IOCTL_ALLOC64, RM_ESC_ALLOC, &p, sizeof(p));
+
+		if (err)
+			fc_die("alloc memory: ioctl failed: %s", strerror(err));
+		printf("alloc %s %s\n", t, rm_status_name(p.status));
+	}
+	memset(&fb, 0, sizeof(fb));
+	fb.fbInfoListSize = 3;
+	fb.fbInfoList[0].index = RM_FB_INFO_HEAP_SIZE;
+	fb.fbInfoList[1].index = RM_FB_INFO_HEAP_FREE;
+	fb.fbInfoList[2].index = RM_FB_INFO_TOTAL_RAM_SIZE;
+	st = fc_control(f, c->client, c->subdevice, RM_CTRL_FB_GET_INFO_V2, &fb, sizeof(fb));
+	printf("fbinfo %u %u %u %s\n", fb.fbInfoList[0].data, fb.fbInfoList[1].data,
+	       fb.fbInfoList[2].data, rm_status_name(st));
+	fflush(stdout);
+}
+
 /* ---------------- main ---------------- */
 
 static int fc_run(struct fc *f)
@@ -446,6 +502,8 @@ static int fc_run(struct fc *f)
 		fc_die("open %s: %s", f->o.dev, strerror(errno));
 	for (f->nctx = 0; f->nctx < f->o.contexts; f->nctx++)
 		fc_make_context(f, &f->ctx[f->nctx], f->nctx);
+	if (f->o.alloc_mib && f->nctx > 0)
+		fc_alloc_memory(f, &f->ctx[0]);
 	fc_hold(f);
 	fc_read_back(f);
 	if (f->o.print_state)

@@ -5,7 +5,7 @@
  * use, `state` and `log` show the simulator's truth as JSON, `control`
  * takes injections.
  *
- *   gpuqos-sim MOUNTPOINT [--gpus N] [--foreground] [--max-threads N]
+ *   gpuqos-sim MOUNTPOINT [--gpus N] [--foreground] [--max-threads N] [--fb-mib N]
  *              [--log-capacity N] [--unsupported CMD-HEX]...
  *
  * Owns: the mount, its five inodes, command-line parsing and the FUSE
@@ -425,6 +425,7 @@ struct sim_opts {
 	int foreground;
 	unsigned max_threads;
 	unsigned log_capacity;
+	unsigned fb_mib; /* 0: SIM_FB_TOTAL_DEFAULT */
 	const char *unsupported[SIM_MAX_UNSUPPORTED];
 	unsigned nunsupported;
 };
@@ -432,7 +433,7 @@ struct sim_opts {
 static void sim_usage(FILE *f)
 {
 	fprintf(f, "usage: gpuqos-sim MOUNTPOINT [--gpus N] [--foreground] [--max-threads N]\n"
-		   "                  [--log-capacity N] [--unsupported CMD-HEX]...\n");
+		   "                  [--log-capacity N] [--fb-mib N] [--unsupported CMD-HEX]...\n");
 }
 
 static int sim_parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -466,6 +467,8 @@ static int sim_parse_args(int argc, char **argv, struct sim_opts *o)
 			bad = sim_parse_uint(v, 1, 64, &o->gpus);
 		else if (strcmp(a, "--max-threads") == 0)
 			bad = sim_parse_uint(v, 2, 1024, &o->max_threads);
+		else if (strcmp(a, "--fb-mib") == 0)
+			bad = sim_parse_uint(v, 1, 1u << 24, &o->fb_mib);
 		else if (strcmp(a, "--log-capacity") == 0)
 			bad = sim_parse_uint(v, 16, 1u << 22, &o->log_capacity);
 		else if (strcmp(a, "--unsupported") == 0 && v && o->nunsupported < SIM_MAX_UNSUPPORTED)
@@ -530,6 +533,8 @@ static int sim_setup(const struct sim_opts *o)
 
 	sim.start_us = sim_mono_us();
 	sim.rm = sim_rm_new(o->gpus);
+	if (sim.rm && o->fb_mib)
+		sim_rm_set_fb_total(sim.rm, (rm_u64)o->fb_mib << 20);
 	sim.inj = sim_inject_new();
 	sim.log = sim_log_new(o->log_capacity);
 	if (!sim.rm || !sim.inj || !sim.log) {

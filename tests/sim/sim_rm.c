@@ -38,6 +38,9 @@ struct sim_obj {
 	int only_scheduling; /* bOnlyDisableScheduling of the last call */
 	rm_u64 disables, enables;
 	uint64_t disabled_since_us;
+	/* Video memory (NV01_MEMORY_LOCAL_USER): bytes taken on GPU fb_gpu. */
+	rm_u64 fb_bytes;
+	rm_u32 fb_gpu;
 };
 
 struct sim_client {
@@ -64,6 +67,8 @@ struct sim_rm {
 	uint64_t next_file;
 	rm_handle next_client;
 	rm_handle client_lo, client_hi; /* generated client handles: [lo, hi) */
+	rm_u64 fb_total;  /* each GPU's video memory */
+	rm_u64 *fb_used;  /* per GPU */
 };
 
 /* Grow an array of elem-sized items to hold one more; -1 on ENOMEM. */
@@ -90,6 +95,13 @@ struct sim_rm *sim_rm_new(unsigned gpus)
 		return NULL;
 	}
 	rm->gpus = gpus;
+	rm->fb_total = SIM_FB_TOTAL_DEFAULT;
+	rm->fb_used = calloc(gpus ? gpus : 1, sizeof(*rm->fb_used));
+	if (!rm->fb_used) {
+		pthread_mutex_destroy(&rm->lock);
+		free(rm);
+		return NULL;
+	}
 	rm->next_file = 1;
 	rm->next_client = RM_CLIENT_HANDLE_BASE;
 	rm->client_lo = RM_CLIENT_HANDLE_BASE;
@@ -106,8 +118,24 @@ void sim_rm_set_client_range(struct sim_rm *rm, rm_handle lo, rm_handle hi)
 	pthread_mutex_unlock(&rm->lock);
 }
 
-static void sim_client_clear(struct sim_client *cl)
+void sim_rm_set_fb_total(struct sim_rm *rm, rm_u64 bytes)
 {
+	pthread_mutex_lock(&rm->lock);
+	rm->fb_total = bytes;
+	pthread_mutex_unlock(&rm->lock);
+}
+
+/* An object is gone: the video memory it held is free again. */
+static void sim_obj_gone(struct sim_rm *rm, const struct sim_obj *o)
+{
+	if (o->fb_bytes && o->fb_gpu < rm->gpus)
+		rm->fb_used[o->fb_gpu] -= o->fb_bytes;
+}
+
+static void sim_client_clear(struct sim_rm *rm, struct sim_client *cl)
+{
+	for (size_t i = 0; i < cl->nobjs; i++)
+		sim_obj_gone(rm, &cl->objs[i]);
 	free(cl->objs);
 	cl->objs = NULL;
 	cl->nobjs = cl->capobjs = 0;
@@ -118,9 +146,10 @@ void sim_rm_destroy(struct sim_rm *rm)
 	if (!rm)
 		return;
 	for (size_t i = 0; i < rm->nclients; i++)
-		sim_client_clear(&rm->clients[i]);
+		sim_client_clear(rm, &rm->clients[i]);
 	free(rm->clients);
 	free(rm->files);
+	free(rm->fb_used);
 	pthread_mutex_destroy(&rm->lock);
 	free(rm);
 }
@@ -174,7 +203,7 @@ uint64_t sim_rm_file_open(struct sim_rm *rm, pid_t opener)
 
 static void sim_remove_client_at(struct sim_rm *rm, size_t i)
 {
-	sim_client_clear(&rm->clients[i]);
+	sim_client_clear(rm, &rm->clients[i]);
 	memmove(&rm->clients[i], &rm->clients[i + 1],
 		(rm->nclients - i - 1) * sizeof(*rm->clients));
 	rm->nclients--;
@@ -205,6 +234,8 @@ rm_u32 sim_rm_alloc_params_len(rm_u32 cls, rm_u32 paramsSize)
 		return sizeof(struct rm_device_alloc);
 	if (cls == RM_CLASS_TSG)
 		return sizeof(struct rm_tsg_alloc);
+	if (cls == RM_CLASS_MEMORY_LOCAL_USER && paramsSize == 0)
+		return sizeof(struct rm_memory_alloc);
 	return paramsSize;
 }
 
@@ -248,6 +279,8 @@ static int sim_parent_ok(rm_u32 cls, rm_u32 pcls, int parent_is_client)
 	case RM_CLASS_SUBDEVICE:
 	case RM_CLASS_TSG:
 		return !parent_is_client && pcls == RM_CLASS_DEVICE;
+	case RM_CLASS_MEMORY_LOCAL_USER:
+		return !parent_is_client && (pcls == RM_CLASS_DEVICE || pcls == RM_CLASS_SUBDEVICE);
 	default:
 		if (rm_class_is_channel(cls))
 			return !parent_is_client && (pcls == RM_CLASS_TSG || pcls == RM_CLASS_DEVICE);
@@ -280,6 +313,35 @@ static rm_u32 sim_construct(struct sim_rm *rm, struct sim_obj *o, const void *ap
 	return RM_OK;
 }
 
+/* Video memory: the size asked (NV_MEMORY_ALLOCATION_PARAMS.size, taken
+ * exactly: the simulator does not round) on the GPU of the parent device
+ * or subdevice, or NV_ERR_NO_MEMORY when that GPU has less left, as the
+ * RM answers when its heap cannot hold it. A virtual allocation takes
+ * nothing. Recorded in o; counted once the object exists. */
+static rm_u32 sim_take_fb(struct sim_rm *rm, struct sim_client *cl, const struct sim_obj *parent,
+			  struct sim_obj *o, const void *ap, size_t aplen)
+{
+	const struct sim_obj *dev = parent;
+	struct rm_memory_alloc m;
+
+	if (!ap || aplen < sizeof(m))
+		return RM_ERR_INVALID_ARGUMENT;
+	memcpy(&m, ap, sizeof(m));
+	if (m.flags & RM_MEMORY_FLAGS_VIRTUAL)
+		return RM_OK;
+	if (m.size == 0)
+		return RM_ERR_INVALID_ARGUMENT;
+	if (dev && dev->cls == RM_CLASS_SUBDEVICE)
+		dev = sim_find_obj(cl, dev->parent);
+	if (!dev || dev->device_id >= rm->gpus)
+		return RM_ERR_INVALID_OBJECT_PARENT;
+	if (m.size > rm->fb_total - rm->fb_used[dev->device_id])
+		return RM_ERR_NO_MEMORY;
+	o->fb_bytes = m.size;
+	o->fb_gpu = dev->device_id;
+	return RM_OK;
+}
+
 static rm_handle sim_generate_handle(struct sim_client *cl)
 {
 	for (unsigned tries = 0; tries < 0x100000u; tries++) {
@@ -306,11 +368,15 @@ static rm_u32 sim_alloc_object(struct sim_rm *rm, struct sim_client *cl,
 
 	struct sim_obj o = { .handle = h, .parent = v->hObjectParent, .cls = v->hClass };
 	rm_u32 st = sim_construct(rm, &o, ap, aplen);
+	if (st == RM_OK && o.cls == RM_CLASS_MEMORY_LOCAL_USER)
+		st = sim_take_fb(rm, cl, parent, &o, ap, aplen);
 	if (st != RM_OK)
 		return st;
 	if (sim_grow((void **)&cl->objs, &cl->capobjs, cl->nobjs, sizeof(*cl->objs)))
 		return RM_ERR_INVALID_OBJECT_NEW;
 	cl->objs[cl->nobjs++] = o;
+	if (o.fb_bytes)
+		rm->fb_used[o.fb_gpu] += o.fb_bytes;
 	v->hObjectNew = h;
 	return RM_OK;
 }
@@ -334,12 +400,14 @@ rm_u32 sim_rm_alloc(struct sim_rm *rm, const struct sim_call *c, struct rm_alloc
 /* ---------------- free ---------------- */
 
 /* Remove h and, repeatedly, every object whose parent is gone. */
-static void sim_free_subtree(struct sim_client *cl, rm_handle h)
+static void sim_free_subtree(struct sim_rm *rm, struct sim_client *cl, rm_handle h)
 {
 	size_t w = 0;
 	for (size_t i = 0; i < cl->nobjs; i++)
 		if (cl->objs[i].handle != h)
 			cl->objs[w++] = cl->objs[i];
+		else
+			sim_obj_gone(rm, &cl->objs[i]);
 	cl->nobjs = w;
 
 	for (int changed = 1; changed;) {
@@ -347,10 +415,12 @@ static void sim_free_subtree(struct sim_client *cl, rm_handle h)
 		w = 0;
 		for (size_t i = 0; i < cl->nobjs; i++) {
 			struct sim_obj *o = &cl->objs[i];
-			if (o->parent == cl->handle || sim_find_obj(cl, o->parent))
+			if (o->parent == cl->handle || sim_find_obj(cl, o->parent)) {
 				cl->objs[w++] = *o;
-			else
+			} else {
+				sim_obj_gone(rm, o);
 				changed = 1;
+			}
 		}
 		cl->nobjs = w;
 	}
@@ -367,7 +437,7 @@ rm_u32 sim_rm_free(struct sim_rm *rm, const struct sim_call *c, const struct rm_
 	else if (p->hObjectOld == p->hRoot)
 		sim_remove_client_at(rm, (size_t)(cl - rm->clients));
 	else if (sim_find_obj(cl, p->hObjectOld))
-		sim_free_subtree(cl, p->hObjectOld);
+		sim_free_subtree(rm, cl, p->hObjectOld);
 	/* An unknown object in a valid client is NV_OK: the RM's resource
 	 * server runs in compatibility mode, and libcuda 580 frees its
 	 * device handle before allocating it (fixture traces, seq 18). */
@@ -481,6 +551,38 @@ static unsigned sim_subdevice_instance(struct sim_client *cl, const struct sim_o
 	return d ? d->device_id : 0;
 }
 
+/* FB_GET_INFO_V2: the sizes of GPU gpu in KiB, as the RM answers them; an
+ * index not modelled answers 0. A list longer than the structure holds is
+ * the RM's NV_ERR_INVALID_ARGUMENT. */
+static rm_u32 sim_fb_info(struct sim_rm *rm, unsigned gpu, struct rm_fb_info_v2 *p)
+{
+	rm_u64 total = rm->fb_total, used = gpu < rm->gpus ? rm->fb_used[gpu] : 0;
+
+	if (p->fbInfoListSize > sizeof(p->fbInfoList) / sizeof(p->fbInfoList[0]))
+		return RM_ERR_INVALID_ARGUMENT;
+	for (rm_u32 i = 0; i < p->fbInfoListSize; i++) {
+		struct rm_fb_info *e = &p->fbInfoList[i];
+
+		switch (e->index) {
+		case RM_FB_INFO_RAM_SIZE:
+		case RM_FB_INFO_TOTAL_RAM_SIZE:
+		case RM_FB_INFO_HEAP_SIZE:
+		case RM_FB_INFO_MAPPABLE_HEAP_SIZE:
+		case RM_FB_INFO_USABLE_RAM_SIZE:
+			e->data = (rm_u32)(total >> 10);
+			break;
+		case RM_FB_INFO_HEAP_FREE:
+		case RM_FB_INFO_LARGEST_FREE_REGION_SIZE_KB:
+			e->data = (rm_u32)((total - used) >> 10);
+			break;
+		default:
+			e->data = 0;
+			break;
+		}
+	}
+	return RM_OK;
+}
+
 /* Whether cmd is a method of o's class among those modelled: TSG controls
  * on TSGs, the GPU identity controls on the client, GET_GID_INFO on a
  * subdevice. Other commands exist everywhere (so traces replay). */
@@ -492,7 +594,8 @@ static int sim_method_exists(rm_u32 cmd, const struct sim_obj *o)
 		return o && o->cls == RM_CLASS_TSG;
 	if (sim_gpu_is_client_ctrl(cmd))
 		return o == NULL;
-	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO || cmd == RM_CTRL_FIFO_DISABLE_CHANNELS)
+	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO || cmd == RM_CTRL_FIFO_DISABLE_CHANNELS ||
+	    cmd == RM_CTRL_FB_GET_INFO_V2)
 		return o && o->cls == RM_CLASS_SUBDEVICE;
 	return 1;
 }
@@ -514,6 +617,7 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 		return RM_ERR_NOT_SUPPORTED;
 	rm_u32 want = (cmd >> 16) == RM_CLASS_TSG          ? rm_tsg_ctrl_params_size(cmd)
 		      : cmd == RM_CTRL_FIFO_DISABLE_CHANNELS ? sizeof(struct rm_disable_channels)
+		      : cmd == RM_CTRL_FB_GET_INFO_V2        ? sizeof(struct rm_fb_info_v2)
 							     : sim_gpu_ctrl_params_size(cmd);
 	if (want && (size != want || !params))
 		return RM_ERR_INVALID_PARAM_STRUCT;
@@ -527,6 +631,8 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 		return sim_gpu_gid_info(sim_subdevice_instance(cl, o), params);
 	if (cmd == RM_CTRL_FIFO_DISABLE_CHANNELS)
 		return sim_disable_channels(rm, c, params);
+	if (cmd == RM_CTRL_FB_GET_INFO_V2)
+		return sim_fb_info(rm, sim_subdevice_instance(cl, o), params);
 	return RM_OK;
 }
 
@@ -623,6 +729,9 @@ static void sim_json_objects(struct sim_rm *rm, struct sim_buf *b, const char *n
 				       o->handle, cl->handle, o->parent, o->cls);
 			if (o->cls == RM_CLASS_DEVICE)
 				sim_buf_printf(b, ",\"deviceId\":%u", o->device_id);
+			if (o->cls == RM_CLASS_MEMORY_LOCAL_USER)
+				sim_buf_printf(b, ",\"gpu\":%u,\"bytes\":%llu", o->fb_gpu,
+					       (unsigned long long)o->fb_bytes);
 			if (rm_class_is_channel(o->cls))
 				sim_json_channel(o, b);
 			sim_buf_printf(b, "}");
@@ -646,7 +755,11 @@ void sim_rm_state_json(struct sim_rm *rm, struct sim_buf *b, uint64_t t_us)
 	pthread_mutex_lock(&rm->lock);
 	sim_buf_printf(b, "{\"t_us\":%llu,\"gpus\":%u", (unsigned long long)t_us, rm->gpus);
 	sim_gpu_state_json(rm->gpus, b);
-	sim_buf_printf(b, ",");
+	sim_buf_printf(b, ",\"fb\":{\"totalBytes\":%llu,\"usedBytes\":[",
+		       (unsigned long long)rm->fb_total);
+	for (unsigned g = 0; g < rm->gpus; g++)
+		sim_buf_printf(b, "%s%llu", g ? "," : "", (unsigned long long)rm->fb_used[g]);
+	sim_buf_printf(b, "]},");
 	sim_json_files(rm, b);
 	sim_buf_printf(b, ",\"clients\":[");
 	for (size_t i = 0; i < rm->nclients; i++)

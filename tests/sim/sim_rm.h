@@ -46,7 +46,13 @@ struct sim_ctrl_inject {
 	rm_u32 fail_status;
 };
 
+/* Each simulated GPU's video memory unless --fb-mib says otherwise: an
+ * H100's 80 GiB. */
+#define SIM_FB_TOTAL_DEFAULT (80ull << 30)
+
 struct sim_rm *sim_rm_new(unsigned gpus);
+/* Every GPU's video memory, in bytes (allocations already held stay). */
+void sim_rm_set_fb_total(struct sim_rm *rm, rm_u64 bytes);
 void sim_rm_destroy(struct sim_rm *rm);
 
 /* The client handles this RM generates: upward from lo, wrapping below hi

@@ -775,6 +775,87 @@ def case_disable(b):
         sim.wait_empty()
 
 
+def fb_used(sim):
+    return sim.state()["fb"]["usedBytes"][0]
+
+
+def case_memory(b):
+    """Video memory as the RM has it (docs/rm-facts.md, "Video memory"):
+    NV01_MEMORY_LOCAL_USER takes its size from the GPU's heap, one that
+    does not fit is NV_ERR_NO_MEMORY and takes nothing, FB_GET_INFO_V2
+    answers the heap's size and what is free (KiB), and a free, or the
+    client's end, gives it back."""
+    with Sim(b, extra=("--fb-mib", "1024")) as sim:
+        p = sim.fakecuda_bg("--alloc-mib", "256,512,512,128", "--hold", "30")
+        out = []
+        for _ in range(5):
+            out.append(p.stdout.readline().split())
+        check(out[:4] == [["alloc", "256", "NV_OK"], ["alloc", "512", "NV_OK"],
+                          ["alloc", "512", "NV_ERR_NO_MEMORY"], ["alloc", "128", "NV_OK"]],
+              "allocations: %r" % out)
+        check(out[4] == ["fbinfo", str(1024 * 1024), str(128 * 1024), str(1024 * 1024), "NV_OK"],
+              "FB info: %r" % out[4])
+        st = sim.state()
+        check(st["fb"]["totalBytes"] == 1 << 30 and fb_used(sim) == 896 << 20, "state: %r" % st["fb"])
+        mem = [o for o in st["others"] if o["class"] == "0x0040"]
+        check(sorted(o["bytes"] for o in mem) == [128 << 20, 256 << 20, 512 << 20], "objects: %r" % mem)
+        p.kill()
+        p.wait(timeout=5)
+        sim.wait_empty()
+        check(fb_used(sim) == 0, "freed with the client: %r" % sim.state()["fb"])
+
+
+def case_memory_budget(b):
+    """The preempt library's budget (docs/protocol.md, "Memory") over the
+    simulated RM: under a 300 MiB MEMORY, 256 MiB go, the next 64 MiB are
+    answered NV_ERR_NO_MEMORY by the library and never reach the RM (its
+    heap holds 256 MiB), 32 MiB still fit; FB_GET_INFO_V2 shows the budget
+    and what is left of it; MEM_USAGE tells the agent what is held and
+    refused; the workload runs to its end."""
+    from gpuqos_test import gq_proto
+    from gpuqos_test.mini_agent import MiniAgent
+
+    lib = os.environ.get("GPUQOS_PREEMPT_LIB")
+    if not lib or not os.path.exists(lib):
+        raise Failure("GPUQOS_PREEMPT_LIB not set to the built library")
+    with Sim(b, extra=("--fb-mib", "4096")) as sim:
+        agent = MiniAgent(os.path.join(sim.tmp, "agent.sock"), budget=300 << 20)
+        env = dict(os.environ, LD_PRELOAD=lib, GPUQOS_SOCKET=agent.path, GPUQOS_LOG="info",
+                   ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0")
+        # The library connects on the first client: the allocations wait
+        # until its budget is in.
+        wait = os.path.join(sim.tmp, "go")
+        cmd = [os.path.join(b, "fakecuda"), "--dev", sim.dev, "--alloc-wait", wait,
+               "--alloc-mib", "256,64,32", "--hold", "30"]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sim.background.append(p)
+        try:
+            wait_for(lambda: agent.of(gq_proto.MEM_USAGE), "the library's first MEM_USAGE", 10.0)
+            with open(wait, "w"):
+                pass
+            out = [p.stdout.readline().split() for _ in range(4)]
+            check(out[:3] == [["alloc", "256", "NV_OK"], ["alloc", "64", "NV_ERR_NO_MEMORY"],
+                              ["alloc", "32", "NV_OK"]], "allocations: %r" % out)
+            check(out[3] == ["fbinfo", str(300 * 1024), str(12 * 1024), str(300 * 1024), "NV_OK"],
+                  "FB info under the budget: %r" % out[3])
+            check(fb_used(sim) == 288 << 20, "the RM holds %r" % sim.state()["fb"])
+
+            def reported():
+                u = agent.of(gq_proto.MEM_USAGE)
+                return u and u[-1]["used"] == 288 << 20 and u[-1]["refused"] == 1
+            wait_for(reported, "MEM_USAGE: 288 MiB held, one refused", 5.0)
+            u = agent.of(gq_proto.MEM_USAGE)[-1]
+            check(u["limit"] == 300 << 20 and u["refused_bytes"] == 64 << 20 and u["peak"] == 288 << 20
+                  and u["device_instance"] == 0 and u["unknown"] == 0, "MEM_USAGE: %r" % u)
+            check(p.poll() is None, "the workload runs on after its refusal")
+        finally:
+            p.kill()
+            p.wait(timeout=5)
+            agent.close()
+        sim.wait_empty()
+        check(fb_used(sim) == 0, "freed: %r" % sim.state()["fb"])
+
+
 CASES = {
     "basic": case_basic, "forms": case_forms, "ownership": case_ownership,
     "release": case_release, "interleave": case_interleave, "inject": case_inject,
@@ -782,6 +863,7 @@ CASES = {
     "replay_micro": case_replay_micro, "replay_resnet50": case_replay_resnet50,
     "replay_contexts": case_replay_contexts, "replay_fork": case_replay_fork,
     "replay_exit": case_replay_exit, "teardown": case_teardown,
+    "memory": case_memory, "memory_budget": case_memory_budget,
 }
 
 
