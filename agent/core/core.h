@@ -458,8 +458,10 @@ struct tsg_record {
 	enum class_source cls_source;
 	uint32_t gpu;
 	uint32_t ts;          /* the timeslice the RM holds, as last confirmed (tsg_effective_ts) */
+	uint32_t ts_applied;  /* ... as told by anyone (GQ_UNKNOWN: nobody yet, the driver's default) */
 	uint32_t ts_desired;  /* GQ_UNKNOWN: none */
 	uint32_t il;          /* the interleave level the RM holds (tsg_effective_il) */
+	uint32_t il_applied;  /* GQ_UNKNOWN: nobody set it yet */
 	int32_t il_desired;   /* -1: the policy sets none */
 	enum path path;       /* that carried (or, before any control, would carry) its timeslice */
 	enum tsg_state state;

@@ -46,8 +46,10 @@ static void record_of(struct agent *a, const struct tsg *t, struct tsg_record *r
 	r->cls_source = p->cls_source;
 	r->gpu = t->gpu;
 	r->ts = tsg_effective_ts(t);
+	r->ts_applied = t->obs.applied_ts;
 	r->ts_desired = t->want.desired_ts;
 	r->il = tsg_effective_il(t);
+	r->il_applied = t->obs.applied_il;
 	r->il_desired = t->want.desired_il;
 	r->path = timeslice_path(a, t);
 	r->state = tsg_state_of(t);

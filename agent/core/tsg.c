@@ -281,6 +281,15 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	 * eBPF tracker saw first may have no channels yet. */
 	t->gate.no_gate = 1;
 	t->want.reason = "not reconciled yet";
+	/* Nothing decided yet, as the faces show it until the first pass
+	 * records it (record.c). */
+	t->rec.cls = p->cls;
+	t->rec.cls_source = p->cls_source;
+	t->rec.gpu = t->rec.ts = t->rec.ts_applied = t->rec.ts_desired = GQ_UNKNOWN;
+	t->rec.il = t->rec.il_applied = GQ_UNKNOWN;
+	t->rec.il_desired = POLICY_INTERLEAVE_LEAVE;
+	t->rec.path = PATH_NONE;
+	t->rec.state = TSG_PENDING;
 	t->next = a->tsgs;
 	a->tsgs = t;
 	a->ntsgs++;

@@ -282,6 +282,7 @@ static void add_sources(cJSON *o, unsigned sources)
 static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 {
 	const struct proc *p = proc_find(a, t->pid);
+	const struct tsg_record *r = &t->rec;
 	cJSON *o = cJSON_CreateObject(), *ts, *il, *paths, *gate;
 	uint64_t now = now_us();
 	char eng[24];
@@ -301,12 +302,14 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	add_hex(o, "client", t->h_client);
 	add_hex(o, "tsg", t->h_tsg);
 	add_sources(o, t->sources);
-	cJSON_AddStringToObject(o, "class", class_name(p ? p->cls : CLASS_UNMANAGED));
-	cJSON_AddStringToObject(o, "classSource", class_source_name(p ? p->cls_source : CLS_SRC_DEFAULT));
+	/* What the last reconcile pass recorded (record.c), not the model:
+	 * the class its settings follow and what the RM holds. */
+	cJSON_AddStringToObject(o, "class", class_name(r->cls));
+	cJSON_AddStringToObject(o, "classSource", class_source_name(r->cls_source));
 	ts = cJSON_AddObjectToObject(o, "timeslice");
 	if (ts) {
-		add_u32_or_null(ts, "desired", t->want.desired_ts);
-		add_u32_or_null(ts, "applied", t->obs.applied_ts);
+		add_u32_or_null(ts, "desired", r->ts_desired);
+		add_u32_or_null(ts, "applied", r->ts_applied);
 		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
 		/* The last read-back that held "applied" against the RM: how
 		 * long ago (null: none yet), and how many found it wrong. */
@@ -320,8 +323,8 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	}
 	il = cJSON_AddObjectToObject(o, "interleave");
 	if (il) {
-		add_u32_or_null(il, "desired", t->want.desired_il < 0 ? GQ_UNKNOWN : (uint32_t)t->want.desired_il);
-		add_u32_or_null(il, "applied", t->obs.applied_il);
+		add_u32_or_null(il, "desired", r->il_desired < 0 ? GQ_UNKNOWN : (uint32_t)r->il_desired);
+		add_u32_or_null(il, "applied", r->il_applied);
 		add_reverts(il, &t->revert[TSG_INTERLEAVE], now);
 	}
 	gate = cJSON_AddObjectToObject(o, "gate");
@@ -353,7 +356,7 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	for (int i = 0; paths && i < NACTIONS; i++)
 		add_path(paths, action_name((enum path_action)i), t->sent.action_path[i]);
 	tsg_add_last(o, t);
-	cJSON_AddStringToObject(o, "state", tsg_state(a, t));
+	cJSON_AddStringToObject(o, "state", tsg_state_name(r->state));
 	cJSON_AddStringToObject(o, "reason", t->want.reason ? t->want.reason : "");
 	if (t->sent.error[0])
 		cJSON_AddStringToObject(o, "error", t->sent.error);

@@ -429,13 +429,6 @@ static void collect_agent(struct agent *a, struct magent *g)
 	}
 }
 
-static enum path timeslice_path(struct agent *a, const struct tsg *t)
-{
-	if (t->sent.action_path[ACTION_TIMESLICE] != PATH_NONE)
-		return t->sent.action_path[ACTION_TIMESLICE];
-	return tsg_path(a, t, ACTION_TIMESLICE).path;
-}
-
 static void row_id(struct mrow *r)
 {
 	struct mbuf b = { r->id, 0, sizeof(r->id), 0, 1 };
@@ -458,7 +451,9 @@ static void row_id(struct mrow *r)
 }
 
 /* Every field of struct agent, proc and tsg the metrics read is read
- * here, into rows[] (room for a->ntsgs) and *g. */
+ * here, into rows[] (room for a->ntsgs) and *g. A TSG's decisions are
+ * its record (record.c): what the last reconcile pass decided and what
+ * the RM holds, not the model. */
 static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct magent *g,
 		      uint64_t now)
 {
@@ -467,31 +462,31 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 	collect_agent(a, g);
 	for (const struct tsg *t = a->tsgs; t && n < max; t = t->next) {
 		const struct proc *p = t->proc;
+		const struct tsg_record *rec = &t->rec;
 		struct mrow *r = &rows[n++];
-		const char *state = tsg_state(a, t);
 
 		memset(r, 0, sizeof(*r));
 		r->pid = t->pid;
 		r->client = t->h_client;
 		r->tsg = t->h_tsg;
-		r->gpu = t->gpu;
+		r->gpu = rec->gpu;
 		r->engine = t->engine;
 		tsg_engine_name(t->engine, r->engine_name, sizeof(r->engine_name));
-		r->ts_applied = t->obs.applied_ts;
-		r->ts_desired = t->want.desired_ts;
-		r->il_applied = t->obs.applied_il;
-		r->il_desired = t->want.desired_il;
-		r->cls = p ? p->cls : CLASS_UNMANAGED;
-		r->counted = !tsg_unverified(t);
-		r->converged = strcmp(state, "converged") == 0;
-		r->rotating = t->gate.rotate;
+		r->ts_applied = rec->ts_applied;
+		r->ts_desired = rec->ts_desired;
+		r->il_applied = rec->il_applied;
+		r->il_desired = rec->il_desired;
+		r->cls = rec->cls;
+		r->counted = rec->counted;
+		r->converged = rec->state == TSG_CONVERGED;
+		r->rotating = rec->rotating;
 		r->gated = t->gate.gated;
 		r->gates = t->gate.count;
 		r->gated_us = tsg_gated_total_us(t, now);
 		r->gated_longest_us = tsg_gated_longest_us(t, now);
 		r->launch_active = p && p->busy.percent >= 0 ? p->busy.percent / 100.0 : -1.0;
-		r->launch_bound = p ? p->busy.always : 0;
-		r->wake_lead_us = proc_wake_lead_us(p);
+		r->launch_bound = rec->launch_bound;
+		r->wake_lead_us = rec->wake_lead_us;
 		r->span_us = p && phase_fresh(p, now) && p->phase.span_us ? p->phase.span_us
 									     : GQ_UNKNOWN;
 		r->window_after_us =
@@ -501,17 +496,17 @@ static size_t collect(struct agent *a, struct mrow *rows, size_t max, struct mag
 					 : GQ_UNKNOWN;
 		r->windows_given_us = GQ_UNKNOWN;
 		r->windows_refused = NULL;
-		if (p && p->win.decided && rm_engine_is_gr(t->engine)) {
-			if (p->win.why == WINDOW_GIVEN)
-				r->windows_given_us = p->win.after_us;
-			else if (p->win.why != WINDOW_WHY_OFF && p->win.why != WINDOW_WHY_NO_LC)
-				r->windows_refused = window_why_name(p->win.why);
+		if (rec->win_decided && rm_engine_is_gr(t->engine)) {
+			if (rec->win_why == WINDOW_GIVEN)
+				r->windows_given_us = rec->win_after_us;
+			else if (rec->win_why != WINDOW_WHY_OFF && rec->win_why != WINDOW_WHY_NO_LC)
+				r->windows_refused = window_why_name(rec->win_why);
 		}
 		r->proc = p && p->wake.have ? p : NULL;
 		r->pod_uid = p ? p->pod_uid : "";
 		r->comm = p ? p->comm : "";
-		r->uuid = t->gpu != GQ_UNKNOWN ? gpuinfo_uuid(t->gpu) : NULL;
-		r->path = path_name(timeslice_path(a, t));
+		r->uuid = rec->gpu != GQ_UNKNOWN ? gpuinfo_uuid(rec->gpu) : NULL;
+		r->path = path_name(rec->path);
 		kmode_proc_pod(a, p, &r->ns, &r->pod, &r->container);
 		row_id(r);
 	}

@@ -302,7 +302,8 @@ def t_reconnect_order(make_agent):
     check(a.alive(), "agent alive")
 
 
-def t_restart(make_agent):
+def two_bes(make_agent):
+    """An agent and two BE processes of four TSGs each, listed."""
     a = make_agent(config())
     a.start()
     p1 = a.peer()
@@ -310,6 +311,11 @@ def t_restart(make_agent):
     p2 = a.peer()
     standard_process(p2, client=0xC1D00002)
     wait_for(lambda: len(a.tsgs()) == 8, "two BE processes")
+    return a, p1, p2
+
+
+def t_restart(make_agent):
+    a, p1, p2 = two_bes(make_agent)
     r = a.ctl({"cmd": "set-class", "pid": p2.pid, "class": "lc"})
     check(r == {"ok": True, "pid": p2.pid, "class": "latency-critical"}, repr(r))
     wait_for(lambda: converged(a, p1.pid, 50) and converged(a, p2.pid, 100000),
@@ -1877,6 +1883,39 @@ def t_memory_restart(make_agent):
              "back to its budget after a free")
 
 
+def t_ctl_recorded(make_agent):
+    """gpuqosctl renders what reconcile recorded, not the model: a list
+    answered in the same batch of events as a set-class (the agent is
+    stopped while both requests wait, so one batch takes both) still shows
+    the class the TSG's settings follow and the values decided for it;
+    after that batch's reconcile the list shows the new class with its
+    decision and, once the RM took it, the timeslice it holds."""
+    a, p1, p2 = two_bes(make_agent)
+    wait_for(lambda: converged(a, p1.pid, 2048) and converged(a, p2.pid, 2048),
+             "two BEs at their baseline")
+    socks = []
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        for req in ({"cmd": "set-class", "pid": p2.pid, "class": "lc"}, {"cmd": "list"}):
+            socks.append(a.ctl_send(json.dumps(req).encode() + b"\n", timeout=10.0))
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    answers = [a.ctl_answer(s) for s in socks]
+    check(answers[0].get("class") == "latency-critical", "set-class: %r" % answers[0])
+    gr = [t for t in answers[1]["tsgs"] if t["pid"] == p2.pid and t["engineName"] == "GR0"]
+    check(len(gr) == 1, "p2's GR TSG listed: %r" % gr)
+    check(gr[0]["class"] == "best-effort" and gr[0]["classSource"] == "rule" and
+          gr[0]["timeslice"]["desired"] == 2048 and gr[0]["timeslice"]["applied"] == 2048 and
+          gr[0]["state"] == "converged",
+          "the list of the set-class's batch shows the recorded decision: %r" % gr[0])
+    wait_for(lambda: (gr_of(a, p2.pid) or {}).get("class") == "latency-critical" and
+             (gr_of(a, p2.pid) or {}).get("timeslice", {}).get("desired") == 100000,
+             "the next list: the new class and its decision")
+    wait_for(lambda: converged(a, p2.pid, 100000) and converged(a, p1.pid, 50),
+             "the RM holds the LC's and the BE's new timeslices")
+    check(a.alive(), "agent alive")
+
+
 TESTS = {
     "path_auto": t_path_auto, "path_forced": t_path_forced,
     "path_stall_fallback": t_path_stall_fallback, "path_bad_config": t_path_bad_config,
@@ -1894,6 +1933,7 @@ TESTS = {
     "rotation_abuse": t_rotation_abuse,
     "memory_budget": t_memory_budget, "memory_bad": t_memory_bad,
     "memory_restart": t_memory_restart,
+    "ctl_recorded": t_ctl_recorded,
 }
 
 if __name__ == "__main__":

@@ -75,11 +75,23 @@ class Agent:
             return None
 
     def ctl_raw(self, data, timeout=5.0):
+        return self.ctl_answer(self.ctl_send(data, timeout))
+
+    def ctl_send(self, data, timeout=5.0):
+        """A connection to the ctl socket with the request written."""
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
         try:
             s.connect(self.ctl_sock)
             s.sendall(data)
+        except OSError:
+            s.close()
+            raise
+        return s
+
+    def ctl_answer(self, s):
+        """The answer on a connection of ctl_send, which it closes."""
+        try:
             out = b""
             while True:
                 chunk = s.recv(65536)
