@@ -324,7 +324,9 @@ static rm_u32 sim_take_fb(struct sim_rm *rm, struct sim_client *cl, const struct
 	const struct sim_obj *dev = parent;
 	struct rm_memory_alloc m;
 
-	if (!ap || aplen < sizeof(m))
+	if (!ap)
+		return RM_OK; /* a replayed trace without its parameters: takes nothing */
+	if (aplen < sizeof(m))
 		return RM_ERR_INVALID_ARGUMENT;
 	memcpy(&m, ap, sizeof(m));
 	if (m.flags & RM_MEMORY_FLAGS_VIRTUAL)
