@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "agent/core/memory.h"
+#include "common/quantity.h"
 
 int memv_parse(struct jerr *e, const cJSON *o, const char *where, struct memv *v)
 {
@@ -48,7 +48,7 @@ int memv_parse(struct jerr *e, const cJSON *o, const char *where, struct memv *v
 
 static void size_text(char *buf, size_t n, long long v)
 {
-	mem_quantity_format(v < 0 ? 0 : (uint64_t)v, buf, n);
+	quantity_format(v < 0 ? 0 : (uint64_t)v, buf, n);
 }
 
 void memv_show(FILE *out, const struct memv *v,

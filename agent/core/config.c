@@ -397,7 +397,14 @@ static int parse_kubernetes(const struct ctx *x, const cJSON *j, struct state *s
 	return v ? get_class(x, "kubernetes.defaultClass", v, &st->cfg.k8s_default_class) : 0;
 }
 
-/* A size (memquant.c) as a string, or whole bytes as a number. */
+void mem_config_defaults(struct mem_config *m)
+{
+	memset(m, 0, sizeof(*m));
+	for (size_t i = 0; i < sizeof(m->default_budget) / sizeof(m->default_budget[0]); i++)
+		m->default_budget[i] = GQ_MEM_UNLIMITED;
+}
+
+/* A size (common/quantity.c) as a string, or whole bytes as a number. */
 static int get_quantity(const struct ctx *x, const char *field, const cJSON *j, uint64_t *out)
 {
 	char why[160], num[32];
@@ -405,17 +412,17 @@ static int get_quantity(const struct ctx *x, const char *field, const cJSON *j, 
 	if (cJSON_IsNumber(j)) {
 		double d = j->valuedouble;
 
-		if (!(d >= 0 && d <= (double)MEM_QUANTITY_MAX) || (double)(uint64_t)d != d)
+		if (!(d >= 0 && d <= (double)QUANTITY_MAX) || (double)(uint64_t)d != d)
 			return fail(x, field, "must be a size such as \"16Gi\" or whole bytes, got %.15g",
 				    d);
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)d);
-		if (mem_quantity_parse(num, out, why, sizeof(why)))
+		if (quantity_parse(num, out, why, sizeof(why)))
 			return fail(x, field, "%s", why);
 		return 0;
 	}
 	if (!cJSON_IsString(j) || !j->valuestring)
 		return fail(x, field, "must be a size such as \"16Gi\", got %s", type_name(j));
-	if (mem_quantity_parse(j->valuestring, out, why, sizeof(why)))
+	if (quantity_parse(j->valuestring, out, why, sizeof(why)))
 		return fail(x, field, "%s", why);
 	return 0;
 }

@@ -59,9 +59,9 @@ static const char *mem_usage_bad(const struct gq_mem_usage *m, const struct mem_
 		return "reserved bits set";
 	if (m->device_instance >= MEM_GPU_MAX)
 		return "device instance out of range";
-	if (m->peak > MEM_QUANTITY_MAX || m->used > m->peak)
+	if (m->peak > QUANTITY_MAX || m->used > m->peak)
 		return "used beyond its peak, or a peak beyond 1Pi";
-	if (m->limit != GQ_MEM_UNLIMITED && m->limit > MEM_QUANTITY_MAX)
+	if (m->limit != GQ_MEM_UNLIMITED && m->limit > QUANTITY_MAX)
 		return "a limit beyond 1Pi";
 	if (m->refused > MEM_COUNT_MAX || m->refused_bytes > MEM_COUNT_MAX ||
 	    m->unknown > MEM_COUNT_MAX)
@@ -108,7 +108,7 @@ void memory_report(struct agent *a, struct peer *p, const struct gq_mem_usage *m
 		char lim[32];
 
 		pr->mem.refusal_said = 1;
-		mem_quantity_format(m->limit, lim, sizeof(lim));
+		quantity_format(m->limit, lim, sizeof(lim));
 		proc_log(a, pr, LOG_LEVEL_WARN,
 			 "pid %d (%s): a video-memory allocation on GPU %u was refused: it holds "
 			 "%llu bytes of a budget of %s",

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * memory.h - video-memory budgets: the policy file's "memory" section and
- * the sizes it is written in (memquant.c, pure), and what each process
- * holds and may hold per GPU (memory.c, part of the core: core.h includes
- * this header).
+ * memory.h - video-memory budgets: the policy file's "memory" section
+ * (parsed by config.c, its sizes by common/quantity.c), and what each
+ * process holds and may hold per GPU (memory.c, part of the core: core.h
+ * includes this header).
  *
- * Owns: the quantity grammar shared by the policy file and the pods'
- * gpuqos.io/gpu-memory annotation, the budget of each process of a peer
+ * Owns: the budget of each process of a peer
  * that counts memory (GQ_HELLO_F_MEMORY) and the checks on its MEM_USAGE.
  * Does not own: counting or refusing allocations (the preempt agent does,
  * docs/protocol.md "Memory"), sending MEMORY (a hook) or rendering
@@ -19,11 +18,7 @@
 #include <stdint.h>
 
 #include "abi/gq_proto.h"
-
-/* A budget or a reserve is at least 1 MiB (a smaller one is a typo: no
- * CUDA context fits) and at most 1 PiB, so sums of many never overflow. */
-#define MEM_QUANTITY_MIN (1ull << 20)
-#define MEM_QUANTITY_MAX (1ull << 50)
+#include "common/quantity.h"
 
 /* What the policy file's "memory" section says (docs/policy.md,
  * "Memory"). A budget of GQ_MEM_UNLIMITED is none. */
@@ -34,14 +29,6 @@ struct mem_config {
 };
 
 void mem_config_defaults(struct mem_config *m);
-
-/* A size as Kubernetes writes a quantity, in whole bytes: digits, then
- * nothing (bytes) or one of Ki Mi Gi Ti Pi (powers of 1024) or k M G T P
- * (powers of 1000); MEM_QUANTITY_MIN .. MEM_QUANTITY_MAX. 0, or -1 with
- * why (one phrase) filled. */
-int mem_quantity_parse(const char *s, uint64_t *out, char *why, size_t n);
-/* The bytes as the shortest exact quantity ("16Gi", "1500M", "12345"). */
-void mem_quantity_format(uint64_t bytes, char *buf, size_t n);
 
 /* ---- the core's side (memory.c) ---- */
 

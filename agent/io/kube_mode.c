@@ -73,7 +73,7 @@ int kmode_pod_memory(const struct kube_pod *pod, uint64_t *bytes)
 	*bytes = 0;
 	if (!raw)
 		return 0;
-	if (cJSON_IsString(raw) && mem_quantity_parse(raw->valuestring, bytes, why, sizeof(why)) == 0)
+	if (cJSON_IsString(raw) && quantity_parse(raw->valuestring, bytes, why, sizeof(why)) == 0)
 		return 0;
 	*bytes = 0;
 	return 1;

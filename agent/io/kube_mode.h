@@ -114,7 +114,7 @@ int kmode_pod_class(const struct agent *a, const struct kube_pod *pod, enum clas
  * is not a string). */
 int kmode_pod_windows(const struct kube_pod *pod, struct window_req *out);
 /* Its gpuqos.io/gpu-memory in bytes (0: none); 1 when it is there but
- * not a size (memquant.c; *bytes is then 0), else 0. */
+ * not a size (common/quantity.c; *bytes is then 0), else 0. */
 int kmode_pod_memory(const struct kube_pod *pod, uint64_t *bytes);
 /* Process p's first refused allocation: a GPUMemoryRefused Warning Event
  * on its pod, once a pod (agent_hooks.mem_refused). */

@@ -271,10 +271,10 @@ static void note_memory(struct agent *a, const struct kube_pod *pod, const struc
 		snprintf(kp->bad_memory, sizeof(kp->bad_memory), "%s", what);
 	if (!cJSON_IsString(raw))
 		snprintf(why, sizeof(why), "is not a string");
-	else if (mem_quantity_parse(raw->valuestring, &bytes, why, sizeof(why)) == 0)
+	else if (quantity_parse(raw->valuestring, &bytes, why, sizeof(why)) == 0)
 		why[0] = '\0';
 	budget = (unsigned)f->cls < 3 ? a->cfg->memory.default_budget[f->cls] : GQ_MEM_UNLIMITED;
-	mem_quantity_format(budget, dflt, sizeof(dflt));
+	quantity_format(budget, dflt, sizeof(dflt));
 	snprintf(note, sizeof(note), "%s: %.66s %s; the pod gets its class's default budget (%s)",
 		 KMODE_MEMORY_ANNOTATION, what, why, dflt);
 	log_warn("pod %s/%s: %s", pod->namespace, pod->name, note);
@@ -300,8 +300,8 @@ void kmode_mem_refused(struct agent *a, struct proc *p, const struct mem_gpu *e)
 	    kp->mem_refused_said)
 		return;
 	kp->mem_refused_said = 1;
-	mem_quantity_format(e->enforced, lim, sizeof(lim));
-	mem_quantity_format(e->used, used, sizeof(used));
+	quantity_format(e->enforced, lim, sizeof(lim));
+	quantity_format(e->used, used, sizeof(used));
 	snprintf(note, sizeof(note),
 		 "pid %d (%.16s): a video-memory allocation on GPU %u was refused at its budget "
 		 "(%s held, budget %s)",

@@ -130,11 +130,11 @@ static void test_defaults(void)
 		{
 			char q[32];
 
-			mem_quantity_format(16ull << 30, q, sizeof(q));
+			quantity_format(16ull << 30, q, sizeof(q));
 			CHECK(strcmp(q, "16Gi") == 0);
-			mem_quantity_format(1500000000ull, q, sizeof(q));
+			quantity_format(1500000000ull, q, sizeof(q));
 			CHECK(strcmp(q, "1500M") == 0);
-			mem_quantity_format(1048577, q, sizeof(q));
+			quantity_format(1048577, q, sizeof(q));
 			CHECK(strcmp(q, "1048577") == 0);
 		}
 	}

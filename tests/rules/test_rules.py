@@ -32,7 +32,7 @@ from gpuqos_test import filegraph
 
 # The node agent's wiring: a folder of its own inside agent/.
 WIRING = {"agent/main.c", "agent/hooks.c", "agent/agent.h"}
-CORE_COMMON = ["common/log.", "common/utf8."]
+CORE_COMMON = ["common/log.", "common/utf8.", "common/quantity."]
 # docs/architecture.md, "Folders": what a file of each folder may include
 # and call, as path prefixes below the source tree. The longest folder
 # that holds a file is its folder; a file of none (tests) is not checked.

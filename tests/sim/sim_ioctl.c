@@ -231,6 +231,10 @@ static void sim_do_alloc(struct sim_icall *ic, enum rm_call_kind k, void *block)
 		/* Classes not modelled take the caller's size; a pointer with
 		 * size 0 is let through so recorded traces replay. */
 		aplen = sim_rm_alloc_params_len(v.hClass, v.paramsSize);
+		/* The recorded traces keep no video-memory parameters: such
+		 * an allocation replays without any and takes nothing. */
+		if (v.hClass == RM_CLASS_MEMORY_LOCAL_USER && !v.pAllocParms)
+			aplen = 0;
 		if (aplen)
 			st = sim_copy_in(ic->tid, v.pAllocParms, aplen, &ap);
 	}

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * memquant.c - the sizes memory budgets are written in: Kubernetes'
- * quantity grammar restricted to whole bytes, shared by the policy file's
- * "memory" section (config.c) and the gpuqos.io/gpu-memory annotation
- * (agent/io/kube_mode.c). Pure: no I/O.
+ * quantity.c - sizes as Kubernetes writes a quantity, restricted to whole
+ * bytes: the policy file's "memory" section, the gpuqos.io/gpu-memory
+ * annotation, and every place that shows a size. Pure: libc only.
  */
-#include "agent/core/memory.h"
+#include "common/quantity.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "abi/gq_proto.h"
 
 static const struct {
 	const char *suffix;
@@ -20,14 +21,7 @@ static const struct {
 };
 #define NUNITS (sizeof(units) / sizeof(units[0]))
 
-void mem_config_defaults(struct mem_config *m)
-{
-	memset(m, 0, sizeof(*m));
-	for (size_t i = 0; i < sizeof(m->default_budget) / sizeof(m->default_budget[0]); i++)
-		m->default_budget[i] = GQ_MEM_UNLIMITED;
-}
-
-int mem_quantity_parse(const char *s, uint64_t *out, char *why, size_t n)
+int quantity_parse(const char *s, uint64_t *out, char *why, size_t n)
 {
 	uint64_t v = 0, mult = 1;
 	size_t i = 0;
@@ -37,8 +31,8 @@ int mem_quantity_parse(const char *s, uint64_t *out, char *why, size_t n)
 		return -1;
 	}
 	while (s[i] >= '0' && s[i] <= '9') {
-		/* Past MEM_QUANTITY_MAX already: no need to read on. */
-		if (v > MEM_QUANTITY_MAX) {
+		/* Past QUANTITY_MAX already: no need to read on. */
+		if (v > QUANTITY_MAX) {
 			snprintf(why, n, "\"%.40s\" is larger than 1Pi", s);
 			return -1;
 		}
@@ -67,12 +61,12 @@ int mem_quantity_parse(const char *s, uint64_t *out, char *why, size_t n)
 		}
 		mult = units[u].mult;
 	}
-	if (v > MEM_QUANTITY_MAX / mult) {
+	if (v > QUANTITY_MAX / mult) {
 		snprintf(why, n, "\"%.40s\" is larger than 1Pi", s);
 		return -1;
 	}
 	v *= mult;
-	if (v < MEM_QUANTITY_MIN) {
+	if (v < QUANTITY_MIN) {
 		snprintf(why, n, "\"%.40s\" is smaller than 1Mi", s);
 		return -1;
 	}
@@ -80,7 +74,7 @@ int mem_quantity_parse(const char *s, uint64_t *out, char *why, size_t n)
 	return 0;
 }
 
-void mem_quantity_format(uint64_t bytes, char *buf, size_t n)
+void quantity_format(uint64_t bytes, char *buf, size_t n)
 {
 	if (bytes == GQ_MEM_UNLIMITED) {
 		snprintf(buf, n, "unlimited");
