@@ -18,7 +18,8 @@ publishing pass visits no idle pod, and every `gpuqosctl status` answers
 with this agent's pid.
 
 Usage: bench_dense_node.py --build BUILD [--pods 500] [--foreign 2000]
-       [--gpu-pods 4] [--seconds 10] [--calls 50] [--log-level info]
+       [--gpu-pods 4] [--lc-every 2] [--seconds 10] [--calls 50] [--log-level info]
+       [--agent agent/gpuqos-agent]
 (needs root and /dev/fuse; exit 77 = skipped, with a reason)
 """
 import argparse
@@ -68,6 +69,11 @@ def idle_pod(name, node, i):
                 {"name": "main", "containerID": "containerd://%064x" % (i + 1)}]}}
 
 
+def cls_of(a, i):
+    """GPU pod i's class (an index of CLASSES): one in --lc-every is LC."""
+    return 0 if i % a.lc_every == 0 else 1
+
+
 def setup(node, a):
     """The pods, the agent and the GPU workloads; returns the GPU pods'
     names once every pod is cached and their state converged."""
@@ -78,14 +84,14 @@ def setup(node, a):
             node.st.upsert(idle_pod("other-%d" % i, "node-%d" % (2 + i % 50), 100000 + i))
     gpu = ["gpu-%d" % i for i in range(a.gpu_pods)]
     for i, name in enumerate(gpu):
-        node.add_pod(name, CLASSES[i % 2])
+        node.add_pod(name, CLASSES[cls_of(a, i)])
     for i in range(a.pods - a.gpu_pods):
         node.st.upsert(idle_pod("idle-%d" % i, NODE, i))
-    node.start_kube_agent(extra=["--log-level", a.log_level])
+    node.start_kube_agent(extra=["--log-level", a.log_level], agent=a.agent)
     # Held well past the measurement; close() kills them.
     hold = str(a.seconds * 4 + 300)
     for i, name in enumerate(gpu):
-        node.in_pod(name, ("lc", "be")[i % 2], args=("--hold", hold))
+        node.in_pod(name, ("lc", "be")[cls_of(a, i)], args=("--hold", hold))
     wait_for(lambda: node.kube_view()["synced"] and node.kube_view()["pods"] >= a.pods,
              timeout=60, what="every pod of the node cached")
     if gpu:
@@ -107,7 +113,7 @@ def check_behaviour(node, a, gpu):
            "the cache holds the node's %d pods and no other: %r" % (a.pods, view["pods"]))
     for i, name in enumerate(gpu):
         ann = node.ann(name)
-        expect(ann.get("gpuqos.io/class") == CLASSES[i % 2], "%s's class: %r" % (name, ann))
+        expect(ann.get("gpuqos.io/class") == CLASSES[cls_of(a, i)], "%s's class: %r" % (name, ann))
     with node.st.lock:
         marked = [k[1] for k, p in node.st.pods.items() if k[1] not in gpu and any(
             x.startswith("gpuqos.io/") for x in p["metadata"].get("annotations", {}))]
@@ -179,9 +185,13 @@ def main():
     ap.add_argument("--gpu-pods", type=int, default=4, help="of --pods, those running a GPU process")
     ap.add_argument("--seconds", type=float, default=10.0, help="measurement window (default 10)")
     ap.add_argument("--calls", type=int, default=50, help="gpuqosctl status calls (default 50)")
+    ap.add_argument("--lc-every", type=int, default=2,
+                    help="one GPU pod in this many is LC, the rest BE (default 2)")
+    ap.add_argument("--agent", default="agent/gpuqos-agent",
+                    help="the agent binary below BUILD (agent/gpuqos-agent-plain: no sanitizers)")
     ap.add_argument("--log-level", default="info", help="the agent's (default info, the chart's)")
     a = ap.parse_args()
-    if not 0 <= a.gpu_pods <= a.pods or a.calls < 1 or a.seconds <= 0 or a.foreign < 0:
+    if not 0 <= a.gpu_pods <= a.pods or a.calls < 1 or a.lc_every < 1 or a.seconds <= 0 or a.foreign < 0:
         ap.error("need 0 <= --gpu-pods <= --pods, --calls >= 1, --seconds > 0, --foreign >= 0")
     if os.geteuid() != 0:
         print("SKIP: the simulator's FUSE mount and pod cgroups need root")
