@@ -977,7 +977,7 @@ def t_busy_lc(node):
 
     # 25 %, not the default 50: a loop that launches without pause is
     # active only while it gets the CPU, and a loaded 2-core machine gives
-    # it less (the threshold itself is agent.core_unit's).
+    # it less (the threshold itself is agent.core_lcbusy's).
     node.start_agent(config={"version": 1, "busyLcPercent": BUSY_PCT})
     be = node.workload("be", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "2000"])
     lc = node.workload("lc", ["--hold", "30", "--libcuda", lib, "--launch-every-us", "0"], prefix=EAGER)
@@ -1119,7 +1119,7 @@ def t_busy_lc_rotate(node):
     # The looping LC's launch-active share is the share of a CPU it gets:
     # 75-97 % alone, far less beside four busy loops on two cores. What is
     # checked here is what the verdict does, not where its threshold sits
-    # (agent.core_unit, e2e.busy_lc): a threshold any loop that gets some
+    # (agent.core_lcbusy, e2e.busy_lc): a threshold any loop that gets some
     # CPU reaches, and the micro LC (no launches reported) never does.
     node.start_agent(config={"version": 1, "busyLcPercent": 20})
     bes = [node.workload("be", ["--hold", "90"]) for _ in range(3)]

@@ -142,7 +142,7 @@ def t_kube_classes(node):
     node.add_pod("be", "best-effort")
     # busyLcPercent 25, not the default 50: the eager pod below launches
     # without pause only while it gets the CPU, and a loaded 2-core machine
-    # gives it less (the threshold itself is agent.core_unit's).
+    # gives it less (the threshold itself is agent.core_lcbusy's).
     node.start_kube_agent(config={"version": 1, "busyLcPercent": 25})
     # Each claims the other class through gpuqos run: the claim is ignored.
     lc = node.in_pod("lc", "be")

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_core_memory.c - unit tests of the core's memory.c, on the fake clock
+ * and recording hooks of core_fixture.h: video-memory budgets per pod and
+ * GPU, the LC reserve, and the checks on MEM_USAGE.
+ */
+#include "tests/agent/core_fixture.h"
+#include "tests/check.h"
+
+#include <string.h>
+#include <stdio.h>
+
+/* Budgets sent, by pid (1..7) and GPU 0: the last MEMORY of each. */
+static uint64_t mem_limit_sent[8], mem_total_sent[8];
+static unsigned mem_sends[8];
+static uint64_t fake_gpu_total;
+
+static int send_memory(struct agent *a, struct peer *p, const struct mem_gpu *e)
+{
+	(void)a;
+	if (p->pid >= 1 && p->pid < 8 && e->gpu == 0) {
+		mem_limit_sent[p->pid] = e->limit;
+		mem_total_sent[p->pid] = e->total;
+		mem_sends[p->pid]++;
+	}
+	return 0;
+}
+
+static uint64_t gpu_mem_total(const struct agent *a, uint32_t gpu)
+{
+	(void)a;
+	return gpu == 0 ? fake_gpu_total : 0;
+}
+
+static void usage(struct agent *a, struct proc *p, uint64_t used, uint64_t refused)
+{
+	struct gq_mem_usage m;
+
+	memset(&m, 0, sizeof(m));
+	m.used = used;
+	m.peak = used;
+	m.limit = GQ_MEM_UNLIMITED;
+	m.refused = refused;
+	m.refused_bytes = refused;
+	memory_report(a, p->peer, &m);
+}
+
+#define GI (1ull << 30)
+
+/* Budgets (docs/policy.md, "Memory"): a pod's budget shared by its
+ * processes on a GPU so their limits never sum past it; the LC reserve
+ * keeps the BEs together out of total - reserve - what LCs hold; a BE
+ * over its new budget after an LC came keeps what it holds and gets no
+ * more; a peer without the MEMORY flag is never sent one; bad reports
+ * change nothing. */
+static void test_memory(void)
+{
+	struct agent *a = agent_new();
+	struct proc *b1 = proc_with_peer(a, 1, "best-effort");
+	struct proc *b2 = proc_with_peer(a, 2, "best-effort");
+	struct proc *b3 = proc_with_peer(a, 3, "best-effort");
+	struct proc *old = proc_with_peer(a, 5, "best-effort");
+	struct pod_facts f = { .cls = CLASS_BE, .cls_source = CLS_SRC_ANNOTATION, .memory = 8 * GI };
+	struct proc *lc;
+	uint64_t before;
+
+	memset(mem_sends, 0, sizeof(mem_sends));
+	a->hooks.send_memory = send_memory;
+	a->hooks.gpu_mem_total = gpu_mem_total;
+	fake_gpu_total = 80 * GI;
+	a->mode = AGENT_MODE_KUBE;
+	a->cfg->memory.default_budget[CLASS_BE] = 4 * GI;
+	a->cfg->memory.default_budget[CLASS_LC] = 20 * GI;
+	/* b1 and b2 share pod "p12" (8Gi by its annotation); b3 is alone in
+	 * "p3" with the class default; old's library does not count memory. */
+	snprintf(b1->pod_uid, sizeof(b1->pod_uid), "p12");
+	snprintf(b2->pod_uid, sizeof(b2->pod_uid), "p12");
+	snprintf(b3->pod_uid, sizeof(b3->pod_uid), "p3");
+	snprintf(old->pod_uid, sizeof(old->pod_uid), "p5");
+	CHECK_EQ_U(pod_set(a, "p12", &f), 1);
+	f.memory = 0;
+	CHECK_EQ_U(pod_set(a, "p3", &f), 1);
+	CHECK_EQ_U(pod_set(a, "p5", &f), 1);
+	pod_reclassify(a, NULL, NULL);
+	CHECK(b1->cls == CLASS_BE && b3->cls == CLASS_BE);
+	b1->peer->memory = b2->peer->memory = b3->peer->memory = 1;
+	usage(a, b1, 1 * GI, 0);
+	usage(a, b2, 3 * GI, 0);
+	usage(a, b3, 1 * GI, 0);
+	usage(a, old, 1 * GI, 0); /* unasked: dropped, counted */
+	CHECK_EQ_U(a->n.bad_mem_usage, 1);
+	CHECK_EQ_U(old->mem.n, 0);
+	reconcile(a);
+	/* The pod's 4Gi left, half each: 1+2 and 3+2, together 8Gi. */
+	CHECK_EQ_U(mem_limit_sent[1], 3 * GI);
+	CHECK_EQ_U(mem_limit_sent[2], 5 * GI);
+	CHECK_EQ_U(mem_total_sent[1], 8 * GI); /* its FB info shows the pod's budget */
+	CHECK_EQ_U(mem_limit_sent[3], 4 * GI);
+	CHECK_EQ_U(mem_sends[5], 0);
+	/* The same plan again sends nothing. */
+	reconcile(a);
+	CHECK_EQ_U(mem_sends[1], 1);
+	CHECK_EQ_U(mem_sends[3], 1);
+	/* b2 grew to 6Gi: 1Gi left for the pod, shared. */
+	usage(a, b2, 6 * GI, 0);
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[1] + mem_limit_sent[2], 8 * GI);
+	CHECK_EQ_U(mem_limit_sent[1], 1 * GI + GI / 2);
+
+	/* Bad reports: dropped, counted, nothing changes. */
+	before = b3->mem.g[0].used;
+	{
+		struct gq_mem_usage m;
+		const struct {
+			uint32_t dev, flags;
+			uint64_t used, peak, refused, refused_bytes;
+		} bad[] = {
+			{ 0, 2, 2 * GI, 2 * GI, 0, 0 },           /* reserved flag */
+			{ 0, 0, 3 * GI, 2 * GI, 0, 0 },           /* used past its peak */
+			{ 0, 0, 2 * GI, (1ull << 50) + 1, 0, 0 }, /* a peak past 1Pi */
+			{ 0, 0, 2 * GI, 2 * GI, 5, 4 },           /* fewer bytes than refusals */
+			{ 0, 0, GI / 2, GI / 2, 0, 0 },           /* its peak went back */
+			{ 32, 0, GI, GI, 0, 0 },                  /* no such device instance */
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			memset(&m, 0, sizeof(m));
+			m.device_instance = bad[i].dev;
+			m.flags = bad[i].flags;
+			m.used = bad[i].used;
+			m.peak = bad[i].peak;
+			m.limit = GQ_MEM_UNLIMITED;
+			m.refused = bad[i].refused;
+			m.refused_bytes = bad[i].refused_bytes;
+			memory_report(a, b3->peer, &m);
+			CHECK_EQ_U(a->n.bad_mem_usage, 2 + i);
+		}
+		CHECK_EQ_U(b3->mem.n, 1);
+		CHECK_EQ_U(b3->mem.g[0].used, before);
+		CHECK_EQ_U(b3->mem.g[0].peak, before);
+	}
+
+	/* The LC reserve: 60Gi of 80 kept for LCs. The BEs hold 8Gi, so
+	 * together they may reach 20Gi: each gets a third of the 12Gi left,
+	 * within its pod's budget. */
+	a->cfg->memory.lc_reserve = 60 * GI;
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[3], 4 * GI); /* 1 + 4 = 5 > its pod's 4 */
+	CHECK_EQ_U(mem_limit_sent[1], 1 * GI + GI / 2);
+	/* An LC arrives and takes 15Gi: the BEs may now reach 5Gi together
+	 * and hold 8: each keeps what it holds and gets no more. */
+	lc = proc_with_peer(a, 4, "latency-critical");
+	snprintf(lc->pod_uid, sizeof(lc->pod_uid), "p4");
+	f.cls = CLASS_LC;
+	CHECK_EQ_U(pod_set(a, "p4", &f), 1);
+	pod_reclassify(a, "p4", NULL);
+	lc->peer->memory = 1;
+	usage(a, lc, 15 * GI, 0);
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[1], 1 * GI);
+	CHECK_EQ_U(mem_limit_sent[2], 6 * GI);
+	CHECK_EQ_U(mem_limit_sent[3], 1 * GI);
+	/* Its FB info: the least of its pod's budget and what the BEs may
+	 * hold together. */
+	CHECK_EQ_U(mem_total_sent[3], 4 * GI);
+	CHECK_EQ_U(mem_total_sent[1], 5 * GI);
+	/* The LC is held only by its own budget (20Gi, its class default). */
+	CHECK_EQ_U(mem_limit_sent[4], 20 * GI);
+	/* A percent reserve: 25 % of 80Gi. */
+	a->cfg->memory.lc_reserve = 0;
+	a->cfg->memory.lc_reserve_percent = 25;
+	CHECK_EQ_U(memory_lc_reserve(a, 80 * GI), 20 * GI);
+	/* A refusal is kept, once said. */
+	usage(a, b3, 1 * GI, 2);
+	CHECK_EQ_U(b3->mem.g[0].refused, 2);
+	CHECK(b3->mem.refusal_said);
+	/* A new connection: what was sent is sent again. */
+	before = mem_sends[3];
+	memory_hello(a, b3->peer);
+	reconcile(a);
+	CHECK_EQ_U(mem_sends[3], before + 1);
+	agent_free(a);
+}
+
+int main(void)
+{
+	core_fixture_start();
+	test_memory();
+	CHECK_DONE();
+}
