@@ -12,6 +12,7 @@
 #include "common/rmgpus.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -114,13 +115,20 @@ const struct gpuinfo_gpu *gpuinfo_table_find(const struct gpuinfo_table *t,
 
 /* ---- the query ---- */
 
-/* One open of the control device with the agent's own client on it. */
+/* One open of the control device with the agent's own client on it, and
+ * the GPUs' device nodes held open while it asks about their memory. */
 struct rmconn {
 	const char *dev;
 	int fd;
 	rm_handle client;
 	struct gpuinfo_table *t;
+	int nodes[RM_GPU_MAX_ATTACHED];
+	size_t nnodes;
 };
+
+/* Handles of the objects the client allocates, chosen by the caller as
+ * libcuda does: a device and its subdevice per GPU, freed at once. */
+#define RMGPUS_HANDLE_BASE 0x5c00f000u
 
 __attribute__((format(printf, 2, 3))) static void fail(struct gpuinfo_table *t,
 							const char *fmt, ...)
@@ -134,24 +142,67 @@ __attribute__((format(printf, 2, 3))) static void fail(struct gpuinfo_table *t,
 	va_end(ap);
 }
 
-/* A control on the client itself. Returns the RM status, or -1 (with the
- * failure recorded) when ioctl() itself failed. */
-static int64_t rm_control(struct rmconn *c, uint32_t cmd, void *params, uint32_t size)
+/* A control on object obj of the client: the RM status, or -errno when
+ * ioctl() itself failed. */
+static int64_t rm_control_on(struct rmconn *c, rm_handle obj, uint32_t cmd, void *params,
+			     uint32_t size)
 {
 	struct rm_control_params p;
 
 	memset(&p, 0, sizeof(p));
 	p.hClient = c->client;
-	p.hObject = c->client;
+	p.hObject = obj;
 	p.cmd = cmd;
 	p.params = (rm_u64)(uintptr_t)params;
 	p.paramsSize = size;
-	if (ioctl(c->fd, RM_IOCTL_CONTROL, &p) != 0) {
+	if (ioctl(c->fd, RM_IOCTL_CONTROL, &p) != 0)
+		return -(int64_t)errno;
+	return p.status;
+}
+
+/* A control on the client itself. Returns the RM status, or -1 (with the
+ * failure recorded) when ioctl() itself failed. */
+static int64_t rm_control(struct rmconn *c, uint32_t cmd, void *params, uint32_t size)
+{
+	int64_t st = rm_control_on(c, c->client, cmd, params, size);
+
+	if (st < 0) {
 		fail(c->t, "%s: RM control 0x%x on client 0x%x: ioctl: %s", c->dev, cmd, c->client,
-		     strerror(errno));
+		     strerror((int)-st));
 		return -1;
 	}
-	return p.status;
+	return st;
+}
+
+/* Allocate object h of class cls under parent: the RM status, or -errno. */
+static int64_t rm_alloc_obj(struct rmconn *c, rm_handle parent, rm_handle h, uint32_t cls,
+			    void *params, uint32_t size)
+{
+	struct rm_alloc64_params a;
+
+	memset(&a, 0, sizeof(a));
+	a.hRoot = c->client;
+	a.hObjectParent = parent;
+	a.hObjectNew = h;
+	a.hClass = cls;
+	a.pAllocParms = (rm_u64)(uintptr_t)params;
+	a.paramsSize = size;
+	if (ioctl(c->fd, RM_IOCTL_ALLOC64, &a) != 0)
+		return -(int64_t)errno;
+	return a.status;
+}
+
+/* Free h and what hangs under it; a failure only leaves it to the
+ * client's free. */
+static void rm_free_obj(struct rmconn *c, rm_handle parent, rm_handle h)
+{
+	struct rm_free_params f;
+
+	memset(&f, 0, sizeof(f));
+	f.hRoot = c->client;
+	f.hObjectParent = parent;
+	f.hObjectOld = h;
+	(void)ioctl(c->fd, RM_IOCTL_FREE, &f);
 }
 
 /* Open the device and allocate a client with a handle the RM picks
@@ -231,6 +282,107 @@ static void query_pci(struct rmconn *c, struct gpuinfo_gpu *g)
 		gpuinfo_format_pci(&p, g->pci_bus_id, sizeof(g->pci_bus_id));
 }
 
+/* The GPUs' own device nodes, "nvidia" and a minor number in the control
+ * device's directory: a user client may allocate a GPU's device object
+ * only while its process holds that GPU's node open (the RM's
+ * deviceConstruct: osIsGpuAccessible, NV_ERR_INSUFFICIENT_PERMISSIONS
+ * otherwise). Which node is which GPU does not matter: all are held for
+ * the query. One that cannot be opened is left out (its GPU then says
+ * why it has no size). */
+static void nodes_open(struct rmconn *c)
+{
+	char dir[4096];
+	const char *slash = strrchr(c->dev, '/');
+	struct dirent *e;
+	DIR *d;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - c->dev) ? (int)(slash - c->dev) : 1,
+			 c->dev);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while (c->nnodes < RM_GPU_MAX_ATTACHED && (e = readdir(d)) != NULL) {
+		const char *n = e->d_name;
+		size_t digits = strspn(n + 6, "0123456789");
+		char path[4096 + 16];
+		int fd;
+
+		if (strncmp(n, "nvidia", 6) != 0 || digits == 0 || digits > 3 || n[6 + digits])
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, n) >= sizeof(path))
+			continue;
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+		if (fd >= 0)
+			c->nodes[c->nnodes++] = fd;
+	}
+	closedir(d);
+}
+
+static void nodes_close(struct rmconn *c)
+{
+	for (size_t i = 0; i < c->nnodes; i++)
+		close(c->nodes[i]);
+	c->nnodes = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void fb_fail(struct gpuinfo_gpu *g,
+							   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g->fb_error, sizeof(g->fb_error), fmt, ap);
+	va_end(ap);
+}
+
+static void fb_fail_status(struct gpuinfo_gpu *g, const char *what, int64_t st)
+{
+	if (st < 0)
+		fb_fail(g, "%s: ioctl: %s", what, strerror((int)-st));
+	else
+		fb_fail(g, "%s: %s (0x%x)%s", what, gpuinfo_status_name((uint32_t)st), (uint32_t)st,
+			st == RM_ERR_INSUFFICIENT_PERMISSIONS ? ", its /dev/nvidiaN not open" : "");
+}
+
+/* The size of the GPU's heap: FB_GET_INFO_V2 (HEAP_SIZE, KiB) on a
+ * subdevice of a device of our own, both freed at once. index: the row,
+ * for handles no other row uses. */
+static void query_fb(struct rmconn *c, struct gpuinfo_gpu *g, size_t index)
+{
+	rm_handle dev = RMGPUS_HANDLE_BASE + (rm_handle)index * 4u, sub = dev + 1u;
+	struct rm_device_alloc dp;
+	struct rm_fb_info_v2 fb;
+	uint32_t sub_id = 0; /* NV2080_ALLOC_PARAMETERS.subDeviceId: the device's only one */
+	int64_t st;
+
+	memset(&dp, 0, sizeof(dp));
+	dp.deviceId = g->device_instance;
+	st = rm_alloc_obj(c, c->client, dev, RM_CLASS_DEVICE, &dp, sizeof(dp));
+	if (st != RM_OK) {
+		fb_fail_status(g, "allocating its device (class 0x80)", st);
+		return;
+	}
+	st = rm_alloc_obj(c, dev, sub, RM_CLASS_SUBDEVICE, &sub_id, sizeof(sub_id));
+	if (st != RM_OK) {
+		fb_fail_status(g, "allocating its subdevice (class 0x2080)", st);
+	} else {
+		memset(&fb, 0, sizeof(fb));
+		fb.fbInfoListSize = 1;
+		fb.fbInfoList[0].index = RM_FB_INFO_HEAP_SIZE;
+		st = rm_control_on(c, sub, RM_CTRL_FB_GET_INFO_V2, &fb, sizeof(fb));
+		if (st != RM_OK)
+			fb_fail_status(g, "FB_GET_INFO_V2 (0x20801303)", st);
+		else if (fb.fbInfoList[0].index != RM_FB_INFO_HEAP_SIZE || fb.fbInfoList[0].data == 0)
+			fb_fail(g, "FB_GET_INFO_V2 (0x20801303): no heap size in the answer");
+		else
+			g->fb_heap_bytes = (uint64_t)fb.fbInfoList[0].data << 10;
+	}
+	rm_free_obj(c, c->client, dev);
+}
+
 /* One GPU: its device instance, then UUID and bus id. 0 if it has a
  * device instance (and so a row in the table). */
 static int query_gpu(struct rmconn *c, uint32_t gpu_id, struct gpuinfo_gpu *g)
@@ -256,7 +408,7 @@ static int query_gpu(struct rmconn *c, uint32_t gpu_id, struct gpuinfo_gpu *g)
 	return 0;
 }
 
-static void query_all(struct rmconn *c)
+static void query_all(struct rmconn *c, unsigned flags)
 {
 	struct rm_gpu_attached_ids ids;
 	uint32_t gpu_ids[RM_GPU_MAX_ATTACHED];
@@ -277,15 +429,21 @@ static void query_all(struct rmconn *c)
 	for (size_t i = 0; i < n; i++)
 		if (query_gpu(c, gpu_ids[i], &c->t->gpus[c->t->n]) == 0)
 			c->t->n++;
+	if (!(flags & GPUINFO_Q_MEMORY))
+		return;
+	nodes_open(c);
+	for (size_t i = 0; i < c->t->n; i++)
+		query_fb(c, &c->t->gpus[i], i);
+	nodes_close(c);
 }
 
-int gpuinfo_query(const char *dev, struct gpuinfo_table *t)
+int gpuinfo_query(const char *dev, unsigned flags, struct gpuinfo_table *t)
 {
 	struct rmconn c = { .dev = dev, .fd = -1, .client = 0, .t = t };
 
 	memset(t, 0, sizeof(*t));
 	if (rm_open(&c) == 0)
-		query_all(&c);
+		query_all(&c, flags);
 	rm_close(&c);
 	return t->listed ? 0 : -1;
 }

@@ -2,9 +2,10 @@
 /*
  * rmgpus.h - the GPUs the NVIDIA RM lists on this node: for each, the RM's
  * gpuId, the device instance a TSG's device names, the UUID (the "GPU-..."
- * nvidia-smi shows) and the PCI bus id, read by a short-lived RM client of
- * our own (GET_ATTACHED_IDS, GET_ID_INFO_V2, GET_UUID_FROM_GPU_ID,
- * GET_PCI_INFO; docs/gpuinfo.md).
+ * nvidia-smi shows), the PCI bus id and the size of its video memory,
+ * read by a short-lived RM client of our own (GET_ATTACHED_IDS,
+ * GET_ID_INFO_V2, GET_UUID_FROM_GPU_ID, GET_PCI_INFO on the client;
+ * FB_GET_INFO_V2 on a subdevice of its own; docs/gpuinfo.md).
  *
  * Shared by the node agent (agent/gpuinfo.c keeps its table) and the device
  * plugin (plugin/ advertises one device per GPU). Owns the query and the
@@ -28,6 +29,10 @@ struct gpuinfo_gpu {
 	char uuid[RM_GPU_UUID_STR_LEN]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" or "" */
 	char pci_bus_id[GPUINFO_PCI_MAX]; /* "dddddddd:bb:ss.0" or "" */
 	uint32_t status; /* RM status of the first control that failed for it, 0 */
+	/* Its video memory: the RM heap's size (FB_GET_INFO_V2 HEAP_SIZE, in
+	 * bytes), 0 when not known; then fb_error says why. */
+	uint64_t fb_heap_bytes;
+	char fb_error[128];
 };
 
 struct gpuinfo_table {
@@ -58,10 +63,14 @@ const struct gpuinfo_gpu *gpuinfo_table_find(const struct gpuinfo_table *t,
 
 /* ---- the query itself: blocks inside the RM ---- */
 
-/* Opens dev, allocates a client, asks, frees the client, closes. Returns
+/* Opens dev (and, for the size of each GPU's memory, the GPUs' own
+ * device nodes beside it: the RM gives a device object only to a process
+ * that holds its GPU's node open), allocates a client, asks, frees the
+ * client, closes. Returns
  * 0 when the list was read (single GPUs may still lack a UUID: their
  * status says why), -1 when nothing could be read; t->error says what
  * failed, naming the object and the errno or RM status in words. */
-int gpuinfo_query(const char *dev, struct gpuinfo_table *t);
+#define GPUINFO_Q_MEMORY 0x1u /* also each GPU's video-memory size (fb_heap_bytes) */
+int gpuinfo_query(const char *dev, unsigned flags, struct gpuinfo_table *t);
 
 #endif

@@ -87,7 +87,7 @@ int pgpus_discover(const struct plugin_config *c, struct pgpus *g, char *err, si
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (gpuinfo_query(c->nvidiactl, t) < 0) {
+	if (gpuinfo_query(c->nvidiactl, 0, t) < 0) {
 		snprintf(err, errlen, "GPU discovery: %s", t->error);
 		free(t);
 		return -1;

@@ -585,8 +585,6 @@ struct agent_hooks {
 	/* Send p's preempt agent the budget of e (memory.c): a MEMORY
 	 * with e->limit and e->total; 0, or -1. */
 	int (*send_memory)(struct agent *a, struct peer *p, const struct mem_gpu *e);
-	/* The bytes of video memory of a GPU (device instance), 0 unknown. */
-	uint64_t (*gpu_mem_total)(const struct agent *a, uint32_t gpu);
 	/* Process p was refused an allocation for the first time (memory.c):
 	 * Kubernetes mode tells its pod. NULL: nobody to tell. */
 	void (*mem_refused)(struct agent *a, struct proc *p, const struct mem_gpu *e);
@@ -744,6 +742,7 @@ struct agent {
 	enum agent_mode mode;
 	struct pod_table pods;  /* Kubernetes mode: each pod's facts (pod.c) */
 	struct record_queue changes; /* records changed since the last publishing (record.c) */
+	struct mem_gpu_size gpu_mem[MEM_GPU_MAX]; /* each GPU's video memory (memory.c) */
 };
 
 /* What /proc says of a process (read by agent/io/procinfo.c), as a
@@ -1007,6 +1006,13 @@ void memory_plan(struct agent *a);
 uint64_t memory_pod_budget(const struct agent *a, const struct proc *p);
 /* The reserve kept for LCs on a GPU of `total` bytes (0: unknown). */
 uint64_t memory_lc_reserve(const struct agent *a, uint64_t total);
+/* The GPU table's fact: device instance gpu has `total` bytes of video
+ * memory (0: listed, its size unknown). listed 0 forgets it. Marks the
+ * agent dirty when it changed. */
+void memory_gpu_size(struct agent *a, uint32_t gpu, int listed, uint64_t total);
+/* The LC reserve in force on gpu: 0 when the policy has none or the
+ * GPU's size is not known (then none is applied). */
+uint64_t memory_lc_reserve_on(const struct agent *a, uint32_t gpu);
 
 /* lcbusy.c */
 /* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent

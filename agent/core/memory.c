@@ -7,8 +7,9 @@
  *
  * Owns: struct proc_mem, the budget arithmetic and when a MEMORY goes.
  * Does not own: counting, refusing or the FB-info answers (the preempt
- * agent), the socket (agent_hooks.send_memory), the GPU's size
- * (agent_hooks.gpu_mem_total) or rendering (ctl, metrics).
+ * agent), the socket (agent_hooks.send_memory), reading the GPU's size
+ * (the GPU table pushes it in: memory_gpu_size) or rendering (ctl,
+ * metrics).
  *
  * Memory is never taken back: a budget below what a process holds only
  * refuses its next allocations until it frees. Each plan is computed
@@ -19,8 +20,6 @@
 
 #include <string.h>
 
-/* The device instances a budget is kept for (NV0000_CTRL_GPU_MAX_ATTACHED_GPUS). */
-#define MEM_GPU_MAX 32u
 /* Counts shown as JSON numbers stay whole up to 2^53. */
 #define MEM_COUNT_MAX (1ull << 53)
 
@@ -141,6 +140,31 @@ uint64_t memory_lc_reserve(const struct agent *a, uint64_t total)
 	return m->lc_reserve;
 }
 
+void memory_gpu_size(struct agent *a, uint32_t gpu, int listed, uint64_t total)
+{
+	struct mem_gpu_size *g;
+
+	if (gpu >= MEM_GPU_MAX)
+		return;
+	g = &a->gpu_mem[gpu];
+	if (!listed)
+		total = 0;
+	if (g->listed == !!listed && g->total == total)
+		return;
+	g->listed = !!listed;
+	g->total = total;
+	if (total)
+		g->said = 0; /* unknown again later: said again */
+	a->dirty = 1;
+}
+
+uint64_t memory_lc_reserve_on(const struct agent *a, uint32_t gpu)
+{
+	if (gpu >= MEM_GPU_MAX || !a->gpu_mem[gpu].total)
+		return 0;
+	return memory_lc_reserve(a, a->gpu_mem[gpu].total);
+}
+
 /* Processes sharing a pod's budget: the same pod in Kubernetes mode,
  * else only the process itself. */
 static int same_pod(const struct agent *a, const struct proc *x, const struct proc *y)
@@ -206,10 +230,8 @@ static void mem_limit(struct agent *a, struct proc *p, struct mem_gpu *e,
 void memory_plan(struct agent *a)
 {
 	struct mem_sums sums[MEM_GPU_MAX];
-	int warned[MEM_GPU_MAX];
 
 	memset(sums, 0, sizeof(sums));
-	memset(warned, 0, sizeof(warned));
 	/* A process that counts memory and has a TSG on a GPU gets its
 	 * budget there before its first report. */
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
@@ -238,16 +260,17 @@ void memory_plan(struct agent *a)
 
 		for (unsigned i = 0; i < p->mem.n; i++) {
 			struct mem_gpu *e = &p->mem.g[i];
-			uint64_t total =
-				a->hooks.gpu_mem_total ? a->hooks.gpu_mem_total(a, e->gpu) : 0;
+			struct mem_gpu_size *size = &a->gpu_mem[e->gpu];
 
-			if (!total && memory_lc_reserve(a, 1ull << 40) && p->cls == CLASS_BE &&
-			    !warned[e->gpu]) {
-				warned[e->gpu] = 1;
-				log_debug("memory: GPU %u's size is not known: no LC reserve there",
-					  e->gpu);
+			if (!size->total && memory_lc_reserve(a, 1ull << 40) && p->cls == CLASS_BE &&
+			    !size->said) {
+				size->said = 1;
+				log_warn("memory: GPU %u's video-memory size is not known (%s): "
+					 "no LC reserve is kept there",
+					 e->gpu, size->listed ? "the RM did not answer FB_GET_INFO_V2"
+							      : "not in the GPU table");
 			}
-			mem_limit(a, p, e, &sums[e->gpu], total);
+			mem_limit(a, p, e, &sums[e->gpu], size->total);
 			if (!peer || !peer->hello || !peer->memory || peer->broken)
 				continue;
 			if (p->mem.greeted &&

@@ -34,6 +34,17 @@ void mem_config_defaults(struct mem_config *m);
 
 /* GPUs one process's memory is kept for; reports on more are dropped. */
 #define MEM_GPUS_PER_PROC 8u
+/* The device instances a budget is kept for (NV0000_CTRL_GPU_MAX_ATTACHED_GPUS). */
+#define MEM_GPU_MAX 32u
+
+/* A GPU's video memory as the GPU table read it from the RM
+ * (FB_GET_INFO_V2, docs/rm-facts.md "Video memory"): a fact pushed in by
+ * the table (memory_gpu_size), never asked for by the core. */
+struct mem_gpu_size {
+	int listed;     /* the GPU table has this device instance */
+	uint64_t total; /* its heap in bytes; 0: not known (the query failed) */
+	int said;       /* "no LC reserve there" was logged since it became unknown */
+};
 
 /* One process's memory on one GPU: its preempt agent's last MEM_USAGE on
  * this connection, the budget the last plan gave it and what was sent. */

@@ -645,7 +645,7 @@ static void direct_json(struct agent *a, cJSON *o)
 
 static cJSON *agent_json(struct agent *a)
 {
-	cJSON *o = cJSON_CreateObject(), *counters;
+	cJSON *o = cJSON_CreateObject(), *counters, *gpus;
 	size_t npeers = 0, ntsgs = 0;
 
 	if (!o)
@@ -673,7 +673,9 @@ static cJSON *agent_json(struct agent *a)
 	tracker_json(a, o);
 	if (a->kube)
 		kmode_json(a, o);
-	cJSON_AddItemToObject(o, "gpus", gpuinfo_json());
+	gpus = gpuinfo_json();
+	memview_gpus_json(a, gpus);
+	cJSON_AddItemToObject(o, "gpus", gpus);
 	if (gpuinfo_error())
 		cJSON_AddStringToObject(o, "gpusError", gpuinfo_error());
 	else

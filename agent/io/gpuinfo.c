@@ -8,6 +8,7 @@
  * docs/gpuinfo.md.
  */
 #include "agent/io/gpuinfo.h"
+#include "agent/core/core.h"
 #include "common/log.h"
 #include "common/loop.h"
 
@@ -53,6 +54,12 @@ cJSON *gpuinfo_table_json(const struct gpuinfo_table *t)
 		add_str_or_null(o, "pciBusId", g->pci_bus_id);
 		if (g->status)
 			cJSON_AddStringToObject(o, "error", gpuinfo_status_name(g->status));
+		if (g->fb_heap_bytes)
+			cJSON_AddNumberToObject(o, "memoryBytes", (double)g->fb_heap_bytes);
+		else
+			cJSON_AddNullToObject(o, "memoryBytes");
+		if (g->fb_error[0])
+			cJSON_AddStringToObject(o, "memoryError", g->fb_error);
 	}
 	return arr;
 }
@@ -72,6 +79,7 @@ struct gpuinfo_job {
 };
 
 static struct {
+	struct agent *agent; /* told each GPU's memory size (memory_gpu_size) */
 	struct loop *loop;
 	char dev[4096];
 	struct loop_watch job_w;   /* the running job's eventfd */
@@ -106,7 +114,7 @@ static void *job_main(void *arg)
 	struct gpuinfo_job *j = arg;
 	uint64_t one = 1;
 
-	(void)gpuinfo_query(j->dev, &j->table); /* the result says how it went */
+	(void)gpuinfo_query(j->dev, GPUINFO_Q_MEMORY, &j->table); /* the result says how it went */
 	pthread_mutex_lock(&j->mu);
 	j->done = 1;
 	/* Under the lock: the loop's reference (and the eventfd) cannot go
@@ -220,6 +228,19 @@ static void log_failure(const char *error)
 	log_error("GPU table: %s; UUIDs of GPUs not listed stay unknown", error);
 }
 
+/* The core's facts of each GPU's video memory from a complete list: a
+ * GPU no longer listed is forgotten. */
+static void push_sizes(const struct gpuinfo_table *t)
+{
+	if (!g.agent)
+		return;
+	for (uint32_t gpu = 0; gpu < MEM_GPU_MAX; gpu++) {
+		const struct gpuinfo_gpu *x = gpuinfo_table_find(t, gpu);
+
+		memory_gpu_size(g.agent, gpu, x != NULL, x ? x->fb_heap_bytes : 0);
+	}
+}
+
 /* A complete list replaces the table; a failed one keeps what was known
  * (device instances do not change while the driver stays loaded). */
 static void apply(const struct gpuinfo_table *t, uint64_t took_us)
@@ -229,10 +250,16 @@ static void apply(const struct gpuinfo_table *t, uint64_t took_us)
 		g.generation++;
 		for (size_t i = 0; i < t->n; i++) {
 			const struct gpuinfo_gpu *x = &t->gpus[i];
-			log_info("GPU device instance %u: %s, PCI %s, gpuId 0x%x", x->device_instance,
-				 x->uuid[0] ? x->uuid : "UUID unknown",
-				 x->pci_bus_id[0] ? x->pci_bus_id : "unknown", x->gpu_id);
+			log_info("GPU device instance %u: %s, PCI %s, gpuId 0x%x, video memory %llu MiB",
+				 x->device_instance, x->uuid[0] ? x->uuid : "UUID unknown",
+				 x->pci_bus_id[0] ? x->pci_bus_id : "unknown", x->gpu_id,
+				 (unsigned long long)(x->fb_heap_bytes >> 20));
+			if (!x->fb_heap_bytes)
+				log_warn("GPU device instance %u: its video-memory size is not known "
+					 "(%s): no LC reserve is kept on it",
+					 x->device_instance, x->fb_error[0] ? x->fb_error : "no answer");
 		}
+		push_sizes(t);
 		log_info("GPU table: %zu GPU(s) from %s in %llu us", t->n, g.dev,
 			 (unsigned long long)took_us);
 	}
@@ -326,8 +353,9 @@ static void wait_first(void)
 	}
 }
 
-int gpuinfo_init(struct loop *loop, const char *dev)
+int gpuinfo_init(struct agent *a, struct loop *loop, const char *dev)
 {
+	g.agent = a;
 	g.loop = loop;
 	snprintf(g.dev, sizeof(g.dev), "%s", dev);
 	if (loop_timer_add(loop, &g.timer, "GPU table", on_timer, NULL) != 0)
@@ -390,4 +418,5 @@ void gpuinfo_fini(void)
 	}
 	loop_timer_del(&g.timer);
 	g.loop = NULL;
+	g.agent = NULL;
 }

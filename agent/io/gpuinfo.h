@@ -25,6 +25,7 @@
 
 #include "common/rmgpus.h"
 
+struct agent;
 struct loop;
 struct cJSON;
 
@@ -33,17 +34,18 @@ struct cJSON;
 #define GPUINFO_UNKNOWN_MIN_MS 10000u   /* re-queries for unknown device instances */
 
 /* A JSON array, one object per GPU: deviceInstance, subDeviceInstance,
- * gpuId (hex string), uuid and pciBusId (null when unknown). NULL if out
- * of memory. */
+ * gpuId (hex string), uuid, pciBusId and memoryBytes (null when unknown;
+ * memoryError then says why). NULL if out of memory. */
 struct cJSON *gpuinfo_table_json(const struct gpuinfo_table *t);
 
 /* ---- the agent's table (loop thread only) ---- */
 
 /* Starts the first query and waits for it at most GPUINFO_QUERY_TIMEOUT_MS
  * (the one bounded wait, before the loop serves); if it has not answered
- * by then its answer is taken from the loop when it comes. -1 only when
- * the loop watches cannot be set up. */
-int gpuinfo_init(struct loop *loop, const char *dev);
+ * by then its answer is taken from the loop when it comes. Each complete
+ * table tells a's core every GPU's video-memory size (memory_gpu_size).
+ * -1 only when the loop watches cannot be set up. */
+int gpuinfo_init(struct agent *a, struct loop *loop, const char *dev);
 /* Query again (SIGHUP); while one runs, once more after it. */
 void gpuinfo_refresh(const char *why);
 /* A TSG names this device instance: query again if it is not in the

@@ -78,6 +78,25 @@ void memview_proc_json(struct agent *a, const struct proc *p, cJSON *o)
 	}
 }
 
+void memview_gpus_json(struct agent *a, cJSON *gpus)
+{
+	cJSON *g;
+
+	cJSON_ArrayForEach(g, gpus)
+	{
+		const cJSON *di = cJSON_GetObjectItemCaseSensitive(g, "deviceInstance");
+		uint64_t reserve;
+
+		if (!cJSON_IsNumber(di) || di->valuedouble < 0 || di->valuedouble >= MEM_GPU_MAX)
+			continue;
+		reserve = memory_lc_reserve_on(a, (uint32_t)di->valuedouble);
+		if (reserve)
+			cJSON_AddNumberToObject(g, "lcReserveBytes", (double)reserve);
+		else
+			cJSON_AddNullToObject(g, "lcReserveBytes");
+	}
+}
+
 /* ---- /metrics ---- */
 
 struct mout {
@@ -149,6 +168,33 @@ static void family(struct agent *a, struct mout *m, const char *name, const char
 	}
 }
 
+/* Per GPU of the table: its size where the RM said it, and the LC
+ * reserve kept there (0: none, or its size is not known). */
+static void gpu_families(struct agent *a, struct mout *m, const char *host)
+{
+	for (int f = 0; f < 2; f++) {
+		const char *name = f ? "gpuqos_memory_lc_reserve_bytes" : "gpuqos_memory_gpu_total_bytes";
+
+		mput(m, "# HELP %s %s\n# TYPE %s gauge\n", name,
+		     f ? "The video memory kept free for LCs on a GPU (0: the policy keeps none, or "
+			 "the GPU's size is not known and none is kept)."
+		       : "A GPU's video memory as the RM reports its heap (FB_GET_INFO_V2); no "
+			 "sample when the RM did not say.",
+		     name);
+		for (uint32_t gpu = 0; gpu < MEM_GPU_MAX; gpu++) {
+			const struct mem_gpu_size *s = &a->gpu_mem[gpu];
+
+			if (!s->listed || (!f && !s->total))
+				continue;
+			mput(m, "%s{gpu=\"%u\"", name, gpu);
+			mlabel(m, "UUID", gpuinfo_uuid(gpu));
+			mlabel(m, "Hostname", host);
+			mput(m, "} %llu\n",
+			     (unsigned long long)(f ? memory_lc_reserve_on(a, gpu) : s->total));
+		}
+	}
+}
+
 void memview_metrics(struct agent *a, void (*put)(void *ctx, const char *s, size_t n), void *ctx)
 {
 	struct mout m = { put, ctx };
@@ -174,6 +220,7 @@ void memview_metrics(struct agent *a, void (*put)(void *ctx, const char *s, size
 	       "Video-memory allocations passed through uncounted (parameters the preempt agent "
 	       "could not read).",
 	       MF_UNKNOWN, host);
+	gpu_families(a, &m, host);
 	mput(&m, "# HELP gpuqos_memory_reports_dropped_total %s\n"
 		 "# TYPE gpuqos_memory_reports_dropped_total counter\n"
 		 "gpuqos_memory_reports_dropped_total %llu\n",

@@ -13,7 +13,6 @@
 /* Budgets sent, by pid (1..7) and GPU 0: the last MEMORY of each. */
 static uint64_t mem_limit_sent[8], mem_total_sent[8];
 static unsigned mem_sends[8];
-static uint64_t fake_gpu_total;
 
 static int send_memory(struct agent *a, struct peer *p, const struct mem_gpu *e)
 {
@@ -24,12 +23,6 @@ static int send_memory(struct agent *a, struct peer *p, const struct mem_gpu *e)
 		mem_sends[p->pid]++;
 	}
 	return 0;
-}
-
-static uint64_t gpu_mem_total(const struct agent *a, uint32_t gpu)
-{
-	(void)a;
-	return gpu == 0 ? fake_gpu_total : 0;
 }
 
 static void usage(struct agent *a, struct proc *p, uint64_t used, uint64_t refused)
@@ -66,8 +59,7 @@ static void test_memory(void)
 
 	memset(mem_sends, 0, sizeof(mem_sends));
 	a->hooks.send_memory = send_memory;
-	a->hooks.gpu_mem_total = gpu_mem_total;
-	fake_gpu_total = 80 * GI;
+	memory_gpu_size(a, 0, 1, 80 * GI);
 	a->mode = AGENT_MODE_KUBE;
 	a->cfg->memory.default_budget[CLASS_BE] = 4 * GI;
 	a->cfg->memory.default_budget[CLASS_LC] = 20 * GI;
@@ -182,9 +174,66 @@ static void test_memory(void)
 	agent_free(a);
 }
 
+/* The GPU's size is a fact the GPU table pushes in: unknown, the BEs get
+ * only their pods' budgets (no reserve) and the reserve in force is 0;
+ * known, the BEs are held to total - reserve; a GPU dropped from the
+ * table is unknown again. */
+static void test_memory_gpu_size(void)
+{
+	struct agent *a = agent_new();
+	struct proc *b = proc_with_peer(a, 1, "best-effort");
+	unsigned sends;
+
+	memset(mem_sends, 0, sizeof(mem_sends));
+	a->hooks.send_memory = send_memory;
+	a->cfg->memory.default_budget[CLASS_BE] = 4 * GI;
+	a->cfg->memory.lc_reserve = 7 * GI;
+	b->peer->memory = 1;
+	usage(a, b, 1 * GI, 0);
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[1], 4 * GI); /* no size: its pod's budget alone */
+	CHECK_EQ_U(memory_lc_reserve_on(a, 0), 0);
+	CHECK(a->gpu_mem[0].said);
+	/* Listed, but the RM did not say its size: still no reserve. */
+	a->dirty = 0;
+	memory_gpu_size(a, 0, 1, 0);
+	CHECK(a->dirty && a->gpu_mem[0].listed);
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[1], 4 * GI);
+	/* 10Gi: the BEs together may hold 3Gi; it holds 1, so 3 in all. */
+	memory_gpu_size(a, 0, 1, 10 * GI);
+	CHECK(!a->gpu_mem[0].said);
+	CHECK_EQ_U(memory_lc_reserve_on(a, 0), 7 * GI);
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[1], 3 * GI);
+	CHECK_EQ_U(mem_total_sent[1], 3 * GI);
+	/* The same fact again changes nothing and sends nothing. */
+	sends = mem_sends[1];
+	a->dirty = 0;
+	memory_gpu_size(a, 0, 1, 10 * GI);
+	CHECK(!a->dirty);
+	reconcile(a);
+	CHECK_EQ_U(mem_sends[1], sends);
+	/* A percent of it: 50 % of 10Gi leaves 5Gi to the BEs, capped by the
+	 * pod's 4Gi. */
+	a->cfg->memory.lc_reserve = 0;
+	a->cfg->memory.lc_reserve_percent = 50;
+	reconcile(a);
+	CHECK_EQ_U(memory_lc_reserve_on(a, 0), 5 * GI);
+	CHECK_EQ_U(mem_limit_sent[1], 4 * GI);
+	/* Gone from the table: unknown, no reserve; out-of-range ignored. */
+	memory_gpu_size(a, 0, 0, 10 * GI);
+	CHECK(!a->gpu_mem[0].listed && !a->gpu_mem[0].total);
+	CHECK_EQ_U(memory_lc_reserve_on(a, 0), 0);
+	memory_gpu_size(a, MEM_GPU_MAX, 1, GI);
+	CHECK_EQ_U(memory_lc_reserve_on(a, MEM_GPU_MAX), 0);
+	agent_free(a);
+}
+
 int main(void)
 {
 	core_fixture_start();
 	test_memory();
+	test_memory_gpu_size();
 	CHECK_DONE();
 }

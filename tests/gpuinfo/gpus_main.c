@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpuqos-gpus: out of memory\n");
 		return 1;
 	}
-	ok = gpuinfo_query(dev, t) == 0;
+	ok = gpuinfo_query(dev, GPUINFO_Q_MEMORY, t) == 0;
 	if (print_table(dev, t, ok) != 0) {
 		fprintf(stderr, "gpuqos-gpus: cannot write the table\n");
 		ok = 0;

@@ -147,8 +147,10 @@ static void test_table(void)
 	t.gpus[0] = (struct gpuinfo_gpu){ .gpu_id = 6, .device_instance = 0 };
 	strcpy(t.gpus[0].uuid, "GPU-2f4311e7-33dd-3d3f-5c2e-8e924d8d11ce");
 	strcpy(t.gpus[0].pci_bus_id, "00000000:00:06.0");
+	t.gpus[0].fb_heap_bytes = 80ull << 30;
 	t.gpus[1] = (struct gpuinfo_gpu){ .gpu_id = 0x106, .device_instance = 1,
 					  .status = RM_ERR_OBJECT_NOT_FOUND };
+	strcpy(t.gpus[1].fb_error, "FB_GET_INFO_V2 (0x20801303): NV_ERR_NOT_SUPPORTED (0x56)");
 	CHECK(gpuinfo_table_find(&t, 1) == &t.gpus[1]);
 	CHECK(gpuinfo_table_find(&t, 2) == NULL);
 	j = gpuinfo_table_json(&t);
@@ -156,9 +158,12 @@ static void test_table(void)
 	s = cJSON_PrintUnformatted(j);
 	CHECK(s && strcmp(s, "[{\"deviceInstance\":0,\"subDeviceInstance\":0,\"gpuId\":\"0x6\","
 			     "\"uuid\":\"GPU-2f4311e7-33dd-3d3f-5c2e-8e924d8d11ce\","
-			     "\"pciBusId\":\"00000000:00:06.0\"},{\"deviceInstance\":1,"
+			     "\"pciBusId\":\"00000000:00:06.0\",\"memoryBytes\":85899345920},"
+			     "{\"deviceInstance\":1,"
 			     "\"subDeviceInstance\":0,\"gpuId\":\"0x106\",\"uuid\":null,"
-			     "\"pciBusId\":null,\"error\":\"NV_ERR_OBJECT_NOT_FOUND\"}]") == 0);
+			     "\"pciBusId\":null,\"error\":\"NV_ERR_OBJECT_NOT_FOUND\","
+			     "\"memoryBytes\":null,\"memoryError\":\"FB_GET_INFO_V2 (0x20801303): "
+			     "NV_ERR_NOT_SUPPORTED (0x56)\"}]") == 0);
 	cJSON_free(s);
 	cJSON_Delete(j);
 	CHECK(strcmp(gpuinfo_status_name(0x57), "NV_ERR_OBJECT_NOT_FOUND") == 0);
@@ -171,10 +176,10 @@ static void test_query_failures(void)
 {
 	static struct gpuinfo_table t;
 
-	CHECK(gpuinfo_query("/nonexistent/nvidiactl", &t) == -1);
+	CHECK(gpuinfo_query("/nonexistent/nvidiactl", GPUINFO_Q_MEMORY, &t) == -1);
 	CHECK(!t.listed && t.n == 0);
 	CHECK(strcmp(t.error, "open /nonexistent/nvidiactl: No such file or directory") == 0);
-	CHECK(gpuinfo_query("/dev/null", &t) == -1);
+	CHECK(gpuinfo_query("/dev/null", GPUINFO_Q_MEMORY, &t) == -1);
 	CHECK(strstr(t.error, "/dev/null: allocating an RM client: ioctl: ") == t.error);
 }
 

@@ -175,7 +175,47 @@ def t_unknown_device(node):
     expect(len(agent_calls(node, ATTACHED)) == 2, "two queries: %r" % agent_calls(node, ATTACHED))
 
 
-SCENARIOS = {"tool": t_tool, "two_gpus": t_two_gpus, "failure": t_failure, "hang": t_hang,
+FB_GET_INFO_V2 = "0x20801303"
+
+
+def t_memory(node):
+    """Each GPU's video memory from the RM (docs/gpuinfo.md): the agent asks
+    FB_GET_INFO_V2 on a device and subdevice of its own client, frees them,
+    and lists each GPU's heap (the simulator's) with the LC reserve kept
+    there; when the RM does not answer, the size is null with the reason
+    in words, logged, and no reserve is kept; SIGHUP asks again."""
+    node.start_agent(config={"version": 1, "memory": {"lcReserve": "25%"}})
+    total = node.sim_state()["fb"]["totalBytes"]
+
+    def gpus():
+        return {g["deviceInstance"]: g for g in node.ctl("list")["agent"]["gpus"]}
+
+    got = gpus()
+    expect(sorted(got) == [0, 1] and
+           all(g["memoryBytes"] == total and g["lcReserveBytes"] == total // 4 and
+               "memoryError" not in g for g in got.values()), "sizes: %r" % got)
+    calls = agent_calls(node, FB_GET_INFO_V2)
+    expect(len(calls) == 2 and all(r["status"] == "0x00" for r in calls) and
+           len({r["object"] for r in calls}) == 2, "one FB_GET_INFO_V2 per GPU: %r" % calls)
+    wait_for(lambda: node.sim_state()["clients"] == [], what="its device objects freed")
+    node.sim_control("fail 20801303 56")
+    node.agent.send_signal(signal.SIGHUP)
+    wait_for(lambda: all(g["memoryBytes"] is None for g in gpus().values()),
+             what="sizes unknown after the failed query")
+    got = gpus()
+    expect(all(g["lcReserveBytes"] is None and
+               g["memoryError"] == "FB_GET_INFO_V2 (0x20801303): NV_ERR_NOT_SUPPORTED (0x56)"
+               and g["uuid"] for g in got.values()), "the reason, no reserve: %r" % got)
+    log = open(node.agent_logs[-1]).read()
+    expect("GPU device instance 1: its video-memory size is not known (FB_GET_INFO_V2 "
+           "(0x20801303): NV_ERR_NOT_SUPPORTED (0x56)): no LC reserve is kept on it" in log,
+           "logged: %s" % log[-2000:])
+    node.sim_control("clear")
+    node.agent.send_signal(signal.SIGHUP)
+    wait_for(lambda: all(g["memoryBytes"] == total for g in gpus().values()), what="sizes again")
+
+
+SCENARIOS = {"memory": t_memory, "tool": t_tool, "two_gpus": t_two_gpus, "failure": t_failure, "hang": t_hang,
              "unknown_device": t_unknown_device}
 
 

@@ -17,6 +17,7 @@ test); nothing edits sys.path. Run one by hand with
 """
 import os
 import shutil
+import socket
 import time
 
 SKIP = 77  # the exit status ctest's SKIP_RETURN_CODE reports as skipped
@@ -63,6 +64,15 @@ def find_tool(name):
     if os.access(own, os.X_OK):
         return own
     return shutil.which(name)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def cgroup2_root(mountinfo="/proc/self/mountinfo"):

@@ -31,13 +31,14 @@ from gpuqos_test.sim import Sim
 class Node:
     """One simulated GPU node: simulator + agent + helpers, in a temp dir."""
 
-    def __init__(self, build, gpus=1):
+    def __init__(self, build, gpus=1, sim_extra=()):
         self.b = build
         self.dir = tempfile.mkdtemp(prefix="gpuqos-e2e-")
         os.chmod(self.dir, 0o755)
         # The simulator (gpuqos_test.sim): a mount of its own, always
-        # removed, its sanitizer reports a failure.
-        self.simx = Sim(self.bin("tests/sim"), gpus=gpus).__enter__()
+        # removed, its sanitizer reports a failure. sim_extra: more of its
+        # options (--fb-mib N).
+        self.simx = Sim(self.bin("tests/sim"), gpus=gpus, extra=sim_extra).__enter__()
         self.mnt = self.simx.mnt
         self.dev = self.simx.dev
         self.sock = os.path.join(self.dir, "agent.sock")

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""e2e_memory.py - video-memory QoS of a node without a GPU (docs/policy.md,
+"Memory").
+
+Real parts only, as in e2e.py: the FUSE GPU simulator with a small heap
+(--fb-mib), the real node agent (standalone), the real preempt agent
+injected by `gpuqos run`, fakecuda allocating video memory as libcuda does
+(--alloc-mib, --alloc-wait) and gpuqosctl. What was allocated is read from
+the simulator's own state and fakecuda's answers, never from the agent.
+
+Usage: e2e_memory.py --build BUILD SCENARIO      (exit 77 = skipped)
+"""
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+import urllib.request
+
+from gpuqos_test import Failure, free_port
+from gpuqos_test import check as expect
+from gpuqos_test import wait_for
+from gpuqos_test.node import Node, proc_row, run_scenario
+
+MI = 1 << 20
+FB_MIB = 1024
+
+
+def lines(p, n, timeout=20.0):
+    """The next n lines fakecuda prints, split in words."""
+    buf = getattr(p, "gq_buf", b"")
+    end = time.monotonic() + timeout
+    while buf.count(b"\n") < n:
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            raise Failure("fakecuda printed %r, then nothing for %.0f s" % (buf, timeout))
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            raise Failure("fakecuda ended after %r: %s" % (buf, p.stderr.read()))
+        buf += chunk
+    out = buf.split(b"\n")
+    p.gq_buf = b"\n".join(out[n:])
+    return [line.decode().split() for line in out[:n]]
+
+
+def mem(node, pid, gpu=0):
+    rows = (proc_row(node, pid) or {}).get("memory") or []
+    return next((m for m in rows if m["gpu"] == gpu), None)
+
+
+def fb_used(node):
+    return node.sim_state()["fb"]["usedBytes"][0]
+
+
+def allocating(node, cls, sizes):
+    """fakecuda under `gpuqos run --class cls`: its allocations wait for
+    a file (go()) so they come after its budget."""
+    go = os.path.join(node.dir, "go-%s-%d" % (cls, len(node.procs)))
+    p = node.workload(cls, ["--alloc-mib", ",".join(str(s) for s in sizes), "--alloc-wait", go,
+                            "--hold", "60"], stdout=subprocess.PIPE)
+    return p, lambda: open(go, "w").close()
+
+
+def t_memory_reserve(node):
+    """The LC reserve on a GPU whose size the agent read from the RM: a
+    1024 MiB heap with 512 MiB kept for LCs leaves the BEs 512 MiB. A BE
+    is budgeted 512 MiB, its FB info shows 512 MiB, its 256+256 MiB go and
+    the next 64 MiB are refused by its preempt agent (the RM, which has
+    room, never sees them). An LC that starts after the BE filled its part
+    still gets its 448 MiB from the RM. A second BE then gets a budget of
+    nothing (the BEs hold all they may) and is refused its first 16 MiB.
+    gpuqosctl and /metrics show the GPU's size and the reserve."""
+    port = free_port()
+    node.start_agent(config={"version": 1, "memory": {"lcReserve": "512Mi"}},
+                     extra=["--metrics-address", "127.0.0.1:%d" % port, "--health-address", "off"])
+    g = node.ctl("list")["agent"]["gpus"][0]
+    expect(g["memoryBytes"] == FB_MIB * MI and g["lcReserveBytes"] == 512 * MI, "the GPU: %r" % g)
+
+    be, be_go = allocating(node, "be", [256, 256, 64])
+    wait_for(lambda: (mem(node, be.pid) or {}).get("limitBytes") == 512 * MI,
+             what="the BE's 512 MiB budget")
+    wait_for(lambda: (mem(node, be.pid) or {}).get("enforcedBytes") == 512 * MI,
+             what="its preempt agent enforcing it")
+    be_go()
+    out = lines(be, 4)
+    expect(out == [["alloc", "256", "NV_OK"], ["alloc", "256", "NV_OK"],
+                   ["alloc", "64", "NV_ERR_NO_MEMORY"],
+                   ["fbinfo", str(512 * 1024), "0", str(512 * 1024), "NV_OK"]],
+           "the BE's allocations and FB info: %r" % out)
+    expect(fb_used(node) == 512 * MI, "the RM holds %r" % node.sim_state()["fb"])
+    wait_for(lambda: (mem(node, be.pid) or {}).get("refused") == 1, what="the refusal reported")
+
+    lc, lc_go = allocating(node, "lc", [448])
+    lc_go()
+    out = lines(lc, 2)
+    expect(out[0] == ["alloc", "448", "NV_OK"], "the LC's allocation: %r" % out)
+    expect(fb_used(node) == 960 * MI, "the RM holds %r" % node.sim_state()["fb"])
+    wait_for(lambda: (mem(node, lc.pid) or {}).get("usedBytes") == 448 * MI,
+             what="the LC's report")
+    # The BE holds more than the BEs may now (1024 - 512 - 448 = 64): it
+    # keeps what it holds and gets no more.
+    wait_for(lambda: (mem(node, be.pid) or {}).get("limitBytes") == 512 * MI and
+             (mem(node, be.pid) or {}).get("reportedTotalBytes") == 64 * MI,
+             what="the BE held at what it holds")
+
+    be2, be2_go = allocating(node, "be", [16])
+    wait_for(lambda: (mem(node, be2.pid) or {}).get("enforcedBytes") == 0,
+             what="the second BE's budget of nothing enforced")
+    be2_go()
+    out = lines(be2, 1)
+    expect(out == [["alloc", "16", "NV_ERR_NO_MEMORY"]], "the second BE: %r" % out)
+    expect(fb_used(node) == 960 * MI, "nothing more reached the RM: %r" % node.sim_state()["fb"])
+
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    for name, v in (("gpu_total_bytes", FB_MIB * MI), ("lc_reserve_bytes", 512 * MI)):
+        expect(re.search(r'^gpuqos_memory_%s\{gpu="0"[^}]*\} %d$' % (name, v), text, re.M),
+               "gpuqos_memory_%s: %s" % (name, [l for l in text.splitlines() if name in l]))
+
+
+SCENARIOS = {"memory_reserve": t_memory_reserve}
+
+
+def main():
+    return run_scenario(SCENARIOS, lambda build: Node(build, sim_extra=("--fb-mib", str(FB_MIB))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
