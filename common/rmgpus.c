@@ -306,11 +306,14 @@ static void nodes_open(struct rmconn *c)
 		return;
 	while (c->nnodes < RM_GPU_MAX_ATTACHED && (e = readdir(d)) != NULL) {
 		const char *n = e->d_name;
-		size_t digits = strspn(n + 6, "0123456789");
+		size_t digits;
 		char path[4096 + 16];
 		int fd;
 
-		if (strncmp(n, "nvidia", 6) != 0 || digits == 0 || digits > 3 || n[6 + digits])
+		if (strncmp(n, "nvidia", 6) != 0)
+			continue;
+		digits = strspn(n + 6, "0123456789");
+		if (digits == 0 || digits > 3 || n[6 + digits])
 			continue;
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, n) >= sizeof(path))
 			continue;
