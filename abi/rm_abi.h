@@ -403,6 +403,59 @@ struct rm_gpu_gid_info { /* NV2080_CTRL_GPU_GET_GID_INFO_PARAMS */
 _Static_assert(sizeof(struct rm_gpu_gid_info) == 268, "GET_GID_INFO params");
 _Static_assert(RM_OFFSETOF(struct rm_gpu_gid_info, data) == 12, "gid.data");
 
+/* The processes on a GPU and their video memory (ctrl2080gpu.h), both on
+ * a subdevice and both RMCTRL_FLAGS_NON_PRIVILEGED (docs/rm-facts.md,
+ * "Video memory"). GET_PIDS with idType CLASS and id NV20_SUBDEVICE_0
+ * lists the processes with a device on the GPU, with or without a
+ * context, at most 950, in the caller's pid namespace. GET_PID_INFO with
+ * index VIDEO_MEMORY_USAGE sums each pid's video-memory objects on it. */
+#define RM_CTRL_GPU_GET_PIDS 0x2080018du
+#define RM_CTRL_GPU_GET_PID_INFO 0x2080018eu
+#define RM_GPU_GET_PIDS_MAX 950u               /* NV2080_CTRL_GPU_GET_PIDS_MAX_COUNT */
+#define RM_GPU_GET_PIDS_ID_TYPE_CLASS 0u       /* id is a class */
+#define RM_GPU_GET_PIDS_ID_TYPE_VGPU_GUEST 1u
+#define RM_GPU_GET_PID_INFO_MAX 200u           /* NV2080_CTRL_GPU_GET_PID_INFO_MAX_COUNT */
+#define RM_GPU_PID_INFO_VIDEO_MEMORY_USAGE 0u  /* NV2080_CTRL_GPU_PID_INFO_INDEX_* */
+#define RM_PARTITIONID_INVALID 0xffffffffu     /* smcSubscription without MIG */
+
+struct rm_gpu_get_pids { /* NV2080_CTRL_GPU_GET_PIDS_PARAMS */
+	rm_u32 idType;
+	rm_u32 id;
+	rm_u32 pidTblCount; /* out */
+	rm_u32 pidTbl[RM_GPU_GET_PIDS_MAX];
+};
+_Static_assert(sizeof(struct rm_gpu_get_pids) == 3812, "GET_PIDS params");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_get_pids, pidTbl) == 12, "pidTbl");
+
+struct rm_gpu_vidmem_usage { /* NV2080_CTRL_GPU_PID_INFO_VIDEO_MEMORY_USAGE_DATA */
+	rm_u64 memPrivate RM_ALIGN8;     /* objects only this client holds */
+	rm_u64 memSharedOwned RM_ALIGN8; /* duplicated elsewhere, owned here */
+	rm_u64 memSharedDuped RM_ALIGN8; /* duplicated from another client */
+	rm_u64 protectedMemPrivate RM_ALIGN8;
+	rm_u64 protectedMemSharedOwned RM_ALIGN8;
+	rm_u64 protectedMemSharedDuped RM_ALIGN8;
+};
+
+struct rm_gpu_pid_info { /* NV2080_CTRL_GPU_PID_INFO */
+	rm_u32 pid;   /* in */
+	rm_u32 index; /* in: RM_GPU_PID_INFO_* */
+	rm_u32 result; /* out: an RM status for this entry */
+	rm_u32 pad;
+	struct rm_gpu_vidmem_usage data; /* NV2080_CTRL_GPU_PID_INFO_DATA, one member */
+	rm_u32 computeInstanceId, gpuInstanceId; /* smcSubscription */
+};
+_Static_assert(sizeof(struct rm_gpu_pid_info) == 72, "NV2080_CTRL_GPU_PID_INFO");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_pid_info, data) == 16, "pid_info.data");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_pid_info, computeInstanceId) == 64, "smcSubscription");
+
+struct rm_gpu_get_pid_info { /* NV2080_CTRL_GPU_GET_PID_INFO_PARAMS */
+	rm_u32 pidInfoListCount; /* 1 .. RM_GPU_GET_PID_INFO_MAX */
+	rm_u32 pad;
+	struct rm_gpu_pid_info pidInfoList[RM_GPU_GET_PID_INFO_MAX];
+};
+_Static_assert(sizeof(struct rm_gpu_get_pid_info) == 14408, "GET_PID_INFO params");
+_Static_assert(RM_OFFSETOF(struct rm_gpu_get_pid_info, pidInfoList) == 8, "pidInfoList");
+
 /* ------------------------------------------------------------------ */
 /* Status codes (NV_STATUS)                                            */
 /* ------------------------------------------------------------------ */

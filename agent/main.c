@@ -14,6 +14,7 @@
  */
 #include "agent/agent.h"
 #include "agent/io/gpuinfo.h"
+#include "agent/io/gpuprocs.h"
 #include "agent/io/kube_mode.h"
 #include "agent/io/metrics.h"
 #include "agent/kubenode/podres.h"
@@ -652,7 +653,8 @@ static int agent_start(struct agent *a)
 	    resolve_paths(a) != 0 || (!a->opt.standalone && kmode_start(a) != 0) ||
 	    direct_init(a) != 0 || state_load(a) != 0 || hooks_install(a) != 0 ||
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
-	    gpuinfo_init(a, &a->io->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
+	    gpuinfo_init(a, &a->io->loop, a->nvidiactl) != 0 ||
+	    gpuprocs_init(&a->io->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
 	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", GPUQOS_VERSION,
 		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);
@@ -691,6 +693,7 @@ static void agent_stop(struct agent *a)
 	loop_timer_del(&a->io->tick);
 	loop_timer_del(&a->io->wake);
 	close_watch(a, &a->io->sig_w);
+	gpuprocs_fini();
 	gpuinfo_fini();
 	state_close(a); /* the lock last: the sockets are gone by now */
 	loop_fini(&a->io->loop);

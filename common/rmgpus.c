@@ -121,7 +121,9 @@ struct rmconn {
 	const char *dev;
 	int fd;
 	rm_handle client;
-	struct gpuinfo_table *t;
+	struct gpuinfo_table *t; /* the GPU table being read, or NULL */
+	char *error;             /* the first failure of the connection, in words */
+	size_t error_len;
 	int nodes[RM_GPU_MAX_ATTACHED];
 	size_t nnodes;
 };
@@ -130,15 +132,14 @@ struct rmconn {
  * libcuda does: a device and its subdevice per GPU, freed at once. */
 #define RMGPUS_HANDLE_BASE 0x5c00f000u
 
-__attribute__((format(printf, 2, 3))) static void fail(struct gpuinfo_table *t,
-							const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void fail(struct rmconn *c, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (t->error[0])
+	if (c->error[0])
 		return; /* keep the first: later ones usually follow from it */
 	va_start(ap, fmt);
-	vsnprintf(t->error, sizeof(t->error), fmt, ap);
+	vsnprintf(c->error, c->error_len, fmt, ap);
 	va_end(ap);
 }
 
@@ -167,7 +168,7 @@ static int64_t rm_control(struct rmconn *c, uint32_t cmd, void *params, uint32_t
 	int64_t st = rm_control_on(c, c->client, cmd, params, size);
 
 	if (st < 0) {
-		fail(c->t, "%s: RM control 0x%x on client 0x%x: ioctl: %s", c->dev, cmd, c->client,
+		fail(c, "%s: RM control 0x%x on client 0x%x: ioctl: %s", c->dev, cmd, c->client,
 		     strerror((int)-st));
 		return -1;
 	}
@@ -213,17 +214,17 @@ static int rm_open(struct rmconn *c)
 
 	c->fd = open(c->dev, O_RDWR | O_CLOEXEC);
 	if (c->fd < 0) {
-		fail(c->t, "open %s: %s", c->dev, strerror(errno));
+		fail(c, "open %s: %s", c->dev, strerror(errno));
 		return -1;
 	}
 	memset(&a, 0, sizeof(a));
 	a.hClass = RM_CLASS_ROOT_CLIENT;
 	if (ioctl(c->fd, RM_IOCTL_ALLOC64, &a) != 0) {
-		fail(c->t, "%s: allocating an RM client: ioctl: %s", c->dev, strerror(errno));
+		fail(c, "%s: allocating an RM client: ioctl: %s", c->dev, strerror(errno));
 		return -1;
 	}
 	if (a.status != RM_OK) {
-		fail(c->t, "%s: allocating an RM client: %s (0x%x)", c->dev,
+		fail(c, "%s: allocating an RM client: %s (0x%x)", c->dev,
 		     gpuinfo_status_name(a.status), a.status);
 		return -1;
 	}
@@ -239,12 +240,12 @@ static void rm_close(struct rmconn *c)
 		memset(&f, 0, sizeof(f));
 		f.hRoot = f.hObjectParent = f.hObjectOld = c->client;
 		if (ioctl(c->fd, RM_IOCTL_FREE, &f) != 0 || f.status != RM_OK)
-			fail(c->t, "%s: freeing RM client 0x%x: %s", c->dev, c->client,
+			fail(c, "%s: freeing RM client 0x%x: %s", c->dev, c->client,
 			     f.status ? gpuinfo_status_name(f.status) : strerror(errno));
 	}
 	/* Closing the file frees the client anyway (release). */
 	if (c->fd >= 0 && close(c->fd) != 0)
-		fail(c->t, "close %s: %s", c->dev, strerror(errno));
+		fail(c, "close %s: %s", c->dev, strerror(errno));
 }
 
 /* ASCII first (the RM's own spelling); the binary form if that fails. */
@@ -266,7 +267,7 @@ static void query_uuid(struct rmconn *c, struct gpuinfo_gpu *g)
 			return;
 	}
 	g->status = st ? (uint32_t)st : RM_ERR_INVALID_PARAM_STRUCT;
-	fail(c->t, "%s: GET_UUID_FROM_GPU_ID (0x%x) for gpuId 0x%x: %s (0x%x)", c->dev,
+	fail(c, "%s: GET_UUID_FROM_GPU_ID (0x%x) for gpuId 0x%x: %s (0x%x)", c->dev,
 	     RM_CTRL_GPU_GET_UUID_FROM_GPU_ID, g->gpu_id,
 	     st ? gpuinfo_status_name((uint32_t)st) : "answer is not a GPU UUID", (uint32_t)st);
 }
@@ -331,59 +332,73 @@ static void nodes_close(struct rmconn *c)
 	c->nnodes = 0;
 }
 
-__attribute__((format(printf, 2, 3))) static void fb_fail(struct gpuinfo_gpu *g,
-							   const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(g->fb_error, sizeof(g->fb_error), fmt, ap);
-	va_end(ap);
-}
-
-static void fb_fail_status(struct gpuinfo_gpu *g, const char *what, int64_t st)
+/* what, and st (an RM status, or -errno) in words. */
+static void status_words(char *out, size_t len, const char *what, int64_t st)
 {
 	if (st < 0)
-		fb_fail(g, "%s: ioctl: %s", what, strerror((int)-st));
+		snprintf(out, len, "%s: ioctl: %s", what, strerror((int)-st));
 	else
-		fb_fail(g, "%s: %s (0x%x)%s", what, gpuinfo_status_name((uint32_t)st), (uint32_t)st,
-			st == RM_ERR_INSUFFICIENT_PERMISSIONS ? ", its /dev/nvidiaN not open" : "");
+		snprintf(out, len, "%s: %s (0x%x)%s", what, gpuinfo_status_name((uint32_t)st),
+			 (uint32_t)st,
+			 st == RM_ERR_INSUFFICIENT_PERMISSIONS ? ", its /dev/nvidiaN not open" : "");
 }
 
-/* The size of the GPU's heap: FB_GET_INFO_V2 (HEAP_SIZE, KiB) on a
- * subdevice of a device of our own, both freed at once. index: the row,
- * for handles no other row uses. */
-static void query_fb(struct rmconn *c, struct gpuinfo_gpu *g, size_t index)
+/* A device of instance di (NV0080_ALLOC_PARAMETERS.deviceId) and its
+ * subdevice (subDeviceId 0, the device's only one) on the client, with
+ * handles of slot's own: the subdevice, or 0 with why in err. The device
+ * is freed (with the subdevice) by subdevice_close. */
+static rm_handle subdevice_open(struct rmconn *c, uint32_t di, size_t slot, char *err,
+				size_t len)
 {
-	rm_handle dev = RMGPUS_HANDLE_BASE + (rm_handle)index * 4u, sub = dev + 1u;
+	rm_handle dev = RMGPUS_HANDLE_BASE + (rm_handle)slot * 4u, sub = dev + 1u;
 	struct rm_device_alloc dp;
-	struct rm_fb_info_v2 fb;
-	uint32_t sub_id = 0; /* NV2080_ALLOC_PARAMETERS.subDeviceId: the device's only one */
+	uint32_t sub_id = 0;
 	int64_t st;
 
 	memset(&dp, 0, sizeof(dp));
-	dp.deviceId = g->device_instance;
+	dp.deviceId = di;
 	st = rm_alloc_obj(c, c->client, dev, RM_CLASS_DEVICE, &dp, sizeof(dp));
 	if (st != RM_OK) {
-		fb_fail_status(g, "allocating its device (class 0x80)", st);
-		return;
+		status_words(err, len, "allocating its device (class 0x80)", st);
+		return 0;
 	}
 	st = rm_alloc_obj(c, dev, sub, RM_CLASS_SUBDEVICE, &sub_id, sizeof(sub_id));
 	if (st != RM_OK) {
-		fb_fail_status(g, "allocating its subdevice (class 0x2080)", st);
-	} else {
-		memset(&fb, 0, sizeof(fb));
-		fb.fbInfoListSize = 1;
-		fb.fbInfoList[0].index = RM_FB_INFO_HEAP_SIZE;
-		st = rm_control_on(c, sub, RM_CTRL_FB_GET_INFO_V2, &fb, sizeof(fb));
-		if (st != RM_OK)
-			fb_fail_status(g, "FB_GET_INFO_V2 (0x20801303)", st);
-		else if (fb.fbInfoList[0].index != RM_FB_INFO_HEAP_SIZE || fb.fbInfoList[0].data == 0)
-			fb_fail(g, "FB_GET_INFO_V2 (0x20801303): no heap size in the answer");
-		else
-			g->fb_heap_bytes = (uint64_t)fb.fbInfoList[0].data << 10;
+		status_words(err, len, "allocating its subdevice (class 0x2080)", st);
+		rm_free_obj(c, c->client, dev);
+		return 0;
 	}
-	rm_free_obj(c, c->client, dev);
+	return sub;
+}
+
+static void subdevice_close(struct rmconn *c, size_t slot)
+{
+	rm_free_obj(c, c->client, RMGPUS_HANDLE_BASE + (rm_handle)slot * 4u);
+}
+
+/* The size of the GPU's heap: FB_GET_INFO_V2 (HEAP_SIZE, KiB) on a
+ * subdevice of our own. index: the row, for handles no other row uses. */
+static void query_fb(struct rmconn *c, struct gpuinfo_gpu *g, size_t index)
+{
+	rm_handle sub = subdevice_open(c, g->device_instance, index, g->fb_error,
+				       sizeof(g->fb_error));
+	struct rm_fb_info_v2 fb;
+	int64_t st;
+
+	if (!sub)
+		return;
+	memset(&fb, 0, sizeof(fb));
+	fb.fbInfoListSize = 1;
+	fb.fbInfoList[0].index = RM_FB_INFO_HEAP_SIZE;
+	st = rm_control_on(c, sub, RM_CTRL_FB_GET_INFO_V2, &fb, sizeof(fb));
+	if (st != RM_OK)
+		status_words(g->fb_error, sizeof(g->fb_error), "FB_GET_INFO_V2 (0x20801303)", st);
+	else if (fb.fbInfoList[0].index != RM_FB_INFO_HEAP_SIZE || fb.fbInfoList[0].data == 0)
+		snprintf(g->fb_error, sizeof(g->fb_error),
+			 "FB_GET_INFO_V2 (0x20801303): no heap size in the answer");
+	else
+		g->fb_heap_bytes = (uint64_t)fb.fbInfoList[0].data << 10;
+	subdevice_close(c, index);
 }
 
 /* One GPU: its device instance, then UUID and bus id. 0 if it has a
@@ -399,7 +414,7 @@ static int query_gpu(struct rmconn *c, uint32_t gpu_id, struct gpuinfo_gpu *g)
 	st = rm_control(c, RM_CTRL_GPU_GET_ID_INFO_V2, &info, sizeof(info));
 	if (st != RM_OK) {
 		if (st > 0)
-			fail(c->t, "%s: GET_ID_INFO_V2 (0x%x) for gpuId 0x%x: %s (0x%x)", c->dev,
+			fail(c, "%s: GET_ID_INFO_V2 (0x%x) for gpuId 0x%x: %s (0x%x)", c->dev,
 			     RM_CTRL_GPU_GET_ID_INFO_V2, gpu_id, gpuinfo_status_name((uint32_t)st),
 			     (uint32_t)st);
 		return -1;
@@ -422,7 +437,7 @@ static void query_all(struct rmconn *c, unsigned flags)
 	st = rm_control(c, RM_CTRL_GPU_GET_ATTACHED_IDS, &ids, sizeof(ids));
 	if (st != RM_OK) {
 		if (st > 0)
-			fail(c->t, "%s: GET_ATTACHED_IDS (0x%x): %s (0x%x)", c->dev,
+			fail(c, "%s: GET_ATTACHED_IDS (0x%x): %s (0x%x)", c->dev,
 			     RM_CTRL_GPU_GET_ATTACHED_IDS, gpuinfo_status_name((uint32_t)st),
 			     (uint32_t)st);
 		return;
@@ -442,11 +457,124 @@ static void query_all(struct rmconn *c, unsigned flags)
 
 int gpuinfo_query(const char *dev, unsigned flags, struct gpuinfo_table *t)
 {
-	struct rmconn c = { .dev = dev, .fd = -1, .client = 0, .t = t };
+	struct rmconn c = {
+		.dev = dev, .fd = -1, .client = 0, .t = t, .error = t->error,
+		.error_len = sizeof(t->error)
+	};
 
 	memset(t, 0, sizeof(*t));
 	if (rm_open(&c) == 0)
 		query_all(&c, flags);
 	rm_close(&c);
 	return t->listed ? 0 : -1;
+}
+
+/* ---- the processes on each GPU ---- */
+
+long gpuprocs_parse_pids(const struct rm_gpu_get_pids *p, uint32_t self, uint32_t *out,
+			 size_t max, uint32_t *listed)
+{
+	size_t n = 0;
+
+	*listed = 0;
+	if (p->pidTblCount > RM_GPU_GET_PIDS_MAX)
+		return -1;
+	for (uint32_t i = 0; i < p->pidTblCount; i++) {
+		if (p->pidTbl[i] == 0 || p->pidTbl[i] == self)
+			continue;
+		(*listed)++;
+		if (n < max)
+			out[n++] = p->pidTbl[i];
+	}
+	return (long)n;
+}
+
+/* GET_PID_INFO for the pids of g in lists of at most 200: the entries
+ * answered NV_OK are kept with their memory. -1 when a list was refused
+ * (g->error says how). */
+static int query_pid_info(struct rmconn *c, rm_handle sub, const uint32_t *pids, size_t n,
+			  struct gpuprocs_gpu *g, struct rm_gpu_get_pid_info *info)
+{
+	for (size_t at = 0; at < n; at += RM_GPU_GET_PID_INFO_MAX) {
+		size_t k = n - at < RM_GPU_GET_PID_INFO_MAX ? n - at : RM_GPU_GET_PID_INFO_MAX;
+		int64_t st;
+
+		memset(info, 0, sizeof(*info));
+		info->pidInfoListCount = (rm_u32)k;
+		for (size_t i = 0; i < k; i++) {
+			info->pidInfoList[i].pid = pids[at + i];
+			info->pidInfoList[i].index = RM_GPU_PID_INFO_VIDEO_MEMORY_USAGE;
+		}
+		st = rm_control_on(c, sub, RM_CTRL_GPU_GET_PID_INFO, info, sizeof(*info));
+		if (st != RM_OK) {
+			status_words(g->error, sizeof(g->error), "GET_PID_INFO (0x2080018e)", st);
+			return -1;
+		}
+		for (size_t i = 0; i < k; i++) {
+			const struct rm_gpu_pid_info *e = &info->pidInfoList[i];
+
+			if (e->result != RM_OK || e->pid != pids[at + i])
+				continue; /* gone meanwhile, or not this one's to read */
+			g->procs[g->n].pid = e->pid;
+			g->procs[g->n].used_bytes = e->data.memPrivate + e->data.memSharedOwned;
+			g->n++;
+		}
+	}
+	return 0;
+}
+
+static void query_procs(struct rmconn *c, struct gpuprocs_gpu *g, size_t slot, uint32_t self,
+			struct rm_gpu_get_pids *pids, struct rm_gpu_get_pid_info *info)
+{
+	rm_handle sub = subdevice_open(c, g->device_instance, slot, g->error, sizeof(g->error));
+	uint32_t keep[GPUPROCS_PER_GPU_MAX];
+	long n;
+	int64_t st;
+
+	if (!sub)
+		return;
+	memset(pids, 0, sizeof(*pids));
+	pids->idType = RM_GPU_GET_PIDS_ID_TYPE_CLASS;
+	pids->id = RM_CLASS_SUBDEVICE;
+	st = rm_control_on(c, sub, RM_CTRL_GPU_GET_PIDS, pids, sizeof(*pids));
+	if (st != RM_OK) {
+		status_words(g->error, sizeof(g->error), "GET_PIDS (0x2080018d)", st);
+	} else if ((n = gpuprocs_parse_pids(pids, self, keep, GPUPROCS_PER_GPU_MAX,
+					    &g->listed)) < 0) {
+		snprintf(g->error, sizeof(g->error), "GET_PIDS (0x2080018d): a count of %u",
+			 pids->pidTblCount);
+	} else if (n == 0 || query_pid_info(c, sub, keep, (size_t)n, g, info) == 0) {
+		g->read = 1;
+	}
+	subdevice_close(c, slot);
+}
+
+int gpuprocs_query(const char *dev, const uint32_t *instances, size_t n, uint32_t self,
+		   struct gpuprocs_table *t)
+{
+	struct rmconn c = {
+		.dev = dev, .fd = -1, .client = 0, .t = NULL, .error = t->error,
+		.error_len = sizeof(t->error)
+	};
+	struct rm_gpu_get_pids *pids = malloc(sizeof(*pids));
+	struct rm_gpu_get_pid_info *info = malloc(sizeof(*info));
+	int ok = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (!pids || !info) {
+		snprintf(t->error, sizeof(t->error), "out of memory");
+	} else if (rm_open(&c) == 0) {
+		ok = 1;
+		nodes_open(&c);
+		for (size_t i = 0; i < n && i < RM_GPU_MAX_ATTACHED; i++) {
+			t->gpus[i].device_instance = instances[i];
+			query_procs(&c, &t->gpus[i], i, self, pids, info);
+			t->n++;
+		}
+		nodes_close(&c);
+	}
+	rm_close(&c);
+	free(pids);
+	free(info);
+	return ok ? 0 : -1;
 }

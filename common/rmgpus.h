@@ -73,4 +73,45 @@ const struct gpuinfo_gpu *gpuinfo_table_find(const struct gpuinfo_table *t,
 #define GPUINFO_Q_MEMORY 0x1u /* also each GPU's video-memory size (fb_heap_bytes) */
 int gpuinfo_query(const char *dev, unsigned flags, struct gpuinfo_table *t);
 
+/* ---- the processes on each GPU and their video memory ---- */
+
+/* What one query keeps per GPU: the first ones the RM lists. */
+#define GPUPROCS_PER_GPU_MAX 64u
+
+struct gpuprocs_proc {
+	uint32_t pid;        /* in the caller's pid namespace, as the RM gives it */
+	uint64_t used_bytes; /* memPrivate + memSharedOwned: what its clients own there */
+};
+
+struct gpuprocs_gpu {
+	uint32_t device_instance;
+	int read;        /* the RM answered both controls: procs is its list */
+	uint32_t listed; /* pids the RM listed, the caller left out */
+	size_t n;        /* kept (at most GPUPROCS_PER_GPU_MAX) */
+	struct gpuprocs_proc procs[GPUPROCS_PER_GPU_MAX];
+	char error[128]; /* why it was not read, in words; "" if it was */
+};
+
+struct gpuprocs_table {
+	size_t n;
+	struct gpuprocs_gpu gpus[RM_GPU_MAX_ATTACHED];
+	char error[256]; /* the control device or client failed: nothing read */
+};
+
+/* The pids of a GET_PIDS answer, without 0 and self, at most max: how
+ * many were copied to out. *listed: how many it named besides self;
+ * -1 (nothing copied) when pidTblCount is past the table. */
+long gpuprocs_parse_pids(const struct rm_gpu_get_pids *p, uint32_t self, uint32_t *out,
+			 size_t max, uint32_t *listed);
+
+/* For each of the n device instances, the processes with a device on it
+ * (NV2080_CTRL_CMD_GPU_GET_PIDS, idType CLASS, id NV20_SUBDEVICE_0) and
+ * the video memory each holds there (NV2080_CTRL_CMD_GPU_GET_PID_INFO),
+ * on a subdevice of a client of our own, as gpuinfo_query opens it (the
+ * GPUs' nodes held open). self (the caller's pid) is left out. 0 when
+ * the client could be made (single GPUs may still fail: their error),
+ * -1 when nothing could be asked (t->error). Blocks inside the RM. */
+int gpuprocs_query(const char *dev, const uint32_t *instances, size_t n, uint32_t self,
+		   struct gpuprocs_table *t);
+
 #endif

@@ -81,3 +81,53 @@ void memv_show(FILE *out, const struct memv *v,
 		detail(out, "memory", buf);
 	}
 }
+
+int memv_uncapped_table(struct jerr *e, const cJSON *ans, struct table *t)
+{
+	static const char *const head[] = { "GPU", "PID", "COMM", "USED", "NOT CAPPED: WHY" };
+	const cJSON *arr, *r;
+	int i = 0;
+
+	if (table_init(t, 5, head) != 0) {
+		j_fail(e, "out of memory");
+		return -1;
+	}
+	if (j_arr(e, ans, "answer", "uncappedMemory", J_ANY, &arr) <= 0)
+		return e->msg[0] ? (table_free(t), -1) : 0;
+	cJSON_ArrayForEach(r, arr)
+	{
+		long long gpu = 0, pid = 0, used = 0;
+		const char *why = NULL, *comm = NULL, *cells[5];
+		char w[48], g[24], p[24], u[32];
+
+		snprintf(w, sizeof(w), "uncappedMemory[%d]", i++);
+		if (!cJSON_IsObject(r)) {
+			j_fail(e, "%s: not an object", w);
+			break;
+		}
+		j_int(e, r, w, "gpu", J_REQ, &gpu);
+		j_int(e, r, w, "pid", J_REQ, &pid);
+		j_int(e, r, w, "usedBytes", J_REQ, &used);
+		j_str(e, r, w, "why", J_REQ, &why);
+		j_str(e, r, w, "comm", J_ANY, &comm);
+		if (e->msg[0])
+			break;
+		snprintf(g, sizeof(g), "%lld", gpu);
+		snprintf(p, sizeof(p), "%lld", pid);
+		size_text(u, sizeof(u), used);
+		cells[0] = g;
+		cells[1] = p;
+		cells[2] = comm ? comm : "-";
+		cells[3] = u;
+		cells[4] = why;
+		if (table_add(t, cells) != 0) {
+			j_fail(e, "out of memory");
+			break;
+		}
+	}
+	if (e->msg[0]) {
+		table_free(t);
+		return -1;
+	}
+	return 0;
+}

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 
+#include "agent/cli/cli_table.h"
 #include "agent/cli/ctl_json.h"
 
 #define MEMV_GPUS 8
@@ -27,5 +28,10 @@ int memv_parse(struct jerr *e, const cJSON *o, const char *where, struct memv *v
 /* One "memory" line per GPU. */
 void memv_show(FILE *out, const struct memv *v,
 	       void (*detail)(FILE *out, const char *name, const char *value));
+
+/* ans.uncappedMemory (absent in agents before 2026-12-08), a row per
+ * process and GPU whose memory no preempt agent counts: 0 (t has at
+ * least its header), or -1 recorded in e (t freed). */
+int memv_uncapped_table(struct jerr *e, const cJSON *ans, struct table *t);
 
 #endif

@@ -382,10 +382,15 @@ static int list_tables(struct jerr *e, const cJSON *ans, int only_idle,
 
 int render_list(const cJSON *ans, FILE *out, struct jerr *e)
 {
-	struct table tt, pt;
+	struct table tt, pt, ut;
 
 	if (list_tables(e, ans, 1, &tt, &pt) != 0)
 		return -1;
+	if (memv_uncapped_table(e, ans, &ut) != 0) {
+		table_free(&tt);
+		table_free(&pt);
+		return -1;
+	}
 	if (tt.nrows > 1)
 		table_print(&tt, out);
 	else
@@ -394,8 +399,13 @@ int render_list(const cJSON *ans, FILE *out, struct jerr *e)
 		fprintf(out, "\nprocesses without TSGs:\n");
 		table_print(&pt, out);
 	}
+	if (ut.nrows > 1) {
+		fprintf(out, "\nvideo memory used, not capped (the RM's count):\n");
+		table_print(&ut, out);
+	}
 	table_free(&tt);
 	table_free(&pt);
+	table_free(&ut);
 	return 0;
 }
 

@@ -704,6 +704,7 @@ static cJSON *view_json(struct agent *a, pid_t pid)
 	for (struct proc *p = a->procs; p; p = p->next)
 		if (!pid || p->pid == pid)
 			cJSON_AddItemToArray(procs, proc_json(a, p));
+	memview_uncapped_json(a, o, pid);
 	return o;
 }
 

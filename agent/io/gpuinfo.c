@@ -390,6 +390,15 @@ unsigned gpuinfo_generation(void)
 	return g.generation;
 }
 
+size_t gpuinfo_instances(uint32_t *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < g.table.n && n < max; i++)
+		out[n++] = g.table.gpus[i].device_instance;
+	return n;
+}
+
 const char *gpuinfo_uuid(uint32_t device_instance)
 {
 	const struct gpuinfo_gpu *x = gpuinfo_table_find(&g.table, device_instance);

@@ -51,6 +51,8 @@ void gpuinfo_refresh(const char *why);
 /* A TSG names this device instance: query again if it is not in the
  * table, at most every GPUINFO_UNKNOWN_MIN_MS. */
 void gpuinfo_note_device(uint32_t device_instance);
+/* The device instances of the table, at most max of them: how many. */
+size_t gpuinfo_instances(uint32_t *out, size_t max);
 /* The UUID of a device instance, NULL if unknown. */
 const char *gpuinfo_uuid(uint32_t device_instance);
 /* Taken a new table this many times: a face that shows UUIDs renders again. */

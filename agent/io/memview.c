@@ -14,6 +14,7 @@
 
 #include "agent/core/core.h"
 #include "agent/io/gpuinfo.h"
+#include "agent/io/gpuprocs.h"
 #include "agent/io/kube_mode.h"
 #include "common/utf8.h"
 
@@ -85,6 +86,7 @@ void memview_gpus_json(struct agent *a, cJSON *gpus)
 	cJSON_ArrayForEach(g, gpus)
 	{
 		const cJSON *di = cJSON_GetObjectItemCaseSensitive(g, "deviceInstance");
+		const struct gpuprocs_gpu *rm;
 		uint64_t reserve;
 
 		if (!cJSON_IsNumber(di) || di->valuedouble < 0 || di->valuedouble >= MEM_GPU_MAX)
@@ -94,6 +96,59 @@ void memview_gpus_json(struct agent *a, cJSON *gpus)
 			cJSON_AddNumberToObject(g, "lcReserveBytes", (double)reserve);
 		else
 			cJSON_AddNullToObject(g, "lcReserveBytes");
+		rm = gpuprocs_gpu((uint32_t)di->valuedouble);
+		if (rm && !rm->read)
+			cJSON_AddStringToObject(g, "processesError", rm->error);
+	}
+}
+
+/* Why the memory of RM-listed process pid is not capped, or NULL when
+ * its preempt agent counts it (then its budget shows it). */
+static const char *uncapped_why(struct agent *a, uint32_t pid, struct proc **out)
+{
+	struct proc *p = proc_find(a, (pid_t)pid);
+
+	*out = p;
+	if (!p || !p->peer || p->peer->broken)
+		return "no preempt agent";
+	if (!p->peer->memory)
+		return "its preempt agent does not count memory";
+	return NULL;
+}
+
+void memview_uncapped_json(struct agent *a, cJSON *o, pid_t only)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, "uncappedMemory");
+	uint32_t gpus[RM_GPU_MAX_ATTACHED];
+	size_t n = gpuinfo_instances(gpus, RM_GPU_MAX_ATTACHED);
+
+	for (size_t i = 0; arr && i < n; i++) {
+		const struct gpuprocs_gpu *rm = gpuprocs_gpu(gpus[i]);
+
+		for (size_t k = 0; rm && rm->read && k < rm->n; k++) {
+			struct proc *p;
+			const char *why = uncapped_why(a, rm->procs[k].pid, &p), *uuid;
+			cJSON *r;
+
+			if (!why || (only && (pid_t)rm->procs[k].pid != only))
+				continue;
+			r = cJSON_CreateObject();
+			if (!r || !cJSON_AddItemToArray(arr, r)) {
+				cJSON_Delete(r);
+				return;
+			}
+			uuid = gpuinfo_uuid(gpus[i]);
+			cJSON_AddNumberToObject(r, "gpu", gpus[i]);
+			if (uuid)
+				cJSON_AddStringToObject(r, "uuid", uuid);
+			else
+				cJSON_AddNullToObject(r, "uuid");
+			cJSON_AddNumberToObject(r, "pid", rm->procs[k].pid);
+			cJSON_AddNumberToObject(r, "usedBytes", (double)rm->procs[k].used_bytes);
+			cJSON_AddStringToObject(r, "why", why);
+			if (p && p->comm[0])
+				cJSON_AddStringToObject(r, "comm", p->comm);
+		}
 	}
 }
 
@@ -168,6 +223,43 @@ static void family(struct agent *a, struct mout *m, const char *name, const char
 	}
 }
 
+/* The RM's count of each process on each GPU whose memory no preempt
+ * agent counts: used, not capped. Labels as the per-process families,
+ * the pod's where the agent knows the process. */
+static void uncapped_family(struct agent *a, struct mout *m, const char *host)
+{
+	static const char name[] = "gpuqos_memory_uncapped_used_bytes";
+	uint32_t gpus[RM_GPU_MAX_ATTACHED];
+	size_t n = gpuinfo_instances(gpus, RM_GPU_MAX_ATTACHED);
+
+	mput(m, "# HELP %s %s\n# TYPE %s gauge\n", name,
+	     "Video memory the RM counts for a process on a GPU that no preempt agent counts "
+	     "(none, or one without memory budgets): used, not capped.",
+	     name);
+	for (size_t i = 0; i < n; i++) {
+		const struct gpuprocs_gpu *rm = gpuprocs_gpu(gpus[i]);
+
+		for (size_t k = 0; rm && rm->read && k < rm->n; k++) {
+			const char *ns = "", *pod = "", *ctr = "";
+			struct proc *p;
+
+			if (!uncapped_why(a, rm->procs[k].pid, &p))
+				continue;
+			if (p)
+				kmode_proc_pod(a, p, &ns, &pod, &ctr);
+			mput(m, "%s{gpu=\"%u\",pid=\"%u\"", name, gpus[i], rm->procs[k].pid);
+			mlabel(m, "UUID", gpuinfo_uuid(gpus[i]));
+			mlabel(m, "Hostname", host);
+			mlabel(m, "namespace", ns);
+			mlabel(m, "pod", pod);
+			mlabel(m, "container", ctr);
+			if (p)
+				mlabel(m, "class", class_name(p->cls));
+			mput(m, "} %llu\n", (unsigned long long)rm->procs[k].used_bytes);
+		}
+	}
+}
+
 /* Per GPU of the table: its size where the RM said it, and the LC
  * reserve kept there (0: none, or its size is not known). */
 static void gpu_families(struct agent *a, struct mout *m, const char *host)
@@ -221,6 +313,7 @@ void memview_metrics(struct agent *a, void (*put)(void *ctx, const char *s, size
 	       "could not read).",
 	       MF_UNKNOWN, host);
 	gpu_families(a, &m, host);
+	uncapped_family(a, &m, host);
 	mput(&m, "# HELP gpuqos_memory_reports_dropped_total %s\n"
 		 "# TYPE gpuqos_memory_reports_dropped_total counter\n"
 		 "gpuqos_memory_reports_dropped_total %llu\n",

@@ -63,6 +63,10 @@ def allocating(node, cls, sizes):
     return p, lambda: open(go, "w").close()
 
 
+def scrape(port):
+    return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+
+
 def t_memory_reserve(node):
     """The LC reserve on a GPU whose size the agent read from the RM: a
     1024 MiB heap with 512 MiB kept for LCs leaves the BEs 512 MiB. A BE
@@ -113,13 +117,74 @@ def t_memory_reserve(node):
     expect(out == [["alloc", "16", "NV_ERR_NO_MEMORY"]], "the second BE: %r" % out)
     expect(fb_used(node) == 960 * MI, "nothing more reached the RM: %r" % node.sim_state()["fb"])
 
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    text = scrape(port)
     for name, v in (("gpu_total_bytes", FB_MIB * MI), ("lc_reserve_bytes", 512 * MI)):
         expect(re.search(r'^gpuqos_memory_%s\{gpu="0"[^}]*\} %d$' % (name, v), text, re.M),
                "gpuqos_memory_%s: %s" % (name, [l for l in text.splitlines() if name in l]))
 
 
-SCENARIOS = {"memory_reserve": t_memory_reserve}
+def uncapped(node, pid=None):
+    return [r for r in node.ctl("list").get("uncappedMemory", []) if pid is None or r["pid"] == pid]
+
+
+def t_memory_uncapped(node):
+    """Processes without a preempt agent that counts memory: the agent reads
+    what the RM counts per process (GET_PIDS, GET_PID_INFO, every 3 s) and
+    shows it as used, not capped, in gpuqosctl list (JSON and text) and
+    /metrics; a process whose preempt agent counts memory, and the agent
+    itself, are not among them; a process that ends leaves the list; a GPU
+    whose count cannot be read says why, in words, and shows none."""
+    port = free_port()
+    node.start_agent(config={"version": 1, "memory": {"defaults": {"best-effort": "512Mi"}}},
+                     extra=["--metrics-address", "127.0.0.1:%d" % port, "--health-address", "off"])
+    be, be_go = allocating(node, "be", [64])
+    wait_for(lambda: (mem(node, be.pid) or {}).get("enforcedBytes") == 512 * MI,
+             what="the BE's budget enforced")
+    be_go()
+    expect(lines(be, 1) == [["alloc", "64", "NV_OK"]], "the BE's allocation")
+    bare = node.workload("be", ["--alloc-mib", "100", "--hold", "60"], inject=False,
+                         stdout=subprocess.PIPE)
+    expect(lines(bare, 1) == [["alloc", "100", "NV_OK"]], "the bare process's allocation")
+    rows = wait_for(lambda: uncapped(node, bare.pid), timeout=20,
+                    what="the bare process's memory read from the RM")
+    expect(rows == [{"gpu": 0, "uuid": rows[0]["uuid"], "pid": bare.pid, "usedBytes": 100 * MI,
+                     "why": "no preempt agent"}] and rows[0]["uuid"],
+           "the row: %r" % rows)
+    pids = {r["pid"] for r in uncapped(node)}
+    expect(be.pid not in pids and node.agent.pid not in pids,
+           "neither the counted BE nor the agent: %r" % pids)
+    out = subprocess.run([node.bin("agent/cli/gpuqosctl"), "list"], capture_output=True,
+                         text=True, env=node.env, timeout=20).stdout
+    expect("video memory used, not capped" in out and
+           re.search(r"^0\s+%d\s+-\s+100Mi\s+no preempt agent$" % bare.pid, out, re.M),
+           "gpuqosctl list: %s" % out)
+    def samples():
+        return [l for l in scrape(port).splitlines()
+                if l.startswith("gpuqos_memory_uncapped_used_bytes{")]
+
+    mine = wait_for(samples, what="the sample in /metrics (a snapshot behind at most)")
+    expect(len(mine) == 1 and re.match(r'gpuqos_memory_uncapped_used_bytes\{gpu="0",pid="%d",'
+                                       r'UUID="GPU-[^"]+",Hostname="[^"]+"\} %d$'
+                                       % (bare.pid, 100 * MI), mine[0]),
+           "the sample: %r" % mine)
+    bare.kill()
+    bare.wait()
+    wait_for(lambda: not uncapped(node, bare.pid), timeout=20, what="the ended process gone")
+    node.sim_control("fail 2080018d 56")
+    bare2 = node.workload("be", ["--alloc-mib", "32", "--hold", "60"], inject=False,
+                          stdout=subprocess.PIPE)
+    lines(bare2, 1)
+    wait_for(lambda: node.ctl("list")["agent"]["gpus"][0].get("processesError") ==
+             "GET_PIDS (0x2080018d): NV_ERR_NOT_SUPPORTED (0x56)", timeout=20,
+             what="the failure in words")
+    expect(not uncapped(node), "nothing shown from a GPU not read: %r" % uncapped(node))
+    log = open(node.agent_logs[-1]).read()
+    expect(log.count("cannot read what the RM counts per process") == 1, "said once: %s" % log[-3000:])
+    node.sim_control("clear")
+    wait_for(lambda: uncapped(node, bare2.pid), timeout=20, what="read again after the failure")
+
+
+SCENARIOS = {"memory_reserve": t_memory_reserve, "memory_uncapped": t_memory_uncapped}
 
 
 def main():

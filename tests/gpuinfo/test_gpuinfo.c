@@ -183,8 +183,32 @@ static void test_query_failures(void)
 	CHECK(strstr(t.error, "/dev/null: allocating an RM client: ioctl: ") == t.error);
 }
 
+/* GET_PIDS answers: 0 and the caller's own pid left out, at most max
+ * kept while all are counted; a count past the table is refused. */
+static void test_pids(void)
+{
+	static struct rm_gpu_get_pids p;
+	uint32_t out[2], listed;
+
+	memset(&p, 0, sizeof(p));
+	p.pidTblCount = 5;
+	p.pidTbl[0] = 40;
+	p.pidTbl[1] = 7; /* the caller */
+	p.pidTbl[2] = 0;
+	p.pidTbl[3] = 41;
+	p.pidTbl[4] = 42;
+	p.pidTbl[5] = 43; /* past the count */
+	CHECK_EQ_U(gpuprocs_parse_pids(&p, 7, out, 2, &listed), 2);
+	CHECK_EQ_U(listed, 3);
+	CHECK(out[0] == 40 && out[1] == 41);
+	p.pidTblCount = RM_GPU_GET_PIDS_MAX + 1;
+	CHECK(gpuprocs_parse_pids(&p, 7, out, 2, &listed) == -1);
+	CHECK_EQ_U(listed, 0);
+}
+
 int main(void)
 {
+	test_pids();
 	test_attached();
 	test_id_info_layout();
 	test_uuid_binary();

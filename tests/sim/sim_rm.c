@@ -585,6 +585,95 @@ static rm_u32 sim_fb_info(struct sim_rm *rm, unsigned gpu, struct rm_fb_info_v2 
 	return RM_OK;
 }
 
+/* The process an RM client belongs to: the opener of the file it was
+ * allocated on (the RM keeps the allocating process; a file opened and
+ * used by one process, as every workload here does, is the same). */
+static pid_t sim_client_pid(const struct sim_rm *rm, const struct sim_client *cl)
+{
+	for (size_t i = 0; i < rm->nfiles; i++)
+		if (rm->files[i].id == cl->fh)
+			return rm->files[i].opener;
+	return 0;
+}
+
+/* Whether cl holds a device of instance gpu (and, cls not 0, an object
+ * of class cls). */
+static int sim_client_on_gpu(const struct sim_client *cl, unsigned gpu, rm_u32 cls)
+{
+	int dev = 0, has = !cls;
+
+	for (size_t j = 0; j < cl->nobjs; j++) {
+		dev |= cl->objs[j].cls == RM_CLASS_DEVICE && cl->objs[j].device_id == gpu;
+		has |= cls && cl->objs[j].cls == cls;
+	}
+	return dev && has;
+}
+
+/* NV2080_CTRL_CMD_GPU_GET_PIDS: as gpuGetProcWithObject, the distinct
+ * pids of the clients with a device on the GPU (id NV20_SUBDEVICE_0) or
+ * also an object of class id (any other id), in client order, at most
+ * 950. A vGPU guest query lists none; another idType is refused. */
+static rm_u32 sim_get_pids(const struct sim_rm *rm, unsigned gpu, struct rm_gpu_get_pids *p)
+{
+	rm_u32 n = 0;
+
+	if (p->idType == RM_GPU_GET_PIDS_ID_TYPE_VGPU_GUEST) {
+		p->pidTblCount = 0;
+		return RM_OK;
+	}
+	if (p->idType != RM_GPU_GET_PIDS_ID_TYPE_CLASS)
+		return RM_ERR_INVALID_ARGUMENT;
+	for (size_t i = 0; i < rm->nclients && n < RM_GPU_GET_PIDS_MAX; i++) {
+		const struct sim_client *cl = &rm->clients[i];
+		pid_t pid = sim_client_pid(rm, cl);
+		rm_u32 k = 0;
+
+		if (pid <= 0 ||
+		    !sim_client_on_gpu(cl, gpu, p->id == RM_CLASS_SUBDEVICE ? 0 : p->id))
+			continue;
+		while (k < n && p->pidTbl[k] != (rm_u32)pid)
+			k++;
+		if (k == n)
+			p->pidTbl[n++] = (rm_u32)pid;
+	}
+	p->pidTblCount = n;
+	return RM_OK;
+}
+
+/* NV2080_CTRL_CMD_GPU_GET_PID_INFO: per entry, the video memory
+ * (NV01_MEMORY_LOCAL_USER) all of its pid's clients hold on the GPU, as
+ * memPrivate (the simulator has no duplicated memory); no MIG, so no
+ * partition. A count of 0 or past 200 is refused; an entry of another
+ * index or pid 0 gets NV_ERR_INVALID_ARGUMENT as its result. */
+static rm_u32 sim_get_pid_info(const struct sim_rm *rm, unsigned gpu,
+			       struct rm_gpu_get_pid_info *p)
+{
+	if (p->pidInfoListCount == 0 || p->pidInfoListCount > RM_GPU_GET_PID_INFO_MAX)
+		return RM_ERR_INVALID_ARGUMENT;
+	for (rm_u32 i = 0; i < p->pidInfoListCount; i++) {
+		struct rm_gpu_pid_info *e = &p->pidInfoList[i];
+
+		e->computeInstanceId = e->gpuInstanceId = RM_PARTITIONID_INVALID;
+		if (e->index != RM_GPU_PID_INFO_VIDEO_MEMORY_USAGE || e->pid == 0) {
+			e->result = RM_ERR_INVALID_ARGUMENT;
+			continue;
+		}
+		memset(&e->data, 0, sizeof(e->data));
+		for (size_t c = 0; c < rm->nclients; c++) {
+			const struct sim_client *cl = &rm->clients[c];
+
+			if (sim_client_pid(rm, cl) != (pid_t)e->pid)
+				continue;
+			for (size_t j = 0; j < cl->nobjs; j++)
+				if (cl->objs[j].cls == RM_CLASS_MEMORY_LOCAL_USER &&
+				    cl->objs[j].fb_gpu == gpu)
+					e->data.memPrivate += cl->objs[j].fb_bytes;
+		}
+		e->result = RM_OK;
+	}
+	return RM_OK;
+}
+
 /* Whether cmd is a method of o's class among those modelled: TSG controls
  * on TSGs, the GPU identity controls on the client, GET_GID_INFO on a
  * subdevice. Other commands exist everywhere (so traces replay). */
@@ -597,7 +686,8 @@ static int sim_method_exists(rm_u32 cmd, const struct sim_obj *o)
 	if (sim_gpu_is_client_ctrl(cmd))
 		return o == NULL;
 	if (cmd == RM_CTRL_SUBDEVICE_GET_GID_INFO || cmd == RM_CTRL_FIFO_DISABLE_CHANNELS ||
-	    cmd == RM_CTRL_FB_GET_INFO_V2)
+	    cmd == RM_CTRL_FB_GET_INFO_V2 || cmd == RM_CTRL_GPU_GET_PIDS ||
+	    cmd == RM_CTRL_GPU_GET_PID_INFO)
 		return o && o->cls == RM_CLASS_SUBDEVICE;
 	return 1;
 }
@@ -620,6 +710,8 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 	rm_u32 want = (cmd >> 16) == RM_CLASS_TSG          ? rm_tsg_ctrl_params_size(cmd)
 		      : cmd == RM_CTRL_FIFO_DISABLE_CHANNELS ? sizeof(struct rm_disable_channels)
 		      : cmd == RM_CTRL_FB_GET_INFO_V2        ? sizeof(struct rm_fb_info_v2)
+		      : cmd == RM_CTRL_GPU_GET_PIDS          ? sizeof(struct rm_gpu_get_pids)
+		      : cmd == RM_CTRL_GPU_GET_PID_INFO      ? sizeof(struct rm_gpu_get_pid_info)
 							     : sim_gpu_ctrl_params_size(cmd);
 	if (want && (size != want || !params))
 		return RM_ERR_INVALID_PARAM_STRUCT;
@@ -635,6 +727,10 @@ static rm_u32 sim_control_locked(struct sim_rm *rm, const struct sim_call *c,
 		return sim_disable_channels(rm, c, params);
 	if (cmd == RM_CTRL_FB_GET_INFO_V2)
 		return sim_fb_info(rm, sim_subdevice_instance(cl, o), params);
+	if (cmd == RM_CTRL_GPU_GET_PIDS)
+		return sim_get_pids(rm, sim_subdevice_instance(cl, o), params);
+	if (cmd == RM_CTRL_GPU_GET_PID_INFO)
+		return sim_get_pid_info(rm, sim_subdevice_instance(cl, o), params);
 	return RM_OK;
 }
 

@@ -287,8 +287,89 @@ static void test_disable_channels(void)
 	sim_rm_destroy(rm);
 }
 
+/* GET_PIDS and GET_PID_INFO on a subdevice: the distinct pids with a
+ * device on that GPU (another GPU's and a device-less client's not), and
+ * each pid's video memory there summed over its clients; bad counts,
+ * indexes and id types as the RM answers them. */
+static void test_gpu_pids(void)
+{
+	struct sim_rm *rm = sim_rm_new(2);
+	struct sim_call a = { .fh = sim_rm_file_open(rm, 101) };
+	struct sim_call a2 = { .fh = sim_rm_file_open(rm, 101) };
+	struct sim_call b = { .fh = sim_rm_file_open(rm, 202) };
+	struct sim_call c = { .fh = sim_rm_file_open(rm, 303) };
+	struct rm_device_alloc d0 = { .deviceId = 0 }, d1 = { .deviceId = 1 };
+	struct rm_memory_alloc m = { .size = 8u << 20 };
+	static struct rm_gpu_get_pids pids;
+	static struct rm_gpu_get_pid_info info;
+	rm_handle ca = 0, ca2 = 0, cb = 0, cc = 0, dev = 0x10, sub = 0x11, mem = 0x12;
+
+	CHECK_EQ_U(alloc(rm, &a, 0, 0, &ca, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, ca, ca, &dev, RM_CLASS_DEVICE, &d0, sizeof(d0)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, ca, dev, &sub, RM_CLASS_SUBDEVICE, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a, ca, dev, &mem, RM_CLASS_MEMORY_LOCAL_USER, &m, sizeof(m)), RM_OK);
+	/* The same process again, on another file: one pid, memory summed. */
+	dev = 0x10, mem = 0x12;
+	CHECK_EQ_U(alloc(rm, &a2, 0, 0, &ca2, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a2, ca2, ca2, &dev, RM_CLASS_DEVICE, &d0, sizeof(d0)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &a2, ca2, dev, &mem, RM_CLASS_MEMORY_LOCAL_USER, &m, sizeof(m)),
+		   RM_OK);
+	/* Another process on GPU 1 only, a third with a client and nothing. */
+	dev = 0x10, mem = 0x12;
+	CHECK_EQ_U(alloc(rm, &b, 0, 0, &cb, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, cb, cb, &dev, RM_CLASS_DEVICE, &d1, sizeof(d1)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &b, cb, dev, &mem, RM_CLASS_MEMORY_LOCAL_USER, &m, sizeof(m)), RM_OK);
+	CHECK_EQ_U(alloc(rm, &c, 0, 0, &cc, RM_CLASS_ROOT_CLIENT, NULL, 0), RM_OK);
+
+	memset(&pids, 0xee, sizeof(pids));
+	pids.idType = RM_GPU_GET_PIDS_ID_TYPE_CLASS;
+	pids.id = RM_CLASS_SUBDEVICE;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PIDS, &pids, sizeof(pids)), RM_OK);
+	CHECK_EQ_U(pids.pidTblCount, 1);
+	CHECK_EQ_U(pids.pidTbl[0], 101);
+	/* A class no client has: nobody; a vGPU guest query: nobody. */
+	pids.id = RM_CLASS_TSG;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PIDS, &pids, sizeof(pids)), RM_OK);
+	CHECK_EQ_U(pids.pidTblCount, 0);
+	pids.idType = RM_GPU_GET_PIDS_ID_TYPE_VGPU_GUEST;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PIDS, &pids, sizeof(pids)), RM_OK);
+	CHECK_EQ_U(pids.pidTblCount, 0);
+	pids.idType = 7;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PIDS, &pids, sizeof(pids)),
+		   RM_ERR_INVALID_ARGUMENT);
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PIDS, &pids, sizeof(pids) - 4),
+		   RM_ERR_INVALID_PARAM_STRUCT);
+	CHECK_EQ_U(ctrl(rm, &a, ca, 0x10, RM_CTRL_GPU_GET_PIDS, &pids, sizeof(pids)),
+		   RM_ERR_NOT_SUPPORTED); /* a subdevice's method, not a device's */
+
+	memset(&info, 0, sizeof(info));
+	info.pidInfoListCount = 4;
+	info.pidInfoList[0].pid = 101;
+	info.pidInfoList[1].pid = 202; /* its memory is on GPU 1 */
+	info.pidInfoList[2].pid = 101;
+	info.pidInfoList[2].index = 1; /* no such index */
+	info.pidInfoList[3].pid = 0;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PID_INFO, &info, sizeof(info)), RM_OK);
+	CHECK_EQ_U(info.pidInfoList[0].result, RM_OK);
+	CHECK_EQ_U(info.pidInfoList[0].data.memPrivate, 16u << 20);
+	CHECK_EQ_U(info.pidInfoList[0].data.memSharedOwned, 0);
+	CHECK_EQ_U(info.pidInfoList[0].gpuInstanceId, RM_PARTITIONID_INVALID);
+	CHECK_EQ_U(info.pidInfoList[1].result, RM_OK);
+	CHECK_EQ_U(info.pidInfoList[1].data.memPrivate, 0);
+	CHECK_EQ_U(info.pidInfoList[2].result, RM_ERR_INVALID_ARGUMENT);
+	CHECK_EQ_U(info.pidInfoList[3].result, RM_ERR_INVALID_ARGUMENT);
+	info.pidInfoListCount = 0;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PID_INFO, &info, sizeof(info)),
+		   RM_ERR_INVALID_ARGUMENT);
+	info.pidInfoListCount = RM_GPU_GET_PID_INFO_MAX + 1;
+	CHECK_EQ_U(ctrl(rm, &a, ca, sub, RM_CTRL_GPU_GET_PID_INFO, &info, sizeof(info)),
+		   RM_ERR_INVALID_ARGUMENT);
+	sim_rm_destroy(rm);
+}
+
 int main(void)
 {
+	test_gpu_pids();
 	test_ownership_and_tree();
 	test_disable_channels();
 	test_inject_grammar();
