@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from gpuqos_test import SKIP, Skip, check, wait_for
+from gpuqos_test import SKIP, Skip, check, run_main, wait_for
 from gpuqos_test import Failure as Fail
 from gpuqos_test.sim import Sim as LibSim
 from gpuqos_test.sim import close_all
@@ -493,12 +493,6 @@ def main():
         CASES[args.case](args)
         print("ok")
         return 0
-    except Skip as e:
-        print("skip: %s" % e)
-        return SKIP
-    except Fail as e:
-        print("FAIL: %s" % e)
-        return 1
     finally:
         for fn in reversed(_CLEANUP):
             try:
@@ -509,4 +503,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -43,7 +43,7 @@ import tempfile
 
 # The test library (tests/lib, PYTHONPATH from ctest): Fail and expect
 # are its Failure and check, so failures of the e2e parts are caught too.
-from gpuqos_test import TEST_TOOLS, Skip
+from gpuqos_test import TEST_TOOLS, Skip, run_main
 from gpuqos_test import Failure as Fail
 from gpuqos_test import check as expect
 
@@ -54,7 +54,6 @@ CHART = os.path.join(SRC, "charts", "gpuqos")
 TOOLS = TEST_TOOLS
 HELM = os.path.join(TOOLS, "bin", "helm")
 NODE_MODULES = os.path.join(TOOLS, "node", "node_modules")
-SKIP = 77
 
 AGENT_CAPS = {"BPF", "PERFMON", "SYS_PTRACE", "SYS_NICE"}
 CONTRACT_PLUGIN_KEYS = {"version", "mode", "resourceName", "lcResourceName", "replicas", "lcReplicas",
@@ -539,17 +538,10 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     args = ap.parse_args()
-    try:
-        SCENARIOS[args.scenario](args)
-    except Skip as e:
-        print("SKIP: %s" % e)
-        return SKIP
-    except Fail as e:
-        print("FAIL: %s" % e)
-        return 1
+    SCENARIOS[args.scenario](args)
     print("ok")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from gpuqos_test import Failure, check
+from gpuqos_test import check, run_main
 
 GPUQOS = STUB = OTHER = None
 # Prints what the node agent and ld.so will see, and the child's own pid.
@@ -260,15 +260,11 @@ def main():
     if len(sys.argv) != 5 or (sys.argv[4] not in GROUPS and sys.argv[4] != "all"):
         sys.exit(__doc__)
     GPUQOS, STUB, OTHER = (os.path.abspath(a) for a in sys.argv[1:4])
-    try:
-        for name, fn in GROUPS.items():
-            if sys.argv[4] in (name, "all"):
-                fn()
-    except Failure as e:
-        print("FAIL:", e, file=sys.stderr)
-        sys.exit(1)
+    for name, fn in GROUPS.items():
+        if sys.argv[4] in (name, "all"):
+            fn()
     print("ok")
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from gpuqos_test import Failure, check
+from gpuqos_test import check, run_main
 from gpuqos_test.fake_ctl import FakeCtl
 
 CTL = None
@@ -498,13 +498,10 @@ def main():
         for name, fn in GROUPS.items():
             if sys.argv[2] in (name, "all"):
                 fn(env)
-    except Failure as e:
-        print("FAIL:", e, file=sys.stderr)
-        sys.exit(1)
     finally:
         env.close()
     print("ok")
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -23,10 +23,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
-from gpuqos_test import SKIP, Failure, Skip, check
+from gpuqos_test import Skip, check, run_main
 
 # The stage each GPUQOS_DEMO_BREAK name belongs to ("== [N/5]"), in order.
 STAGES = {"packages": 1, "configure": 2, "build": 2, "simulator": 3, "agent": 3, "be": 4,
@@ -181,20 +180,13 @@ def main():
     ap.add_argument("stage", nargs="?", choices=sorted(STAGES))
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
-    try:
-        if args.case == "break":
-            check(args.stage, "break needs a stage")
-            test_break(args, args.stage)
-        else:
-            test_full(args)
-    except Skip as e:
-        print("SKIP: %s" % e)
-        return SKIP
-    except Failure as e:
-        print("FAIL: %s" % e)
-        return 1
+    if args.case == "break":
+        check(args.stage, "break needs a stage")
+        test_break(args, args.stage)
+    else:
+        test_full(args)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

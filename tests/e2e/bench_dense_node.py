@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-from gpuqos_test import SKIP, Failure, Skip, wait_for
+from gpuqos_test import SKIP, Failure, run_main, wait_for
 from gpuqos_test import check as expect
 from gpuqos_test.kube import NODE, NS, KubeNode, converged
 
@@ -200,24 +200,16 @@ def main():
         print("SKIP: /dev/fuse is missing")
         return SKIP
     load0 = "%.2f %.2f %.2f" % os.getloadavg()
-    try:
-        node = KubeNode(os.path.abspath(a.build))
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
+    node = KubeNode(os.path.abspath(a.build))
     try:
         gpu = setup(node, a)
         check_behaviour(node, a, gpu)
         loop = measure_loop(node, a)
         ctl = measure_ctl(node, a)
         check_behaviour(node, a, gpu)
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
-    except Failure as e:
-        print("FAIL:", e)
+    except Failure:
         node.dump()
-        return 1
+        raise
     finally:
         node.close()
     report(a, loop, ctl, (load0, "%.2f %.2f %.2f" % os.getloadavg()))
@@ -226,4 +218,4 @@ def main():
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    sys.exit(main())
+    run_main(main)

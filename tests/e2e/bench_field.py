@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 
-from gpuqos_test import SKIP, Failure, Skip, wait_for
+from gpuqos_test import SKIP, Failure, run_main, wait_for
 from gpuqos_test import check as expect
 from gpuqos_test.kube import NODE, KubeNode
 from gpuqos_test.node import gr_timeslice
@@ -146,17 +146,12 @@ def main():
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("SKIP: the simulator's FUSE mount and pod cgroups need root and /dev/fuse")
         return SKIP
-    try:
-        node = KubeNode(os.path.abspath(a.build))
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
+    node = KubeNode(os.path.abspath(a.build))
     try:
         (bench_peers if a.what == "peers" else bench_list)(node, a)
-    except Failure as e:
-        print("FAIL:", e)
+    except Failure:
         node.dump()
-        return 1
+        raise
     finally:
         node.close()
     return 0
@@ -164,4 +159,4 @@ def main():
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    sys.exit(main())
+    run_main(main)

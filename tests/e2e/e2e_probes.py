@@ -50,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-from gpuqos_test import SKIP, Failure, Skip, check, wait_for  # noqa: E402
+from gpuqos_test import SKIP, Failure, Skip, check, run_main, wait_for  # noqa: E402
 
 SLOW_CLIENTS = 40
 SLOW_BYTE_EVERY_S = 2.0
@@ -439,13 +439,9 @@ def run_plugin(args):
         env = test_plugin.Env(args, 0)
         t_plugin_probes(env, args)
         ok = True
-    except Skip as e:
-        print("SKIP:", e)
+    except Skip:
         ok = True
-        return SKIP
-    except Failure as e:
-        print("FAIL:", e)
-        return 1
+        raise
     finally:
         if env:
             env.close(ok)
@@ -459,21 +455,13 @@ def run_agent(args, fn):
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("SKIP: the simulator needs root and /dev/fuse")
         return SKIP
-    try:
-        node = e2e.Node(os.path.abspath(args.build))
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
+    node = e2e.Node(os.path.abspath(args.build))
     try:
         fn(node, args)
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
-    except Failure as e:
-        print("FAIL:", e)
+    except Failure:
         for log in node.agent_logs:
             sys.stderr.write("---- %s\n%s" % (log, open(log, errors="replace").read()[-4000:]))
-        return 1
+        raise
     finally:
         node.close()
     print("ok")
@@ -495,4 +483,4 @@ def main():
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    sys.exit(main())
+    run_main(main)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 import suite as s  # beside it: the module under test
-from gpuqos_test import check, Failure
+from gpuqos_test import check, run_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "suite.py")
@@ -300,8 +300,4 @@ def run():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(run())
-    except Failure as e:
-        print(f"FAIL: {e}")
-        sys.exit(1)
+    run_main(run)

@@ -40,8 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 # The test library (tests/lib, PYTHONPATH from ctest).
-from gpuqos_test import Failure as Fail  # noqa: E402
-from gpuqos_test import Skip, wait_for  # noqa: E402
+from gpuqos_test import Skip, run_main, wait_for  # noqa: E402
 from gpuqos_test import check as expect  # noqa: E402
 from gpuqos_test import oci  # noqa: E402
 from gpuqos_test.node import Node  # noqa: E402
@@ -230,30 +229,23 @@ def main():
     ap.add_argument("--build", required=True)
     args = ap.parse_args()
     build = os.path.abspath(args.build)
+    why = oci.why_not()
+    if why:
+        raise Skip(why)
+    if not shutil.which("mmdebstrap"):
+        raise Skip("mmdebstrap is not installed (scripts/install-deps.sh installs it)")
+    work = tempfile.mkdtemp(prefix="gpuqos-image-")
+    os.chmod(work, 0o755)
     try:
-        why = oci.why_not()
-        if why:
-            raise Skip(why)
-        if not shutil.which("mmdebstrap"):
-            raise Skip("mmdebstrap is not installed (scripts/install-deps.sh installs it)")
-        work = tempfile.mkdtemp(prefix="gpuqos-image-")
-        os.chmod(work, 0o755)
-        try:
-            root = image_root(build, work)
-            check_libs(work, root)
-            check_help(work, root)
-            check_demo(build, work, root)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    except Skip as e:
-        print("SKIP: %s" % e)
-        return 77
-    except Fail as e:
-        print("FAIL: %s" % e)
-        return 1
+        root = image_root(build, work)
+        check_libs(work, root)
+        check_help(work, root)
+        check_demo(build, work, root)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     print("ok")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 from gpuqos_test import Failure as Fail  # noqa: E402
-from gpuqos_test import Skip, wait_for  # noqa: E402
+from gpuqos_test import Skip, run_main, wait_for  # noqa: E402
 from gpuqos_test import check as expect  # noqa: E402
 from gpuqos_test import oci  # noqa: E402
 from gpuqos_test.node import Node, agent_tsgs, gr_timeslice, sim_client_of_pid  # noqa: E402
@@ -161,45 +161,38 @@ def main():
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     node = None
+    why = oci.why_not()
+    if why:
+        raise Skip(why)
+    if not shutil.which("mmdebstrap"):
+        raise Skip("mmdebstrap is not installed (scripts/install-deps.sh installs it)")
+    if os.uname().machine != "x86_64":
+        raise Skip("the image's loader path is x86_64's")
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse (the GPU simulator)")
+    work = tempfile.mkdtemp(prefix="gpuqos-oldglibc-")
+    os.chmod(work, 0o755)
     try:
-        why = oci.why_not()
-        if why:
-            raise Skip(why)
-        if not shutil.which("mmdebstrap"):
-            raise Skip("mmdebstrap is not installed (scripts/install-deps.sh installs it)")
-        if os.uname().machine != "x86_64":
-            raise Skip("the image's loader path is x86_64's")
-        if not os.path.exists("/dev/fuse"):
-            raise Skip("no /dev/fuse (the GPU simulator)")
-        work = tempfile.mkdtemp(prefix="gpuqos-oldglibc-")
-        os.chmod(work, 0o755)
-        try:
-            root = make_root(build, work)
-            check_start(work, root, False)
-            node = Node(build)
-            node.start_agent()
-            check_workloads(work, node, root, False)
-            with open(os.path.join(root, "etc", "ld.so.preload"), "w") as f:
-                f.write(LIB + "\n")
-            check_start(work, root, True)
-            check_workloads(work, node, root, True)
-        except Fail:
-            if node:
-                node.dump()
-            raise
-        finally:
-            if node:
-                node.close()
-            shutil.rmtree(work, ignore_errors=True)
-    except Skip as e:
-        print("SKIP: %s" % e)
-        return 77
-    except Fail as e:
-        print("FAIL: %s" % e)
-        return 1
+        root = make_root(build, work)
+        check_start(work, root, False)
+        node = Node(build)
+        node.start_agent()
+        check_workloads(work, node, root, False)
+        with open(os.path.join(root, "etc", "ld.so.preload"), "w") as f:
+            f.write(LIB + "\n")
+        check_start(work, root, True)
+        check_workloads(work, node, root, True)
+    except Fail:
+        if node:
+            node.dump()
+        raise
+    finally:
+        if node:
+            node.close()
+        shutil.rmtree(work, ignore_errors=True)
     print("ok")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -18,16 +18,11 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
-from gpuqos_test import SKIP, TEST_TOOLS, Failure, check, find_tool  # noqa: E402
+from gpuqos_test import TEST_TOOLS, Failure, Skip, check, find_tool, run_main  # noqa: E402
 from gpuqos_test import apiserver as fake_apiserver  # noqa: E402
 
 TOKEN = "kubectl-token"
 KUBECTL = None  # main: find_tool("kubectl")
-
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(SKIP)
 
 
 class Env:
@@ -39,7 +34,7 @@ class Env:
                             "subjectAltName=IP:127.0.0.1,DNS:localhost",
                             "-keyout", key, "-out", cert], capture_output=True)
         if r.returncode != 0:
-            skip("openssl could not make a certificate: " + r.stderr.decode()[-200:])
+            raise Skip("openssl could not make a certificate: " + r.stderr.decode()[-200:])
         self.srv = fake_apiserver.Server(0, TOKEN, cert, key).start()
         self.cert = cert
         self.home = os.path.join(tmp, "home")
@@ -171,10 +166,10 @@ def main():
     global KUBECTL
     KUBECTL = find_tool("kubectl")
     if not KUBECTL:
-        skip("kubectl is neither under %s/bin nor on PATH (it is not a Debian package: "
-             "scripts/install-test-tools.sh installs it)" % TEST_TOOLS)
+        raise Skip("kubectl is neither under %s/bin nor on PATH (it is not a Debian package: "
+                   "scripts/install-test-tools.sh installs it)" % TEST_TOOLS)
     if not shutil.which("openssl"):
-        skip("openssl is not installed")
+        raise Skip("openssl is not installed")
     with tempfile.TemporaryDirectory(prefix="gpuqos-kubectl.") as tmp:
         env = Env(tmp)
         try:
@@ -183,9 +178,6 @@ def main():
             print("kubectl client %s, server %s" % (ver["clientVersion"]["gitVersion"],
                                                    ver["serverVersion"]["gitVersion"]))
             SCENARIOS[sys.argv[1]](env)
-        except Failure as e:
-            print("FAIL: %s" % e)
-            return 1
         finally:
             env.srv.stop()
     print("ok")
@@ -193,4 +185,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from gpuqos_test import SKIP, Failure, Skip, check
+from gpuqos_test import SKIP, Skip, check, run_main
 from gpuqos_test.sim import Sim
 
 
@@ -941,13 +941,9 @@ def main():
         env = Env(args, gpus)
         fn(env)
         ok = True
-    except Skip as e:
-        print("skip:", e)
+    except Skip:
         ok = True
-        return SKIP
-    except Failure as e:
-        print("FAIL:", e)
-        return 1
+        raise
     finally:
         if env:
             env.close(ok)
@@ -956,4 +952,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -15,13 +15,12 @@ import os
 import select
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
 # The protocol's one Python codec and the test library (tests/lib,
 # PYTHONPATH from ctest).
-from gpuqos_test import Failure, check
+from gpuqos_test import Failure, check, run_main
 from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_TSG,  # noqa: F401
                                   ERR_NOT_GATEABLE, F_ACTIVITY, F_GATE, F_RECONNECT, GATE_LEASE_MAX_MS, HDR,
@@ -1446,9 +1445,6 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpuqos-preempt-") as tmp:
         try:
             SCENARIOS[args.scenario](args, tmp)
-        except Failure as e:
-            print("FAIL %s: %s" % (args.scenario, e))
-            return 1
         finally:
             for w in WORKLOADS:
                 w.kill()
@@ -1457,4 +1453,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -20,19 +20,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
+
+from gpuqos_test import Failure as Fail
+from gpuqos_test import Skip, run_main
 
 FLOOR = (2, 17)
 GLIBC_ONLY = ("dlvsym", "__register_atfork", "gnu_get_libc_version")
-
-
-class Skip(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 def ver(s):
@@ -103,17 +97,10 @@ def main():
     ap.add_argument("--src", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("case", choices=("floor", "musl"))
     args = ap.parse_args()
-    try:
-        {"floor": floor, "musl": musl}[args.case](args)
-    except Skip as e:
-        print("SKIP: %s" % e)
-        return 77
-    except Fail as e:
-        print("FAIL: %s" % e)
-        return 1
+    {"floor": floor, "musl": musl}[args.case](args)
     print("ok")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

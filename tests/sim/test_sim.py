@@ -20,10 +20,9 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
-from gpuqos_test import SKIP, Failure, check, wait_for
+from gpuqos_test import SKIP, Failure, check, run_main, wait_for
 from gpuqos_test.sim import Sim, close_all, needs
 
 CLIENT_BASE = 0xC1D00000
@@ -888,13 +887,10 @@ def main():
             t0 = time.monotonic()
             CASES[name](a.bin)
             print("ok %s (%.2fs)" % (name, time.monotonic() - t0))
-    except Failure as e:
-        print("FAIL: %s" % e)
-        return 1
     finally:
         close_all()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -11,6 +11,10 @@ exec) and `fake_ctl` (a stand-in control socket); `gq_proto` is the one
 Python codec of abi/gq_proto.h. A helper two folders' suites share lives
 here; a script may import a sibling of its own folder, never another's.
 
+A test program's main runs under `run_main` (a runner shared by a folder's
+suites under `main_status`), which turns a Skip or a Failure that escapes
+it into the line and exit status ctest reads.
+
 Suites find it through PYTHONPATH, which ctest sets (ENVIRONMENT of each
 test); nothing edits sys.path. Run one by hand with
 `PYTHONPATH=tests/lib /usr/bin/python3 tests/<suite>.py ...`.
@@ -18,6 +22,7 @@ test); nothing edits sys.path. Run one by hand with
 import os
 import shutil
 import socket
+import sys
 import time
 
 SKIP = 77  # the exit status ctest's SKIP_RETURN_CODE reports as skipped
@@ -29,6 +34,28 @@ class Failure(Exception):
 
 class Skip(Exception):
     """The test cannot run here (no root, no /dev/fuse, a tool missing)."""
+
+
+def main_status(main, *args):
+    """The exit status main(*args) comes to: its return value (None is 0);
+    a Skip that escapes it prints "SKIP: <reason>" and is SKIP, a Failure
+    prints "FAIL: <reason>" and is 1 (both on stdout, where the programs
+    print "ok")."""
+    try:
+        rc = main(*args)
+    except Skip as e:
+        print("SKIP: %s" % e)
+        return SKIP
+    except Failure as e:
+        print("FAIL: %s" % e)
+        return 1
+    return 0 if rc is None else rc
+
+
+def run_main(main, *args):
+    """Runs a test program's main(*args) and exits with main_status's
+    status."""
+    sys.exit(main_status(main, *args))
 
 
 def check(cond, what):

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 
-from gpuqos_test import Failure, check, wait_for  # noqa: F401  (check: for the scenarios)
+from gpuqos_test import Failure, check, main_status, wait_for  # noqa: F401  (check: for the scenarios)
 from gpuqos_test.gq_proto import UNKNOWN  # noqa: F401  (for the scenarios)
 
 PY = "/usr/bin/python3"
@@ -227,16 +227,20 @@ def run(tests, name):
         return a
 
     failed = True
-    try:
-        rc = fn(make_agent)
+
+    def test():
+        nonlocal failed
+        try:
+            rc = fn(make_agent)
+        except Failure:
+            for a in agents:
+                a.dump_log()
+            raise
         print("ok" if not rc else "skipped")
         failed = False
         return rc or 0
-    except Failure as f:
-        print("FAIL: %s" % f, file=sys.stderr)
-        for a in agents:
-            a.dump_log()
-        return 1
+    try:
+        return main_status(test)
     finally:
         for a in agents:
             a.close(keep=failed)

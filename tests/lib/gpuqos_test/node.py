@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from gpuqos_test import SKIP, Failure, Skip, check, wait_for
+from gpuqos_test import SKIP, Failure, Skip, check, main_status, wait_for
 from gpuqos_test.proc import as_nobody
 from gpuqos_test.sim import Sim
 
@@ -273,21 +273,15 @@ def run_scenario(scenarios, make_node, what="the simulator's FUSE mount"):
     if not os.path.exists("/dev/fuse"):
         print("SKIP: /dev/fuse is missing")
         return SKIP
-    try:
+
+    def scenario():
         node = make_node(os.path.abspath(a.build))
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
-    try:
-        scenarios[a.scenario](node)
-    except Skip as e:
-        print("SKIP:", e)
-        return SKIP
-    except Failure as e:
-        print("FAIL:", e)
-        node.dump()
-        return 1
-    finally:
-        node.close()
-    print("ok")
-    return 0
+        try:
+            scenarios[a.scenario](node)
+        except Failure:
+            node.dump()
+            raise
+        finally:
+            node.close()
+        print("ok")
+    return main_status(scenario)
