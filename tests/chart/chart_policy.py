@@ -24,6 +24,27 @@ from gpuqos_test import Failure as Fail
 
 CASES_MIXED = 24
 
+# The memory section (docs/policy.md, "Memory"): sizes at and past 1Mi and
+# 1Pi in each unit, what the quantity grammar refuses, percents, and the
+# section's shape.
+MEMORY_SIZES = ["1Mi", "1023Ki", "1024Ki", "1048576", "1048575", "1Pi", "1024Ti", "1025Ti",
+                "1125899906842624", "1125899906842625", "1P", "2P", "1125899906842k",
+                "1125899906843k", "16Gi", "16GB", "1.5Gi", "016Gi", "16 Gi", "0", "", "Gi",
+                "99999999999999999Gi", 1048576, 1048575, 1125899906842624, 2.5, True]
+MEMORY_PERCENTS = ["20%", "1%", "100%", "0%", "101%", "007%", "5 %", "%", "16Gi%", "-5%", "50.5%"]
+MEMORY_NAMES = ["lcReserve", "best-effort", "latency-critical", "defaults", "memory"]
+
+
+def memory_cases():
+    out = [{"memory": {}}, {"memory": "16Gi"}, {"memory": {"defaults": "8Gi"}},
+           {"memory": {"defaults": {"unmanaged": "1Gi"}}}, {"memory": {"reserve": "1Gi"}},
+           {"memory": {"lcReserve": "16Gi",
+                       "defaults": {"best-effort": "8Gi", "latency-critical": "40Gi"}}}]
+    out += [{"memory": {"lcReserve": v}} for v in MEMORY_SIZES + MEMORY_PERCENTS]
+    out += [{"memory": {"defaults": {"best-effort": v}}} for v in MEMORY_SIZES + ["20%"]]
+    out += [{"memory": {"defaults": {"latency-critical": v}}} for v in ("40Gi", "1048575")]
+    return out
+
 
 def leaves(schema, path=()):
     """(path, schema) of every leaf under policy in values.schema.json."""
@@ -194,6 +215,11 @@ def run(helm, chart, schema_path, agent, tmp):
             accepted += 1
         else:
             refused += 1
+    for p in memory_cases():
+        if judge.agree(default_file, p, MEMORY_NAMES):
+            accepted += 1
+        else:
+            refused += 1
     # Random mixes of two to four leaves (a fixed seed: a failure repeats).
     rng = random.Random(38)
     paths = sorted(pools)
@@ -210,3 +236,15 @@ def run(helm, chart, schema_path, agent, tmp):
         raise Fail("the cases did not cover both verdicts: %d accepted, %d refused" % (accepted, refused))
     print("chart and agent agree on %d policies: %d accepted, %d refused" % (accepted + refused, accepted,
                                                                              refused))
+
+
+def run_memory(helm, chart, agent, tmp):
+    """memory_cases() alone (test_chart.py's `policy_memory` scenario)."""
+    judge = Judge(helm, chart, agent, tmp)
+    ok, default_file = judge.chart_verdict({})
+    if not ok:
+        raise Fail("the chart's defaults do not render: %s" % default_file)
+    verdicts = [judge.agree(default_file, p, MEMORY_NAMES) for p in memory_cases()]
+    if all(verdicts) or not any(verdicts):
+        raise Fail("the memory cases did not cover both verdicts: %r" % verdicts)
+    print("chart and agent agree on %d memory sections: %d accepted" % (len(verdicts), sum(verdicts)))

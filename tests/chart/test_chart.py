@@ -17,6 +17,7 @@ Scenarios (exit 77 = skipped, with the reason):
               and on the ones they must deny (chart_admission.py)
   policy      the chart refuses exactly the policies the agent refuses
               (chart_policy.py)
+  policy_memory  the same for the memory section's cases alone (quick)
   e2e_agent   the rendered DaemonSet's node agent container (its command,
               args, environment, mounts, capabilities, the API token of its
               projected volume, and RuntimeDefault as containerd's seccomp
@@ -518,17 +519,29 @@ def t_admission(args):
     print("%d admission requests evaluated" % n)
 
 
-def t_policy(args):
+def policy_cases(args, memory_only):
     import chart_policy  # noqa: E402  (this folder's)
     tools_or_skip()
     agent = os.path.join(args.build, "agent", "gpuqos-agent")
     if not os.access(agent, os.X_OK):
         raise Fail("no %s: build the gpuqos-agent target" % agent)
     with tempfile.TemporaryDirectory(prefix="gpuqos-chart-policy.") as tmp:
-        chart_policy.run(HELM, CHART, os.path.join(CHART, "values.schema.json"), agent, tmp)
+        if memory_only:
+            chart_policy.run_memory(HELM, CHART, agent, tmp)
+        else:
+            chart_policy.run(HELM, CHART, os.path.join(CHART, "values.schema.json"), agent, tmp)
+
+
+def t_policy(args):
+    policy_cases(args, False)
+
+
+def t_policy_memory(args):
+    policy_cases(args, True)
 
 
 SCENARIOS = {"lint": t_lint, "render": t_render, "install_doc": t_install_doc, "policy": t_policy,
+             "policy_memory": t_policy_memory,
              "admission": t_admission,
              "e2e_agent": lambda a: e2e(a, "agent"), "e2e_plugin": lambda a: e2e(a, "plugin")}
 

@@ -174,7 +174,11 @@ def t_kube_dashboard(node):
     try:
         node.add_pod("lc", "latency-critical")
         node.add_pod("be", "best-effort")
-        node.start_kube_agent(extra=["--metrics-address", "127.0.0.1:%d" % port])
+        # Budgets and a reserve, so that the memory panels have lines.
+        node.start_kube_agent(config={"version": 1, "memory": {
+                                  "lcReserve": "10%",
+                                  "defaults": {"best-effort": "1Gi", "latency-critical": "4Gi"}}},
+                              extra=["--metrics-address", "127.0.0.1:%d" % port])
         lc = node.in_pod("lc", "lc")
         be = node.in_pod("be", "be")
         wait_for(lambda: gr_timeslice(node, lc.pid) == [100000] and gr_timeslice(node, be.pid) == [50],

@@ -96,8 +96,51 @@ capabilities:
   "controlDeadlineMs" (int $p.controlDeadlineMs)
   "reconcileIntervalMs" (int $p.reconcileIntervalMs)
   "verifyIntervalS" (int $p.verifyIntervalS)
-  "controlPath" $p.controlPath -}}
+  "controlPath" $p.controlPath
+  "memory" (include "gpuqos.policyMemory" $p.memory | fromJson) -}}
 {{- toPrettyJson $doc }}
+{{- end }}
+
+{{/* policy.memory as the policy file's "memory" (JSON), each size held to
+     the agent's 1Mi..1Pi: values.schema.json checks its grammar, a JSON
+     schema cannot its value past the suffix. */}}
+{{- define "gpuqos.policyMemory" -}}
+{{- $m := . | default dict -}}
+{{- $out := dict -}}
+{{- if hasKey $m "lcReserve" -}}
+{{- $_ := set $out "lcReserve" (include "gpuqos.size" (dict "v" $m.lcReserve "field" "policy.memory.lcReserve") | fromJson).v -}}
+{{- end -}}
+{{- if hasKey $m "defaults" -}}
+{{- $d := dict -}}
+{{- range $k, $v := $m.defaults -}}
+{{- $_ := set $d $k (include "gpuqos.size" (dict "v" $v "field" (printf "policy.memory.defaults.%s" $k)) | fromJson).v -}}
+{{- end -}}
+{{- $_ := set $out "defaults" $d -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end }}
+
+{{/* {"v": size} for a size of the policy file: a string as written (a
+     percent too), a number as whole bytes; fails past 1Mi..1Pi. */}}
+{{- define "gpuqos.size" -}}
+{{- $v := .v -}}
+{{- if kindIs "string" $v -}}
+{{- if not (hasSuffix "%" $v) -}}
+{{- $num := regexFind "^[0-9]+" $v -}}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "P" 1000000000000000 -}}
+{{- $mult := index $units (trimPrefix $num $v) | int64 -}}
+{{- $n := atoi $num | int64 -}}
+{{- if gt $n (div 1125899906842624 $mult) -}}
+{{- fail (printf "%s %q is larger than 1Pi: the node agent refuses such a file (docs/policy.md, \"Memory\")" .field $v) -}}
+{{- end -}}
+{{- if lt (mul $n $mult) 1048576 -}}
+{{- fail (printf "%s %q is smaller than 1Mi: the node agent refuses such a file (docs/policy.md, \"Memory\")" .field $v) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "v" $v) -}}
+{{- else -}}
+{{- toJson (dict "v" (int64 $v)) -}}
+{{- end -}}
 {{- end }}
 
 {{/* The device plugin's config file (docs/device-plugin.md). Mode and
