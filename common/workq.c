@@ -392,6 +392,16 @@ void workq_get_stats(struct workq *q, struct workq_stats *s)
 	pthread_mutex_unlock(&q->mu);
 }
 
+int workq_stalled(struct workq *q)
+{
+	int stalled;
+
+	pthread_mutex_lock(&q->mu);
+	stalled = q->stalled;
+	pthread_mutex_unlock(&q->mu);
+	return stalled;
+}
+
 unsigned workq_stop(struct workq *q)
 {
 	struct workq_job *queued, *finished;

@@ -79,6 +79,8 @@ int workq_expire(struct workq *q, int (*match)(const struct workq_job *j, const 
  * others' turn. */
 int workq_job_key(struct workq_job *j, unsigned long long key);
 void workq_get_stats(struct workq *q, struct workq_stats *s);
+/* Its `stalled` alone, without a walk of the workers (asked per TSG). */
+int workq_stalled(struct workq *q);
 /* Stops idle workers (waiting for them), frees the queued and finished
  * jobs with free_job and closes the eventfd; never waits for a worker
  * inside a job: the last one to leave frees the rest. Returns how many

@@ -234,8 +234,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 /* The request line for o, newline included; NULL when out of memory. */
 static char *build_request(const struct opts *o)
 {
-	/* `status` has no request of its own: the agent object comes with list. */
-	const char *name = o->cmd == C_STATUS ? "list" : cmds[o->cmd].name;
+	const char *name = cmds[o->cmd].name;
 	cJSON *r = cJSON_CreateObject();
 	char *body = NULL, *line = NULL;
 	int ok = r && cJSON_AddStringToObject(r, "cmd", name);

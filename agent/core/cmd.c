@@ -291,10 +291,15 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 }
 
 /* The result of c arrived (on time or late): record it, answer a waiting
- * ctl request, free c. */
+ * ctl request, free c. A pass follows unless the result left t as a pass
+ * reads it (a lease renewed, a read-back that found the belief) and no
+ * pass waited for it: at 256 BEs renewing every quarter lease, a pass per
+ * renewal would be most of the agent's work. */
 static void cmd_finish(struct agent *a, struct cmd *c, const struct cmd_outcome *o)
 {
 	struct tsg *t = tsg_find(a, c->pid, c->h_client, c->h_tsg);
+	struct tsg_inputs before, after;
+	int needs_pass = !t || c->ctl || c->timed_out;
 
 	cmd_unlink(a, c);
 	a->n.results++;
@@ -309,14 +314,20 @@ static void cmd_finish(struct agent *a, struct cmd *c, const struct cmd_outcome 
 	} else if (o->err || o->rm_status) {
 		a->n.failures++;
 	}
-	if (t)
+	if (t) {
+		tsg_inputs_of(t, &before);
 		tsg_record(a, t, c, o);
+		tsg_inputs_of(t, &after);
+		needs_pass |= t->sent.waited || !tsg_inputs_same(&before, &after);
+		t->sent.waited = 0;
+	}
 	if (a->hooks.control_ended)
 		a->hooks.control_ended(a, t, c, o);
 	if (c->ctl && a->hooks.cmd_done)
 		a->hooks.cmd_done(a, c->ctl, c, o);
 	free(c);
-	a->dirty = 1;
+	if (needs_pass)
+		a->dirty = 1;
 }
 
 void cmd_result(struct agent *a, struct peer *p, const struct gq_result *r)

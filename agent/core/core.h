@@ -74,6 +74,9 @@ void core_clock_install(uint64_t (*now_us)(void));
 #define AGENT_CLAIMS_PER_PROC 256u
 #define AGENT_CLAIMS_PER_UID 1024u
 #define AGENT_TSGS_MAX 8192u
+/* Buckets of the process and TSG tables (tsg.c: found by pid, and by pid
+ * and handles, without a walk of every one). */
+#define AGENT_HASH_BUCKETS 1024u
 /* Connected preempt agents: each holds one fd of the agent. The total is
  * further held below the fd limit (RLIMIT_NOFILE) minus AGENT_FD_RESERVE.
  * A key is a pod in Kubernetes mode (a process in no pod: its uid), a uid
@@ -179,6 +182,8 @@ struct window_decision {
  * class survives a dropped connection. */
 struct proc {
 	struct proc *next;
+	struct proc *hnext; /* its bucket of struct agent.proc_hash */
+	unsigned ntsgs;     /* TSGs of it in a->tsgs (tsg_new, tsg_free) */
 	pid_t pid;
 	uint64_t starttime; /* /proc/<pid>/stat field 22: detects pid reuse */
 	char comm[GQ_COMM_LEN + 1];
@@ -344,6 +349,9 @@ struct tsg_sent {
 	int blocked_stalled;    /* ... because a path is stalled */
 	unsigned inflight;
 	uint32_t inflight_op; /* the op of the last command sent */
+	/* A pass found it needing a control while one was in flight: its
+	 * result calls for a pass, whatever it changed (cmd.c). */
+	int waited;
 	uint64_t backoff_until;
 	uint32_t backoff_ms;
 	int32_t il_refused; /* level refused for lack of CAP_SYS_NICE, or IL_REFUSED_NONE */
@@ -513,6 +521,7 @@ struct tsg_kchans {
 
 struct tsg {
 	struct tsg *next;
+	struct tsg *hnext; /* its bucket of struct agent.tsg_hash */
 	pid_t pid;
 	struct proc *proc; /* its process: freed only after its TSGs */
 	rm_handle h_client, h_tsg, h_device;
@@ -539,6 +548,19 @@ struct tsg {
 	struct tsg_revert revert[TSG_NSETTINGS];
 	struct tsg_record rec; /* the last pass's record (record.c) */
 	uint64_t rec_queued;   /* struct record_queue.batch + 1 while queued */
+};
+
+/* What a reconcile pass reads of a TSG that reports and results change
+ * (tsg_inputs_of): an event that leaves it as it was (a lease renewal's
+ * RESULT, the TSG report that repeats the state) needs no pass. */
+struct tsg_inputs {
+	rm_handle h_device;
+	uint32_t gpu, engine, fd, gen, sources;
+	uint32_t applied_ts, app_ts, applied_il;
+	int said, gated, no_gate, leased;
+	int claim, unverified, last_failed, has_error;
+	int32_t il_refused;
+	uint64_t backoff_until;
 };
 
 struct cmd {
@@ -631,6 +653,7 @@ struct counters {
 	uint64_t reverts; /* settings set back by someone else after a SET of ours took */
 	uint64_t bad_mem_usage; /* MEM_USAGE reports dropped (memory.c) */
 	uint64_t memory_sent;   /* MEMORY budgets sent */
+	uint64_t passes;        /* reconcile passes (reconcile.c) */
 };
 
 
@@ -717,7 +740,10 @@ struct agent {
 	struct tsg *tsgs;
 	size_t ntsgs;            /* in the table, all sources */
 	struct uid_use *uids;
+	struct proc *proc_hash[AGENT_HASH_BUCKETS]; /* a->procs by pid (tsg.c) */
+	struct tsg *tsg_hash[AGENT_HASH_BUCKETS];   /* a->tsgs by pid and handles */
 	unsigned npeers, peers_max; /* connected; the limit in force */
+	unsigned npeers_broken;     /* of them, a send failed: closed after the batch */
 	uint32_t peer_accepts; /* connections accepted: each peer's accept_seq */
 	struct ratelimit refuse_log; /* peers refused by a limit */
 	int spare_fd;            /* closed to accept and drop a peer at EMFILE */
@@ -789,7 +815,11 @@ void proc_gc(struct agent *a);
 struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg);
 /* NULL with errno EDQUOT past AGENT_TSGS_MAX, or ENOMEM. */
 struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_handle h_tsg);
-/* NULL with errno EDQUOT when a limit refuses a new claim, ENOMEM. */
+/* t's inputs to a pass; tsg_inputs_same: 1 when two are alike. */
+void tsg_inputs_of(const struct tsg *t, struct tsg_inputs *in);
+int tsg_inputs_same(const struct tsg_inputs *x, const struct tsg_inputs *y);
+/* NULL with errno EDQUOT when a limit refuses a new claim, ENOMEM.
+ * Marks the agent dirty only when the report changed what a pass reads. */
 struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, uint32_t gen);
 /* The RM was told this value at `at` (now_us clock): the belief follows
  * whoever told it last. */
@@ -809,7 +839,7 @@ int ratelimit_allow(struct ratelimit *r, uint64_t now, unsigned burst, uint64_t 
 		    unsigned long *suppressed);
 void tsg_drop(struct agent *a, struct tsg *t);
 void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsigned sources);
-size_t tsg_count(const struct agent *a, pid_t pid); /* pid 0: all */
+size_t tsg_count(struct agent *a, pid_t pid); /* pid 0: all */
 uint32_t tsg_baseline(const struct tsg *t);
 uint32_t tsg_effective_ts(const struct tsg *t);
 int tsg_ts_differs(const struct tsg *t);
@@ -916,8 +946,11 @@ unsigned rotate_processes(const struct agent *a, uint32_t gpu, uint32_t engine);
  * as rotate.c planned them, the current one included (0: never rotated). */
 uint64_t rotate_wait_longest_us(const struct tsg *t, uint64_t now);
 
-/* A gated TSG's lease needs renewing. */
-int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now);
+/* A gated TSG's lease needs renewing (`early`: may be renewed, in a pass
+ * that renews one anyway). rotate_renewing: 1 when some rotating TSG's
+ * renewal is due, so the pass renews early ones with it. */
+int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now, int early);
+int rotate_renewing(const struct agent *a, uint64_t now);
 /* The first point offset_us after one of an LC's request starts (every
  * period_us from last_us) at or after end; all now_us() clock. */
 uint64_t rotate_gap_point(uint64_t end, uint64_t period_us, uint64_t last_us, uint64_t offset_us);

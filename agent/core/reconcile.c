@@ -301,7 +301,8 @@ static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch
  * Returns 1 when t needs a gate command now (sent, or held back by the
  * rate limit), 0 when it needs none. An UNGATE is sent even while
  * holding: it only ever lets work run. */
-static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int holding, int *sent)
+static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int holding, int renewing,
+			  int *sent)
 {
 	struct path_choice ch = { .path = PATH_IN_PROCESS };
 	uint64_t lease = a->cfg->policy.gate_lease_ms;
@@ -323,7 +324,7 @@ static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int hold
 	if (t->gate.want != t->gate.gated || !t->gate.leased) {
 		if (t->gate.want && holding)
 			return 0;
-	} else if (!rotate_renew_due(a, t, now)) {
+	} else if (!rotate_renew_due(a, t, now, renewing)) {
 		return 0;
 	}
 	/* A gate, its turn, or the renewal of either. */
@@ -331,6 +332,14 @@ static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int hold
 	if (*sent)
 		t->gate.lapse_by = now + lease * 1000u + AGENT_GATE_LAPSE_SLACK_US;
 	return 1;
+}
+
+/* Read-backs are due on whole seconds of the core clock (at, rounded
+ * up), so those of many TSGs share a pass rather than each waking the
+ * agent. */
+static uint64_t verify_slot(uint64_t at)
+{
+	return (at + 999999u) / 1000000u * 1000000u;
 }
 
 /* Converged as far as we know: hold the belief against the RM now and
@@ -348,20 +357,20 @@ static int reconcile_verify(struct agent *a, struct tsg *t, uint64_t now)
 		return 0;
 	}
 	if (t->verify.due == 0)
-		t->verify.due = now + iv;
+		t->verify.due = verify_slot(now + iv);
 	if (now < t->verify.due)
 		return 0;
 	ch = readback_path(a, t);
 	if (ch.path == PATH_NONE || !path_budget(a, t, ch.path, GQ_OP_GET_TIMESLICE))
 		return 0;
-	t->verify.due = now + iv;
+	t->verify.due = verify_slot(now + iv);
 	return send_one(a, t, &ch, GQ_OP_GET_TIMESLICE, 0);
 }
 
 /* Sends at most one command for t; returns 1 if one was sent. While
  * `holding`, only read-backs of claims (they change nothing) and
- * UNGATEs. */
-static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holding)
+ * UNGATEs; while `renewing` (rotate_renewing), leases renewed early. */
+static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holding, int renewing)
 {
 	struct proc *p = t->proc;
 	struct path_choice ch;
@@ -371,8 +380,13 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 
 	if (t->sent.held_until && t->sent.held_until <= now)
 		t->sent.held_until = 0; /* tsg_control_allowed holds it again if need be */
-	if (t->sent.inflight || t->sent.backoff_until > now || t->unverified_until ||
-	    t->claim == TSG_CLAIM_REFUSED)
+	if (t->sent.inflight) {
+		/* Another control wanted: its result calls for a pass (cmd.c). */
+		if (t->gate.want != t->gate.gated || tsg_ts_differs(t) || tsg_il_differs(t))
+			t->sent.waited = 1;
+		return 0;
+	}
+	if (t->sent.backoff_until > now || t->unverified_until || t->claim == TSG_CLAIM_REFUSED)
 		return 0; /* an unverified or refused claim is never acted on */
 	if (t->claim == TSG_CLAIM_READBACK) {
 		if (p->cls == CLASS_UNMANAGED)
@@ -380,7 +394,7 @@ static int reconcile_tsg(struct agent *a, struct tsg *t, uint64_t now, int holdi
 		ch = readback_path(a, t);
 		return send_one(a, t, &ch, GQ_OP_GET_TIMESLICE, 0);
 	}
-	if (reconcile_gate(a, t, now, holding, &gate_sent))
+	if (reconcile_gate(a, t, now, holding, renewing, &gate_sent))
 		return gate_sent;
 	if (holding)
 		return 0;
@@ -508,9 +522,10 @@ void reconcile(struct agent *a)
 	uint64_t now = core_now_us();
 	unsigned sent = 0;
 	struct pass ps;
-	int holding;
+	int holding, renewing;
 
 	a->dirty = 0;
+	a->n.passes++;
 	if (run_policy(a, &ps, now) != 0) {
 		record_pass(a);
 		if (a->hooks.after_reconcile)
@@ -529,8 +544,9 @@ void reconcile(struct agent *a)
 	for (struct peer *p = a->peers; p; p = p->next)
 		if (p->hello)
 			reconcile_send_policy(a, &ps, p);
+	renewing = rotate_renewing(a, now);
 	for (struct tsg *t = a->tsgs; t; t = t->next)
-		sent += (unsigned)reconcile_tsg(a, t, now, holding);
+		sent += (unsigned)reconcile_tsg(a, t, now, holding, renewing);
 	pass_free(&ps);
 	if (sent)
 		log_debug("reconcile: %u command(s) sent", sent);

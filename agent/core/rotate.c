@@ -45,9 +45,24 @@ static uint64_t renew_after_us(const struct agent *a)
 	return (uint64_t)a->cfg->policy.gate_lease_ms * 1000u / 4u;
 }
 
-int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now)
+/* Due a quarter lease after the last; with `early` (a pass that renews
+ * another anyway) from an eighth: the renewals of every BE then fall into
+ * the same passes instead of one pass each. */
+int rotate_renew_due(const struct agent *a, const struct tsg *t, uint64_t now, int early)
 {
-	return t->gate.leased && now >= t->gate.renewed + renew_after_us(a);
+	uint64_t after = renew_after_us(a);
+
+	if (early)
+		after /= 2u;
+	return t->gate.leased && now >= t->gate.renewed + after;
+}
+
+int rotate_renewing(const struct agent *a, uint64_t now)
+{
+	for (const struct tsg *t = a->tsgs; t; t = t->next)
+		if (t->gate.rotate && t->gate.want == t->gate.gated && rotate_renew_due(a, t, now, 0))
+			return 1;
+	return 0;
 }
 
 uint64_t rotate_dwell_us(const struct agent *a)

@@ -95,9 +95,23 @@ void uid_use_free_all(struct agent *a)
 	}
 }
 
+static unsigned proc_bucket(pid_t pid)
+{
+	return ((uint32_t)pid * 2654435761u) >> 22; /* 10 bits: AGENT_HASH_BUCKETS */
+}
+
+static unsigned tsg_bucket(pid_t pid, rm_handle h_client, rm_handle h_tsg)
+{
+	uint32_t k = (uint32_t)pid * 2654435761u ^ h_client * 2246822519u ^ h_tsg * 3266489917u;
+
+	return (k ^ k >> 16) & (AGENT_HASH_BUCKETS - 1u);
+}
+
+_Static_assert(AGENT_HASH_BUCKETS == 1024u, "proc_bucket takes 10 bits");
+
 struct proc *proc_find(struct agent *a, pid_t pid)
 {
-	for (struct proc *p = a->procs; p; p = p->next)
+	for (struct proc *p = a->proc_hash[proc_bucket(pid)]; p; p = p->hnext)
 		if (p->pid == pid)
 			return p;
 	return NULL;
@@ -197,6 +211,8 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 		p->busy.launches_per_s = -1.0;
 		p->next = a->procs;
 		a->procs = p;
+		p->hnext = a->proc_hash[proc_bucket(pid)];
+		a->proc_hash[proc_bucket(pid)] = p;
 	}
 	p->starttime = pi->starttime;
 	memcpy(p->comm, pi->comm, sizeof(p->comm));
@@ -212,9 +228,14 @@ struct proc *proc_attach(struct agent *a, pid_t pid, const struct procinfo *pi)
 }
 
 /* A process and its places in rotations (rotate.c made them; its TSGs,
- * which point at them, are gone first). */
-static void proc_free(struct proc *p)
+ * which point at them, are gone first); off a->procs already. */
+static void proc_free(struct agent *a, struct proc *p)
 {
+	for (struct proc **pp = &a->proc_hash[proc_bucket(p->pid)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == p) {
+			*pp = p->hnext;
+			break;
+		}
 	while (p->rot) {
 		struct rot_member *m = p->rot;
 
@@ -238,7 +259,7 @@ void proc_gc(struct agent *a)
 			tsg_drop_pid(a, p->pid, 0, 0, TSG_SRC_ALL);
 			changes_proc(a, p);
 			*pp = p->next;
-			proc_free(p);
+			proc_free(a, p);
 			continue;
 		}
 		pp = &p->next;
@@ -247,7 +268,7 @@ void proc_gc(struct agent *a)
 
 struct tsg *tsg_find(struct agent *a, pid_t pid, rm_handle h_client, rm_handle h_tsg)
 {
-	for (struct tsg *t = a->tsgs; t; t = t->next)
+	for (struct tsg *t = a->tsg_hash[tsg_bucket(pid, h_client, h_tsg)]; t; t = t->hnext)
 		if (t->pid == pid && t->h_client == h_client && t->h_tsg == h_tsg)
 			return t;
 	return NULL;
@@ -269,6 +290,7 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	}
 	t->pid = p->pid;
 	t->proc = p;
+	p->ntsgs++;
 	t->h_client = h_client;
 	t->h_tsg = h_tsg;
 	t->gpu = t->engine = t->fd = GQ_UNKNOWN;
@@ -292,6 +314,8 @@ struct tsg *tsg_new(struct agent *a, struct proc *p, rm_handle h_client, rm_hand
 	t->rec.state = TSG_PENDING;
 	t->next = a->tsgs;
 	a->tsgs = t;
+	t->hnext = a->tsg_hash[tsg_bucket(t->pid, h_client, h_tsg)];
+	a->tsg_hash[tsg_bucket(t->pid, h_client, h_tsg)] = t;
 	a->ntsgs++;
 	a->dirty = 1;
 	return t;
@@ -308,10 +332,18 @@ static void tsg_uncharge(struct tsg *t)
 	t->charged = NULL;
 }
 
+/* Off a->tsgs already. */
 static void tsg_free(struct agent *a, struct tsg *t)
 {
+	for (struct tsg **pp = &a->tsg_hash[tsg_bucket(t->pid, t->h_client, t->h_tsg)]; *pp;
+	     pp = &(*pp)->hnext)
+		if (*pp == t) {
+			*pp = t->hnext;
+			break;
+		}
 	changes_tsg(a, t, 1);
 	tsg_uncharge(t);
+	t->proc->ntsgs--;
 	a->ntsgs--;
 	free(t);
 	a->dirty = 1;
@@ -336,6 +368,35 @@ void tsg_observe_il(struct tsg *t, uint32_t level, uint64_t at)
 int tsg_unverified(const struct tsg *t)
 {
 	return t->unverified_until != 0 || t->claim != TSG_CLAIM_CONFIRMED;
+}
+
+void tsg_inputs_of(const struct tsg *t, struct tsg_inputs *in)
+{
+	memset(in, 0, sizeof(*in)); /* compared with memcmp: no stray padding */
+	in->h_device = t->h_device;
+	in->gpu = t->gpu;
+	in->engine = t->engine;
+	in->fd = t->fd;
+	in->gen = t->gen;
+	in->sources = t->sources;
+	in->applied_ts = t->obs.applied_ts;
+	in->app_ts = t->obs.app_ts;
+	in->applied_il = t->obs.applied_il;
+	in->said = t->gate.said;
+	in->gated = t->gate.gated;
+	in->no_gate = t->gate.no_gate;
+	in->leased = t->gate.leased;
+	in->claim = (int)t->claim;
+	in->unverified = t->unverified_until != 0;
+	in->last_failed = t->sent.last_failed;
+	in->has_error = t->sent.error[0] != '\0';
+	in->il_refused = t->sent.il_refused;
+	in->backoff_until = t->sent.backoff_until;
+}
+
+int tsg_inputs_same(const struct tsg_inputs *x, const struct tsg_inputs *y)
+{
+	return memcmp(x, y, sizeof(*x)) == 0;
 }
 
 /* A TSG p's preempt agent reports for the first time, within the limits. */
@@ -375,13 +436,15 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 {
 	struct tsg *t = tsg_find(a, p->pid, m->h_client, m->h_tsg);
 	uint64_t now = core_now_us();
+	struct tsg_inputs before, after;
 	int kernel;
 
 	if (!t) {
-		t = tsg_claim_new(a, p, m);
+		t = tsg_claim_new(a, p, m); /* new: dirty (tsg_new) */
 		if (!t)
 			return NULL;
 	}
+	tsg_inputs_of(t, &before);
 	kernel = (t->sources & TSG_SRC_BPF) != 0;
 	t->sources |= TSG_SRC_PREEMPT;
 	t->h_device = m->h_device;
@@ -403,7 +466,9 @@ struct tsg *tsg_upsert(struct agent *a, struct proc *p, const struct gq_tsg *m, 
 	t->gate.no_gate = (m->flags & GQ_TSG_F_NO_GATE) != 0;
 	t->gate.leased = (m->flags & GQ_TSG_F_LEASED) != 0;
 	t->gen = gen;
-	a->dirty = 1;
+	tsg_inputs_of(t, &after);
+	if (!tsg_inputs_same(&before, &after))
+		a->dirty = 1;
 	return t;
 }
 
@@ -445,13 +510,14 @@ void tsg_drop_pid(struct agent *a, pid_t pid, int keep_gen, uint32_t gen, unsign
 	}
 }
 
-size_t tsg_count(const struct agent *a, pid_t pid)
+size_t tsg_count(struct agent *a, pid_t pid)
 {
-	size_t n = 0;
+	const struct proc *p;
 
-	for (const struct tsg *t = a->tsgs; t; t = t->next)
-		n += !pid || t->pid == pid;
-	return n;
+	if (!pid)
+		return a->ntsgs;
+	p = proc_find(a, pid);
+	return p ? p->ntsgs : 0;
 }
 
 /* What the application (libcuda) asked for; the driver default when the
@@ -733,7 +799,7 @@ void proc_free_all(struct agent *a)
 
 		a->procs = p->next;
 		proc_log_flush(p);
-		proc_free(p);
+		proc_free(a, p);
 	}
 	uid_use_free_all(a);
 }

@@ -9,6 +9,7 @@
  * not own the state it shows or changes.
  */
 #include "agent/io/ctl.h"
+#include "agent/io/jsonnum.h"
 #include "agent/io/direct.h"
 #include "agent/io/io.h"
 #include "agent/io/peer.h"
@@ -227,15 +228,15 @@ static void add_u32_or_null(cJSON *o, const char *k, uint32_t v)
 	if (v == GQ_UNKNOWN)
 		cJSON_AddNullToObject(o, k);
 	else
-		cJSON_AddNumberToObject(o, k, v);
+		json_add_num(o, k, v);
 }
 
 /* How often a setting was set back after a SET of ours took, and how long
  * the next SET still waits (docs/policy.md). */
 static void add_reverts(cJSON *o, const struct tsg_revert *r, uint64_t now)
 {
-	cJSON_AddNumberToObject(o, "reverts", (double)r->total);
-	cJSON_AddNumberToObject(o, "revertWaitMs", r->until > now ? (double)((r->until - now) / 1000u) : 0);
+	json_add_num(o, "reverts", (double)r->total);
+	json_add_num(o, "revertWaitMs", r->until > now ? (double)((r->until - now) / 1000u) : 0);
 }
 
 static void tsg_add_last(cJSON *o, const struct tsg *t)
@@ -249,13 +250,13 @@ static void tsg_add_last(cJSON *o, const struct tsg *t)
 		return;
 	}
 	cJSON_AddStringToObject(o, "lastOp", gq_op_name(t->sent.last_op));
-	cJSON_AddNumberToObject(o, "lastStatus", t->sent.last_status);
+	json_add_num(o, "lastStatus", t->sent.last_status);
 	cJSON_AddStringToObject(o, "lastStatusName", rm_status_name(t->sent.last_status));
 	if (t->sent.last_timeout)
 		cJSON_AddStringToObject(o, "lastErrno", "timeout");
 	else
-		cJSON_AddNumberToObject(o, "lastErrno", t->sent.last_errno);
-	cJSON_AddNumberToObject(o, "lastElapsedUs", (double)t->sent.last_elapsed_us);
+		json_add_num(o, "lastErrno", t->sent.last_errno);
+	json_add_num(o, "lastElapsedUs", (double)t->sent.last_elapsed_us);
 }
 
 /* "in-process" or "direct"; null before any control went that way. */
@@ -290,14 +291,14 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	if (!o)
 		return NULL;
 	tsg_engine_name(t->engine, eng, sizeof(eng));
-	cJSON_AddNumberToObject(o, "pid", t->pid);
+	json_add_num(o, "pid", t->pid);
 	cJSON_AddStringToObject(o, "comm", p ? p->comm : "");
 	add_u32_or_null(o, "gpu", t->gpu);
 	if (gpuinfo_uuid(t->gpu)) /* the GPU of its device instance (gpuinfo.c) */
 		cJSON_AddStringToObject(o, "gpuUuid", gpuinfo_uuid(t->gpu));
 	else
 		cJSON_AddNullToObject(o, "gpuUuid");
-	cJSON_AddNumberToObject(o, "engine", t->engine);
+	json_add_num(o, "engine", t->engine);
 	cJSON_AddStringToObject(o, "engineName", eng);
 	add_hex(o, "client", t->h_client);
 	add_hex(o, "tsg", t->h_tsg);
@@ -310,15 +311,15 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 	if (ts) {
 		add_u32_or_null(ts, "desired", r->ts_desired);
 		add_u32_or_null(ts, "applied", r->ts_applied);
-		cJSON_AddNumberToObject(ts, "baseline", tsg_baseline(t));
+		json_add_num(ts, "baseline", tsg_baseline(t));
 		/* The last read-back that held "applied" against the RM: how
 		 * long ago (null: none yet), and how many found it wrong. */
 		if (t->verify.at)
-			cJSON_AddNumberToObject(ts, "verifiedMsAgo",
+			json_add_num(ts, "verifiedMsAgo",
 						(double)((now - t->verify.at) / 1000u));
 		else
 			cJSON_AddNullToObject(ts, "verifiedMsAgo");
-		cJSON_AddNumberToObject(ts, "verifyMismatches", (double)t->verify.mismatches);
+		json_add_num(ts, "verifyMismatches", (double)t->verify.mismatches);
 		add_reverts(ts, &t->revert[TSG_TIMESLICE], now);
 	}
 	il = cJSON_AddObjectToObject(o, "interleave");
@@ -337,18 +338,18 @@ static cJSON *tsg_json(struct agent *a, const struct tsg *t)
 		cJSON_AddBoolToObject(gate, "possible", rotate_gateable(t));
 		/* Processes taking turns in its rotation (its own included; 0:
 		 * not rotating): it waits at most this minus one turns. */
-		cJSON_AddNumberToObject(gate, "processes",
+		json_add_num(gate, "processes",
 					t->gate.member ? rotate_processes(a, t->gpu, t->engine) : 0);
 		/* Its process's longest wait between two of its turns as the
 		 * agent planned them, the current one included (no preempt
 		 * agent's word in it); longestMs below is what it reported. */
-		cJSON_AddNumberToObject(gate, "waitLongestMs",
+		json_add_num(gate, "waitLongestMs",
 					(double)(rotate_wait_longest_us(t, now) / 1000u));
 		/* How long it has been held off (n - 1 turns at a time in a
 		 * rotation of n BEs). */
-		cJSON_AddNumberToObject(gate, "count", (double)t->gate.count);
-		cJSON_AddNumberToObject(gate, "gatedMs", (double)(tsg_gated_total_us(t, now) / 1000u));
-		cJSON_AddNumberToObject(gate, "longestMs",
+		json_add_num(gate, "count", (double)t->gate.count);
+		json_add_num(gate, "gatedMs", (double)(tsg_gated_total_us(t, now) / 1000u));
+		json_add_num(gate, "longestMs",
 					(double)(tsg_gated_longest_us(t, now) / 1000u));
 	}
 	add_path(o, "path", t->sent.last_path);
@@ -378,13 +379,13 @@ static void wake_json(const struct proc *p, cJSON *o)
 	w = cJSON_AddObjectToObject(o, "wake");
 	if (!w)
 		return;
-	cJSON_AddNumberToObject(w, "requests", (double)p->wake.requests);
-	cJSON_AddNumberToObject(w, "wakes", (double)p->wake.wakes);
-	cJSON_AddNumberToObject(w, "hits", (double)p->wake.hits);
-	cJSON_AddNumberToObject(w, "wasted", (double)p->wake.wasted);
-	cJSON_AddNumberToObject(w, "beaten", (double)p->wake.beaten);
-	cJSON_AddNumberToObject(w, "notIssued", (double)p->wake.not_issued);
-	cJSON_AddNumberToObject(w, "stops", (double)p->wake.stops);
+	json_add_num(w, "requests", (double)p->wake.requests);
+	json_add_num(w, "wakes", (double)p->wake.wakes);
+	json_add_num(w, "hits", (double)p->wake.hits);
+	json_add_num(w, "wasted", (double)p->wake.wasted);
+	json_add_num(w, "beaten", (double)p->wake.beaten);
+	json_add_num(w, "notIssued", (double)p->wake.not_issued);
+	json_add_num(w, "stops", (double)p->wake.stops);
 	cJSON_AddBoolToObject(w, "stopped", p->wake.stopped);
 }
 
@@ -404,12 +405,12 @@ static void phase_json(const struct proc *p, cJSON *o)
 	ph = cJSON_AddObjectToObject(o, "phase");
 	if (!ph)
 		return;
-	cJSON_AddNumberToObject(ph, "periodUs", (double)p->phase.period_us);
-	cJSON_AddNumberToObject(ph, "lastStartAgoUs",
+	json_add_num(ph, "periodUs", (double)p->phase.period_us);
+	json_add_num(ph, "lastStartAgoUs",
 				p->phase.last_start_us <= now ? (double)(now - p->phase.last_start_us)
 							      : 0.0);
 	if (p->phase.span_us)
-		cJSON_AddNumberToObject(ph, "spanUs", (double)p->phase.span_us);
+		json_add_num(ph, "spanUs", (double)p->phase.span_us);
 	else
 		cJSON_AddNullToObject(ph, "spanUs");
 }
@@ -430,15 +431,15 @@ static void window_json(const struct proc *p, cJSON *o)
 	j = cJSON_AddObjectToObject(o, "window");
 	if (!j)
 		return;
-	cJSON_AddNumberToObject(j, "gpu", (double)w->gpu);
-	cJSON_AddNumberToObject(j, "periodUs", (double)(w->period_ns / 1000u));
-	cJSON_AddNumberToObject(j, "beforeUs", (double)w->before_us);
-	cJSON_AddNumberToObject(j, "afterUs", (double)w->after_us);
-	cJSON_AddNumberToObject(j, "lcPid", (double)w->lc_pid);
+	json_add_num(j, "gpu", (double)w->gpu);
+	json_add_num(j, "periodUs", (double)(w->period_ns / 1000u));
+	json_add_num(j, "beforeUs", (double)w->before_us);
+	json_add_num(j, "afterUs", (double)w->after_us);
+	json_add_num(j, "lcPid", (double)w->lc_pid);
 	if (peer_window_held(p->peer, now_us()) >= 0) {
 		cJSON_AddBoolToObject(j, "held", p->peer->win_state.on);
-		cJSON_AddNumberToObject(j, "windowsOpened", (double)p->peer->win_state.opened);
-		cJSON_AddNumberToObject(j, "windowsSkipped", (double)p->peer->win_state.skipped);
+		json_add_num(j, "windowsOpened", (double)p->peer->win_state.opened);
+		json_add_num(j, "windowsSkipped", (double)p->peer->win_state.skipped);
 	} else {
 		cJSON_AddNullToObject(j, "held");
 		cJSON_AddNullToObject(j, "windowsOpened");
@@ -473,23 +474,23 @@ static void windows_json(const struct proc *p, cJSON *o)
 		if (d->ask == WINDOW_ASK_AUTO)
 			cJSON_AddStringToObject(j, "ask", "auto");
 		else if (d->ask == WINDOW_ASK_US)
-			cJSON_AddNumberToObject(j, "ask", (double)d->ask_us);
+			json_add_num(j, "ask", (double)d->ask_us);
 		else
 			cJSON_AddStringToObject(j, "ask", "off");
 		cJSON_AddBoolToObject(j, "ownAsk", d->own);
-		cJSON_AddNumberToObject(j, "capPercent", (double)d->cap_percent);
-		cJSON_AddNumberToObject(j, "bes", (double)d->bes);
+		json_add_num(j, "capPercent", (double)d->cap_percent);
+		json_add_num(j, "bes", (double)d->bes);
 	}
 	if (d->after_us)
-		cJSON_AddNumberToObject(j, "afterUs", (double)d->after_us);
+		json_add_num(j, "afterUs", (double)d->after_us);
 	else
 		cJSON_AddNullToObject(j, "afterUs");
 	if (d->period_ns)
-		cJSON_AddNumberToObject(j, "periodUs", (double)(d->period_ns / 1000u));
+		json_add_num(j, "periodUs", (double)(d->period_ns / 1000u));
 	else
 		cJSON_AddNullToObject(j, "periodUs");
 	if (d->lc_pid)
-		cJSON_AddNumberToObject(j, "lcPid", (double)d->lc_pid);
+		json_add_num(j, "lcPid", (double)d->lc_pid);
 }
 
 static cJSON *proc_json(struct agent *a, const struct proc *p)
@@ -498,7 +499,7 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 
 	if (!o)
 		return NULL;
-	cJSON_AddNumberToObject(o, "pid", p->pid);
+	json_add_num(o, "pid", p->pid);
 	cJSON_AddStringToObject(o, "comm", p->comm);
 	cJSON_AddStringToObject(o, "exe", p->exe);
 	cJSON_AddStringToObject(o, "cgroup", p->cgroup);
@@ -507,21 +508,21 @@ static cJSON *proc_json(struct agent *a, const struct proc *p)
 	cJSON_AddBoolToObject(o, "connected", p->peer != NULL);
 	/* Its launches (lcbusy.c), null until two reports. */
 	if (p->busy.percent >= 0) {
-		cJSON_AddNumberToObject(o, "launchActivePercent",
+		json_add_num(o, "launchActivePercent",
 					(double)(int)(p->busy.percent + 0.5));
-		cJSON_AddNumberToObject(o, "launchesPerSecond",
+		json_add_num(o, "launchesPerSecond",
 					(double)(int64_t)(p->busy.launches_per_s + 0.5));
 	} else {
 		cJSON_AddNullToObject(o, "launchActivePercent");
 		cJSON_AddNullToObject(o, "launchesPerSecond");
 	}
 	cJSON_AddBoolToObject(o, "launchBound", p->busy.always);
-	cJSON_AddNumberToObject(o, "wakeLeadUs", (double)proc_wake_lead_us(p));
+	json_add_num(o, "wakeLeadUs", (double)proc_wake_lead_us(p));
 	wake_json(p, o);
 	phase_json(p, o);
 	window_json(p, o);
 	windows_json(p, o);
-	cJSON_AddNumberToObject(o, "tsgs", (double)tsg_count(a, p->pid));
+	json_add_num(o, "tsgs", (double)tsg_count(a, p->pid));
 	kmode_proc_json(a, p, o);
 	memview_proc_json(a, p, o);
 	return o;
@@ -533,35 +534,36 @@ static cJSON *counters_json(const struct counters *n)
 
 	if (!o)
 		return NULL;
-	cJSON_AddNumberToObject(o, "peersAccepted", (double)n->peers_accepted);
-	cJSON_AddNumberToObject(o, "malformed", (double)n->malformed);
-	cJSON_AddNumberToObject(o, "refusedTsgs", (double)n->refused_tsg);
-	cJSON_AddNumberToObject(o, "unknownResults", (double)n->unknown_result);
-	cJSON_AddNumberToObject(o, "unknownTsgGone", (double)n->unknown_tsg_gone);
-	cJSON_AddNumberToObject(o, "badActivity", (double)n->bad_activity);
-	cJSON_AddNumberToObject(o, "badWake", (double)n->bad_wake);
-	cJSON_AddNumberToObject(o, "badPhase", (double)n->bad_phase);
-	cJSON_AddNumberToObject(o, "turns", (double)n->turns);
-	cJSON_AddNumberToObject(o, "turnsInGap", (double)n->turns_in_gap);
-	cJSON_AddNumberToObject(o, "controlsHeld", (double)n->controls_held);
-	cJSON_AddNumberToObject(o, "rotationChangesHeld", (double)n->rotation_changes_held);
-	cJSON_AddNumberToObject(o, "windowsSent", (double)n->windows_sent);
-	cJSON_AddNumberToObject(o, "windowsEnded", (double)n->windows_ended);
-	cJSON_AddNumberToObject(o, "commands", (double)n->commands);
-	cJSON_AddNumberToObject(o, "results", (double)n->results);
-	cJSON_AddNumberToObject(o, "failures", (double)n->failures);
-	cJSON_AddNumberToObject(o, "timeouts", (double)n->timeouts);
-	cJSON_AddNumberToObject(o, "configReloads", (double)n->config_reloads);
-	cJSON_AddNumberToObject(o, "configErrors", (double)n->config_errors);
-	cJSON_AddNumberToObject(o, "verifyReads", (double)n->verify_reads);
-	cJSON_AddNumberToObject(o, "verifyMismatches", (double)n->verify_mismatches);
-	cJSON_AddNumberToObject(o, "reverts", (double)n->reverts);
-	cJSON_AddNumberToObject(o, "badMemUsage", (double)n->bad_mem_usage);
-	cJSON_AddNumberToObject(o, "memorySent", (double)n->memory_sent);
-	cJSON_AddNumberToObject(o, "peersRefused", (double)n->peers_refused);
-	cJSON_AddNumberToObject(o, "claimsRefusedLimit", (double)n->claims_refused_limit);
-	cJSON_AddNumberToObject(o, "claimsRefusedReadback", (double)n->claims_refused_readback);
-	cJSON_AddNumberToObject(o, "logSuppressed", (double)n->log_suppressed);
+	json_add_num(o, "peersAccepted", (double)n->peers_accepted);
+	json_add_num(o, "malformed", (double)n->malformed);
+	json_add_num(o, "refusedTsgs", (double)n->refused_tsg);
+	json_add_num(o, "unknownResults", (double)n->unknown_result);
+	json_add_num(o, "unknownTsgGone", (double)n->unknown_tsg_gone);
+	json_add_num(o, "badActivity", (double)n->bad_activity);
+	json_add_num(o, "badWake", (double)n->bad_wake);
+	json_add_num(o, "badPhase", (double)n->bad_phase);
+	json_add_num(o, "turns", (double)n->turns);
+	json_add_num(o, "turnsInGap", (double)n->turns_in_gap);
+	json_add_num(o, "controlsHeld", (double)n->controls_held);
+	json_add_num(o, "rotationChangesHeld", (double)n->rotation_changes_held);
+	json_add_num(o, "windowsSent", (double)n->windows_sent);
+	json_add_num(o, "windowsEnded", (double)n->windows_ended);
+	json_add_num(o, "commands", (double)n->commands);
+	json_add_num(o, "results", (double)n->results);
+	json_add_num(o, "reconcilePasses", (double)n->passes);
+	json_add_num(o, "failures", (double)n->failures);
+	json_add_num(o, "timeouts", (double)n->timeouts);
+	json_add_num(o, "configReloads", (double)n->config_reloads);
+	json_add_num(o, "configErrors", (double)n->config_errors);
+	json_add_num(o, "verifyReads", (double)n->verify_reads);
+	json_add_num(o, "verifyMismatches", (double)n->verify_mismatches);
+	json_add_num(o, "reverts", (double)n->reverts);
+	json_add_num(o, "badMemUsage", (double)n->bad_mem_usage);
+	json_add_num(o, "memorySent", (double)n->memory_sent);
+	json_add_num(o, "peersRefused", (double)n->peers_refused);
+	json_add_num(o, "claimsRefusedLimit", (double)n->claims_refused_limit);
+	json_add_num(o, "claimsRefusedReadback", (double)n->claims_refused_readback);
+	json_add_num(o, "logSuppressed", (double)n->log_suppressed);
 	return o;
 }
 
@@ -574,23 +576,23 @@ static void procinfo_json(const struct agent *a, cJSON *o)
 	if (!p)
 		return;
 	procinfo_get_stats(a, &st);
-	cJSON_AddNumberToObject(p, "workers", st.workers);
-	cJSON_AddNumberToObject(p, "busy", st.busy);
-	cJSON_AddNumberToObject(p, "queued", st.queued);
-	cJSON_AddNumberToObject(p, "stuck", st.stuck);
-	cJSON_AddNumberToObject(p, "reads", (double)st.reads);
-	cJSON_AddNumberToObject(p, "timeouts", (double)st.timeouts);
-	cJSON_AddNumberToObject(p, "refused", (double)st.refused);
+	json_add_num(p, "workers", st.workers);
+	json_add_num(p, "busy", st.busy);
+	json_add_num(p, "queued", st.queued);
+	json_add_num(p, "stuck", st.stuck);
+	json_add_num(p, "reads", (double)st.reads);
+	json_add_num(p, "timeouts", (double)st.timeouts);
+	json_add_num(p, "refused", (double)st.refused);
 }
 
 static void files_json(const struct agent *a, cJSON *counters)
 {
 	if (!counters)
 		return;
-	cJSON_AddNumberToObject(counters, "stateWrites", (double)a->io->sf.writes);
-	cJSON_AddNumberToObject(counters, "stateWriteErrors", (double)a->io->sf.write_errors);
-	cJSON_AddNumberToObject(counters, "ctlRefused", (double)ctl_refused);
-	cJSON_AddNumberToObject(counters, "ctlTimeouts", (double)ctl_timeouts);
+	json_add_num(counters, "stateWrites", (double)a->io->sf.writes);
+	json_add_num(counters, "stateWriteErrors", (double)a->io->sf.write_errors);
+	json_add_num(counters, "ctlRefused", (double)ctl_refused);
+	json_add_num(counters, "ctlTimeouts", (double)ctl_timeouts);
 }
 
 /* Every action of the capability table: allowed or not, and what is
@@ -628,13 +630,13 @@ static void direct_json(struct agent *a, cJSON *o)
 		cJSON_AddNullToObject(d, "off");
 	if (a->direct) {
 		direct_get_stats(a->direct, &st);
-		cJSON_AddNumberToObject(d, "workers", st.workers);
-		cJSON_AddNumberToObject(d, "busy", st.busy);
-		cJSON_AddNumberToObject(d, "queued", st.queued);
-		cJSON_AddNumberToObject(d, "stuck", st.stuck);
-		cJSON_AddNumberToObject(d, "lost", (double)st.lost);
-		cJSON_AddNumberToObject(d, "maxLost", st.max_lost);
-		cJSON_AddNumberToObject(d, "late", (double)st.late);
+		json_add_num(d, "workers", st.workers);
+		json_add_num(d, "busy", st.busy);
+		json_add_num(d, "queued", st.queued);
+		json_add_num(d, "stuck", st.stuck);
+		json_add_num(d, "lost", (double)st.lost);
+		json_add_num(d, "maxLost", st.max_lost);
+		json_add_num(d, "late", (double)st.late);
 		cJSON_AddBoolToObject(d, "stalled", st.stalled);
 	}
 	cp = cJSON_AddObjectToObject(o, "controlPath");
@@ -656,10 +658,10 @@ static cJSON *agent_json(struct agent *a)
 		ntsgs++;
 	cJSON_AddStringToObject(o, "version", GPUQOS_VERSION);
 	cJSON_AddStringToObject(o, "mode", a->kube ? "kubernetes" : "standalone");
-	cJSON_AddNumberToObject(o, "pid", getpid());
-	cJSON_AddNumberToObject(o, "uptimeS", (double)((now_us() - a->started_us) / 1000000u));
-	cJSON_AddNumberToObject(o, "peers", (double)npeers);
-	cJSON_AddNumberToObject(o, "tsgs", (double)ntsgs);
+	json_add_num(o, "pid", getpid());
+	json_add_num(o, "uptimeS", (double)((now_us() - a->started_us) / 1000000u));
+	json_add_num(o, "peers", (double)npeers);
+	json_add_num(o, "tsgs", (double)ntsgs);
 	if (a->cfg->path[0])
 		cJSON_AddStringToObject(o, "config", a->cfg->path);
 	else
@@ -680,6 +682,19 @@ static cJSON *agent_json(struct agent *a)
 		cJSON_AddStringToObject(o, "gpusError", gpuinfo_error());
 	else
 		cJSON_AddNullToObject(o, "gpusError");
+	return o;
+}
+
+/* The agent object alone: what `gpuqosctl status` shows, without the
+ * cost of every TSG and process. */
+static cJSON *status_json(struct agent *a)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddTrueToObject(o, "ok");
+	cJSON_AddItemToObject(o, "agent", agent_json(a));
 	return o;
 }
 
@@ -773,7 +788,7 @@ static void do_set_class(struct agent *a, struct ctl_conn *c, const cJSON *req)
 	o = cJSON_CreateObject();
 	if (o) {
 		cJSON_AddTrueToObject(o, "ok");
-		cJSON_AddNumberToObject(o, "pid", pid);
+		json_add_num(o, "pid", pid);
 		cJSON_AddStringToObject(o, "class",
 					p && remove ? class_name(p->cls) : remove ? "auto" : class_name(k));
 	}
@@ -806,17 +821,17 @@ void ctl_cmd_done(struct agent *a, struct ctl_conn *c, struct cmd *cmd, uint32_t
 		cJSON_AddStringToObject(o, "path", path_name(cmd->path));
 		if (why && why[0])
 			cJSON_AddStringToObject(o, "error", why);
-		cJSON_AddNumberToObject(o, "rmStatus", rm_status);
+		json_add_num(o, "rmStatus", rm_status);
 		cJSON_AddStringToObject(o, "rmStatusName", rm_status_name(rm_status));
 		if (err_word)
 			cJSON_AddStringToObject(o, "errno", err_word);
 		else
-			cJSON_AddNumberToObject(o, "errno", err);
+			json_add_num(o, "errno", err);
 		if (err_word || err)
 			cJSON_AddNullToObject(o, "value"); /* the control did not run */
 		else
-			cJSON_AddNumberToObject(o, "value", (double)value);
-		cJSON_AddNumberToObject(o, "elapsedUs", (double)(elapsed_ns / 1000u));
+			json_add_num(o, "value", (double)value);
+		json_add_num(o, "elapsedUs", (double)(elapsed_ns / 1000u));
 		cJSON_AddItemToArray(c->results, o);
 	}
 	cmd->ctl = NULL;
@@ -835,11 +850,11 @@ static void ctl_unreachable(struct ctl_conn *c, const struct tsg *t, uint32_t op
 	cJSON_AddStringToObject(o, "op", gq_op_name(op));
 	cJSON_AddStringToObject(o, "path", "none");
 	cJSON_AddStringToObject(o, "error", why);
-	cJSON_AddNumberToObject(o, "rmStatus", 0);
+	json_add_num(o, "rmStatus", 0);
 	cJSON_AddStringToObject(o, "rmStatusName", rm_status_name(0));
 	cJSON_AddStringToObject(o, "errno", "unavailable");
 	cJSON_AddNullToObject(o, "value");
-	cJSON_AddNumberToObject(o, "elapsedUs", 0);
+	json_add_num(o, "elapsedUs", 0);
 	cJSON_AddItemToArray(c->results, o);
 }
 
@@ -931,6 +946,8 @@ static void ctl_dispatch(struct agent *a, struct ctl_conn *c, const cJSON *req)
 	}
 	if (strcmp(cmd->valuestring, "list") == 0)
 		ctl_answer(a, c, view_json(a, 0));
+	else if (strcmp(cmd->valuestring, "status") == 0)
+		ctl_answer(a, c, status_json(a));
 	else if (strcmp(cmd->valuestring, "show") == 0)
 		do_show(a, c, req);
 	else if (strcmp(cmd->valuestring, "set-class") == 0)

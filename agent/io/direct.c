@@ -296,10 +296,7 @@ int direct_expire(struct direct *d, uint32_t seq)
 
 int direct_is_stalled(struct direct *d)
 {
-	struct workq_stats ws;
-
-	workq_get_stats(d->q, &ws);
-	return ws.stalled;
+	return workq_stalled(d->q);
 }
 
 void direct_get_stats(struct direct *d, struct direct_stats *s)

@@ -11,6 +11,7 @@
  * outage only delays class changes.
  */
 #include "agent/io/io.h"
+#include "agent/io/jsonnum.h"
 #include "agent/io/kube_mode.h"
 #include "agent/kubenode/podres.h"
 #include "common/log.h"
@@ -339,24 +340,24 @@ static void stats_json(const struct kmode *k, cJSON *o)
 	if (!s)
 		return;
 	kube_client_stats(k->client, &st);
-	cJSON_AddNumberToObject(s, "lists", (double)st.lists);
-	cJSON_AddNumberToObject(s, "relists", (double)st.relists);
-	cJSON_AddNumberToObject(s, "watches", (double)st.watches);
-	cJSON_AddNumberToObject(s, "watchEvents", (double)st.watch_events);
-	cJSON_AddNumberToObject(s, "unauthorized", (double)st.unauthorized);
-	cJSON_AddNumberToObject(s, "errors", (double)st.errors);
-	cJSON_AddNumberToObject(s, "patchesSent", (double)st.patches_sent);
-	cJSON_AddNumberToObject(s, "patchesUnchanged", (double)st.patches_unchanged);
-	cJSON_AddNumberToObject(s, "patchAnswersTooLarge", (double)st.patch_answers_too_large);
-	cJSON_AddNumberToObject(s, "patchesRefused", (double)st.patches_refused);
-	cJSON_AddNumberToObject(s, "patchesWithheld", (double)st.patches_withheld);
-	cJSON_AddNumberToObject(s, "eventsSent", (double)st.events_sent);
-	cJSON_AddNumberToObject(s, "eventsSuppressed", (double)st.events_suppressed);
-	cJSON_AddNumberToObject(s, "eventsExisting", (double)st.events_existing);
-	cJSON_AddNumberToObject(s, "eventsDropped", (double)st.events_dropped);
-	cJSON_AddNumberToObject(s, "podsRefused", (double)st.pods_refused);
-	cJSON_AddNumberToObject(s, "listsTooLarge", (double)st.lists_too_large);
-	cJSON_AddNumberToObject(s, "noPodsWarnings", (double)st.no_pods_warnings);
+	json_add_num(s, "lists", (double)st.lists);
+	json_add_num(s, "relists", (double)st.relists);
+	json_add_num(s, "watches", (double)st.watches);
+	json_add_num(s, "watchEvents", (double)st.watch_events);
+	json_add_num(s, "unauthorized", (double)st.unauthorized);
+	json_add_num(s, "errors", (double)st.errors);
+	json_add_num(s, "patchesSent", (double)st.patches_sent);
+	json_add_num(s, "patchesUnchanged", (double)st.patches_unchanged);
+	json_add_num(s, "patchAnswersTooLarge", (double)st.patch_answers_too_large);
+	json_add_num(s, "patchesRefused", (double)st.patches_refused);
+	json_add_num(s, "patchesWithheld", (double)st.patches_withheld);
+	json_add_num(s, "eventsSent", (double)st.events_sent);
+	json_add_num(s, "eventsSuppressed", (double)st.events_suppressed);
+	json_add_num(s, "eventsExisting", (double)st.events_existing);
+	json_add_num(s, "eventsDropped", (double)st.events_dropped);
+	json_add_num(s, "podsRefused", (double)st.pods_refused);
+	json_add_num(s, "listsTooLarge", (double)st.lists_too_large);
+	json_add_num(s, "noPodsWarnings", (double)st.no_pods_warnings);
 }
 
 void kmode_json(struct agent *a, cJSON *agent_obj)
@@ -369,12 +370,12 @@ void kmode_json(struct agent *a, cJSON *agent_obj)
 	cJSON_AddStringToObject(o, "node", a->opt.node_name);
 	cJSON_AddStringToObject(o, "server", k->cfg.server);
 	cJSON_AddBoolToObject(o, "synced", kube_client_synced(k->client));
-	cJSON_AddNumberToObject(o, "pods", (double)kube_client_pod_count(k->client));
+	json_add_num(o, "pods", (double)kube_client_pod_count(k->client));
 	cJSON_AddStringToObject(o, "resourceVersion", kube_client_resource_version(k->client));
 	cJSON_AddStringToObject(o, "defaultClass", class_name(a->cfg->k8s_default_class));
-	cJSON_AddNumberToObject(o, "classChanges", (double)k->class_changes);
-	cJSON_AddNumberToObject(o, "publishPasses", (double)k->publish_passes);
-	cJSON_AddNumberToObject(o, "publishedPods", (double)k->published_pods);
+	json_add_num(o, "classChanges", (double)k->class_changes);
+	json_add_num(o, "publishPasses", (double)k->publish_passes);
+	json_add_num(o, "publishedPods", (double)k->published_pods);
 	stats_json(k, o);
 	kmode_podres_json(a, o);
 }

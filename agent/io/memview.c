@@ -5,6 +5,7 @@
  * on the loop thread; owns no state.
  */
 #include "agent/io/memview.h"
+#include "agent/io/jsonnum.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -23,7 +24,7 @@ static void add_bytes(cJSON *o, const char *k, uint64_t v)
 	if (v == GQ_MEM_UNLIMITED)
 		cJSON_AddNullToObject(o, k);
 	else
-		cJSON_AddNumberToObject(o, k, (double)v);
+		json_add_num(o, k, (double)v);
 }
 
 /* What the processes of p's pod (p alone outside one) hold on gpu. */
@@ -57,25 +58,25 @@ void memview_proc_json(struct agent *a, const struct proc *p, cJSON *o)
 			cJSON_Delete(g);
 			return;
 		}
-		cJSON_AddNumberToObject(g, "gpu", e->gpu);
+		json_add_num(g, "gpu", e->gpu);
 		if (uuid)
 			cJSON_AddStringToObject(g, "uuid", uuid);
 		else
 			cJSON_AddNullToObject(g, "uuid");
 		cJSON_AddBoolToObject(g, "reported", e->reported);
-		cJSON_AddNumberToObject(g, "usedBytes", (double)e->used);
-		cJSON_AddNumberToObject(g, "peakBytes", (double)e->peak);
+		json_add_num(g, "usedBytes", (double)e->used);
+		json_add_num(g, "peakBytes", (double)e->peak);
 		add_bytes(g, "limitBytes", e->limit);
 		add_bytes(g, "enforcedBytes", e->enforced);
 		add_bytes(g, "podLimitBytes", e->pod_limit);
-		cJSON_AddNumberToObject(g, "podUsedBytes", (double)pod_used(a, p, e->gpu));
+		json_add_num(g, "podUsedBytes", (double)pod_used(a, p, e->gpu));
 		if (e->total)
-			cJSON_AddNumberToObject(g, "reportedTotalBytes", (double)e->total);
+			json_add_num(g, "reportedTotalBytes", (double)e->total);
 		else
 			cJSON_AddNullToObject(g, "reportedTotalBytes");
-		cJSON_AddNumberToObject(g, "refused", (double)e->refused);
-		cJSON_AddNumberToObject(g, "refusedBytes", (double)e->refused_bytes);
-		cJSON_AddNumberToObject(g, "unknown", (double)e->unknown);
+		json_add_num(g, "refused", (double)e->refused);
+		json_add_num(g, "refusedBytes", (double)e->refused_bytes);
+		json_add_num(g, "unknown", (double)e->unknown);
 	}
 }
 
@@ -93,7 +94,7 @@ void memview_gpus_json(struct agent *a, cJSON *gpus)
 			continue;
 		reserve = memory_lc_reserve_on(a, (uint32_t)di->valuedouble);
 		if (reserve)
-			cJSON_AddNumberToObject(g, "lcReserveBytes", (double)reserve);
+			json_add_num(g, "lcReserveBytes", (double)reserve);
 		else
 			cJSON_AddNullToObject(g, "lcReserveBytes");
 		rm = gpuprocs_gpu((uint32_t)di->valuedouble);
@@ -138,13 +139,13 @@ void memview_uncapped_json(struct agent *a, cJSON *o, pid_t only)
 				return;
 			}
 			uuid = gpuinfo_uuid(gpus[i]);
-			cJSON_AddNumberToObject(r, "gpu", gpus[i]);
+			json_add_num(r, "gpu", gpus[i]);
 			if (uuid)
 				cJSON_AddStringToObject(r, "uuid", uuid);
 			else
 				cJSON_AddNullToObject(r, "uuid");
-			cJSON_AddNumberToObject(r, "pid", rm->procs[k].pid);
-			cJSON_AddNumberToObject(r, "usedBytes", (double)rm->procs[k].used_bytes);
+			json_add_num(r, "pid", rm->procs[k].pid);
+			json_add_num(r, "usedBytes", (double)rm->procs[k].used_bytes);
 			cJSON_AddStringToObject(r, "why", why);
 			if (p && p->comm[0])
 				cJSON_AddStringToObject(r, "comm", p->comm);

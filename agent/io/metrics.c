@@ -1002,6 +1002,9 @@ static void render_agent(struct mbuf *b, const struct magent *g, size_t ntsgs, d
 	gauge(b, "gpuqos_reconcile_lag_seconds",
 	      "How long the longest-unconverged TSG has been so (0 when all are converged).", lag);
 	counter(b, "gpuqos_controls_sent_total", "Controls sent, on either path.", g->n.commands);
+	counter(b, "gpuqos_reconcile_passes_total",
+		"Reconcile passes: the agent's decisions made again after a change or a deadline.",
+		g->n.passes);
 	counter(b, "gpuqos_control_failures_total", "Controls that returned an error.",
 		g->n.failures);
 	counter(b, "gpuqos_peers_refused_total", "Preempt agents refused by a limit.",

@@ -109,6 +109,7 @@ static int peer_send(struct agent *a, struct peer *p, void *msg, const char *wha
 	/* Closed after this batch: callers may be walking the peer and TSG
 	 * lists right now. */
 	p->broken = 1;
+	a->npeers_broken++;
 	return -1;
 }
 
@@ -203,6 +204,8 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 						     .longest_us = t->gate.longest_us };
 		}
 	a->npeers--;
+	if (p->broken)
+		a->npeers_broken--;
 	if (p->proc->uid)
 		p->proc->uid->peers--;
 	/* What only it reported is unknown until it reconnects and re-reports;
@@ -227,7 +230,7 @@ void peer_close(struct agent *a, struct peer *p, const char *why)
 
 void peer_close_broken(struct agent *a)
 {
-	struct peer *p = a->peers;
+	struct peer *p = a->npeers_broken ? a->peers : NULL; /* most batches: none */
 
 	while (p) {
 		struct peer *next = p->next;

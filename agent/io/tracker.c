@@ -11,6 +11,7 @@
  * paths; the tracer's programs and pins belong to bpf/.
  */
 #include "agent/io/io.h"
+#include "agent/io/jsonnum.h"
 #include "agent/io/tracker.h"
 #include "agent/io/procinfo.h"
 #include "common/log.h"
@@ -554,9 +555,9 @@ static void counters_json(struct agent *a, cJSON *o)
 	}
 	cn = cJSON_AddObjectToObject(o, "counters");
 	for (unsigned i = 0; cn && i < TT_CNT_MAX; i++)
-		cJSON_AddNumberToObject(cn, tsgtrace_counter_name(i), (double)c.v[i]);
+		json_add_num(cn, tsgtrace_counter_name(i), (double)c.v[i]);
 	if (cn)
-		cJSON_AddNumberToObject(cn, "bad_records", (double)c.bad_records);
+		json_add_num(cn, "bad_records", (double)c.bad_records);
 }
 
 void tracker_json(struct agent *a, cJSON *agent_obj)
@@ -578,9 +579,9 @@ void tracker_json(struct agent *a, cJSON *agent_obj)
 		cJSON_AddBoolToObject(inh, "links", !!(a->trk.inherited & TSGTRACE_INHERITED_LINKS));
 		cJSON_AddBoolToObject(inh, "recreated", !!(a->trk.inherited & TSGTRACE_RECREATED));
 	}
-	cJSON_AddNumberToObject(o, "events", (double)a->trk.events);
-	cJSON_AddNumberToObject(o, "refusedClaims", (double)a->trk.refused_claims);
-	cJSON_AddNumberToObject(o, "ignoredTsgs", (double)a->trk.ignored);
+	json_add_num(o, "events", (double)a->trk.events);
+	json_add_num(o, "refusedClaims", (double)a->trk.refused_claims);
+	json_add_num(o, "ignoredTsgs", (double)a->trk.ignored);
 	if (a->trk.tt)
 		counters_json(a, o);
 	else
@@ -627,9 +628,9 @@ void tracker_json(struct agent *a, cJSON *agent_obj)
 	else
 		cJSON_AddNullToObject(o, "pinDir");
 	cJSON_AddNullToObject(o, "inherited");
-	cJSON_AddNumberToObject(o, "events", 0);
-	cJSON_AddNumberToObject(o, "refusedClaims", 0);
-	cJSON_AddNumberToObject(o, "ignoredTsgs", 0);
+	json_add_num(o, "events", 0);
+	json_add_num(o, "refusedClaims", 0);
+	json_add_num(o, "ignoredTsgs", 0);
 	cJSON_AddNullToObject(o, "counters");
 }
 

@@ -1883,6 +1883,24 @@ def t_memory_restart(make_agent):
              "back to its budget after a free")
 
 
+def t_ctl_status(make_agent):
+    """status answers the agent object of list and nothing else: the
+    same pid, counts of peers and TSGs, and counters; no TSG or process."""
+    a, p1, p2 = two_bes(make_agent)
+    wait_for(lambda: converged(a, p1.pid, 2048) and converged(a, p2.pid, 2048),
+             "two BEs at their baseline")
+    lst = a.list()
+    st = a.ctl_raw(b'{"cmd":"status"}\n')
+    check(st.get("ok") is True and sorted(st) == ["agent", "ok"], "status: ok and agent only: %r"
+          % sorted(st))
+    ag = st["agent"]
+    check(ag["pid"] == lst["agent"]["pid"] and ag["peers"] == 2 and ag["tsgs"] == len(lst["tsgs"])
+          and sorted(ag) == sorted(lst["agent"]),
+          "status's agent is list's: %r / %r" % (ag, lst["agent"]))
+    check(ag["counters"]["reconcilePasses"] >= lst["agent"]["counters"]["reconcilePasses"] > 0,
+          "reconcile passes counted: %r" % ag["counters"])
+
+
 def t_ctl_recorded(make_agent):
     """gpuqosctl renders what reconcile recorded, not the model: a list
     answered in the same batch of events as a set-class (the agent is
@@ -1933,7 +1951,7 @@ TESTS = {
     "rotation_abuse": t_rotation_abuse,
     "memory_budget": t_memory_budget, "memory_bad": t_memory_bad,
     "memory_restart": t_memory_restart,
-    "ctl_recorded": t_ctl_recorded,
+    "ctl_recorded": t_ctl_recorded, "ctl_status": t_ctl_status,
 }
 
 if __name__ == "__main__":

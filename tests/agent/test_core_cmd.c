@@ -40,9 +40,10 @@ static void test_inflight_and_backoff(void)
 	agent_free(a);
 }
 
-/* A TSG we set is read back a second later, then every verifyIntervalS:
- * a read that agrees changes nothing; one that finds another value is
- * counted and the TSG set again; a read that never answers is not
+/* A TSG we set is read back a second later, then every verifyIntervalS
+ * (on the whole second at or after it, where the reads of other TSGs fall
+ * too): a read that agrees changes nothing; one that finds another value
+ * is counted and the TSG set again; a read that never answers is not
  * repeated before the next interval; 0 turns the reads off. */
 static void test_verify(void)
 {
@@ -68,10 +69,16 @@ static void test_verify(void)
 	answer(a, i, RM_OK, 50);
 	CHECK_EQ_U(a->n.verify_reads, 1);
 	CHECK_EQ_U(a->n.verify_mismatches, 0);
-	CHECK(tb->verify.at == fake_now && tb->verify.due == fake_now + iv);
+	CHECK(tb->verify.at == fake_now &&
+	      tb->verify.due == (fake_now + iv + 999999u) / 1000000u * 1000000u);
+	CHECK(tl->verify.due == tb->verify.due); /* the LC's read falls in the same pass */
 	CHECK(tsg_state_of(tb) == TSG_CONVERGED);
 	/* The RM holds libcuda's value behind our back. */
-	fake_now += iv;
+	fake_now = tb->verify.due - 1;
+	n = nsent;
+	reconcile(a);
+	CHECK(last_sent(GQ_OP_GET_TIMESLICE, 1, n) == nsent); /* not yet */
+	fake_now++;
 	n = nsent;
 	reconcile(a);
 	i = last_sent(GQ_OP_GET_TIMESLICE, 1, n);

@@ -604,10 +604,78 @@ static void test_rotation_newcomers(void)
 	agent_free(a);
 }
 
+/* What t's preempt agent reports after a control: the TSG as it holds it. */
+static void report_as_held(struct agent *a, struct tsg *t, int gated)
+{
+	struct gq_tsg m;
+
+	memset(&m, 0, sizeof(m));
+	m.h_client = t->h_client;
+	m.h_tsg = t->h_tsg;
+	m.h_device = t->h_device;
+	m.device_instance = 0;
+	m.engine_type = RM_ENGINE_GR0;
+	m.fd = 3;
+	m.timeslice_us = t->obs.applied_ts;
+	m.app_timeslice_us = 2048;
+	m.interleave = GQ_UNKNOWN;
+	m.flags = (gated ? GQ_TSG_F_GATED : 0) | GQ_TSG_F_LEASED;
+	CHECK(tsg_upsert(a, t->proc, &m, 1) == t);
+}
+
+/* Leases are renewed together: the pass that renews one whose quarter
+ * lease is up also renews those past an eighth, and not the others; the
+ * next renewal is due a quarter lease after the oldest left. A renewal's
+ * RESULT and the report repeating the state leave the agent clean (no
+ * pass for them); a report that changes the state does not. */
+static void test_rotation_renew_together(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *be[3];
+	uint64_t quarter = a->cfg->policy.gate_lease_ms * 1000ull / 4u;
+	size_t n;
+
+	a->cfg->policy.rotate_period_ms = 10000; /* no turn in this test */
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	for (int i = 0; i < 3; i++)
+		be_proc(a, 10 + i, 1, &be[i]);
+	for (int k = 0; k < 20; k++)
+		rot_step(a, 5000, 0);
+	for (int i = 0; i < 3; i++)
+		CHECK(be[i]->gate.rotate && be[i]->gate.leased && be[i]->gate.gated == be[i]->gate.want);
+	/* Leases of three ages: due now, past an eighth, not past it. */
+	fake_now += quarter;
+	be[0]->gate.renewed = fake_now - quarter;
+	be[1]->gate.renewed = fake_now - quarter / 2u - 1000u;
+	be[2]->gate.renewed = fake_now - quarter / 2u + 1000u;
+	n = nsent;
+	reconcile_new_tick(a);
+	reconcile(a);
+	CHECK(last_sent(be[0]->gate.want ? GQ_OP_GATE : GQ_OP_UNGATE, 10, n) < nsent);
+	CHECK(last_sent(be[1]->gate.want ? GQ_OP_GATE : GQ_OP_UNGATE, 11, n) < nsent);
+	CHECK_EQ_U(nsent - n, 2); /* not be[2]'s */
+	a->dirty = 0;
+	answer_all(a, n);
+	CHECK(!a->dirty); /* renewals that took: nothing for a pass to do */
+	report_as_held(a, be[0], be[0]->gate.gated);
+	CHECK(!a->dirty);
+	CHECK(reconcile_next_deadline(a) == be[2]->gate.renewed + quarter);
+	/* Without be[2] due, no pass renews anything early. */
+	fake_now = be[2]->gate.renewed + quarter - 1;
+	n = nsent;
+	reconcile(a);
+	CHECK_EQ_U(nsent, n);
+	/* A report that says otherwise needs a pass. */
+	report_as_held(a, be[1], !be[1]->gate.gated);
+	CHECK(a->dirty);
+	agent_free(a);
+}
+
 int main(void)
 {
 	core_fixture_start();
 	test_rotation();
+	test_rotation_renew_together();
 	test_rotation_needs_every_be();
 	test_rotation_gap();
 	test_rotation_per_process();

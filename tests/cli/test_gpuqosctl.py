@@ -158,7 +158,7 @@ def parse_table(text, header_word):
 def t_requests(env):
     cases = [
         (["list"], LIST, {"cmd": "list"}),
-        (["status"], LIST, {"cmd": "list"}),
+        (["status"], LIST, {"cmd": "status"}),
         (["show", "1234"], SHOW, {"cmd": "show", "pid": 1234}),
         (["set-class", "1234", "lc"], None, {"cmd": "set-class", "pid": 1234, "class": "lc"}),
         (["set-class", "1234", "latency-critical"], None,

@@ -126,9 +126,11 @@ def check_behaviour(node, a, gpu):
 
 def measure_loop(node, a):
     pid = node.agent.pid
+    n0 = node.ctl("status")["agent"]["counters"]
     v0, c0, t0 = node.kube_view(), cpu_seconds(pid), time.monotonic()
     time.sleep(a.seconds)
     v1, c1, t1 = node.kube_view(), cpu_seconds(pid), time.monotonic()
+    n1 = node.ctl("status")["agent"]["counters"]
     passes = v1["publishPasses"] - v0["publishPasses"]
     visited = v1["publishedPods"] - v0["publishedPods"]
     # What kube_publish proves pass by pass, over the whole window here:
@@ -137,26 +139,32 @@ def measure_loop(node, a):
            "%d pods visited in %d passes: idle pods published" % (visited, passes))
     return {"cpu": 100.0 * (c1 - c0) / (t1 - t0), "passes": passes, "window": t1 - t0,
             "visited": visited, "patches": v1["stats"]["patchesSent"] - v0["stats"]["patchesSent"],
+            "reconciles": n1["reconcilePasses"] - n0["reconcilePasses"],
+            "commands": n1["commands"] - n0["commands"],
             "rss": status_kib(pid, "VmRSS"), "hwm": status_kib(pid, "VmHWM")}
 
 
-def measure_ctl(node, a):
+def measure_ctl(node, a, what):
+    """--calls runs of `gpuqosctl status` (what "status"), or of
+    `gpuqosctl --json list` (the whole view: every TSG and process)."""
     pid = node.agent.pid
-    cmd = [node.bin("agent/cli/gpuqosctl"), "status"]
+    ctl = node.bin("agent/cli/gpuqosctl")
+    cmd = [ctl, "status"] if what == "status" else [ctl, "--json", "list"]
     lat = []
     c0 = cpu_seconds(pid)
     for _ in range(a.calls):
         t = time.monotonic()
         p = subprocess.run(cmd, capture_output=True, text=True, env=node.env, timeout=20)
         lat.append(1000.0 * (time.monotonic() - t))
-        expect(p.returncode == 0 and "pid      %d\n" % pid in p.stdout,
-               "gpuqosctl status: exit %d, %r %r" % (p.returncode, p.stdout, p.stderr))
+        shown = ("pid      %d\n" % pid) if what == "status" else ('"pid":%d,' % pid)
+        expect(p.returncode == 0 and shown in p.stdout,
+               "gpuqosctl %s: exit %d, %r %r" % (what, p.returncode, p.stdout[:300], p.stderr))
     cpu_ms = 1000.0 * (cpu_seconds(pid) - c0) / a.calls
     lat.sort()
     return {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": lat[-1], "cpu_ms": cpu_ms}
 
 
-def report(a, loop, ctl, load):
+def report(a, loop, ctl, lst, load):
     per_pass = loop["visited"] / loop["passes"] if loop["passes"] else 0.0
     print("load average before / after: %s / %s" % load)
     print("measured %.1f s: %d publishing passes, %d pods visited, %d PATCHes"
@@ -170,9 +178,14 @@ def report(a, loop, ctl, load):
           % (loop["window"], loop["cpu"]))
     print("| publishing passes | %.1f /s, %.2f pods a pass | GPU pods only (%d) |"
           % (loop["passes"] / loop["window"], per_pass, a.gpu_pods))
+    print("| reconcile passes, controls sent | %.1f /s, %.1f /s | - |"
+          % (loop["reconciles"] / loop["window"], loop["commands"] / loop["window"]))
     print("| `gpuqosctl status` wall time, %d calls | p50 %.1f ms, p99 %.1f ms, max %.1f ms | < 50 ms |"
           % (a.calls, ctl["p50"], ctl["p99"], ctl["max"]))
     print("| agent CPU per `status` call | %.2f ms | - |" % ctl["cpu_ms"])
+    print("| `gpuqosctl --json list` wall time, %d calls | p50 %.1f ms, p99 %.1f ms, max %.1f ms | - |"
+          % (a.calls, lst["p50"], lst["p99"], lst["max"]))
+    print("| agent CPU per `list` call | %.2f ms | - |" % lst["cpu_ms"])
     print("| agent RSS (peak) | %.1f MiB (%.1f MiB) | - |" % (loop["rss"] / 1024.0, loop["hwm"] / 1024.0))
 
 
@@ -205,14 +218,15 @@ def main():
         gpu = setup(node, a)
         check_behaviour(node, a, gpu)
         loop = measure_loop(node, a)
-        ctl = measure_ctl(node, a)
+        ctl = measure_ctl(node, a, "status")
+        lst = measure_ctl(node, a, "list")
         check_behaviour(node, a, gpu)
     except Failure:
         node.dump()
         raise
     finally:
         node.close()
-    report(a, loop, ctl, (load0, "%.2f %.2f %.2f" % os.getloadavg()))
+    report(a, loop, ctl, lst, (load0, "%.2f %.2f %.2f" % os.getloadavg()))
     return 0
 
 

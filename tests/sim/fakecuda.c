@@ -311,7 +311,15 @@ static void fc_hold(struct fc *f)
 			nanosleep(&g, NULL);
 			continue;
 		}
-		struct timespec d = { 0, 5 * 1000000 };
+		/* Idle like a process waiting on its GPU: a file to watch or a
+		 * read-back to make is looked at every 5 ms, a plain hold sleeps
+		 * to its end (a signal cuts the sleep short), so hundreds of
+		 * holders leave the machine to the agent under test. */
+		double left = end - fc_now_s(), step = 0.005;
+
+		if (!f->o.wait_file && !f->o.poll_ms && left > step)
+			step = left < 1.0 ? left : 1.0;
+		struct timespec d = { (time_t)step, (long)((step - (double)(time_t)step) * 1e9) };
 		nanosleep(&d, NULL);
 	}
 }
