@@ -133,6 +133,28 @@ def bert_base(torch):
     return Bert()
 
 
+def warm_up(torch, fn, n=5):
+    """Calls fn() n times on a side stream (what a CUDA graph capture
+    needs first: cuDNN and cuBLAS pick their kernels), then waits."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(n):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+
+def capture_graph(torch, fn):
+    """fn() captured once in a CUDA graph: (the graph, fn's output, which
+    each replay writes again). Warm fn up first (warm_up)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    torch.cuda.synchronize()
+    return graph, out
+
+
 def build(torch, name, batch, seq, dev):
     if name == "bert_base":
         model = bert_base(torch).to(dev).half().eval()
@@ -194,18 +216,9 @@ def main():
     rng = random.Random(a.seed)
 
     with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(5):
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
+        warm_up(torch, lambda: model(x))
         if a.mode == "graph":
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out = model(x)  # noqa: F841 (kept by the graph)
-            torch.cuda.synchronize()
+            graph, static_out = capture_graph(torch, lambda: model(x))  # noqa: F841 (kept)
 
             def submit():
                 graph.replay()

@@ -27,6 +27,9 @@ DIR/suite.jsonl (one line per run, as it happens). The named suites
             rotation every 100 ms (rm_probe.so)
   stall     an eager LC arriving beside a micro LC and three rotating BEs
   targets   the issue's targets under the default policy, pinned, on time
+  net       the LC as a server over loopback (net_lc_server.py, net_load.py:
+            open loop, fixed and Poisson arrivals), ResNet-50 and an LLM
+            decode loop beside both BE kinds; ViT-B/16 and BERT-base
   soak      soak.py: mixed load, eager LCs coming and going, agent restarts
   first     first_start.py: a fresh machine's first runs, one part of
             gpuqos added per row
@@ -56,6 +59,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -369,18 +373,55 @@ def set_tail():
     return s
 
 
+def set_net():
+    """The LC as a networked server (net_lc_server.py under the load of
+    net_load.py, what a client sees: send to last byte, and TTFT / TPOT
+    for the decoder): ResNet-50 and the LLM decode loop, fixed and Poisson
+    arrivals, alone, beside each BE kind at the driver defaults and under
+    the default policy; ViT-B/16 and BERT-base alone and under the default
+    policy beside a training BE."""
+    s = [sc("be alone fill", None, "fill", 1, "be_alone"),
+         sc("be alone train", None, "train", 1, "be_alone")]
+    for lc in ("net_resnet50", "net_resnet50_poisson", "net_llm", "net_llm_poisson"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        for be in ("fill", "train"):
+            for mode in ("gq:default", "defaults"):
+                s.append(sc(f"{lc} {mode} 1x{be}", lc, be, 1, mode))
+    for lc in ("net_vit_b16", "net_bert_base"):
+        s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
+        s.append(sc(f"{lc} gq:default 1xtrain", lc, "train", 1, "gq:default"))
+    return s
+
+
 # The named suites (tests/gpu/README.md, "The suites"). The one-off
 # experiments that were sets here are listed, with the commit that last
 # had them, in docs/perf-log/experiments.md.
 SETS = {"proof": set_proof, "quick": set_quick, "models": set_models, "multibe": set_multibe,
         "policies": set_policies, "fourbe": set_fourbe, "stall": set_stall,
-        "targets": set_targets, "podwindows": set_podwindows, "tail": set_tail}
+        "targets": set_targets, "podwindows": set_podwindows, "tail": set_tail,
+        "net": set_net}
 # Suites that are programs of their own: run with this suite's --bin,
 # --build and --out (a folder of its own under it), and whatever follows
 # `--` on the command line.
 SCRIPTS = {"soak": "soak.py", "first": "first_start.py"}
 
 MODEL_PERIOD_MS = {"resnet50": 5, "vit_b16": 10, "bert_base": 5}
+# A request of the LLM decode loop: a 16-token prompt and 32 tokens.
+NET_PERIOD_MS = dict(MODEL_PERIOD_MS, llm=100)
+
+
+def net_cmd(lc, dur):
+    """net_load.py for a net_<model>[_poisson] LC: it starts the server
+    (its child: under `gpuqos run` both are the LC) and is the process
+    the suite waits for."""
+    m = re.fullmatch(r"net_(resnet50|vit_b16|bert_base|llm)(_poisson)?", lc)
+    if not m:
+        raise SystemExit(f"suite: unknown LC {lc}")
+    server = shlex.join([sys.executable, os.path.join(HERE, "net_lc_server.py"), "--model",
+                         m.group(1)])
+    return [sys.executable, os.path.join(HERE, "net_load.py"), "--server", server,
+            "--period-ms", str(NET_PERIOD_MS[m.group(1)]), "--duration-s", str(dur),
+            "--warmup-s", "2"] + (["--arrival", "poisson"] if m.group(2) else [])
 
 
 class Runner:
@@ -410,6 +451,8 @@ class Runner:
             c = [os.path.join(self.bin, "lc_micro"), "--period-us", "2000", "--kernel-us", "35",
                  "--duration-s", str(dur), "--warmup-s", "1"]
             return c + (["--arrival", "poisson"] if lc == "micro_poisson" else [])
+        if lc.startswith("net_"):
+            return net_cmd(lc, dur)
         m = re.fullmatch(r"(resnet50|vit_b16|bert_base)_(graph|eager)(_poisson)?", lc)
         if not m:
             raise SystemExit(f"suite: unknown LC {lc}")
@@ -1025,6 +1068,15 @@ def table(recs, switch):
                  "submit call p50 / p99 µs | after the call p50 / p99 µs | "
                  "the wake, as the LC's library counted it |",
                  "| --- | --- | --- | --- | --- | --- | --- |"] + extra
+    extra = [f"| {r['scenario']} | {r['rep']} | {fmt(lr.get('ttft_p50_us'))} / "
+             f"{fmt(lr.get('ttft_p99_us'))} / {fmt(lr.get('ttft_max_us'))} | "
+             f"{fmt(lr.get('tpot_p50_us'))} / {fmt(lr.get('tpot_p99_us'))} / "
+             f"{fmt(lr.get('tpot_max_us'))} | {lr.get('dropped')} / {lr.get('scheduled')} | "
+             f"{lr.get('errors')} |"
+             for r in recs for lr in [r.get("lc_result") or {}] if "scheduled" in lr]
+    if extra:
+        rows += ["\n| scenario | rep | client TTFT p50 / p99 / max µs | TPOT p50 / p99 / max µs "
+                 "| dropped / scheduled | bad replies |", "| --- | --- | --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:

@@ -24,7 +24,7 @@ from gpuqos_test import check, run_main
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "suite.py")
 SUITES = ("proof", "quick", "models", "multibe", "policies", "fourbe", "stall", "targets",
-          "podwindows", "tail", "soak", "first")
+          "podwindows", "tail", "net", "soak", "first")
 
 
 def suite(*args, timeout=240):
