@@ -6,7 +6,8 @@
         --arrival poisson --period-ms 100 --duration-s 10
 
 Requests are due on a schedule: every --period-ms (fixed) or with
-exponential gaps of that mean (poisson, seeded by --seed). Each is sent
+exponential gaps of that mean (poisson; the window's gaps are the same in
+every run with the same --seed, whatever the warm-up drew). Each is sent
 when due whatever is outstanding, on a connection with no request in
 flight: --conns persistent HTTP/1.1 connections, one request each at a
 time, so a late reply holds back only its own connection. A request due
@@ -375,7 +376,9 @@ def main():
                     "kind": "ids" if a.endpoint == "generate" else "bytes",
                     "request_bytes": a.request_bytes, "reply_bytes": None, "tokens": a.tokens}
         load = Load(a, info)
-        rng = random.Random(a.seed)
+        # The warm-up draws from a generator of its own: the window's
+        # schedule is the same in every run with the same seed.
+        rng = random.Random(a.seed + 2)
         t = time.monotonic_ns()
         load.run(t, t + int(a.warmup_s * 1e9), rng, False)
         touch(a.ready_file)
@@ -387,7 +390,7 @@ def main():
                 raise SystemExit(f"net_load: start file {a.start_file} did not appear")
         # Warm-up requests still out are waited for, not measured.
         t_start = time.monotonic_ns()
-        gaps = load.run(t_start, t_start + int(a.duration_s * 1e9), rng, True)
+        gaps = load.run(t_start, t_start + int(a.duration_s * 1e9), random.Random(a.seed), True)
         t_stop = time.monotonic_ns()
         load.drain(t_stop + int(a.drain_s * 1e9))
         res = stats(a, info, load, gaps, t_start, t_stop)

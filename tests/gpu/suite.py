@@ -908,6 +908,9 @@ def derive(recs, switch_override):
             ap99 = lc_alone(r, "p99_us")
             if ap99:
                 d["p99_vs_alone"] = round(lr["p99_us"] / ap99, 2)
+            amax = lc_alone(r, "max_us")
+            if amax and r["lc"].startswith("net_"):
+                d["max_vs_alone"] = round(lr["max_us"] / amax, 2)
             ao = lc_alone(r, "outside_p50_us")
             if ao is not None and lr.get("outside_p50_us") is not None:
                 d["switch_us"] = round(lr["outside_p50_us"] - ao, 1)
@@ -1068,15 +1071,17 @@ def table(recs, switch):
                  "submit call p50 / p99 µs | after the call p50 / p99 µs | "
                  "the wake, as the LC's library counted it |",
                  "| --- | --- | --- | --- | --- | --- | --- |"] + extra
-    extra = [f"| {r['scenario']} | {r['rep']} | {fmt(lr.get('ttft_p50_us'))} / "
+    extra = [f"| {r['scenario']} | {r['rep']} | {fmt(r.get('derived', {}).get('max_vs_alone'), 2)} | "
+             f"{fmt(lr.get('ttft_p50_us'))} / "
              f"{fmt(lr.get('ttft_p99_us'))} / {fmt(lr.get('ttft_max_us'))} | "
              f"{fmt(lr.get('tpot_p50_us'))} / {fmt(lr.get('tpot_p99_us'))} / "
              f"{fmt(lr.get('tpot_max_us'))} | {lr.get('dropped')} / {lr.get('scheduled')} | "
              f"{lr.get('errors')} |"
              for r in recs for lr in [r.get("lc_result") or {}] if "scheduled" in lr]
     if extra:
-        rows += ["\n| scenario | rep | client TTFT p50 / p99 / max µs | TPOT p50 / p99 / max µs "
-                 "| dropped / scheduled | bad replies |", "| --- | --- | --- | --- | --- | --- |"] + extra
+        rows += ["\n| scenario | rep | client max vs alone | client TTFT p50 / p99 / max µs "
+                 "| TPOT p50 / p99 / max µs | dropped / scheduled | bad replies |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"] + extra
     extra = [f"| {r['scenario']} | {r['rep']} | {r['clocks_mid']} |"
              for r in recs if r.get("clocks_mid")]
     if extra:

@@ -6,8 +6,8 @@ net_load.py against net_lc_server.py --model echo over loopback.
   * Poisson /infer: every request scheduled is sent or dropped, every one
     sent is answered with its own bytes; the schedule's gaps are
     exponential (their mean within 6 standard errors of the period, their
-    spread and median those of an exponential), the trace and the JSON
-    line agree
+    spread and median those of an exponential) and the seed's, the trace
+    and the JSON line agree
   * /generate streamed, fixed arrivals, through the ready/start-file
     handshake: every reply has its tokens in order (the client checks each
     one's index and value), tokens = requests x tokens a request, the
@@ -17,13 +17,15 @@ net_load.py against net_lc_server.py --model echo over loopback.
     bound are dropped and counted, the others answered
   * hostile requests get their 4xx and a closed connection, and the server
     goes on serving; two requests in one write are answered in order
-  * suite.py's net set: its scenarios and the command of a net LC
+  * suite.py's net set: its scenarios, the command of a net LC, and its
+    table of a net_load line (p99 and max against alone, TTFT, drops)
 
 No latency is asserted. Usage: test_net.py
 """
 import json
 import math
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -108,6 +110,10 @@ def poisson():
     below = sum(1 for x in g if x < p * math.log(2)) / n
     check(abs(below - 0.5) <= 6 * 0.5 / math.sqrt(n), f"{below:.3f} of the gaps below the median")
     check(abs(res["gap_mean_us"] * 1e3 - mean) <= 2 * p, f"gap_mean_us {res['gap_mean_us']}")
+    # The window's schedule is --seed's, whatever the warm-up drew: the
+    # same in every run.
+    rng = random.Random(7)
+    check(g == [int(rng.expovariate(1.0) * p) for _ in g], "the window's gaps are not seed 7's")
     check(res["workload"] == "net_echo" and res["arrival"] == "poisson" and "ttft_p99_us" not in res,
           f"an /infer line: {res}")
 
@@ -127,6 +133,28 @@ def generate():
     # 7 ms of sleep between the first token and the last: a server that
     # held its tokens to the end would make every TTFT the whole latency.
     check(any(r[4] < r[3] for r in rows if r[3] != -1), "no reply streamed its tokens")
+    return res
+
+
+def suite_table(res):
+    """suite.py carries net_load's line: a row beside the same LC alone
+    gets its p99 and max against alone, and the client's table."""
+    def rec(mode, lr, nbe):
+        return {"scenario": f"net_llm {mode}", "rep": 0, "lc": "net_llm", "be": "fill",
+                "nbe": nbe, "mode": mode, "lc_args": [], "lc_env": {}, "be_env": [{}] * nbe,
+                "lc_result": lr, "be_results": [{"kernels_per_s": 50.0}] * nbe}
+    slow = dict(res, p99_us=res["p99_us"] * 2, max_us=res["max_us"] * 4, dropped=3)
+    recs = [rec("alone", res, 0), rec("defaults", slow, 1),
+            {**rec("be_alone", None, 1), "lc": None, "be_results": [{"kernels_per_s": 100.0}]}]
+    suite.derive(recs, None)
+    d = recs[1]["derived"]
+    check(d.get("p99_vs_alone") == 2.0 and d.get("max_vs_alone") == 4.0 and
+          d.get("be_kept") == 0.5, f"net row derived: {d}")
+    t = suite.table(recs, None)
+    line = next((ln for ln in t.splitlines() if ln.startswith("| net_llm defaults | 0 | 4.00 |")),
+                None)
+    check(line and f"3 / {res['scheduled']}" in line and
+          f"{suite.fmt(res['ttft_p99_us'])}" in line, f"the client's table:\n{t}")
 
 
 def drops():
@@ -211,7 +239,7 @@ def main():
     suite_set()
     hostile()
     drops()
-    generate()
+    suite_table(generate())
     poisson()
     print("ok")
 
