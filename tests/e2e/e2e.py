@@ -319,8 +319,10 @@ def t_verify(node):
              what="the read-back finding the RM at 50")
     wait_for(lambda: gr_timeslice(node, be.pid) == [60] and be_gr()["state"] == "converged"
              and be_gr()["timeslice"]["applied"] == 60, what="the BE set again to 60")
+    # The BE's first read and the one that found 50 (the LC's own first
+    # read may still be on its way on a busy machine).
     counters = node.ctl("list")["agent"]["counters"]
-    expect(counters["verifyMismatches"] == 1 and counters["verifyReads"] >= 3,
+    expect(counters["verifyMismatches"] == 1 and counters["verifyReads"] >= 2,
            "counters: %r" % counters)
     with open(node.agent_logs[-1]) as f:
         log = f.read()
