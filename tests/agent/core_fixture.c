@@ -123,6 +123,12 @@ struct proc *proc_with_peer(struct agent *a, pid_t pid, const char *cls)
 
 struct tsg *report(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t engine, uint32_t ts)
 {
+	return report_flags(a, p, h_tsg, engine, ts, 0);
+}
+
+struct tsg *report_flags(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t engine,
+			 uint32_t ts, uint32_t flags)
+{
 	struct gq_tsg m;
 
 	memset(&m, 0, sizeof(m));
@@ -135,6 +141,7 @@ struct tsg *report(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t en
 	m.timeslice_us = ts;
 	m.app_timeslice_us = 2048;
 	m.interleave = GQ_UNKNOWN;
+	m.flags = flags;
 	return tsg_upsert(a, p, &m, 1);
 }
 

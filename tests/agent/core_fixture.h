@@ -47,7 +47,10 @@ int submit_direct(struct agent *a, const struct tsg *t, struct cmd *c);
 
 /* A process with a connected preempt agent of the given class. */
 struct proc *proc_with_peer(struct agent *a, pid_t pid, const char *cls);
-/* The preempt agent's report of a TSG of p on GPU 0 at timeslice ts. */
+/* The preempt agent's report of a TSG of p on GPU 0 at timeslice ts
+ * (report_flags: with these GQ_TSG_F_* flags). */
+struct tsg *report_flags(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t engine,
+			 uint32_t ts, uint32_t flags);
 struct tsg *report(struct agent *a, struct proc *p, rm_handle h_tsg, uint32_t engine,
 		   uint32_t ts);
 

@@ -607,20 +607,8 @@ static void test_rotation_newcomers(void)
 /* What t's preempt agent reports after a control: the TSG as it holds it. */
 static void report_as_held(struct agent *a, struct tsg *t, int gated)
 {
-	struct gq_tsg m;
-
-	memset(&m, 0, sizeof(m));
-	m.h_client = t->h_client;
-	m.h_tsg = t->h_tsg;
-	m.h_device = t->h_device;
-	m.device_instance = 0;
-	m.engine_type = RM_ENGINE_GR0;
-	m.fd = 3;
-	m.timeslice_us = t->obs.applied_ts;
-	m.app_timeslice_us = 2048;
-	m.interleave = GQ_UNKNOWN;
-	m.flags = (gated ? GQ_TSG_F_GATED : 0) | GQ_TSG_F_LEASED;
-	CHECK(tsg_upsert(a, t->proc, &m, 1) == t);
+	CHECK(report_flags(a, t->proc, t->h_tsg, RM_ENGINE_GR0, t->obs.applied_ts,
+			   (gated ? GQ_TSG_F_GATED : 0) | GQ_TSG_F_LEASED) == t);
 }
 
 /* Leases are renewed together: the pass that renews one whose quarter
