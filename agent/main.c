@@ -654,7 +654,7 @@ static int agent_start(struct agent *a)
 	    direct_init(a) != 0 || state_load(a) != 0 || hooks_install(a) != 0 ||
 	    tracker_init(a) != 0 || listen_all(a) != 0 ||
 	    gpuinfo_init(a, &a->io->loop, a->nvidiactl) != 0 ||
-	    gpuprocs_init(&a->io->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
+	    gpuprocs_init(a, &a->io->loop, a->nvidiactl) != 0 || metrics_start(a) != 0)
 		return -1;
 	log_info("gpuqos-agent %s (%s) running, pid %d, control device %s", GPUQOS_VERSION,
 		 a->opt.standalone ? "standalone" : "kubernetes", (int)getpid(), a->nvidiactl);

@@ -769,6 +769,7 @@ struct agent {
 	struct pod_table pods;  /* Kubernetes mode: each pod's facts (pod.c) */
 	struct record_queue changes; /* records changed since the last publishing (record.c) */
 	struct mem_gpu_size gpu_mem[MEM_GPU_MAX]; /* each GPU's video memory (memory.c) */
+	struct mem_gpu_held gpu_held[MEM_GPU_MAX]; /* ... and what others hold there (memory.c) */
 };
 
 /* What /proc says of a process (read by agent/io/procinfo.c), as a
@@ -1046,6 +1047,17 @@ void memory_gpu_size(struct agent *a, uint32_t gpu, int listed, uint64_t total);
 /* The LC reserve in force on gpu: 0 when the policy has none or the
  * GPU's size is not known (then none is applied). */
 uint64_t memory_lc_reserve_on(const struct agent *a, uint32_t gpu);
+/* The GPU-process reader's fact: the RM counts procs[0..n) on device
+ * instance gpu (a GPU not read this time is not pushed: its last reading
+ * stays). Marks the agent dirty when the BEs' part there changes with it.
+ * -1 (logged once, nothing changes) for a reading that cannot be the
+ * RM's: a GPU out of range, more than MEM_RM_PROCS_MAX processes, a pid
+ * twice or a count past 1Pi. */
+int memory_gpu_procs(struct agent *a, uint32_t gpu, const struct mem_rm_proc *procs, size_t n);
+/* Why the memory of p (NULL: a pid the agent does not know) is not
+ * counted by its preempt agent, or NULL when it is: then only its
+ * MEM_USAGE counts, and the RM's count of it not. */
+const char *memory_uncounted_why(const struct proc *p);
 
 /* lcbusy.c */
 /* A process's ACTIVITY report: checked, smoothed, judged. Marks the agent

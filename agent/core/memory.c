@@ -5,11 +5,13 @@
  * of the policy file (docs/policy.md, "Memory"), and the checks on what
  * the preempt agents report they hold (MEM_USAGE).
  *
- * Owns: struct proc_mem, the budget arithmetic and when a MEMORY goes.
+ * Owns: struct proc_mem, the budget arithmetic and when a MEMORY goes,
+ * and the copy of the RM's last count of each process per GPU it is
+ * computed from (struct mem_gpu_held).
  * Does not own: counting, refusing or the FB-info answers (the preempt
  * agent), the socket (agent_hooks.send_memory), reading the GPU's size
- * (the GPU table pushes it in: memory_gpu_size) or rendering (ctl,
- * metrics).
+ * or its processes (the GPU table and the GPU-process reader push them
+ * in: memory_gpu_size, memory_gpu_procs) or rendering (ctl, metrics).
  *
  * Memory is never taken back: a budget below what a process holds only
  * refuses its next allocations until it frees. Each plan is computed
@@ -151,6 +153,10 @@ void memory_gpu_size(struct agent *a, uint32_t gpu, int listed, uint64_t total)
 		total = 0;
 	if (g->listed == !!listed && g->total == total)
 		return;
+	if (!listed) { /* its processes are read again once it is listed again */
+		a->gpu_held[gpu].read = 0;
+		a->gpu_held[gpu].n = 0;
+	}
 	g->listed = !!listed;
 	g->total = total;
 	if (total)
@@ -174,11 +180,109 @@ static int same_pod(const struct agent *a, const struct proc *x, const struct pr
 	return a->mode == AGENT_MODE_KUBE && x->pod_uid[0] && strcmp(x->pod_uid, y->pod_uid) == 0;
 }
 
-/* What each GPU holds by class, over every process that reported. */
+const char *memory_uncounted_why(const struct proc *p)
+{
+	if (!p || !p->peer || p->peer->broken)
+		return "no preempt agent";
+	if (!p->peer->memory)
+		return "its preempt agent does not count memory";
+	return NULL;
+}
+
+/* What a GPU holds: by the LCs' and the BEs' reports, and by the
+ * processes no preempt agent counts. */
 struct mem_sums {
-	uint64_t lc_used, be_used;
+	uint64_t lc_used, be_used, uncapped;
 	unsigned bes;
 };
+
+/* sums[gpu] for every GPU, each process counted once there: one whose
+ * preempt agent counts memory by its reports (the RM's count of it is
+ * not added); any other by the RM's last reading of the GPU (uncapped,
+ * whatever its class), or, where the GPU has had none, by the reports
+ * left from a connection that ended, as the class it is. */
+static void mem_count(struct agent *a, struct mem_sums sums[MEM_GPU_MAX])
+{
+	memset(sums, 0, sizeof(*sums) * MEM_GPU_MAX);
+	for (const struct proc *p = a->procs; p; p = p->next) {
+		int counted = !memory_uncounted_why(p);
+
+		for (unsigned i = 0; i < p->mem.n; i++) {
+			const struct mem_gpu *e = &p->mem.g[i];
+			struct mem_sums *s = &sums[e->gpu];
+
+			if (!counted && a->gpu_held[e->gpu].read)
+				continue;
+			if (p->cls == CLASS_LC) {
+				s->lc_used += e->used;
+			} else if (p->cls == CLASS_BE) {
+				s->be_used += e->used;
+				s->bes++;
+			}
+		}
+	}
+	for (uint32_t gpu = 0; gpu < MEM_GPU_MAX; gpu++) {
+		const struct mem_gpu_held *h = &a->gpu_held[gpu];
+
+		for (unsigned k = 0; h->read && k < h->n; k++)
+			if (memory_uncounted_why(proc_find(a, (pid_t)h->procs[k].pid)))
+				sums[gpu].uncapped += h->procs[k].used;
+	}
+}
+
+/* What the BEs may hold together on gpu: its memory less the LC reserve,
+ * what the LCs hold and what the processes no preempt agent counts hold,
+ * floored at 0; GQ_MEM_UNLIMITED where no reserve is kept. */
+static uint64_t mem_be_part(const struct agent *a, uint32_t gpu, const struct mem_sums *s)
+{
+	uint64_t total = a->gpu_mem[gpu].total, reserve = memory_lc_reserve(a, total), keep;
+
+	if (!reserve || !total)
+		return GQ_MEM_UNLIMITED;
+	keep = reserve + s->lc_used + s->uncapped;
+	return total > keep ? total - keep : 0;
+}
+
+int memory_gpu_procs(struct agent *a, uint32_t gpu, const struct mem_rm_proc *procs, size_t n)
+{
+	struct mem_sums sums[MEM_GPU_MAX];
+	struct mem_gpu_held *h;
+	const char *why = NULL;
+
+	if (gpu >= MEM_GPU_MAX)
+		return -1; /* kept for no such device instance, as its size */
+	h = &a->gpu_held[gpu];
+	if (n > MEM_RM_PROCS_MAX)
+		why = "more processes than the agent keeps per GPU";
+	for (size_t i = 0; i < n && !why; i++) {
+		if (procs[i].pid == 0 || procs[i].pid > INT32_MAX)
+			why = "a pid out of range";
+		else if (procs[i].used > QUANTITY_MAX)
+			why = "a count past 1Pi";
+		for (size_t k = 0; k < i && !why; k++)
+			if (procs[k].pid == procs[i].pid)
+				why = "a pid listed twice";
+	}
+	if (why) {
+		if (!h->bad_said)
+			log_warn("memory: GPU %u: the RM's count per process ignored (%s); the "
+				 "last one stays counted",
+				 gpu, why);
+		h->bad_said = 1;
+		return -1;
+	}
+	h->bad_said = 0;
+	h->read = 1;
+	h->n = (unsigned)n;
+	if (n)
+		memcpy(h->procs, procs, n * sizeof(*procs));
+	mem_count(a, sums);
+	h->uncapped = sums[gpu].uncapped; /* shown at once, as the reading */
+	/* A pass only where the BEs' part moves. */
+	if (mem_be_part(a, gpu, &sums[gpu]) != h->be_part)
+		a->dirty = 1;
+	return 0;
+}
 
 /* e of p: its pod's budget shared by the pod's processes there (each
  * may grow by an equal part of what the pod has left), and for a BE the
@@ -186,10 +290,9 @@ struct mem_sums {
  * pod (of all BEs) never passes its budget (their part) while they hold
  * less; past it, each keeps only what it holds. */
 static void mem_limit(struct agent *a, struct proc *p, struct mem_gpu *e,
-		      const struct mem_sums *s, uint64_t total)
+		      const struct mem_sums *s, uint64_t part)
 {
 	uint64_t budget = memory_pod_budget(a, p), limit = GQ_MEM_UNLIMITED, shown = 0;
-	uint64_t reserve = memory_lc_reserve(a, total);
 
 	e->pod_limit = budget;
 	if (budget != GQ_MEM_UNLIMITED) {
@@ -212,9 +315,7 @@ static void mem_limit(struct agent *a, struct proc *p, struct mem_gpu *e,
 		limit = e->used + (used < budget ? (budget - used) / (n ? n : 1) : 0);
 		shown = budget;
 	}
-	if (p->cls == CLASS_BE && reserve && total) {
-		uint64_t keep = reserve + s->lc_used;
-		uint64_t part = total > keep ? total - keep : 0;
+	if (p->cls == CLASS_BE && part != GQ_MEM_UNLIMITED) {
 		uint64_t be_limit =
 			e->used + (s->be_used < part ? (part - s->be_used) / (s->bes ? s->bes : 1) : 0);
 
@@ -231,7 +332,6 @@ void memory_plan(struct agent *a)
 {
 	struct mem_sums sums[MEM_GPU_MAX];
 
-	memset(sums, 0, sizeof(sums));
 	/* A process that counts memory and has a TSG on a GPU gets its
 	 * budget there before its first report. */
 	for (const struct tsg *t = a->tsgs; t; t = t->next)
@@ -243,17 +343,13 @@ void memory_plan(struct agent *a)
 	for (struct proc *p = a->procs; p; p = p->next)
 		if (p->peer && p->peer->hello && p->peer->memory && !p->mem.greeted && !p->mem.n)
 			(void)mem_entry(p, 0, 1);
-	for (const struct proc *p = a->procs; p; p = p->next) {
-		for (unsigned i = 0; i < p->mem.n; i++) {
-			struct mem_sums *s = &sums[p->mem.g[i].gpu];
+	mem_count(a, sums);
+	for (uint32_t gpu = 0; gpu < MEM_GPU_MAX; gpu++) {
+		struct mem_gpu_held *h = &a->gpu_held[gpu];
 
-			if (p->cls == CLASS_LC) {
-				s->lc_used += p->mem.g[i].used;
-			} else if (p->cls == CLASS_BE) {
-				s->be_used += p->mem.g[i].used;
-				s->bes++;
-			}
-		}
+		h->lc_used = sums[gpu].lc_used;
+		h->uncapped = sums[gpu].uncapped;
+		h->be_part = mem_be_part(a, gpu, &sums[gpu]);
 	}
 	for (struct proc *p = a->procs; p; p = p->next) {
 		struct peer *peer = p->peer;
@@ -270,7 +366,7 @@ void memory_plan(struct agent *a)
 					 e->gpu, size->listed ? "the RM did not answer FB_GET_INFO_V2"
 							      : "not in the GPU table");
 			}
-			mem_limit(a, p, e, &sums[e->gpu], size->total);
+			mem_limit(a, p, e, &sums[e->gpu], a->gpu_held[e->gpu].be_part);
 			if (!peer || !peer->hello || !peer->memory || peer->broken)
 				continue;
 			if (p->mem.greeted &&

@@ -46,6 +46,29 @@ struct mem_gpu_size {
 	int said;       /* "no LC reserve there" was logged since it became unknown */
 };
 
+/* What the RM counts of each process on a GPU (GET_PIDS, GET_PID_INFO,
+ * docs/rm-facts.md "Video memory"), as the GPU-process reader last read
+ * it: a fact pushed in (memory_gpu_procs), never asked for by the core. */
+#define MEM_RM_PROCS_MAX 64u /* processes kept per GPU of one reading */
+
+struct mem_rm_proc {
+	uint32_t pid;  /* as the RM gives it (the agent's pid namespace) */
+	uint64_t used; /* what its clients own there, bytes */
+};
+
+/* A GPU's memory held besides the BEs' own: the RM's last reading of its
+ * processes, and what the last plan (memory_plan) counted there, which the
+ * faces render. */
+struct mem_gpu_held {
+	int read; /* a reading of this GPU came (and it stays listed) */
+	unsigned n;
+	struct mem_rm_proc procs[MEM_RM_PROCS_MAX];
+	int bad_said;      /* a refused reading was logged since the last good one */
+	uint64_t lc_used;  /* what the LCs' preempt agents report */
+	uint64_t uncapped; /* the reading's processes no preempt agent counts */
+	uint64_t be_part;  /* what the BEs may hold together; GQ_MEM_UNLIMITED: no reserve kept */
+};
+
 /* One process's memory on one GPU: its preempt agent's last MEM_USAGE on
  * this connection, the budget the last plan gave it and what was sent. */
 struct mem_gpu {

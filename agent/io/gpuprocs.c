@@ -4,10 +4,12 @@
  * (gpuprocs.h), read every GPUPROCS_INTERVAL_MS on one worker.
  *
  * Owns: the worker (common/workq.c, one thread, one job at a time), the
- * timer, and the latest reading. A reading stuck inside the RM is left to
- * finish and logged once: no second one is started behind it.
+ * timer, and the latest reading, whose GPUs read are pushed into the
+ * core as facts (memory_gpu_procs). A reading stuck inside the RM is left
+ * to finish and logged once: no second one is started behind it.
  */
 #include "agent/io/gpuprocs.h"
+#include "agent/core/core.h"
 #include "agent/io/gpuinfo.h"
 #include "common/log.h"
 #include "common/loop.h"
@@ -30,7 +32,10 @@ struct gp_job {
 	struct gpuprocs_table table;
 };
 
+_Static_assert(GPUPROCS_PER_GPU_MAX <= MEM_RM_PROCS_MAX, "the core keeps every process read");
+
 static struct {
+	struct agent *agent; /* told each GPU's reading (memory_gpu_procs) */
 	struct loop *loop;
 	char dev[4096];
 	struct workq *q;
@@ -82,12 +87,30 @@ static void say_failures(const struct gp_job *x)
 		log_info("GPU processes: read from the RM again");
 }
 
+/* The core's facts: each GPU read this time; a GPU not read keeps its
+ * last reading there. */
+static void push_readings(const struct gpuprocs_table *t)
+{
+	struct mem_rm_proc procs[GPUPROCS_PER_GPU_MAX];
+
+	for (size_t i = 0; g.agent && i < t->n; i++) {
+		const struct gpuprocs_gpu *x = &t->gpus[i];
+
+		if (!x->read)
+			continue;
+		for (size_t k = 0; k < x->n; k++)
+			procs[k] = (struct mem_rm_proc){ x->procs[k].pid, x->procs[k].used_bytes };
+		(void)memory_gpu_procs(g.agent, x->device_instance, procs, x->n);
+	}
+}
+
 static void take(struct gp_job *x)
 {
 	say_failures(x);
 	if (x->rc == 0) {
 		g.table = x->table;
 		g.have = 1;
+		push_readings(&x->table);
 	}
 }
 
@@ -141,10 +164,11 @@ static void on_timer(struct loop_timer *t)
 	g.started_us = now_us();
 }
 
-int gpuprocs_init(struct loop *loop, const char *dev)
+int gpuprocs_init(struct agent *a, struct loop *loop, const char *dev)
 {
 	struct workq_cfg cfg = { "GPU processes", 1, 1, 1, gp_run, NULL, gp_free, 0 };
 
+	g.agent = a;
 	g.loop = loop;
 	snprintf(g.dev, sizeof(g.dev), "%s", dev);
 	g.q = workq_start(&cfg);
@@ -186,5 +210,6 @@ void gpuprocs_fini(void)
 		workq_stop(g.q); /* a worker inside the RM frees its job */
 	g.q = NULL;
 	g.loop = NULL;
+	g.agent = NULL;
 	g.have = 0;
 }

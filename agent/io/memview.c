@@ -88,33 +88,35 @@ void memview_gpus_json(struct agent *a, cJSON *gpus)
 	{
 		const cJSON *di = cJSON_GetObjectItemCaseSensitive(g, "deviceInstance");
 		const struct gpuprocs_gpu *rm;
+		const struct mem_gpu_held *h;
 		uint64_t reserve;
+		uint32_t gpu;
 
 		if (!cJSON_IsNumber(di) || di->valuedouble < 0 || di->valuedouble >= MEM_GPU_MAX)
 			continue;
-		reserve = memory_lc_reserve_on(a, (uint32_t)di->valuedouble);
+		gpu = (uint32_t)di->valuedouble;
+		h = &a->gpu_held[gpu];
+		reserve = memory_lc_reserve_on(a, gpu);
 		if (reserve)
 			json_add_num(g, "lcReserveBytes", (double)reserve);
 		else
 			cJSON_AddNullToObject(g, "lcReserveBytes");
-		rm = gpuprocs_gpu((uint32_t)di->valuedouble);
+		json_add_num(g, "lcUsedBytes", (double)h->lc_used);
+		if (h->read)
+			json_add_num(g, "uncappedBytes", (double)h->uncapped);
+		else
+			cJSON_AddNullToObject(g, "uncappedBytes");
+		add_bytes(g, "bePartBytes", h->be_part);
+		rm = gpuprocs_gpu(gpu);
 		if (rm && !rm->read)
 			cJSON_AddStringToObject(g, "processesError", rm->error);
 	}
 }
 
-/* Why the memory of RM-listed process pid is not capped, or NULL when
- * its preempt agent counts it (then its budget shows it). */
-static const char *uncapped_why(struct agent *a, uint32_t pid, struct proc **out)
+/* The core's last reading of gpu (memory_gpu_procs), NULL when none. */
+static const struct mem_gpu_held *held(const struct agent *a, uint32_t gpu)
 {
-	struct proc *p = proc_find(a, (pid_t)pid);
-
-	*out = p;
-	if (!p || !p->peer || p->peer->broken)
-		return "no preempt agent";
-	if (!p->peer->memory)
-		return "its preempt agent does not count memory";
-	return NULL;
+	return gpu < MEM_GPU_MAX && a->gpu_held[gpu].read ? &a->gpu_held[gpu] : NULL;
 }
 
 void memview_uncapped_json(struct agent *a, cJSON *o, pid_t only)
@@ -124,11 +126,11 @@ void memview_uncapped_json(struct agent *a, cJSON *o, pid_t only)
 	size_t n = gpuinfo_instances(gpus, RM_GPU_MAX_ATTACHED);
 
 	for (size_t i = 0; arr && i < n; i++) {
-		const struct gpuprocs_gpu *rm = gpuprocs_gpu(gpus[i]);
+		const struct mem_gpu_held *rm = held(a, gpus[i]);
 
-		for (size_t k = 0; rm && rm->read && k < rm->n; k++) {
-			struct proc *p;
-			const char *why = uncapped_why(a, rm->procs[k].pid, &p), *uuid;
+		for (unsigned k = 0; rm && k < rm->n; k++) {
+			struct proc *p = proc_find(a, (pid_t)rm->procs[k].pid);
+			const char *why = memory_uncounted_why(p), *uuid;
 			cJSON *r;
 
 			if (!why || (only && (pid_t)rm->procs[k].pid != only))
@@ -145,7 +147,7 @@ void memview_uncapped_json(struct agent *a, cJSON *o, pid_t only)
 			else
 				cJSON_AddNullToObject(r, "uuid");
 			json_add_num(r, "pid", rm->procs[k].pid);
-			json_add_num(r, "usedBytes", (double)rm->procs[k].used_bytes);
+			json_add_num(r, "usedBytes", (double)rm->procs[k].used);
 			cJSON_AddStringToObject(r, "why", why);
 			if (p && p->comm[0])
 				cJSON_AddStringToObject(r, "comm", p->comm);
@@ -238,13 +240,13 @@ static void uncapped_family(struct agent *a, struct mout *m, const char *host)
 	     "(none, or one without memory budgets): used, not capped.",
 	     name);
 	for (size_t i = 0; i < n; i++) {
-		const struct gpuprocs_gpu *rm = gpuprocs_gpu(gpus[i]);
+		const struct mem_gpu_held *rm = held(a, gpus[i]);
 
-		for (size_t k = 0; rm && rm->read && k < rm->n; k++) {
+		for (unsigned k = 0; rm && k < rm->n; k++) {
 			const char *ns = "", *pod = "", *ctr = "";
-			struct proc *p;
+			struct proc *p = proc_find(a, (pid_t)rm->procs[k].pid);
 
-			if (!uncapped_why(a, rm->procs[k].pid, &p))
+			if (!memory_uncounted_why(p))
 				continue;
 			if (p)
 				kmode_proc_pod(a, p, &ns, &pod, &ctr);
@@ -256,7 +258,7 @@ static void uncapped_family(struct agent *a, struct mout *m, const char *host)
 			mlabel(m, "container", ctr);
 			if (p)
 				mlabel(m, "class", class_name(p->cls));
-			mput(m, "} %llu\n", (unsigned long long)rm->procs[k].used_bytes);
+			mput(m, "} %llu\n", (unsigned long long)rm->procs[k].used);
 		}
 	}
 }

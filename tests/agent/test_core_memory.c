@@ -230,10 +230,135 @@ static void test_memory_gpu_size(void)
 	agent_free(a);
 }
 
+/* The RM's count of the processes no preempt agent counts (a fact,
+ * memory_gpu_procs) is kept free like the LCs' memory: the BEs together
+ * may hold total - reserve - what the LCs hold - what those hold,
+ * floored at 0. A process whose preempt agent counts memory is counted
+ * by its reports alone (the RM's count of it, its context beside, is not
+ * added); an LC without one is counted as uncapped. A reading that moves
+ * the BEs' part marks the agent dirty and its budget is sent again; one
+ * that leaves it (the same sum, or still past the GPU) does not; a
+ * reading that cannot be the RM's changes nothing. */
+static void test_memory_uncapped(void)
+{
+	struct agent *a = agent_new();
+	struct proc *be = proc_with_peer(a, 1, "best-effort");
+	struct proc *lc = proc_with_peer(a, 2, "latency-critical");
+	struct proc *bare_lc = proc_with_peer(a, 3, "latency-critical");
+	struct mem_rm_proc rm[MEM_RM_PROCS_MAX + 1] = {
+		{ 1, 3 * GI }, { 100, 12 * GI }, { 3, 4 * GI }, { 2, 11 * GI }
+	};
+	unsigned sends;
+
+	memset(mem_sends, 0, sizeof(mem_sends));
+	a->hooks.send_memory = send_memory;
+	memory_gpu_size(a, 0, 1, 80 * GI);
+	a->cfg->memory.lc_reserve = 40 * GI;
+	be->peer->memory = lc->peer->memory = 1; /* bare_lc's does not count memory */
+	usage(a, be, 2 * GI, 0);
+	usage(a, lc, 10 * GI, 0);
+	reconcile(a);
+	/* No reading yet: 80 - 40 - 10. */
+	CHECK_EQ_U(mem_limit_sent[1], 30 * GI);
+	CHECK_EQ_U(a->gpu_held[0].be_part, 30 * GI);
+	CHECK(!a->gpu_held[0].read);
+
+	/* pid 100 (unknown to the agent) holds 12Gi, bare_lc 4Gi. */
+	a->dirty = 0;
+	CHECK_EQ_U(memory_gpu_procs(a, 0, rm, 4), 0);
+	CHECK(a->dirty);
+	CHECK_EQ_U(a->gpu_held[0].uncapped, 16 * GI);
+	reconcile(a);
+	CHECK_EQ_U(mem_limit_sent[1], 14 * GI);
+	CHECK_EQ_U(mem_total_sent[1], 14 * GI);
+	CHECK_EQ_U(a->gpu_held[0].be_part, 14 * GI);
+	CHECK_EQ_U(a->gpu_held[0].lc_used, 10 * GI);
+
+	/* The same sum from other processes: no pass, nothing sent. */
+	sends = mem_sends[1];
+	rm[1].pid = 101;
+	a->dirty = 0;
+	CHECK_EQ_U(memory_gpu_procs(a, 0, rm, 4), 0);
+	CHECK(!a->dirty);
+	reconcile(a);
+	CHECK_EQ_U(mem_sends[1], sends);
+
+	/* Readings that cannot be the RM's: refused, nothing changes. */
+	{
+		struct mem_rm_proc keep = rm[2];
+		const struct {
+			uint32_t gpu, pid;
+			uint64_t used;
+			size_t n;
+		} bad[] = {
+			{ 0, 101, 4 * GI, 4 },                 /* pid 101 twice */
+			{ 0, 0, 4 * GI, 4 },                   /* pid 0 */
+			{ 0, 0x80000000u, 4 * GI, 4 },         /* past any pid */
+			{ 0, 3, (1ull << 50) + 1, 4 },         /* a count past 1Pi */
+			{ 0, 3, 4 * GI, MEM_RM_PROCS_MAX + 1 }, /* more than are kept */
+			{ MEM_GPU_MAX, 3, 1 * GI, 4 },         /* no such GPU */
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			rm[2] = (struct mem_rm_proc){ bad[i].pid, bad[i].used };
+			for (size_t k = 4; k < bad[i].n; k++)
+				rm[k] = (struct mem_rm_proc){ (uint32_t)(1000 + k), 0 };
+			a->dirty = 0;
+			CHECK(memory_gpu_procs(a, bad[i].gpu, rm, bad[i].n) == -1);
+			CHECK(!a->dirty);
+			CHECK_EQ_U(a->gpu_held[0].n, 4);
+			CHECK_EQ_U(a->gpu_held[0].procs[2].used, 4 * GI);
+			CHECK_EQ_U(a->gpu_held[0].uncapped, 16 * GI);
+		}
+		rm[2] = keep;
+	}
+
+	/* Past what the GPU leaves: the part is 0 and the BE keeps what it
+	 * holds; more past it moves nothing. */
+	rm[1].used = 40 * GI;
+	CHECK_EQ_U(memory_gpu_procs(a, 0, rm, 4), 0);
+	reconcile(a);
+	CHECK_EQ_U(a->gpu_held[0].be_part, 0);
+	CHECK_EQ_U(mem_limit_sent[1], 2 * GI);
+	rm[1].used = 50 * GI;
+	a->dirty = 0;
+	CHECK_EQ_U(memory_gpu_procs(a, 0, rm, 4), 0);
+	CHECK(!a->dirty);
+
+	/* pid 101 ended: the next reading gives its memory back to the BE. */
+	rm[1] = rm[3];
+	CHECK_EQ_U(memory_gpu_procs(a, 0, rm, 3), 0);
+	CHECK(a->dirty);
+	reconcile(a);
+	CHECK_EQ_U(a->gpu_held[0].uncapped, 4 * GI);
+	CHECK_EQ_U(mem_limit_sent[1], 26 * GI);
+
+	/* bare_lc's preempt agent counts memory now: its report counts, its
+	 * RM count no more (not twice); its connection broken: the other way. */
+	bare_lc->peer->memory = 1;
+	usage(a, bare_lc, 4 * GI, 0);
+	reconcile(a);
+	CHECK_EQ_U(a->gpu_held[0].uncapped, 0);
+	CHECK_EQ_U(a->gpu_held[0].lc_used, 14 * GI);
+	CHECK_EQ_U(a->gpu_held[0].be_part, 26 * GI);
+	bare_lc->peer->broken = 1;
+	a->dirty = 1;
+	reconcile(a);
+	CHECK_EQ_U(a->gpu_held[0].uncapped, 4 * GI);
+	CHECK_EQ_U(a->gpu_held[0].lc_used, 10 * GI);
+	CHECK_EQ_U(mem_limit_sent[1], 26 * GI);
+
+	/* The GPU gone from the table: its reading with it. */
+	memory_gpu_size(a, 0, 0, 0);
+	CHECK(!a->gpu_held[0].read && a->gpu_held[0].n == 0);
+	agent_free(a);
+}
+
 int main(void)
 {
 	core_fixture_start();
 	test_memory();
 	test_memory_gpu_size();
+	test_memory_uncapped();
 	CHECK_DONE();
 }

@@ -133,7 +133,9 @@ def t_memory_uncapped(node):
     shows it as used, not capped, in gpuqosctl list (JSON and text) and
     /metrics; a process whose preempt agent counts memory, and the agent
     itself, are not among them; a process that ends leaves the list; a GPU
-    whose count cannot be read says why, in words, and shows none."""
+    whose count cannot be read says why, in words, and keeps its last
+    reading (here with none uncapped): a process started meanwhile is not
+    shown until a reading succeeds."""
     port = free_port()
     node.start_agent(config={"version": 1, "memory": {"defaults": {"best-effort": "512Mi"}}},
                      extra=["--metrics-address", "127.0.0.1:%d" % port, "--health-address", "off"])
@@ -177,14 +179,61 @@ def t_memory_uncapped(node):
     wait_for(lambda: node.ctl("list")["agent"]["gpus"][0].get("processesError") ==
              "GET_PIDS (0x2080018d): NV_ERR_NOT_SUPPORTED (0x56)", timeout=20,
              what="the failure in words")
-    expect(not uncapped(node), "nothing shown from a GPU not read: %r" % uncapped(node))
+    expect(not uncapped(node), "nothing new shown from a GPU not read: %r" % uncapped(node))
     log = open(node.agent_logs[-1]).read()
     expect(log.count("cannot read what the RM counts per process") == 1, "said once: %s" % log[-3000:])
     node.sim_control("clear")
     wait_for(lambda: uncapped(node, bare2.pid), timeout=20, what="read again after the failure")
 
 
-SCENARIOS = {"memory_reserve": t_memory_reserve, "memory_uncapped": t_memory_uncapped}
+def gpu0(node):
+    return node.ctl("list")["agent"]["gpus"][0]
+
+
+def t_memory_uncapped_reserve(node):
+    """What a process without a preempt agent holds counts against the BEs'
+    part: on the 1024 MiB heap with 512 MiB kept for LCs, a bare process
+    holding 128 MiB (read from the RM) leaves the BEs 384 MiB. A BE is
+    budgeted 384 MiB, its FB info shows 384 MiB, its 256+128 MiB go and
+    the next 64 MiB are refused by its preempt agent. When the bare
+    process ends, the next reading gives the 128 MiB back: the BE's
+    preempt agent is sent (and enforces) 512 MiB. gpuqosctl shows the
+    count per GPU (uncappedBytes, bePartBytes)."""
+    node.start_agent(config={"version": 1, "memory": {"lcReserve": "512Mi"}})
+    bare = node.workload("be", ["--alloc-mib", "128", "--hold", "60"], inject=False,
+                         stdout=subprocess.PIPE)
+    expect(lines(bare, 1) == [["alloc", "128", "NV_OK"]], "the bare process's allocation")
+    g = wait_for(lambda: (lambda g: g.get("uncappedBytes") == 128 * MI and g)(gpu0(node)),
+                 timeout=20, what="the bare process's 128 MiB counted")
+    expect(g["bePartBytes"] == 384 * MI and g["lcUsedBytes"] == 0 and
+           g["lcReserveBytes"] == 512 * MI, "the GPU: %r" % g)
+
+    be, be_go = allocating(node, "be", [256, 128, 64])
+    wait_for(lambda: (mem(node, be.pid) or {}).get("enforcedBytes") == 384 * MI,
+             what="the BE's 384 MiB budget enforced by its preempt agent")
+    be_go()
+    out = lines(be, 4)
+    expect(out == [["alloc", "256", "NV_OK"], ["alloc", "128", "NV_OK"],
+                   ["alloc", "64", "NV_ERR_NO_MEMORY"],
+                   ["fbinfo", str(384 * 1024), "0", str(384 * 1024), "NV_OK"]],
+           "the BE's allocations and FB info: %r" % out)
+    expect(fb_used(node) == 512 * MI, "the RM holds %r" % node.sim_state()["fb"])
+    pids = {r["pid"] for r in uncapped(node)}
+    expect(pids == {bare.pid}, "only the bare process is uncapped, the BE not twice: %r" % pids)
+
+    bare.kill()
+    bare.wait()
+    wait_for(lambda: (mem(node, be.pid) or {}).get("enforcedBytes") == 512 * MI,
+             timeout=20, what="the BE's budget back at 512 MiB after the next reading")
+    m = mem(node, be.pid)
+    expect(m["limitBytes"] == 512 * MI and m["reportedTotalBytes"] == 512 * MI,
+           "the BE's memory: %r" % m)
+    g = gpu0(node)
+    expect(g["uncappedBytes"] == 0 and g["bePartBytes"] == 512 * MI, "the GPU: %r" % g)
+
+
+SCENARIOS = {"memory_reserve": t_memory_reserve, "memory_uncapped": t_memory_uncapped,
+             "memory_uncapped_reserve": t_memory_uncapped_reserve}
 
 
 def main():
