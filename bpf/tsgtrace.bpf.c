@@ -3,9 +3,9 @@
  * tsgtrace.bpf.c - gpuqos's kernel-side tracer of NVIDIA RM ioctls.
  *
  * Owns: decoding RM allocs, frees and the TSG scheduling controls at the
- * ioctl syscall boundary, the live tables of clients, devices and TSGs per
- * process (pinned by user space, so they outlive an agent restart), the
- * event ring and the drop counters. Does not own: attaching, pinning, or
+ * ioctl syscall boundary, the live tables of clients, devices, TSGs and
+ * their channels per process (pinned by user space, so they outlive an
+ * agent restart), the event ring and the drop counters. Does not own: attaching, pinning, or
  * deciding anything about a TSG (tsgtrace.c and the node agent do).
  *
  * Two program sets, one object: the syscall tracepoints (need tracefs; fire
@@ -55,6 +55,22 @@ struct {
 	__type(value, struct tt_tsg_val);
 } tt_tsgs SEC(".maps");
 
+/* Channels under a live TSG, and the state the RM holds them in. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TT_MAX_CHANNELS);
+	__type(key, struct tt_obj_key);
+	__type(value, struct tt_chan_val);
+} tt_channels SEC(".maps");
+
+/* TSG (its tt_tsgs key) -> channels of it in tt_channels. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TT_MAX_TSGS);
+	__type(key, struct tt_obj_key);
+	__type(value, __u32);
+} tt_tsg_chans SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TT_MAX_DEVICES);
@@ -85,6 +101,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tt_proc_val);
 } tt_procs SEC(".maps");
+
+/* tgid -> when it started (its leader's start_boottime), beside tt_procs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TT_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u64);
+} tt_starts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -229,6 +253,44 @@ static __always_inline void ev_submit(struct tt_event *ev)
 	count(TT_CNT_EVENTS);
 }
 
+/* The same record built on the stack, for a handler that must update the
+ * live tables whether or not the ring has room: sent last, by copy. */
+static __always_inline void ev_init(struct tt_event *ev, __u32 type, const struct tt_inflight *in,
+				    __u64 id)
+{
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->cgroup_id = bpf_get_current_cgroup_id();
+	ev->type = type;
+	ev->tgid = id >> 32;
+	ev->tid = (__u32)id;
+	ev->fd = in->fd;
+	ev->call = in->call;
+	ev->flags = in->flags;
+	ev->engine_type = TT_UNKNOWN;
+	ev->device_id = TT_UNKNOWN;
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+}
+
+static __always_inline void ev_output(struct tt_event *ev)
+{
+	if (bpf_ringbuf_output(&tt_events, ev, sizeof(*ev), 0))
+		count(TT_CNT_RINGBUF_FULL);
+	else
+		count(TT_CNT_EVENTS);
+}
+
+/* When the calling process started (its leader's start_boottime), for a
+ * reader after a restart to tell a reused tgid from the process. */
+static __always_inline __u64 leader_start_ns(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+	if (!bpf_core_field_exists(task->start_boottime))
+		return 0;
+	return BPF_CORE_READ(task, group_leader, start_boottime);
+}
+
 /* Owner of a client: the caller if it allocated it, else whoever did. */
 static __always_inline __u32 client_owner(__u32 tgid, __u32 hClient)
 {
@@ -246,21 +308,37 @@ static __always_inline __u32 client_owner(__u32 tgid, __u32 hClient)
 struct sweep_ctx {
 	__u32 tgid;
 	__u32 hClient;
-	__u32 hDevice; /* TSGs only: match the parent device */
-	__u32 removed;
+	__u32 hDevice; /* TSGs and channels: match the (TSG's) parent device */
+	__u32 hTsg;    /* channels only: match the parent TSG */
+	__u32 removed; /* TSGs removed */
 };
 
+/* An object of the sweep's tgid (and client, and device if it names them). */
+static __always_inline bool sweep_matches(const struct sweep_ctx *c, const struct tt_obj_key *key,
+					  __u32 hDevice)
+{
+	return key->tgid == c->tgid && (!c->hClient || key->hClient == c->hClient) &&
+	       (!c->hDevice || hDevice == c->hDevice);
+}
+
+/* The TSG's channel count goes with it; the channels are swept by the
+ * caller's own walk of tt_channels. */
 static long sweep_tsg(struct bpf_map *map, struct tt_obj_key *key, struct tt_tsg_val *val,
 		      struct sweep_ctx *c)
 {
-	if (key->tgid != c->tgid)
+	if (!sweep_matches(c, key, val->hDevice))
 		return 0;
-	if (c->hClient && key->hClient != c->hClient)
-		return 0;
-	if (c->hDevice && val->hDevice != c->hDevice)
-		return 0;
+	bpf_map_delete_elem(&tt_tsg_chans, key);
 	if (bpf_map_delete_elem(map, key) == 0)
 		c->removed++;
+	return 0;
+}
+
+static long sweep_chan(struct bpf_map *map, struct tt_obj_key *key, struct tt_chan_val *val,
+		       struct sweep_ctx *c)
+{
+	if (sweep_matches(c, key, val->hDevice) && (!c->hTsg || val->hTsg == c->hTsg))
+		bpf_map_delete_elem(map, key);
 	return 0;
 }
 
@@ -304,11 +382,16 @@ static __always_inline void proc_client_add(__u32 tgid)
 {
 	struct tt_proc_val *p = bpf_map_lookup_elem(&tt_procs, &tgid);
 	struct tt_proc_val init = { .clients = 1 };
+	__u64 start;
 
 	if (p) {
 		__sync_fetch_and_add(&p->clients, 1);
 		return;
 	}
+	/* The caller is the process itself: its start is the tgid's. */
+	start = leader_start_ns();
+	if (start)
+		bpf_map_update_elem(&tt_starts, &tgid, &start, BPF_ANY);
 	if (bpf_map_update_elem(&tt_procs, &tgid, &init, BPF_NOEXIST) == -17 /* EEXIST */) {
 		p = bpf_map_lookup_elem(&tt_procs, &tgid);
 		if (p)
@@ -320,11 +403,29 @@ static __always_inline void proc_client_add(__u32 tgid)
 /* Exit: decode what RM did                                            */
 /* ------------------------------------------------------------------ */
 
+/* One more channel of the TSG {tgid, hClient, hTsg} in tt_channels. */
+static __always_inline void tsg_chans_add(__u32 tgid, __u32 hClient, __u32 hTsg)
+{
+	struct tt_obj_key k = { .tgid = tgid, .hClient = hClient, .handle = hTsg };
+	__u32 one = 1, *n = bpf_map_lookup_elem(&tt_tsg_chans, &k);
+
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	if (bpf_map_update_elem(&tt_tsg_chans, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
+		n = bpf_map_lookup_elem(&tt_tsg_chans, &k);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+	}
+}
+
 static __always_inline void on_alloc(const struct tt_inflight *in, const union tt_block *b,
 				     __u64 id)
 {
 	struct rm_alloc_view v;
-	struct tt_event *ev;
+	struct tt_event e, *ev = &e;
+	struct tt_tsg_val *parent_tsg = NULL;
 	__u32 tgid = id >> 32;
 	__u32 type, psize;
 	__u64 cg;
@@ -344,9 +445,9 @@ static __always_inline void on_alloc(const struct tt_inflight *in, const union t
 	else
 		return;
 
-	ev = ev_reserve(type, in, id);
-	if (!ev)
-		return; /* counted; the live tables are still updated below */
+	/* Built on the stack and sent last: a full ring loses the event,
+	 * never the table entry (a restarted agent reads the tables). */
+	ev_init(ev, type, in, id);
 	cg = ev->cgroup_id;
 	ev->hClass = v.hClass;
 	ev->status = v.status;
@@ -391,17 +492,16 @@ static __always_inline void on_alloc(const struct tt_inflight *in, const union t
 			if (d)
 				ev->device_id = d->device_id;
 		} else {
-			struct tt_tsg_val *t = bpf_map_lookup_elem(&tt_tsgs, &pk);
-
-			if (t) {
-				ev->device_id = t->device_id;
-				ev->engine_type = t->engine_type;
+			parent_tsg = bpf_map_lookup_elem(&tt_tsgs, &pk);
+			if (parent_tsg) {
+				ev->device_id = parent_tsg->device_id;
+				ev->engine_type = parent_tsg->engine_type;
 			}
 		}
 	}
 
 	if (v.status != RM_OK) {
-		ev_submit(ev);
+		ev_output(ev);
 		return;
 	}
 
@@ -436,8 +536,39 @@ static __always_inline void on_alloc(const struct tt_inflight *in, const union t
 			count(TT_CNT_LIVE_FULL);
 		else
 			client_child_add(ev->owner_tgid, ev->hClient);
+	} else if (type == TT_EV_CHANNEL && parent_tsg) {
+		/* Only channels of a TSG the table holds: the agent gates TSGs. */
+		struct tt_obj_key k = { .tgid = ev->owner_tgid, .hClient = ev->hClient,
+					.handle = v.hObjectNew };
+		struct tt_chan_val chv = { .created_ns = ev->ts_ns, .hTsg = v.hObjectParent,
+					   .hDevice = parent_tsg->hDevice, .hClass = v.hClass };
+
+		if (bpf_map_update_elem(&tt_channels, &k, &chv, BPF_ANY))
+			count(TT_CNT_LIVE_FULL);
+		else
+			tsg_chans_add(ev->owner_tgid, ev->hClient, v.hObjectParent);
 	}
-	ev_submit(ev);
+	ev_output(ev);
+}
+
+/* A channel freed on its own: its entry goes, and its TSG counts one
+ * channel less (so that the TSG's free need not sweep). */
+static __always_inline int chan_free(const struct tt_obj_key *k, __u32 *cls)
+{
+	struct tt_chan_val *ch = bpf_map_lookup_elem(&tt_channels, k);
+	struct tt_obj_key tk = { .tgid = k->tgid, .hClient = k->hClient };
+	__u32 *n;
+
+	if (!ch)
+		return -1;
+	tk.handle = ch->hTsg;
+	*cls = ch->hClass;
+	if (bpf_map_delete_elem(&tt_channels, k) != 0)
+		return -1;
+	n = bpf_map_lookup_elem(&tt_tsg_chans, &tk);
+	if (n && *n)
+		__sync_fetch_and_add(n, -1);
+	return 0;
 }
 
 static __always_inline void on_free(const struct tt_inflight *in, const union tt_block *b,
@@ -463,6 +594,7 @@ static __always_inline void on_free(const struct tt_inflight *in, const union tt
 
 			cls = RM_CLASS_ROOT_CLIENT;
 			if (!cv || cv->children) {
+				bpf_for_each_map_elem(&tt_channels, sweep_chan, &c, 0);
 				bpf_for_each_map_elem(&tt_tsgs, sweep_tsg, &c, 0);
 				bpf_for_each_map_elem(&tt_devices, sweep_dev, &c, 0);
 			}
@@ -474,11 +606,22 @@ static __always_inline void on_free(const struct tt_inflight *in, const union tt
 			}
 			bpf_map_delete_elem(&tt_owners, &ck.hClient);
 		} else if (bpf_map_delete_elem(&tt_tsgs, &k) == 0) {
+			/* RM frees a TSG's channels with it. */
+			__u32 *n = bpf_map_lookup_elem(&tt_tsg_chans, &k);
+
 			cls = RM_CLASS_TSG;
+			if (n && *n) {
+				c.hTsg = f->hObjectOld;
+				bpf_for_each_map_elem(&tt_channels, sweep_chan, &c, 0);
+			}
+			bpf_map_delete_elem(&tt_tsg_chans, &k);
+		} else if (chan_free(&k, &cls) == 0) {
+			/* cls: the channel's class */
 		} else if (bpf_map_delete_elem(&tt_devices, &k) == 0) {
-			/* RM frees a device's TSGs with it. */
+			/* RM frees a device's TSGs (and their channels) with it. */
 			cls = RM_CLASS_DEVICE;
 			c.hDevice = f->hObjectOld;
+			bpf_for_each_map_elem(&tt_channels, sweep_chan, &c, 0);
 			bpf_for_each_map_elem(&tt_tsgs, sweep_tsg, &c, 0);
 		}
 	}
@@ -504,7 +647,7 @@ static __always_inline void on_disable(const struct tt_inflight *in,
 {
 	const __u8 *u = (const __u8 *)(unsigned long)p->params;
 	struct tt_event *ev;
-	__u32 n = 0, cl, ch;
+	__u32 n = 0, cl, ch, owner;
 	__u8 off = 0;
 
 	if (p->status != RM_OK || p->paramsSize < sizeof(struct rm_disable_channels) ||
@@ -528,15 +671,24 @@ static __always_inline void on_disable(const struct tt_inflight *in,
 			count(TT_CNT_ALLOC_PARAMS_FAULT);
 			return;
 		}
+		owner = client_owner(id >> 32, cl);
+		if (owner) {
+			/* The table first: a full ring must not lose the state. */
+			struct tt_obj_key k = { .tgid = owner, .hClient = cl, .handle = ch };
+			struct tt_chan_val *cv = bpf_map_lookup_elem(&tt_channels, &k);
+
+			if (cv)
+				cv->off = off != 0;
+		}
 		ev = ev_reserve(TT_EV_CHANNEL_STATE, in, id);
 		if (!ev)
-			return;
+			continue;
 		ev->hClient = cl;
 		ev->hParent = p->hObject;
 		ev->hObject = ch;
 		ev->status = p->status;
 		ev->value = off != 0;
-		ev->owner_tgid = client_owner(id >> 32, cl);
+		ev->owner_tgid = owner;
 		if (ev->owner_tgid && ev->owner_tgid != (__u32)(id >> 32))
 			ev->flags |= TT_F_FOREIGN;
 		ev_submit(ev);
@@ -681,10 +833,12 @@ static __always_inline int on_task_exit(struct task_struct *task)
 	if (live != 0)
 		return 0;
 
+	bpf_for_each_map_elem(&tt_channels, sweep_chan, &c, 0);
 	bpf_for_each_map_elem(&tt_tsgs, sweep_tsg, &c, 0);
 	bpf_for_each_map_elem(&tt_devices, sweep_dev, &c, 0);
 	bpf_for_each_map_elem(&tt_clients, sweep_client, &c, 0);
 	bpf_map_delete_elem(&tt_procs, &tgid);
+	bpf_map_delete_elem(&tt_starts, &tgid);
 
 	ev = ev_reserve(TT_EV_EXIT, NULL, id);
 	if (!ev)

@@ -27,16 +27,18 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/tsgtrace_api.h"
+#include "common/procstat.h"
 #include "tsgtrace.skel.h"
 
 #define BPF_FS_MAGIC_NR 0xcafe4a11
-#define PROC_PID_INIT_INO_NR 0xeffffffcu /* the initial pid namespace */
+#define PROC_PID_INIT_INO_NR 0xeffffffcu  /* the initial pid namespace */
+#define PROC_TIME_INIT_INO_NR 0xeffffffau /* the initial time namespace */
 #define VERIFIER_LOG_BYTES (1u << 20)
 
 /* Maps that outlive the agent. tt_scratch and .rodata are per load. */
 static const char *const pinned_maps[] = {
-	"tt_inflight", "tt_tsgs", "tt_devices", "tt_clients", "tt_owners",
-	"tt_procs",    "tt_events", "tt_counters", "tt_meta",
+	"tt_inflight", "tt_tsgs",   "tt_channels", "tt_tsg_chans", "tt_devices", "tt_clients",
+	"tt_owners",   "tt_procs",  "tt_starts",   "tt_events",    "tt_counters", "tt_meta",
 };
 #define N_PINNED_MAPS (sizeof(pinned_maps) / sizeof(pinned_maps[0]))
 
@@ -54,7 +56,8 @@ struct tsgtrace {
 	const char *mode;
 	unsigned int inherited;
 	bool detach_on_close;
-	int tsgs_fd, clients_fd, counters_fd; /* borrowed from skel, or owned when dump_only */
+	/* Borrowed from skel, or owned when dump_only. */
+	int tsgs_fd, chans_fd, clients_fd, counters_fd;
 	tsgtrace_event_fn ev_fn;
 	void *ev_ctx;
 	unsigned long long bad_records;
@@ -178,9 +181,19 @@ int tsgtrace_unpin(const char *pin_dir, char *err, size_t errlen)
 /* Pinned map compatibility                                            */
 /* ------------------------------------------------------------------ */
 
-/* Why a pinned map cannot be re-used by this build, or NULL if it can. */
+/* The layout version a tt_meta pin holds is this build's, or one it
+ * upgrades in place (TT_LAYOUT_VERSION_UPGRADABLE: only maps were added). */
+static bool layout_usable(const struct tt_meta *meta)
+{
+	return (meta->layout_version == TT_LAYOUT_VERSION ||
+		meta->layout_version == TT_LAYOUT_VERSION_UPGRADABLE) &&
+	       meta->event_size == sizeof(struct tt_event);
+}
+
+/* Why a pinned map cannot be re-used by this build, or NULL if it can;
+ * *version gets tt_meta's layout version. */
 static const char *pin_mismatch(int fd, const struct bpf_map *m, const char *name,
-				char *why, size_t whylen)
+				unsigned int *version, char *why, size_t whylen)
 {
 	struct bpf_map_info info;
 	__u32 len = sizeof(info);
@@ -210,8 +223,8 @@ static const char *pin_mismatch(int fd, const struct bpf_map *m, const char *nam
 			snprintf(why, whylen, "unreadable (%s)", strerror(errno));
 			return why;
 		}
-		if (meta.layout_version != TT_LAYOUT_VERSION ||
-		    meta.event_size != sizeof(struct tt_event)) {
+		*version = meta.layout_version;
+		if (!layout_usable(&meta)) {
 			snprintf(why, whylen, "layout version %u (event %u bytes), this build has %u (%zu)",
 				 meta.layout_version, meta.event_size, TT_LAYOUT_VERSION,
 				 sizeof(struct tt_event));
@@ -227,6 +240,7 @@ static int check_pins(struct tsgtrace *t, char *err, size_t errlen)
 {
 	char path[PATH_MAX], why[256];
 	bool any = false, meta = false, bad = false;
+	unsigned int version = TT_LAYOUT_VERSION;
 	size_t i;
 
 	for (i = 0; i < N_PINNED_MAPS && !bad; i++) {
@@ -251,7 +265,7 @@ static int check_pins(struct tsgtrace *t, char *err, size_t errlen)
 		any = true;
 		if (strcmp(pinned_maps[i], "tt_meta") == 0)
 			meta = true;
-		if (pin_mismatch(fd, m, pinned_maps[i], why, sizeof(why)))
+		if (pin_mismatch(fd, m, pinned_maps[i], &version, why, sizeof(why)))
 			bad = true;
 		close(fd);
 	}
@@ -263,6 +277,11 @@ static int check_pins(struct tsgtrace *t, char *err, size_t errlen)
 	if (!bad) {
 		if (any)
 			t->inherited |= TSGTRACE_INHERITED_TABLES;
+		if (any && version != TT_LAYOUT_VERSION)
+			logf_(t, "pinned tables of layout version %u under %s kept and upgraded to %u: "
+			      "channels made before now are not known (their TSGs' gates are their "
+			      "preempt agents' word), nor when the processes that made them started",
+			      version, t->pin_dir, TT_LAYOUT_VERSION);
 		return 0;
 	}
 	logf_(t, "pinned map %s does not match this build: %s; removing every pin under %s "
@@ -278,55 +297,212 @@ static int check_pins(struct tsgtrace *t, char *err, size_t errlen)
 	return 0;
 }
 
-/* Forget processes that died while no program watched (detach_on_close,
- * or a node where the tracer ran before). Only in the initial pid
- * namespace: the tables hold host tgids. */
+/* Walk a hash map's keys, each visited with its next key already in hand,
+ * so that fn may delete it. At most limit steps: a walk whose key was
+ * deleted by someone else starts again from the first (a hash map
+ * property), and must still end. The steps taken. */
+static unsigned int walk_keys(int fd, size_t ksz, unsigned int limit,
+			      void (*fn)(void *ctx, int fd, const void *key), void *ctx)
+{
+	unsigned char key[64], next[64];
+	unsigned int steps = 0;
+	bool more;
+
+	if (fd < 0 || ksz > sizeof(key))
+		return 0;
+	more = bpf_map_get_next_key(fd, NULL, key) == 0;
+	while (more && steps < limit) {
+		steps++;
+		more = bpf_map_get_next_key(fd, key, next) == 0;
+		fn(ctx, fd, key);
+		memcpy(key, next, ksz);
+	}
+	return steps;
+}
+
+/* What the dead-process sweep learnt of each tgid of tt_procs. */
+struct fate {
+	__u32 tgid;
+	bool gone;
+};
+
+struct sweep {
+	struct fate *fates; /* sorted by tgid once tt_procs is read */
+	size_t n, cap;
+	long tick_ns;       /* ns per clock tick; 0: start times not compared */
+	int starts_fd, tsgs_fd;
+	unsigned int removed, reused, orphans;
+};
+
+static int fate_cmp(const void *a, const void *b)
+{
+	const struct fate *x = a, *y = b;
+
+	return x->tgid < y->tgid ? -1 : x->tgid > y->tgid;
+}
+
+/* tgid is no longer the process the tables knew: it exited, or its pid
+ * now names another process (a start time other than the one recorded). */
+static bool tgid_gone(struct sweep *w, __u32 tgid, __u64 start_ns)
+{
+	uint64_t st;
+
+	if (tgid == 0 || (kill((pid_t)tgid, 0) != 0 && errno == ESRCH))
+		return true;
+	if (start_ns == 0 || w->tick_ns <= 0)
+		return false;
+	if (procstat_starttime((pid_t)tgid, &st) != 0)
+		return errno == ENOENT;
+	if (st == start_ns / (uint64_t)w->tick_ns)
+		return false;
+	w->reused++;
+	return true;
+}
+
+static void sweep_proc(void *ctx, int fd, const void *key)
+{
+	struct sweep *w = ctx;
+	__u64 start = 0; /* none recorded (pins of an older layout): exit alone */
+	__u32 tgid;
+
+	memcpy(&tgid, key, sizeof(tgid));
+	if (w->n == w->cap)
+		return;
+	if (bpf_map_lookup_elem(w->starts_fd, key, &start) != 0)
+		start = 0;
+	w->fates[w->n].tgid = tgid;
+	w->fates[w->n].gone = tgid_gone(w, tgid, start);
+	if (w->fates[w->n].gone && bpf_map_delete_elem(fd, key) == 0)
+		w->removed++;
+	w->n++;
+}
+
+/* A tgid tt_procs does not hold (its client insert failed): alive is all
+ * that can be told. */
+static bool fate_of(struct sweep *w, __u32 tgid)
+{
+	struct fate k = { .tgid = tgid }, *f;
+
+	f = w->n ? bsearch(&k, w->fates, w->n, sizeof(*f), fate_cmp) : NULL;
+	return f ? f->gone : tgid_gone(w, tgid, 0);
+}
+
+/* Entries keyed by tgid first (tt_obj_key, tt_client_key). */
+static void sweep_entry(void *ctx, int fd, const void *key)
+{
+	struct sweep *w = ctx;
+	__u32 tgid;
+
+	memcpy(&tgid, key, sizeof(tgid));
+	if (fate_of(w, tgid) && bpf_map_delete_elem(fd, key) == 0)
+		w->removed++;
+}
+
+/* tt_owners: client handle -> owner tgid. */
+static void sweep_owner(void *ctx, int fd, const void *key)
+{
+	struct sweep *w = ctx;
+	__u32 owner;
+
+	if (bpf_map_lookup_elem(fd, key, &owner) == 0 && fate_of(w, owner) &&
+	    bpf_map_delete_elem(fd, key) == 0)
+		w->removed++;
+}
+
+/* A channel whose TSG the table no longer holds (a free another program
+ * set handled during a hand-over, a sweep that raced an insert): never
+ * reported. */
+static void sweep_orphan_chan(void *ctx, int fd, const void *key)
+{
+	struct sweep *w = ctx;
+	struct tt_obj_key k;
+	struct tt_chan_val v;
+	struct tt_tsg_val tv;
+
+	memcpy(&k, key, sizeof(k));
+	if (bpf_map_lookup_elem(fd, key, &v) != 0)
+		return;
+	k.handle = v.hTsg;
+	if (bpf_map_lookup_elem(w->tsgs_fd, &k, &tv) != 0 && errno == ENOENT &&
+	    bpf_map_delete_elem(fd, key) == 0)
+		w->orphans++;
+}
+
+/* A channel count (tt_tsg_chans) of a TSG the table no longer holds. */
+static void sweep_orphan_count(void *ctx, int fd, const void *key)
+{
+	struct sweep *w = ctx;
+	struct tt_tsg_val tv;
+
+	if (bpf_map_lookup_elem(w->tsgs_fd, key, &tv) != 0 && errno == ENOENT &&
+	    bpf_map_delete_elem(fd, key) == 0)
+		w->orphans++;
+}
+
+/* The tick /proc's start times count in, when they compare with the
+ * kernel's own: not in a time namespace of its own, whose boot time is
+ * shifted. 0: not comparable. */
+static long start_tick_ns(void)
+{
+	struct stat st;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (hz <= 0 || 1000000000L % hz != 0)
+		return 0;
+	if (stat("/proc/self/ns/time", &st) == 0 && st.st_ino != PROC_TIME_INIT_INO_NR)
+		return 0;
+	return 1000000000L / hz;
+}
+
+/* Forget processes that are gone while no program watched
+ * (detach_on_close, a node where the tracer ran before, an exit the ring
+ * or a table missed): exited, or their tgid reused by another process
+ * (tt_starts records each one's start). Channels whose TSG is gone go
+ * too, wherever the agent runs. Only in the initial pid namespace:
+ * the tables hold host tgids. Every walk is bounded by its map's size. */
 static void sweep_dead(struct tsgtrace *t)
 {
-	const char *maps[] = { "tt_tsgs", "tt_devices", "tt_clients", "tt_procs" };
+	static const char *const keyed[] = { "tt_tsgs",    "tt_channels", "tt_tsg_chans",
+					     "tt_devices", "tt_clients",  "tt_starts" };
+	struct sweep w = { .tick_ns = start_tick_ns(),
+			   .starts_fd = bpf_map__fd(t->skel->maps.tt_starts),
+			   .tsgs_fd = bpf_map__fd(t->skel->maps.tt_tsgs) };
+	const struct bpf_map *m;
 	struct stat st;
-	unsigned int removed = 0;
 	size_t i;
 
+	m = t->skel->maps.tt_channels;
+	walk_keys(bpf_map__fd(m), bpf_map__key_size(m), 2 * bpf_map__max_entries(m),
+		  sweep_orphan_chan, &w);
+	m = t->skel->maps.tt_tsg_chans;
+	walk_keys(bpf_map__fd(m), bpf_map__key_size(m), 2 * bpf_map__max_entries(m),
+		  sweep_orphan_count, &w);
+	if (w.orphans)
+		logf_(t, "forgot %u channel entries whose TSG the table no longer holds", w.orphans);
 	if (stat("/proc/self/ns/pid", &st) != 0 || st.st_ino != PROC_PID_INIT_INO_NR)
 		return;
-	for (i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
-		const struct bpf_map *m = bpf_object__find_map_by_name(t->skel->obj, maps[i]);
-		unsigned char key[64], next[64];
-		int fd = m ? bpf_map__fd(m) : -1;
-		bool first = true;
-
-		if (fd < 0 || bpf_map__key_size(m) > sizeof(key))
-			continue;
-		while (bpf_map_get_next_key(fd, first ? NULL : key, next) == 0) {
-			__u32 tgid;
-
-			first = false;
-			memcpy(key, next, bpf_map__key_size(m));
-			memcpy(&tgid, next, sizeof(tgid)); /* every key starts with the tgid */
-			if (kill((pid_t)tgid, 0) != 0 && errno == ESRCH &&
-			    bpf_map_delete_elem(fd, next) == 0)
-				removed++;
-		}
+	m = t->skel->maps.tt_procs;
+	w.cap = bpf_map__max_entries(m);
+	w.fates = calloc(w.cap, sizeof(*w.fates));
+	if (!w.fates) {
+		logf_(t, "no memory to sweep the tables of processes gone while detached");
+		return;
 	}
-	{
-		/* tt_owners is keyed by client handle; its value is the tgid. */
-		int fd = bpf_map__fd(t->skel->maps.tt_owners);
-		__u32 key = 0, next, owner;
-		bool first = true;
-
-		while (fd >= 0 && bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
-			first = false;
-			key = next;
-			if (bpf_map_lookup_elem(fd, &next, &owner) == 0 &&
-			    kill((pid_t)owner, 0) != 0 && errno == ESRCH &&
-			    bpf_map_delete_elem(fd, &next) == 0)
-				removed++;
-		}
+	walk_keys(bpf_map__fd(m), bpf_map__key_size(m), 2 * w.cap, sweep_proc, &w);
+	qsort(w.fates, w.n, sizeof(*w.fates), fate_cmp);
+	for (i = 0; i < sizeof(keyed) / sizeof(keyed[0]); i++) {
+		m = bpf_object__find_map_by_name(t->skel->obj, keyed[i]);
+		if (m)
+			walk_keys(bpf_map__fd(m), bpf_map__key_size(m), 2 * bpf_map__max_entries(m),
+				  sweep_entry, &w);
 	}
-	if (removed)
-		logf_(t, "forgot %u table entries of processes that exited while detached",
-		      removed);
+	m = t->skel->maps.tt_owners;
+	walk_keys(bpf_map__fd(m), bpf_map__key_size(m), 2 * bpf_map__max_entries(m), sweep_owner,
+		  &w);
+	if (w.removed)
+		logf_(t, "forgot %u table entries of processes gone while detached (%u tgid(s) "
+		      "reused by another process)", w.removed, w.reused);
+	free(w.fates);
 }
 
 /* ------------------------------------------------------------------ */
@@ -413,6 +589,13 @@ static int load_and_attach(struct tsgtrace *t, const struct tsgtrace_opts *o, bo
 	t->skel->rodata->report_failures = o->report_failures;
 	t->skel->rodata->test_verifier_reject = o->test_verifier_reject;
 
+	if (o->test_ring_bytes) {
+		rc = bpf_map__set_max_entries(t->skel->maps.tt_events, o->test_ring_bytes);
+		if (rc) {
+			seterr(err, errlen, "ring size %u: %s", o->test_ring_bytes, strerror(-rc));
+			goto out;
+		}
+	}
 	bpf_program__set_autoload(t->skel->progs.tp_enter_ioctl, tracepoint);
 	bpf_program__set_autoload(t->skel->progs.tp_exit_ioctl, tracepoint);
 	bpf_program__set_autoload(t->skel->progs.tp_process_exit, tracepoint);
@@ -521,17 +704,20 @@ static int ring_cb(void *ctx, void *data, size_t size)
 
 static int open_dump_only(struct tsgtrace *t, char *err, size_t errlen)
 {
-	const char *names[] = { "tt_tsgs", "tt_clients", "tt_counters", "tt_meta" };
-	int *fds[] = { &t->tsgs_fd, &t->clients_fd, &t->counters_fd, NULL };
+	/* tt_channels is absent from the pins of an older layout. */
+	const char *names[] = { "tt_tsgs", "tt_channels", "tt_clients", "tt_counters", "tt_meta" };
+	int *fds[] = { &t->tsgs_fd, &t->chans_fd, &t->clients_fd, &t->counters_fd, NULL };
 	char path[PATH_MAX];
 	size_t i;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		int fd;
 
 		if (pin_path(path, sizeof(path), t->pin_dir, names[i]))
 			return -ENAMETOOLONG;
 		fd = bpf_obj_get(path);
+		if (fd < 0 && errno == ENOENT && fds[i] == &t->chans_fd)
+			continue;
 		if (fd < 0) {
 			int e = errno;
 
@@ -547,7 +733,7 @@ static int open_dump_only(struct tsgtrace *t, char *err, size_t errlen)
 			int rc = bpf_map_lookup_elem(fd, &zero, &meta);
 
 			close(fd);
-			if (rc != 0 || meta.layout_version != TT_LAYOUT_VERSION) {
+			if (rc != 0 || !layout_usable(&meta)) {
 				seterr(err, errlen, "%s: pinned tables have another layout than "
 				       "this build (%u, want %u)", path,
 				       rc ? 0 : meta.layout_version, TT_LAYOUT_VERSION);
@@ -575,7 +761,7 @@ struct tsgtrace *tsgtrace_open(const struct tsgtrace_opts *o, char *err, size_t 
 		seterr(err, errlen, "out of memory");
 		return NULL;
 	}
-	t->tsgs_fd = t->clients_fd = t->counters_fd = -1;
+	t->tsgs_fd = t->chans_fd = t->clients_fd = t->counters_fd = -1;
 	t->log = o->log;
 	t->log_ctx = o->log_ctx;
 	t->detach_on_close = o->detach_on_close;
@@ -607,6 +793,7 @@ struct tsgtrace *tsgtrace_open(const struct tsgtrace_opts *o, char *err, size_t 
 		goto fail;
 	t->mode = tracepoint ? "tracepoint" : "tp_btf";
 	t->tsgs_fd = bpf_map__fd(t->skel->maps.tt_tsgs);
+	t->chans_fd = bpf_map__fd(t->skel->maps.tt_channels);
 	t->clients_fd = bpf_map__fd(t->skel->maps.tt_clients);
 	t->counters_fd = bpf_map__fd(t->skel->maps.tt_counters);
 	sweep_dead(t);
@@ -641,17 +828,20 @@ int tsgtrace_consume(struct tsgtrace *t, tsgtrace_event_fn fn, void *ctx)
 	return n;
 }
 
-/* Walk a hash map by key; an entry deleted under us is skipped. */
-static int walk(int fd, size_t ksz, size_t vsz, int (*fn)(void *, const void *, const void *),
-		void *ctx)
+/* Walk a hash map by key; an entry deleted under us is skipped. At most
+ * limit entries (the map's capacity): a walk that a concurrent delete
+ * sent back to the first key still ends. */
+static int walk(int fd, size_t ksz, size_t vsz, unsigned int limit,
+		int (*fn)(void *, const void *, const void *), void *ctx)
 {
 	unsigned char key[64], next[64], val[64];
 	bool first = true;
-	int n = 0, rc;
+	unsigned int n = 0;
+	int rc;
 
 	if (fd < 0 || ksz > sizeof(key) || vsz > sizeof(val))
 		return -EINVAL;
-	while (bpf_map_get_next_key(fd, first ? NULL : key, next) == 0) {
+	while (n < limit && bpf_map_get_next_key(fd, first ? NULL : key, next) == 0) {
 		first = false;
 		memcpy(key, next, ksz);
 		if (bpf_map_lookup_elem(fd, key, val) != 0)
@@ -661,51 +851,70 @@ static int walk(int fd, size_t ksz, size_t vsz, int (*fn)(void *, const void *, 
 		if (rc < 0)
 			return rc;
 	}
-	return errno == ENOENT || first ? n : -errno;
+	return n == limit || errno == ENOENT || first ? (int)n : -errno;
 }
 
-struct walk_tsg {
-	tsgtrace_tsg_fn fn;
+/* The callbacks take typed keys and values; walk() hands out bytes. */
+struct walk_fn {
+	union {
+		tsgtrace_tsg_fn tsg;
+		tsgtrace_chan_fn chan;
+		tsgtrace_client_fn client;
+	} fn;
 	void *ctx;
 };
 
 static int walk_tsg_cb(void *c, const void *k, const void *v)
 {
-	struct walk_tsg *w = c;
+	const struct walk_fn *w = c;
 
-	return w->fn(w->ctx, k, v);
+	return w->fn.tsg(w->ctx, k, v);
+}
+
+static int walk_chan_cb(void *c, const void *k, const void *v)
+{
+	const struct walk_fn *w = c;
+
+	return w->fn.chan(w->ctx, k, v);
+}
+
+static int walk_client_cb(void *c, const void *k, const void *v)
+{
+	const struct walk_fn *w = c;
+
+	return w->fn.client(w->ctx, k, v);
 }
 
 int tsgtrace_dump(struct tsgtrace *t, tsgtrace_tsg_fn fn, void *ctx)
 {
-	struct walk_tsg w = { fn, ctx };
+	struct walk_fn w = { .fn.tsg = fn, .ctx = ctx };
 
 	if (!t || !fn)
 		return -EINVAL;
-	return walk(t->tsgs_fd, sizeof(struct tt_obj_key), sizeof(struct tt_tsg_val), walk_tsg_cb,
-		    &w);
+	return walk(t->tsgs_fd, sizeof(struct tt_obj_key), sizeof(struct tt_tsg_val), TT_MAX_TSGS,
+		    walk_tsg_cb, &w);
 }
 
-struct walk_client {
-	tsgtrace_client_fn fn;
-	void *ctx;
-};
-
-static int walk_client_cb(void *c, const void *k, const void *v)
+int tsgtrace_dump_channels(struct tsgtrace *t, tsgtrace_chan_fn fn, void *ctx)
 {
-	struct walk_client *w = c;
+	struct walk_fn w = { .fn.chan = fn, .ctx = ctx };
 
-	return w->fn(w->ctx, k, v);
+	if (!t || !fn)
+		return -EINVAL;
+	if (t->chans_fd < 0 && !t->skel)
+		return 0; /* dump_only on pins of an older layout: no channel table */
+	return walk(t->chans_fd, sizeof(struct tt_obj_key), sizeof(struct tt_chan_val),
+		    TT_MAX_CHANNELS, walk_chan_cb, &w);
 }
 
 int tsgtrace_dump_clients(struct tsgtrace *t, tsgtrace_client_fn fn, void *ctx)
 {
-	struct walk_client w = { fn, ctx };
+	struct walk_fn w = { .fn.client = fn, .ctx = ctx };
 
 	if (!t || !fn)
 		return -EINVAL;
 	return walk(t->clients_fd, sizeof(struct tt_client_key), sizeof(struct tt_client_val),
-		    walk_client_cb, &w);
+		    TT_MAX_CLIENTS, walk_client_cb, &w);
 }
 
 int tsgtrace_counters(const struct tsgtrace *t, struct tsgtrace_counters *c)
@@ -785,6 +994,8 @@ void tsgtrace_close(struct tsgtrace *t)
 	} else {
 		if (t->tsgs_fd >= 0)
 			close(t->tsgs_fd);
+		if (t->chans_fd >= 0)
+			close(t->chans_fd);
 		if (t->clients_fd >= 0)
 			close(t->clients_fd);
 		if (t->counters_fd >= 0)

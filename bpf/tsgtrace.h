@@ -11,6 +11,9 @@
  * Any change to a layout below must bump TT_LAYOUT_VERSION: the maps are
  * pinned and outlive the programs, so an agent of another build must see
  * that it cannot reuse them (tsgtrace.c then recreates them, with a log).
+ * A version that only adds maps may name the one before it
+ * TT_LAYOUT_VERSION_UPGRADABLE: its pins are kept (the added maps start
+ * empty); an older build still recreates this one's.
  */
 #ifndef GPUQOS_TSGTRACE_H
 #define GPUQOS_TSGTRACE_H
@@ -19,12 +22,18 @@
 #include <linux/types.h>
 #endif
 
-#define TT_LAYOUT_VERSION 2u
+#define TT_LAYOUT_VERSION 3u
+/* Pins of this older layout are kept and upgraded in place: version 3
+ * only added maps (tt_channels, tt_tsg_chans, tt_starts), every map of
+ * version 2 is alike. An agent upgraded on a busy node keeps its tables
+ * (it only does not know the channels made before). */
+#define TT_LAYOUT_VERSION_UPGRADABLE 2u
 #define TT_COMM_LEN 16
 
 /* Map capacities. A TSG costs ~80 bytes in kernel memory; 16384 TSGs is
  * 4096 CUDA contexts on one node, far above what a node runs. */
 #define TT_MAX_TSGS 16384
+#define TT_MAX_CHANNELS 32768 /* two per TSG on average */
 #define TT_MAX_CLIENTS 4096
 #define TT_MAX_DEVICES 8192
 #define TT_MAX_PROCS 4096
@@ -104,6 +113,21 @@ struct tt_tsg_val {
 };
 _Static_assert(sizeof(struct tt_tsg_val) == 48, "tt_tsg_val layout");
 
+/* A GPFIFO channel allocated under a live TSG, keyed like the TSG
+ * ({owner tgid, hClient, hChannel}): which TSG it belongs to, and whether
+ * the RM holds it disabled (the last DISABLE_CHANNELS it accepted).
+ * tt_tsg_chans counts them per TSG (key: the TSG's), so that a TSG's free
+ * walks the channel table only when it has some left (libcuda frees a
+ * TSG's channels before the TSG). */
+struct tt_chan_val {
+	__u64 created_ns; /* CLOCK_MONOTONIC */
+	__u32 hTsg;       /* its parent TSG */
+	__u32 hDevice;    /* the TSG's parent device */
+	__u32 hClass;     /* the channel's GPFIFO class */
+	__u32 off;        /* 1: disabled by the last DISABLE_CHANNELS RM accepted; 0: enabled */
+};
+_Static_assert(sizeof(struct tt_chan_val) == 24, "tt_chan_val layout");
+
 struct tt_dev_val {
 	__u64 cgroup_id;
 	__s32 fd;
@@ -131,7 +155,10 @@ struct tt_client_val {
 _Static_assert(sizeof(struct tt_client_val) == 32, "tt_client_val layout");
 
 /* Per process that has at least one live client: lets the exit handler
- * skip every process that never touched the RM without a table walk. */
+ * skip every process that never touched the RM without a table walk.
+ * tt_starts holds its start beside (tgid -> its leader's start_boottime,
+ * ns since boot; /proc/<tgid>/stat field 22 is the same in clock ticks),
+ * for a restarted reader to tell a reused tgid from the process. */
 struct tt_proc_val {
 	__u32 clients;
 	__u32 pad;

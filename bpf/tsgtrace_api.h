@@ -2,8 +2,8 @@
 /*
  * tsgtrace_api.h - the user-space face of gpuqos's RM tracer: load and
  * attach the BPF programs (or re-use the ones already attached), read the
- * event ring without blocking, dump the pinned live TSG table, read the
- * drop counters.
+ * event ring without blocking, dump the pinned live TSG and channel
+ * tables, read the drop counters.
  *
  * Owns: the API the node agent and gpuqos-tsgtrace use. Does not own: the
  * event loop (the caller polls tsgtrace_fd()), what a TSG means for policy.
@@ -42,6 +42,10 @@ struct tsgtrace_opts {
 	bool dump_only;
 	bool report_failures;      /* also send calls the RM refused (status != 0) */
 	bool test_verifier_reject; /* tests only: make the verifier refuse the programs */
+	/* Tests only: the ring's size in bytes (a power of two, at least a
+	 * page) instead of TT_RINGBUF_BYTES, to fill it with a few events.
+	 * 0: the default. Pins of another size are recreated. */
+	unsigned int test_ring_bytes;
 	/* Informational lines (pins recreated, mode chosen). NULL: stderr. */
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;
@@ -61,6 +65,8 @@ int tsgtrace_fd(const struct tsgtrace *t);
 typedef int (*tsgtrace_event_fn)(void *ctx, const struct tt_event *ev);
 typedef int (*tsgtrace_tsg_fn)(void *ctx, const struct tt_obj_key *key,
 			       const struct tt_tsg_val *val);
+typedef int (*tsgtrace_chan_fn)(void *ctx, const struct tt_obj_key *key,
+				const struct tt_chan_val *val);
 typedef int (*tsgtrace_client_fn)(void *ctx, const struct tt_client_key *key,
 				  const struct tt_client_val *val);
 
@@ -70,8 +76,12 @@ int tsgtrace_consume(struct tsgtrace *t, tsgtrace_event_fn fn, void *ctx);
 
 /* Walk the pinned live tables. Returns the number of entries visited or a
  * negative errno / callback value. A walk concurrent with updates may miss
- * or repeat an entry (a hash map property); events fill the gap. */
+ * or repeat an entry (a hash map property); events fill the gap. Each
+ * visits at most its table's capacity (TT_MAX_*). tsgtrace_dump: TSGs;
+ * tsgtrace_dump_channels: the channels under them, each with its TSG and
+ * whether the RM holds it disabled. */
 int tsgtrace_dump(struct tsgtrace *t, tsgtrace_tsg_fn fn, void *ctx);
+int tsgtrace_dump_channels(struct tsgtrace *t, tsgtrace_chan_fn fn, void *ctx);
 int tsgtrace_dump_clients(struct tsgtrace *t, tsgtrace_client_fn fn, void *ctx);
 
 struct tsgtrace_counters {

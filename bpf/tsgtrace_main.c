@@ -10,7 +10,8 @@
  *   gpuqos-tsgtrace [--pin-dir DIR] [--mode auto|tracepoint|tp_btf] [--pid N]
  *                   [--duration S] [--count N] [--detach-on-close]
  *                   [--report-failures] [--test-verifier-reject]
- *   gpuqos-tsgtrace [--pin-dir DIR] --dump      live TSGs and clients, then counters
+ *                   [--test-ring-bytes N]
+ *   gpuqos-tsgtrace [--pin-dir DIR] --dump      live TSGs, channels, clients, counters
  *   gpuqos-tsgtrace [--pin-dir DIR] --unpin     detach and drop every pin
  *
  * The first line of a tracing run is {"ready":...}: the programs are
@@ -138,6 +139,16 @@ static int print_tsg(void *ctx, const struct tt_obj_key *k, const struct tt_tsg_
 	return 0;
 }
 
+static int print_chan(void *ctx, const struct tt_obj_key *k, const struct tt_chan_val *v)
+{
+	printf("{\"kind\":\"channel\",\"tgid\":%u,\"client\":\"0x%08x\",\"channel\":\"0x%08x\","
+	       "\"tsg\":\"0x%08x\",\"device\":\"0x%08x\",\"class\":\"0x%04x\",\"disabled\":%s,"
+	       "\"created_ns\":%llu}\n",
+	       k->tgid, k->hClient, k->handle, v->hTsg, v->hDevice, v->hClass,
+	       v->off ? "true" : "false", (unsigned long long)v->created_ns);
+	return 0;
+}
+
 static int print_client(void *ctx, const struct tt_client_key *k, const struct tt_client_val *v)
 {
 	printf("{\"kind\":\"client\",\"tgid\":%u,\"client\":\"0x%08x\",\"fd\":%d,"
@@ -169,6 +180,7 @@ static void usage(FILE *f)
 		"usage: gpuqos-tsgtrace [--pin-dir DIR] [--mode auto|tracepoint|tp_btf] [--pid N]\n"
 		"                       [--duration S] [--count N] [--detach-on-close]\n"
 		"                       [--report-failures] [--test-verifier-reject]\n"
+		"                       [--test-ring-bytes N]\n"
 		"       gpuqos-tsgtrace [--pin-dir DIR] --dump\n"
 		"       gpuqos-tsgtrace [--pin-dir DIR] --unpin\n"
 		"Pin directory default: %s\n",
@@ -267,6 +279,7 @@ int main(int argc, char **argv)
 		{ "detach-on-close", no_argument, NULL, 'D' },
 		{ "report-failures", no_argument, NULL, 'f' },
 		{ "test-verifier-reject", no_argument, NULL, 'V' },
+		{ "test-ring-bytes", required_argument, NULL, 'R' },
 		{ "dump", no_argument, NULL, 'u' },
 		{ "unpin", no_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
@@ -316,6 +329,9 @@ int main(int argc, char **argv)
 		case 'V':
 			o.test_verifier_reject = true;
 			break;
+		case 'R':
+			o.test_ring_bytes = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
 		case 'u':
 			dump = true;
 			break;
@@ -350,6 +366,8 @@ int main(int argc, char **argv)
 	}
 	if (dump) {
 		rc = tsgtrace_dump(t, print_tsg, NULL);
+		if (rc >= 0)
+			rc = tsgtrace_dump_channels(t, print_chan, NULL);
 		if (rc >= 0)
 			rc = tsgtrace_dump_clients(t, print_client, NULL);
 		if (rc >= 0)

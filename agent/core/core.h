@@ -510,8 +510,10 @@ struct record_queue {
 
 /* The channels the eBPF tracker saw allocated under a TSG (the first
  * TSG_KCHANS_MAX), and which of them the RM holds disabled: the
- * DISABLE_CHANNELS calls it saw the RM accept. None known (no tracker, or
- * channels made before it started): a gate is its preempt agent's word. */
+ * DISABLE_CHANNELS calls it saw the RM accept; after an agent restart,
+ * from the tracer's pinned channel table. None known (no tracker, or
+ * channels made before the tracer ran): a gate is its preempt agent's
+ * word. */
 #define TSG_KCHANS_MAX 8u
 struct tsg_kchans {
 	rm_handle h[TSG_KCHANS_MAX];
@@ -683,7 +685,8 @@ struct options {
 struct tsgtrace;
 /* A channel the tracker saw allocated (and disabled or enabled since)
  * under a TSG the table did not hold yet: its process was still being
- * read. Applied when the TSG comes (the live table has no channels). */
+ * read. Applied when the TSG comes (so is the live channel table's
+ * entry, read again with the TSG's). */
 #define TRACKER_CHANS_PENDING 256u
 struct tracker_chan {
 	pid_t pid; /* 0: a free slot */

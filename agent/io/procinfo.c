@@ -12,6 +12,7 @@
 #include "agent/io/io.h"
 #include "common/fileio.h"
 #include "common/cgroup.h"
+#include "common/procstat.h"
 #include "common/log.h"
 #include "common/workq.h"
 
@@ -26,48 +27,9 @@
 
 #define ENVIRON_MAX (1u << 20)
 
-/* stat: "pid (comm) state ppid ..."; comm may hold spaces and ')', so
- * fields are counted from the last ')'. starttime is field 22. */
-static int parse_stat(const char *s, uint64_t *starttime, char *comm, size_t commlen)
-{
-	const char *open = strchr(s, '('), *close = strrchr(s, ')');
-	const char *p;
-	int field = 3;
-
-	if (!open || !close || close < open)
-		return -1;
-	if (comm) {
-		size_t n = (size_t)(close - open - 1);
-
-		if (n >= commlen)
-			n = commlen - 1;
-		memcpy(comm, open + 1, n);
-		comm[n] = '\0';
-	}
-	p = close + 2;
-	while (field < 22 && (p = strchr(p, ' ')) != NULL) {
-		p++;
-		field++;
-	}
-	if (!p)
-		return -1;
-	*starttime = strtoull(p, NULL, 10);
-	return 0;
-}
-
 int procinfo_starttime(pid_t pid, uint64_t *starttime)
 {
-	char path[64], *s;
-	size_t len;
-	int rc;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = fileio_read_head(path, 4096, &len);
-	if (!s)
-		return -1;
-	rc = parse_stat(s, starttime, NULL, 0);
-	free(s);
-	return rc;
+	return procstat_starttime(pid, starttime);
 }
 
 /* The pod and container of a process, from the same text the cgroup
@@ -156,7 +118,7 @@ static int procinfo_read_ids(pid_t pid, struct procinfo *pi)
 	s = fileio_read_head(path, 4096, &len);
 	if (!s)
 		return -1;
-	rc = parse_stat(s, &pi->starttime, pi->comm, sizeof(pi->comm));
+	rc = procstat_parse(s, &pi->starttime, pi->comm, sizeof(pi->comm));
 	free(s);
 	if (rc != 0)
 		return -1;

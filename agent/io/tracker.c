@@ -3,8 +3,9 @@
  * tracker.c - the eBPF RM tracer in the node agent (tracker.h): open,
  * dump, consume in the loop, and the kernel's side of the TSG table.
  *
- * Owns: turning tracer events and live-table entries into TSGs (idempotent:
- * the dump and the ring overlap, and a restarted agent sees both again),
+ * Owns: turning tracer events and live-table entries into TSGs and their
+ * channels (idempotent, one handler for both: the dump and the ring
+ * overlap, and a restarted agent sees both again),
  * the processes only the kernel saw, removal on FREE and EXIT, the values
  * RM accepted, and refusing preempt-agent claims the kernel never saw.
  * Does not own the table's data structure (tsg.c), the policy or the
@@ -18,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,20 @@ uint64_t tracker_next_deadline(const struct agent *a)
 		if (t->unverified_until && (next == 0 || t->unverified_until < next))
 			next = t->unverified_until;
 	return next;
+}
+
+/* The channels the tracker knows under the agent's TSGs (struct
+ * tsg_kchans), and how many of them the RM holds disabled. */
+static void channels_json(const struct agent *a, cJSON *o)
+{
+	unsigned known = 0, off = 0;
+
+	for (const struct tsg *t = a->tsgs; t; t = t->next) {
+		known += t->kch.n;
+		off += (unsigned)__builtin_popcount(t->kch.off);
+	}
+	json_add_num(o, "channels", known);
+	json_add_num(o, "channelsDisabled", off);
 }
 
 #ifdef GPUQOS_HAVE_BPF
@@ -289,19 +305,46 @@ static void drop_under(struct agent *a, pid_t pid, rm_handle client, rm_handle o
 	}
 }
 
-/* A channel allocated under a TSG the table holds: its gate is checked
- * against it from now on (tsg_channel_seen). */
+/* A channel the kernel saw under (pid, client, tsg): its TSG's gate is
+ * checked against it from now on (tsg_channel_seen). From its alloc event
+ * (off -1: a new channel is enabled), or from the live channel table (off:
+ * how the RM holds it now, 1 disabled). A TSG the table does not hold yet
+ * keeps an event's channel until it comes (chan_keep); not a table
+ * entry's: the table is walked again once that TSG is (tracker_dump). */
+static void chan_seen(struct agent *a, pid_t pid, rm_handle client, rm_handle tsg,
+		      rm_handle chan, int off, int keep)
+{
+	struct tsg *t = tsg_find(a, pid, client, tsg);
+	uint64_t now = now_us();
+
+	if (!t) {
+		if (keep)
+			chan_keep(a, pid, client, tsg, chan);
+		return;
+	}
+	tsg_channel_seen(t, chan, now);
+	if (off >= 0 && tsg_channel_state(t, chan, off, now))
+		a->dirty = 1;
+}
+
 static void on_channel_event(struct agent *a, const struct tt_event *ev)
 {
-	struct tsg *t;
+	if (ev->status == RM_OK)
+		chan_seen(a, ev_owner(ev), ev->hClient, ev->hParent, ev->hObject, -1, 1);
+}
 
-	if (ev->status != RM_OK)
-		return;
-	t = tsg_find(a, ev_owner(ev), ev->hClient, ev->hParent);
-	if (t)
-		tsg_channel_seen(t, ev->hObject, now_us());
-	else
-		chan_keep(a, ev_owner(ev), ev->hClient, ev->hParent, ev->hObject);
+/* A channel of the pinned table: made before this agent started (or while
+ * its events waited in the ring), in the state the RM holds it. */
+static int on_live_chan(void *ctx, const struct tt_obj_key *k, const struct tt_chan_val *v)
+{
+	if (k->tgid == 0 || k->tgid > (uint32_t)INT_MAX || !k->hClient || !k->handle || !v->hTsg ||
+	    v->off > 1) {
+		log_debug("eBPF tracker: channel entry %u/0x%x/0x%x (TSG 0x%x, off %u) ignored: "
+			  "not one the tracer writes", k->tgid, k->hClient, k->handle, v->hTsg, v->off);
+		return 0;
+	}
+	chan_seen(ctx, (pid_t)k->tgid, k->hClient, v->hTsg, k->handle, (int)v->off, 0);
+	return 0;
 }
 
 /* A DISABLE_CHANNELS the RM accepted, for one channel: the channel's TSG
@@ -437,12 +480,16 @@ static void tracker_consume(struct agent *a)
 		log_warn("eBPF tracker: reading the ring: %s", strerror(-n));
 }
 
+/* The live tables: TSGs, then the channels under those the agent holds. */
 static void tracker_dump(struct agent *a)
 {
 	int n = tsgtrace_dump(a->trk.tt, on_live_tsg, a);
 
 	if (n < 0)
 		log_warn("eBPF tracker: reading the live TSG table: %s", strerror(-n));
+	n = tsgtrace_dump_channels(a->trk.tt, on_live_chan, a);
+	if (n < 0)
+		log_warn("eBPF tracker: reading the live channel table: %s", strerror(-n));
 }
 
 static void on_ring(struct loop_watch *w, uint32_t events)
@@ -582,6 +629,7 @@ void tracker_json(struct agent *a, cJSON *agent_obj)
 	json_add_num(o, "events", (double)a->trk.events);
 	json_add_num(o, "refusedClaims", (double)a->trk.refused_claims);
 	json_add_num(o, "ignoredTsgs", (double)a->trk.ignored);
+	channels_json(a, o);
 	if (a->trk.tt)
 		counters_json(a, o);
 	else
@@ -631,6 +679,7 @@ void tracker_json(struct agent *a, cJSON *agent_obj)
 	json_add_num(o, "events", 0);
 	json_add_num(o, "refusedClaims", 0);
 	json_add_num(o, "ignoredTsgs", 0);
+	channels_json(a, o);
 	cJSON_AddNullToObject(o, "counters");
 }
 

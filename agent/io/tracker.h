@@ -2,8 +2,8 @@
 /*
  * tracker.h - the eBPF RM tracer (bpf/, library gpuqos_tsgtrace) inside the
  * node agent: opening it at start (--bpf auto|on|off), dumping the pinned
- * live TSG table, consuming its events in the one epoll loop, and merging
- * what the kernel saw into the agent's TSG table.
+ * live TSG and channel tables, consuming its events in the one epoll loop,
+ * and merging what the kernel saw into the agent's TSG table.
  *
  * Owns: the tracer handle, its loop watch, the kernel's side of every TSG
  * (sources, applied values RM accepted, removal on free and exit), finding
@@ -43,7 +43,8 @@ void tracker_tick(struct agent *a);
 /* The earliest end of a claim's grace (now_us() clock), or 0. */
 uint64_t tracker_next_deadline(const struct agent *a);
 
-/* Adds "tracker" to the ctl agent object (docs/ctl.md). */
+/* Adds "tracker" to the ctl agent object (docs/ctl.md): its state, and
+ * the channels it knows under the agent's TSGs. */
 void tracker_json(struct agent *a, struct cJSON *agent_obj);
 
 /* Releases the tracer; the programs stay attached (pinned links), so a

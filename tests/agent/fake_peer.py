@@ -7,8 +7,6 @@ Driven over stdin with one JSON object per line; reports what it receives
 on stdout, one JSON object per line. Speaks abi/gq_proto.h version 1.
 Owns nothing of the node agent; it only plays the preempt agent's part.
 """
-import ctypes
-import fcntl
 import json
 import os
 import selectors
@@ -22,22 +20,8 @@ import time
 from gpuqos_test import gq_proto
 from gpuqos_test.gq_proto import (COMMAND, HELLO, MEM_UNLIMITED, MEMORY, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, REFUSED,
                                   RESULT, SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
-
-
-RM_IOCTL_ALLOC21 = 0xC020462B  # NVOS21 (abi/rm_abi.h)
-NVOS21 = "=IIIIQII"
-
-
-def rm_alloc(fd, root, parent, new, cls, params=b""):
-    """One RM allocation on fd; returns the new handle (raises on failure)."""
-    buf = ctypes.create_string_buffer(params, len(params)) if params else None
-    b = bytearray(struct.pack(NVOS21, root, parent, new, cls,
-                              ctypes.addressof(buf) if buf else 0, len(params), 0))
-    fcntl.ioctl(fd, RM_IOCTL_ALLOC21, b, True)
-    out = struct.unpack(NVOS21, b)
-    if out[6] != 0:
-        raise OSError("alloc of class 0x%04x: RM status 0x%x" % (cls, out[6]))
-    return out[2]
+from gpuqos_test.rmcall import (CLASS_CHANNEL, CLASS_CLIENT, CLASS_SUBDEVICE, rm_alloc, rm_device, rm_disable,
+                                rm_tsg)
 
 
 class Peer:
@@ -67,6 +51,7 @@ class Peer:
         self.mem = {}
         self.mem_ok = False
         self.mem_limit = {}  # gpu -> the budget its last MEMORY set
+        self.objs = None  # (client, subdevice, channel) of the last "alloc"
 
     def mem_msg(self, gpu):
         m = self.mem[gpu]
@@ -200,14 +185,17 @@ class Peer:
 
     def on_line(self, c):
         op = c.pop("op")
-        if op == "alloc":  # real objects: client, device, a TSG of engine, one channel
-            client = rm_alloc(self.ctlfd, 0, 0, 0, 0x0041)
-            dev = rm_alloc(self.ctlfd, client, client, 0x5D000001, 0x0080,
-                           struct.pack("=I52x", c.get("gpu", 0)))
-            tsg = rm_alloc(self.ctlfd, client, dev, 0x5D000010, 0xA06C,
-                           struct.pack("=12xI4x", c.get("engine", 1)))
-            chan = rm_alloc(self.ctlfd, client, tsg, 0x5D000020, 0xC86F)
+        if op == "alloc":  # real objects: client, device, subdevice, a TSG of engine, one channel
+            client = rm_alloc(self.ctlfd, 0, 0, 0, CLASS_CLIENT)
+            dev = rm_device(self.ctlfd, client, 0x5D000001, c.get("gpu", 0))
+            sub = rm_alloc(self.ctlfd, client, dev, 0x5D000002, CLASS_SUBDEVICE)
+            tsg = rm_tsg(self.ctlfd, client, dev, 0x5D000010, c.get("engine", 1))
+            chan = rm_alloc(self.ctlfd, client, tsg, 0x5D000020, CLASS_CHANNEL)
+            self.objs = (client, sub, chan)
             self.emit(ev="alloc", client=client, device=dev, tsg=tsg, channel=chan)
+        elif op == "disable":  # {off}: the channel of the last "alloc" disabled (1) or enabled (0)
+            client, sub, chan = self.objs
+            rm_disable(self.ctlfd, client, sub, chan, c["off"])
         elif op == "tsg":
             self.tsgs[(c["client"], c["tsg"])] = c
             if self.sock:

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests of gpuqos's eBPF RM tracer (bpf/): load and attach in both modes,
 see exactly what a fake CUDA workload does on the GPU simulator (checked
-against the simulator's own log), keep the live TSG table across a process
-exit and an agent restart, recreate incompatible pins, report the verifier's
-words when a program is refused.
+against the simulator's own log), keep the live TSG and channel tables
+across a process exit, an agent restart and a full ring, forget processes
+gone while detached (a reused tgid too), recreate incompatible pins (and
+pins of an older layout), report the verifier's words when a program is
+refused.
 
 Owns: the expectations. Does not own: the calls (fakecuda, rm_dup) or the
 simulator.
@@ -27,6 +29,8 @@ import time
 
 from gpuqos_test import SKIP, Skip, check, run_main, wait_for
 from gpuqos_test import Failure as Fail
+from gpuqos_test.rmcall import (CLASS_CHANNEL, CLASS_CLIENT, CLASS_SUBDEVICE, rm_alloc, rm_device, rm_disable,
+                                rm_free, rm_tsg)
 from gpuqos_test.sim import Sim as LibSim
 from gpuqos_test.sim import close_all
 
@@ -106,6 +110,16 @@ def dump(args, pin_dir):
     return ([r for r in rows if r.get("kind") == "tsg"],
             [r for r in rows if r.get("kind") == "client"],
             rows[-1]["counters"])
+
+
+def channels_of(args, pin, pid):
+    """pid's live channels: handle -> (its TSG, disabled)."""
+    out = subprocess.run([args.tracer, "--pin-dir", pin, "--dump"], capture_output=True,
+                         text=True, timeout=20)
+    check(out.returncode == 0, "dump failed: " + out.stderr)
+    rows = [json.loads(x) for x in out.stdout.splitlines() if x.strip()]
+    return {h(r["channel"]): (h(r["tsg"]), r["disabled"]) for r in rows
+            if r.get("kind") == "channel" and r["tgid"] == pid}
 
 
 def new_pin_dir(case):
@@ -363,11 +377,15 @@ def case_exit(args):
         check(all(x["timesliceUs"] is None for x in tsgs if x["engineType"] != 1),
               "copy TSGs have a recorded timeslice")
         check(len(live_of(args, pin, p.pid)[1]) == 1, "one live client")
+        chans = channels_of(args, pin, p.pid)
+        check(sorted(chans.values()) == sorted((h(x["tsg"]), False) for x in tsgs),
+              "one enabled channel under each TSG: %s" % chans)
         open(wf, "w").close()
         p.communicate(timeout=20)
         check(p.returncode == 0, "fakecuda failed")
         wait_for(lambda: live_of(args, pin, p.pid) == ([], []),
                  "the exited process's entries to go", 5)
+        check(channels_of(args, pin, p.pid) == {}, "the exited process's channels left")
         time.sleep(0.1)
         events = t.stop()
     ex = [e for e in events if e["type"] == "exit" and e["tgid"] == p.pid]
@@ -388,7 +406,8 @@ def case_restart(args, detach):
         wa, wb = os.path.join(sim.tmp, "a"), os.path.join(sim.tmp, "b")
         with Tracer(args, pin, *extra) as t1:
             a = fakecuda(args, sim, "--hold", "60", "--wait-file", wa, wait=False)
-            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs", 10)
+            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4 and
+                     len(channels_of(args, pin, a.pid)) == 4, "A's TSGs and channels", 10)
             t1.stop()
         links = [n for n in os.listdir(pin) if n.startswith("link_")]
         check(bool(links) != detach, "link pins after close: %s" % links)
@@ -396,11 +415,13 @@ def case_restart(args, detach):
         wait_for(lambda: len([x for x in sim.state()["tsgs"]]) == 8, "B's TSGs in the sim", 10)
         time.sleep(0.1)
         check(len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs lost over the restart")
+        check(len(channels_of(args, pin, a.pid)) == 4, "A's channels lost over the restart")
         gap = live_of(args, pin, b.pid)[0]
         if detach:
             check(gap == [], "detached, yet the gap's TSGs were seen: %s" % gap)
         else:
-            check(len(gap) == 4, "pinned links, yet the gap's TSGs are missing: %s" % gap)
+            check(len(gap) == 4 and len(channels_of(args, pin, b.pid)) == 4,
+                  "pinned links, yet the gap's TSGs or channels are missing: %s" % gap)
         with Tracer(args, pin, "--mode", "tp_btf") as t2:
             check(t2.ready["inherited_tables"], "tables not inherited")
             check(t2.ready["inherited_links"] != detach, "inherited_links %s" % t2.ready)
@@ -450,6 +471,191 @@ def case_verifier(args):
     check(not left, "pins left after a failed load: %s" % left)
 
 
+def case_channels(args):
+    """The channel table, call by call, from this process's own RM calls:
+    each channel under its TSG, enabled; DISABLE_CHANNELS accepted sets and
+    clears its state; a channel's free removes it; a TSG's free removes the
+    channels left under it, a device's free those under its TSGs, a
+    client's free the rest."""
+    pin = new_pin_dir("channels")
+    with Sim(args.sim) as sim, Tracer(args, pin, "--mode", "tp_btf"):
+        fd = os.open(sim.dev, os.O_RDWR)
+        try:
+            channel_calls(args, pin, fd)
+        finally:
+            os.close(fd)  # before the simulator's unmount
+
+
+def channel_calls(args, pin, fd):
+    me = os.getpid()
+    c = rm_alloc(fd, 0, 0, 0, CLASS_CLIENT)
+    dev = rm_device(fd, c, 0x5E000001)
+    sub = rm_alloc(fd, c, dev, 0x5E000002, CLASS_SUBDEVICE)
+    t1 = rm_tsg(fd, c, dev, 0x5E000010)
+    t2 = rm_tsg(fd, c, dev, 0x5E000011, engine=11)
+    ch = [rm_alloc(fd, c, t1, 0x5E000020, CLASS_CHANNEL), rm_alloc(fd, c, t1, 0x5E000021, CLASS_CHANNEL),
+          rm_alloc(fd, c, t2, 0x5E000022, CLASS_CHANNEL), rm_alloc(fd, c, t1, 0x5E000023, CLASS_CHANNEL)]
+    want = {ch[0]: (t1, False), ch[1]: (t1, False), ch[2]: (t2, False), ch[3]: (t1, False)}
+    check(channels_of(args, pin, me) == want, "after the allocs: %s" % channels_of(args, pin, me))
+    rm_disable(fd, c, sub, ch[1], 1)
+    want[ch[1]] = (t1, True)
+    check(channels_of(args, pin, me) == want, "after a disable: %s" % channels_of(args, pin, me))
+    rm_disable(fd, c, sub, ch[1], 0)
+    rm_disable(fd, c, sub, ch[0], 1)
+    want[ch[1]], want[ch[0]] = (t1, False), (t1, True)
+    check(channels_of(args, pin, me) == want, "after an enable: %s" % channels_of(args, pin, me))
+    rm_free(fd, c, t1, ch[3])
+    del want[ch[3]]
+    check(channels_of(args, pin, me) == want, "after a channel's free: %s" % channels_of(args, pin, me))
+    rm_free(fd, c, dev, t1)
+    del want[ch[0]], want[ch[1]]
+    check(channels_of(args, pin, me) == want, "after its TSG's free: %s" % channels_of(args, pin, me))
+    t3 = rm_tsg(fd, c, dev, 0x5E000012)
+    want[rm_alloc(fd, c, t3, 0x5E000024, CLASS_CHANNEL)] = (t3, False)
+    check(channels_of(args, pin, me) == want, "a new TSG's channel: %s" % channels_of(args, pin, me))
+    rm_free(fd, c, c, dev)
+    check(channels_of(args, pin, me) == {}, "after the device's free: %s" % channels_of(args, pin, me))
+    dev = rm_device(fd, c, 0x5E000003)
+    t4 = rm_tsg(fd, c, dev, 0x5E000013)
+    rm_alloc(fd, c, t4, 0x5E000025, CLASS_CHANNEL)
+    check(len(channels_of(args, pin, me)) == 1, "a channel again")
+    rm_free(fd, c, 0, c)
+    check(channels_of(args, pin, me) == {}, "after the client's free: %s" % channels_of(args, pin, me))
+    check(live_of(args, pin, me) == ([], []), "this process left entries")
+
+
+def case_ring_full(args):
+    """A ring too small for the gap's events: the events are lost (and
+    counted), the live tables are not. With the programs left attached
+    (pinned links), processes make their TSGs while no one reads the ring;
+    every TSG and channel is in the tables."""
+    pin = new_pin_dir("ring")
+    ring = ["--mode", "tp_btf", "--test-ring-bytes", "4096"]  # ~39 records
+    with Sim(args.sim) as sim:
+        with Tracer(args, pin, *ring) as t:
+            t.stop()
+        ps = [fakecuda(args, sim, "--hold", "60", "--wait-file", os.path.join(sim.tmp, "w%d" % i),
+                       wait=False) for i in range(6)]
+        wait_for(lambda: len(sim.state()["tsgs"]) == 24, "the 24 TSGs in the simulator", 20)
+        tsgs, _, counters = dump(args, pin)
+        check(counters["ringbuf_full"] > 0, "the ring did not fill: %s" % counters)
+        for p in ps:
+            check(len([x for x in tsgs if x["tgid"] == p.pid]) == 4 and
+                  len(channels_of(args, pin, p.pid)) == 4,
+                  "pid %d's TSGs or channels missing from the tables after the ring filled: %s"
+                  % (p.pid, [x for x in tsgs if x["tgid"] == p.pid]))
+        for i in range(len(ps)):
+            open(os.path.join(sim.tmp, "w%d" % i), "w").close()
+        for p in ps:
+            p.communicate(timeout=20)
+
+
+def bpftool_map(pin, name, *cmd):
+    r = subprocess.run(["bpftool", "-j", "map"] + [cmd[0], "pinned", os.path.join(pin, name)] +
+                       list(cmd[1:]), capture_output=True, text=True, timeout=20)
+    if r.returncode != 0:
+        raise Skip("bpftool map %s failed: %s" % (cmd[0], r.stderr))
+    return json.loads(r.stdout) if r.stdout.strip() else None
+
+
+def le_bytes(v, n):
+    return [str(b) for b in v.to_bytes(n, "little")]
+
+
+def case_older_layout(args):
+    """Pins of a layout this build cannot read (tt_meta with layout version
+    1, every map otherwise alike): not read; removed, with a log line that
+    says so, and the tables start empty; a process made before is not
+    misread."""
+    pin = new_pin_dir("older")
+    with Sim(args.sim) as sim:
+        wf = os.path.join(sim.tmp, "go")
+        with Tracer(args, pin, "--mode", "tp_btf") as t:
+            p = fakecuda(args, sim, "--hold", "60", "--wait-file", wf, wait=False)
+            wait_for(lambda: len(live_of(args, pin, p.pid)[0]) == 4, "the TSGs", 10)
+            t.stop()
+        bpftool_map(pin, "tt_meta", "update", "key", *le_bytes(0, 4), "value",
+                    *(le_bytes(1, 4) + le_bytes(96, 4)))
+        with Tracer(args, pin, "--mode", "tp_btf") as t:
+            check(t.ready["recreated"] and not t.ready["inherited_tables"],
+                  "older pins not recreated: %s" % t.ready)
+            check(live_of(args, pin, p.pid) == ([], []) and channels_of(args, pin, p.pid) == {},
+                  "entries of the older pins read")
+            t.stop()
+        check("layout version 1 (event 96 bytes), this build has" in t.stderr and
+              "does not match this build" in t.stderr, "no clear log line: " + t.stderr)
+        open(wf, "w").close()
+        p.communicate(timeout=20)
+
+
+def case_upgrade(args):
+    """Pins of layout version 2 (no channel table, no start times; every
+    other map alike), programs still attached: kept and upgraded in place,
+    with a log line. The TSGs made before are still there, their channels
+    are not known; a process made after has its channels; tt_meta says 3."""
+    pin = new_pin_dir("upgrade")
+    with Sim(args.sim) as sim:
+        wa, wb = os.path.join(sim.tmp, "a"), os.path.join(sim.tmp, "b")
+        with Tracer(args, pin, "--mode", "tp_btf") as t:
+            a = fakecuda(args, sim, "--hold", "60", "--wait-file", wa, wait=False)
+            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs", 10)
+            t.stop()
+        for name in ("tt_channels", "tt_tsg_chans", "tt_starts"):
+            os.unlink(os.path.join(pin, name))
+        bpftool_map(pin, "tt_meta", "update", "key", *le_bytes(0, 4), "value",
+                    *(le_bytes(2, 4) + le_bytes(96, 4)))
+        tsgs, _, _ = dump(args, pin)  # what an inspection tool of this build reads of them
+        check(len([x for x in tsgs if x["tgid"] == a.pid]) == 4, "version 2 pins not dumped")
+        with Tracer(args, pin, "--mode", "tp_btf") as t:
+            check(t.ready["inherited_tables"] and t.ready["inherited_links"] and not t.ready["recreated"],
+                  "version 2 pins not kept: %s" % t.ready)
+            check(len(live_of(args, pin, a.pid)[0]) == 4, "A's TSGs lost in the upgrade")
+            check(channels_of(args, pin, a.pid) == {}, "channels made before the upgrade invented")
+            b = fakecuda(args, sim, "--hold", "60", "--wait-file", wb, wait=False)
+            wait_for(lambda: len(channels_of(args, pin, b.pid)) == 4, "B's channels", 10)
+            t.stop()
+        check("pinned tables of layout version 2 under %s kept and upgraded to 3" % pin in t.stderr,
+              "no log line: " + t.stderr)
+        meta = bpftool_map(pin, "tt_meta", "lookup", "key", *le_bytes(0, 4))
+        check([int(x, 16) for x in meta["value"][:4]] == [3, 0, 0, 0], "tt_meta now: %r" % meta)
+        for w, p in ((wa, a), (wb, b)):
+            open(w, "w").close()
+            p.communicate(timeout=20)
+
+
+def case_reused(args):
+    """A tgid the tables hold that now names another process (its start
+    time is not the one recorded): the next open forgets its entries, and
+    keeps those of a process that is still itself."""
+    pin = new_pin_dir("reused")
+    detach = ["--mode", "tp_btf", "--detach-on-close"]
+    with Sim(args.sim) as sim:
+        wa, wb = os.path.join(sim.tmp, "a"), os.path.join(sim.tmp, "b")
+        with Tracer(args, pin, *detach) as t:
+            a = fakecuda(args, sim, "--hold", "60", "--wait-file", wa, wait=False)
+            b = fakecuda(args, sim, "--hold", "60", "--wait-file", wb, wait=False)
+            wait_for(lambda: len(live_of(args, pin, a.pid)[0]) == 4 and
+                     len(live_of(args, pin, b.pid)[0]) == 4, "the TSGs", 10)
+            t.stop()
+        # A's start as if another process had started under its tgid one
+        # second later.
+        v = bpftool_map(pin, "tt_starts", "lookup", "key", *le_bytes(a.pid, 4))
+        start = int.from_bytes(bytes(int(x, 16) for x in v["value"]), "little")
+        check(start > 0, "no start time recorded: %r" % v)
+        bpftool_map(pin, "tt_starts", "update", "key", *le_bytes(a.pid, 4), "value",
+                    *le_bytes(start + 10 ** 9, 8))
+        with Tracer(args, pin, *detach) as t:
+            check(live_of(args, pin, a.pid) == ([], []) and channels_of(args, pin, a.pid) == {},
+                  "the reused tgid's entries kept")
+            check(len(live_of(args, pin, b.pid)[0]) == 4 and len(channels_of(args, pin, b.pid)) == 4,
+                  "a process still itself lost its entries")
+            t.stop()
+        check("tgid(s) reused by another process" in t.stderr, "no log line: " + t.stderr)
+        for w, p in ((wa, a), (wb, b)):
+            open(w, "w").close()
+            p.communicate(timeout=20)
+
+
 CASES = {
     "load_tp_btf": lambda a: case_load(a, "tp_btf"),
     "load_tracepoint": lambda a: case_load(a, "tracepoint"),
@@ -460,10 +666,16 @@ CASES = {
     "restart_pinned": lambda a: case_restart(a, False),
     "restart_detached": lambda a: case_restart(a, True),
     "incompatible": case_incompatible,
+    "older_layout": case_older_layout,
+    "upgrade": case_upgrade,
+    "channels": case_channels,
+    "ring_full": case_ring_full,
+    "reused": case_reused,
     "verifier_log": case_verifier,
 }
 NEEDS_SIM = {"forms_tp_btf", "forms_tracepoint", "dup", "exit", "restart_pinned",
-             "restart_detached"}
+             "restart_detached", "older_layout", "upgrade", "channels", "ring_full",
+             "reused"}
 
 
 def main():

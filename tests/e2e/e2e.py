@@ -23,6 +23,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 # The test library (tests/lib, PYTHONPATH from ctest): the node harness is
@@ -963,6 +964,87 @@ def bpf_gate_liar(node, liar):
         time.sleep(0.05)
 
 
+def gate_peer(node, off):
+    """A fake preempt agent (BE) with real objects, its channel disabled
+    by a real DISABLE_CHANNELS when off, that says GATED|LEASED and
+    answers no command (an UNGATE answered would end what it says).
+    Returns (its Popen, (pid, client, tsg))."""
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent", "fake_peer.py")
+    # A session of its own: the node's close kills it (killpg) however the test ends.
+    p = subprocess.Popen(["/usr/bin/python3", peer, node.sock, node.dev], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=dict(node.env, **BE_ENV), start_new_session=True)
+    node.procs.append(p)
+
+    def say(**m):
+        p.stdin.write((json.dumps(m) + "\n").encode())
+        p.stdin.flush()
+
+    def until(ev, op=None):
+        for raw in p.stdout:
+            line = json.loads(raw)
+            if line.get("ev") == ev and (op is None or line.get("op") == op):
+                return line
+        raise Fail("fake peer %d ended before %r" % (p.pid, ev))
+    say(op="set", answer=False)
+    say(op="alloc", engine=1)
+    objs = until("alloc")
+    if off:
+        say(op="disable", off=1)
+        until("done", op="disable")
+    say(op="tsg", client=objs["client"], tsg=objs["tsg"], device=objs["device"], engine=1, gpu=0,
+        ts=2048, app=2048, flags=TSG_F_GATED | TSG_F_LEASED)
+    # Read on, or its lines (a command each) fill the pipe and stop it.
+    threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+    return p, (p.pid, objs["client"], objs["tsg"])
+
+
+def t_bpf_restart_chans(node):
+    """After the agent is killed and restarted, the channels processes made
+    before the restart are known again (the tracer's pinned channel table),
+    in the state the RM holds them: a bare BE's four channels are counted;
+    a peer that says GATED|LEASED with its channel enabled is not reported
+    gated (with no channel known it would be, by its word alone); a peer
+    that disabled its channel and says so is."""
+    node.start_agent(bpf=True)
+    be = bare(node, BE_ENV, ["--hold", "60"])
+    _, lkey = gate_peer(node, off=False)
+    _, hkey = gate_peer(node, off=True)
+    expect(sim_disabled(node).get(lkey[1:]) == [True] and sim_disabled(node).get(hkey[1:]) == [False],
+           "the simulator holds the liar's channel on, the other's off: %r" % sim_disabled(node))
+
+    def known():
+        """Both peers' TSGs seen by the tracker and reported, the BE's 4
+        from the tracker alone, and the six channels under them known."""
+        rows = gr_rows(node, [lkey[0], hkey[0]])
+        tr = tracker(node)
+        ok = (all("bpf" in rows.get(k, {}).get("sources", []) and "preempt" in rows[k]["sources"]
+                  for k in (lkey, hkey))
+              and len(agent_tsgs(node, be.pid)) == 4
+              and all(t["sources"] == ["bpf"] for t in agent_tsgs(node, be.pid))
+              and (tr["channels"], tr["channelsDisabled"]) == (6, 1))
+        return ok and rows
+    wait_for(known, timeout=10, what="the peers' TSGs and 6 channels known")
+    wait_for(lambda: gr_rows(node, [hkey[0]])[hkey]["gate"]["applied"], timeout=5,
+             what="the peer whose channel is disabled reported gated")
+    expect(not gr_rows(node, [lkey[0]])[lkey]["gate"]["applied"], "the liar reported gated")
+
+    node.stop_agent(signal.SIGKILL)
+    node.start_agent(bpf=True)
+    tr = tracker(node)
+    expect(tr["inherited"]["tables"] and tr["inherited"]["links"] and not tr["inherited"]["recreated"],
+           "pins inherited: %r" % tr)
+    wait_for(known, timeout=10, what="after the restart: the peers' TSGs and the 6 channels known again")
+    wait_for(lambda: gr_rows(node, [hkey[0]])[hkey]["gate"]["applied"], timeout=5,
+             what="after the restart: the peer whose channel is disabled reported gated")
+    for _ in range(10):
+        row = gr_rows(node, [lkey[0]]).get(lkey)
+        expect(row is not None and not row["gate"]["applied"],
+               "after the restart, a TSG whose channel the RM holds on is reported gated: %r" % row)
+        time.sleep(0.05)
+    expect(sim_disabled(node).get(lkey[1:]) == [True] and sim_disabled(node).get(hkey[1:]) == [False],
+           "the simulator unchanged: %r" % sim_disabled(node))
+
+
 BUSY_PCT = 25
 
 
@@ -1209,7 +1291,8 @@ SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "direct_interleave": t_direct_interleave, "direct_forced": t_direct_forced,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
-             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "bpf_gate": t_bpf_gate, "liar": t_liar,
+             "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "bpf_gate": t_bpf_gate,
+             "bpf_restart_chans": t_bpf_restart_chans, "liar": t_liar,
              "rotate": t_rotate, "busy_lc": t_busy_lc,
              "busy_lc_rotate": t_busy_lc_rotate, "verify": t_verify}
 
