@@ -42,8 +42,10 @@ enum gq_type {
 	GQ_REFUSED = 13,  /* A->P: not admitted; the connection closes after it */
 	GQ_MEMORY = 14,   /* A->P: the process's video-memory budget on one GPU */
 	GQ_MEM_USAGE = 15, /* P->A: the video memory it holds and was refused, one GPU */
+	GQ_LEASE_PAGE = 16, /* A->P: a page A renews P's leases in (its fd attached) */
+	GQ_LEASE_PAGE_STATE = 17, /* P->A: it took the page, or refused it */
 };
-#define GQ_TYPE_MAX GQ_MEM_USAGE
+#define GQ_TYPE_MAX GQ_LEASE_PAGE_STATE
 
 struct gq_hdr {
 	rm_u32 magic;
@@ -89,6 +91,9 @@ _Static_assert(sizeof(struct gq_hello) == 48, "gq_hello");
  * sends MEM_USAGE (docs/protocol.md, "Memory"). A never sends MEMORY to a
  * peer without it. */
 #define GQ_HELLO_F_MEMORY 0x100u
+/* P takes a LEASE_PAGE: A may renew its leases there instead of by
+ * COMMAND (docs/protocol.md, "Lease page"). */
+#define GQ_HELLO_F_LEASE_PAGE 0x200u
 
 struct gq_policy {
 	struct gq_hdr hdr;
@@ -392,6 +397,39 @@ struct gq_mem_usage {
 _Static_assert(sizeof(struct gq_mem_usage) == 72, "gq_mem_usage");
 #define GQ_MEM_USAGE_PERIOD_MS 100u
 
+/* A page of shared memory through which A renews every lease it gave P
+ * (docs/protocol.md, "Lease page"): a memfd of GQ_LEASE_PAGE_SIZE bytes,
+ * sealed so that it cannot shrink or grow and P cannot write it, sent as
+ * the SCM_RIGHTS payload of GQ_LEASE_PAGE. A stores `until_ns` (its
+ * CLOCK_MONOTONIC) where it would have sent a renewal; when one of P's
+ * leases ends, P first extends every lease it holds from this connection
+ * to `until_ns` if that is later (at most GQ_GATE_LEASE_MAX_MS from P's
+ * clock). A that stops storing (hung, stopped) lets the leases end as if it
+ * had stopped sending renewals. */
+struct gq_lease_word {
+	rm_u32 magic;   /* GQ_LEASE_PAGE_MAGIC */
+	rm_u32 version; /* GQ_PROTO_VERSION */
+	rm_u64 until_ns; /* 0: nothing renewed yet */
+};
+#define GQ_LEASE_PAGE_MAGIC 0x5345414cu /* "LEAS" in memory on little endian */
+#define GQ_LEASE_PAGE_SIZE 4096u
+
+struct gq_lease_page {
+	struct gq_hdr hdr;
+	rm_u32 flags;    /* reserved, 0 */
+	rm_u32 size;     /* GQ_LEASE_PAGE_SIZE */
+	rm_u64 sent_ns;  /* A's CLOCK_MONOTONIC when it sent this */
+};
+_Static_assert(sizeof(struct gq_lease_page) == 32, "gq_lease_page");
+
+struct gq_lease_page_state {
+	struct gq_hdr hdr;
+	rm_u32 flags;    /* GQ_LEASE_PAGE_F_ON, or 0: refused (P's log says why) */
+	rm_u32 reserved; /* 0 */
+};
+_Static_assert(sizeof(struct gq_lease_page_state) == 24, "gq_lease_page_state");
+#define GQ_LEASE_PAGE_F_ON 0x1u
+
 /* Exact size of each message type; 0 for unknown types. */
 static inline rm_u32 gq_msg_size(rm_u32 type)
 {
@@ -426,6 +464,10 @@ static inline rm_u32 gq_msg_size(rm_u32 type)
 		return sizeof(struct gq_memory);
 	case GQ_MEM_USAGE:
 		return sizeof(struct gq_mem_usage);
+	case GQ_LEASE_PAGE:
+		return sizeof(struct gq_lease_page);
+	case GQ_LEASE_PAGE_STATE:
+		return sizeof(struct gq_lease_page_state);
 	default:
 		return 0;
 	}

@@ -87,6 +87,7 @@ static void hooks_fill(struct agent *a)
 		.send_policy = peer_send_policy,
 		.send_window = peer_send_window,
 		.send_memory = peer_send_memory,
+		.renew_leases = peer_renew_leases,
 		.mem_refused = kmode_mem_refused,
 		/* Kubernetes mode started before: the pod's annotation, never
 		 * the process, says its class. */

@@ -320,6 +320,11 @@ struct peer {
 		uint64_t rx_us; /* when it came (now_us()) */
 	} win_state;
 	uint32_t accept_seq; /* accept order: the later of one process's wins */
+	/* It took a lease page (LEASE_PAGE_STATE ON): renewals of its leases
+	 * are stores there (hooks.renew_leases), not COMMANDs; the latest
+	 * stored. */
+	int lease_page;
+	uint64_t lease_until_us;
 };
 
 /* What the RM was last told about a TSG, by anyone: what the tracker saw
@@ -612,6 +617,9 @@ struct agent_hooks {
 	/* Process p was refused an allocation for the first time (memory.c):
 	 * Kubernetes mode tells its pod. NULL: nobody to tell. */
 	void (*mem_refused)(struct agent *a, struct proc *p, const struct mem_gpu *e);
+	/* Every lease p holds from us runs until until_us (its lease page,
+	 * docs/protocol.md "Lease page"); only for p->lease_page. */
+	void (*renew_leases)(struct agent *a, struct peer *p, uint64_t until_us);
 	/* Send p the schedule in p->win (window.c); 0, or -1. */
 	int (*send_window)(struct agent *a, struct peer *p);
 	/* The eBPF tracker runs: the kernel, not a read-back, confirms claims. */
@@ -656,6 +664,7 @@ struct counters {
 	uint64_t bad_mem_usage; /* MEM_USAGE reports dropped (memory.c) */
 	uint64_t memory_sent;   /* MEMORY budgets sent */
 	uint64_t passes;        /* reconcile passes (reconcile.c) */
+	uint64_t page_renewals; /* leases renewed through a lease page, not a COMMAND */
 };
 
 

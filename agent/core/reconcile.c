@@ -295,6 +295,28 @@ static int send_one(struct agent *a, struct tsg *t, const struct path_choice *ch
 	return 1;
 }
 
+/* A renewal due for t, made by a store in its peer's lease page instead of
+ * a COMMAND: no message, no wakeup of the BE, no RESULT to read. Returns
+ * 1 when renewed so. The store renews every lease of the peer; each of its
+ * TSGs that should lose its lease gets an UNGATE of its own. */
+static int renew_in_page(struct agent *a, struct tsg *t, uint64_t now, uint64_t lease_ms)
+{
+	struct peer *p = t->proc->peer;
+	uint64_t until = now + lease_ms * 1000u;
+
+	if (!p || !p->lease_page || p->broken || p->stalled || !a->hooks.renew_leases ||
+	    t->sent.inflight)
+		return 0;
+	if (until > p->lease_until_us) {
+		a->hooks.renew_leases(a, p, until);
+		p->lease_until_us = until;
+	}
+	t->gate.renewed = now;
+	t->gate.lapse_by = until + AGENT_GATE_LAPSE_SLACK_US;
+	a->n.page_renewals++;
+	return 1;
+}
+
 /* Gating before any setting: an UNGATE ends a stall, a GATE takes a BE
  * off the LC's way at once. Every TSG in a rotation holds a lease its
  * preempt agent enforces (docs/protocol.md, "Gating"), renewed here.
@@ -324,7 +346,7 @@ static int reconcile_gate(struct agent *a, struct tsg *t, uint64_t now, int hold
 	if (t->gate.want != t->gate.gated || !t->gate.leased) {
 		if (t->gate.want && holding)
 			return 0;
-	} else if (!rotate_renew_due(a, t, now, renewing)) {
+	} else if (!rotate_renew_due(a, t, now, renewing) || renew_in_page(a, t, now, lease)) {
 		return 0;
 	}
 	/* A gate, its turn, or the renewal of either. */

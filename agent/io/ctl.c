@@ -551,6 +551,7 @@ static cJSON *counters_json(const struct counters *n)
 	json_add_num(o, "commands", (double)n->commands);
 	json_add_num(o, "results", (double)n->results);
 	json_add_num(o, "reconcilePasses", (double)n->passes);
+	json_add_num(o, "pageRenewals", (double)n->page_renewals);
 	json_add_num(o, "failures", (double)n->failures);
 	json_add_num(o, "timeouts", (double)n->timeouts);
 	json_add_num(o, "configReloads", (double)n->config_reloads);

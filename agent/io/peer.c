@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -79,16 +80,27 @@ int unix_listen(const char *path, int type, mode_t mode)
 	return fd;
 }
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
+#endif
+
 /* A peer and its socket's watch, in one allocation: the model's struct
- * peer first, so freeing the peer frees both. */
+ * peer first, so freeing the peer frees both; and the lease page offered
+ * to it, mapped (NULL: none). */
 struct peer_conn {
 	struct peer p;
 	struct loop_watch w;
+	struct gq_lease_word *lease;
 };
 
 static struct loop_watch *peer_watch(struct peer *p)
 {
 	return &((struct peer_conn *)p)->w;
+}
+
+static struct peer_conn *peer_conn_of(struct peer *p)
+{
+	return (struct peer_conn *)p;
 }
 
 static int peer_send(struct agent *a, struct peer *p, void *msg, const char *what)
@@ -187,11 +199,126 @@ int peer_send_command(struct agent *a, struct peer *p, struct cmd *c)
 	return peer_send(a, p, &m, "COMMAND");
 }
 
+/* A memfd of one page that the peer can map but never write, shrink or
+ * grow: mapped here, the descriptor closed once it is sent (the mapping
+ * keeps the file). Returns the descriptor, or -1 with the reason in *why. */
+static int lease_page_make(struct gq_lease_word **map, const char **why)
+{
+	const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+	int fd = memfd_create("gpuqos-lease", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *m;
+
+	*why = "memfd_create";
+	if (fd < 0)
+		return -1;
+	*why = "ftruncate";
+	if (ftruncate(fd, GQ_LEASE_PAGE_SIZE) != 0)
+		goto fail;
+	*why = "mmap";
+	m = mmap(NULL, GQ_LEASE_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		goto fail;
+	*map = m;
+	(*map)->magic = GQ_LEASE_PAGE_MAGIC;
+	(*map)->version = GQ_PROTO_VERSION;
+	(*map)->until_ns = 0;
+	/* Sealed after our own writable mapping exists: later ones fail. */
+	*why = "sealing (a kernel before 5.1?)";
+	if (fcntl(fd, F_ADD_SEALS, seals) != 0) {
+		munmap(m, GQ_LEASE_PAGE_SIZE);
+		*map = NULL;
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* Offer a peer whose HELLO takes one a lease page (docs/protocol.md,
+ * "Lease page"). Without one (any step failed) its leases are renewed by
+ * COMMAND, as for a library that does not take one. */
+static void lease_page_offer(struct agent *a, struct peer *p)
+{
+	struct peer_conn *pc = peer_conn_of(p);
+	static int said;
+	struct gq_lease_page m;
+	const char *why;
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+			     .msg_controllen = sizeof(ctl.b) };
+	struct cmsghdr *c;
+	int fd;
+
+	if (pc->lease != NULL)
+		return;
+	fd = lease_page_make(&pc->lease, &why);
+	if (fd < 0) {
+		if (!said)
+			log_warn("no lease pages (%s: %s): leases are renewed by COMMAND", why,
+				 strerror(errno));
+		said = 1;
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	memset(&ctl, 0, sizeof(ctl));
+	gq_hdr_init(&m.hdr, GQ_LEASE_PAGE, ++p->send_seq);
+	m.size = GQ_LEASE_PAGE_SIZE;
+	m.sent_ns = now_us() * 1000u;
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(peer_watch(p)->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
+		proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: lease page not sent: %s", (int)p->pid,
+			 strerror(errno));
+		munmap(pc->lease, GQ_LEASE_PAGE_SIZE);
+		pc->lease = NULL;
+	}
+	close(fd);
+}
+
+void peer_renew_leases(struct agent *a, struct peer *p, uint64_t until_us)
+{
+	struct peer_conn *pc = peer_conn_of(p);
+
+	(void)a;
+	if (pc->lease != NULL)
+		__atomic_store_n(&pc->lease->until_ns, until_us * 1000u, __ATOMIC_RELEASE);
+}
+
+static void on_lease_state(struct agent *a, struct peer *p, const struct gq_lease_page_state *m)
+{
+	int on = (m->flags & GQ_LEASE_PAGE_F_ON) != 0;
+
+	if (peer_conn_of(p)->lease == NULL || (m->flags & ~GQ_LEASE_PAGE_F_ON) || m->reserved) {
+		a->n.malformed++;
+		proc_log(a, p->proc, LOG_LEVEL_WARN,
+			 "pid %d: LEASE_PAGE_STATE ignored: no page offered, or reserved bits set",
+			 (int)p->pid);
+		return;
+	}
+	if (on != p->lease_page)
+		proc_log(a, p->proc, LOG_LEVEL_DEBUG, "pid %d: lease page %s", (int)p->pid,
+			 on ? "taken" : "refused (its log says why); renewals by COMMAND");
+	p->lease_page = on;
+	p->lease_until_us = 0;
+}
+
 void peer_close(struct agent *a, struct peer *p, const char *why)
 {
 	if (peer_watch(p)->dead)
 		return;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
+	if (peer_conn_of(p)->lease != NULL)
+		munmap(peer_conn_of(p)->lease, GQ_LEASE_PAGE_SIZE);
+	peer_conn_of(p)->lease = NULL;
+	p->lease_page = 0;
 	cmd_fail_peer(a, p);
 	/* Its preempt agent enables every channel it gated when the
 	 * connection ends (docs/protocol.md, "Gating"). */
@@ -283,6 +410,8 @@ static void on_hello(struct agent *a, struct peer *p, const struct gq_hello *m)
 	p->window_state = (m->flags & GQ_HELLO_F_WINDOW_STATE) != 0;
 	p->memory = (m->flags & GQ_HELLO_F_MEMORY) != 0;
 	memory_hello(a, p);
+	if (m->flags & GQ_HELLO_F_LEASE_PAGE)
+		lease_page_offer(a, p);
 	memset(&p->win_state, 0, sizeof(p->win_state));
 	/* A new connection has no schedule: the library ended it with the
 	 * last one. */
@@ -549,6 +678,9 @@ static int peer_dispatch(struct agent *a, struct peer *p, const void *buf, size_
 		return 0;
 	case GQ_MEM_USAGE:
 		memory_report(a, p, buf);
+		return 0;
+	case GQ_LEASE_PAGE_STATE:
+		on_lease_state(a, p, buf);
 		return 0;
 	default: /* POLICY and COMMAND only travel from us to them */
 		proc_log(a, p->proc, LOG_LEVEL_WARN,

@@ -18,6 +18,8 @@ int peer_send_command(struct agent *a, struct peer *p, struct cmd *c);
 int peer_send_policy(struct agent *a, struct peer *p, uint32_t gr, uint32_t copy, uint32_t wake);
 int peer_send_window(struct agent *a, struct peer *p);
 int peer_send_memory(struct agent *a, struct peer *p, const struct mem_gpu *e);
+/* Store until_us in p's lease page (hooks.renew_leases). */
+void peer_renew_leases(struct agent *a, struct peer *p, uint64_t until_us);
 void peer_close(struct agent *a, struct peer *p, const char *why);
 void peer_close_broken(struct agent *a);
 void peer_reap(struct agent *a);

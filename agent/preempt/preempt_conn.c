@@ -20,8 +20,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +69,16 @@ static struct pa_wake_counts pa_wake_last;
  * wait it asked for. Only an admitted connection resets the backoff. */
 static int pa_admitted, pa_refused;
 static unsigned pa_retry_after_ms;
+/* This connection's lease page (docs/protocol.md, "Lease page"), mapped
+ * read-only, or NULL. */
+static void *pa_lease_map;
+
+#ifndef F_GET_SEALS
+#define F_GET_SEALS 1034 /* F_LINUX_SPECIFIC_BASE + 10 */
+#endif
+#ifndef F_SEAL_SHRINK
+#define F_SEAL_SHRINK 0x0002
+#endif
 
 /* ---- small helpers ---- */
 
@@ -221,6 +233,7 @@ static int pa_greet(int s)
 	pa_msg_hello(&hello, pa_seq++, (rm_u32)getpid(),
 		     GQ_HELLO_F_GATE | GQ_HELLO_F_WAKE_STATS | GQ_HELLO_F_PHASE |
 			     GQ_HELLO_F_WINDOW | GQ_HELLO_F_WINDOW_STATE | GQ_HELLO_F_MEMORY |
+			     GQ_HELLO_F_LEASE_PAGE |
 			     (pa_launch_counting() ? GQ_HELLO_F_ACTIVITY | GQ_HELLO_F_SPAN : 0) |
 			     (pa_greetings > 0 ? GQ_HELLO_F_RECONNECT : 0),
 		     n, comm);
@@ -510,7 +523,69 @@ static const char *pa_refused_why(rm_u32 reason)
 	}
 }
 
-static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
+/* Why the page of a LEASE_PAGE cannot be used, or NULL with *map set.
+ * A page that could shrink would fault this process on a read (SIGBUS):
+ * only a memfd sealed against it is taken. fcntl() by its system call: a
+ * build on a newer glibc would bind fcntl64 (GLIBC_2.28). */
+static const char *pa_lease_check(const struct gq_lease_page *m, int fd, rm_u64 now, void **map)
+{
+	const struct gq_lease_word *w;
+	long seals;
+	void *p;
+
+	if (fd < 0)
+		return "no page came with it";
+	if (m->flags != 0 || m->size != GQ_LEASE_PAGE_SIZE)
+		return "reserved flags set, or not a page's size";
+	if (m->sent_ns > now + GQ_WINDOW_CLOCK_SLACK_NS || now - m->sent_ns >= GQ_WINDOW_CLOCK_SLACK_NS)
+		return "its clock is not this process's (another time namespace?)";
+	if (lseek(fd, 0, SEEK_END) != (off_t)GQ_LEASE_PAGE_SIZE)
+		return "the file is not one page";
+	seals = syscall(SYS_fcntl, fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return "the file may shrink (not a sealed memfd)";
+	p = mmap(NULL, GQ_LEASE_PAGE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return "mmap failed";
+	w = p;
+	if (w->magic != GQ_LEASE_PAGE_MAGIC || w->version != GQ_PROTO_VERSION) {
+		munmap(p, GQ_LEASE_PAGE_SIZE);
+		return "not a lease page of this protocol";
+	}
+	*map = p;
+	return NULL;
+}
+
+static void pa_lease_drop(void)
+{
+	pa_gate_lease_word(NULL);
+	if (pa_lease_map != NULL)
+		munmap(pa_lease_map, GQ_LEASE_PAGE_SIZE);
+	pa_lease_map = NULL;
+}
+
+/* LEASE_PAGE: take the page (or refuse it) and say which. */
+static int pa_lease_page(int s, const struct gq_lease_page *m, int fd, rm_u64 now)
+{
+	struct gq_lease_page_state st;
+	void *map = NULL;
+	const char *why = pa_lease_check(m, fd, now, &map);
+
+	memset(&st, 0, sizeof(st));
+	gq_hdr_init(&st.hdr, GQ_LEASE_PAGE_STATE, pa_seq++);
+	pa_lease_drop();
+	if (why != NULL) {
+		pa_info("refused the node agent's lease page: %s; leases renewed by COMMAND", why);
+	} else {
+		pa_lease_map = map;
+		pa_gate_lease_word(map);
+		st.flags = GQ_LEASE_PAGE_F_ON;
+		pa_debug("leases renewed through the node agent's page");
+	}
+	return pa_send(s, &st, sizeof(st));
+}
+
+static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns, int fd)
 {
 	const struct gq_hdr *h = buf;
 	const struct gq_policy *p = buf;
@@ -551,6 +626,8 @@ static int pa_handle(int s, const void *buf, size_t n, rm_u64 received_ns)
 	case GQ_MEMORY:
 		pa_memory(buf);
 		return 0;
+	case GQ_LEASE_PAGE:
+		return pa_lease_page(s, buf, fd, received_ns);
 	case GQ_WINDOW: {
 		struct gq_window_state st;
 
@@ -586,17 +663,41 @@ static int pa_receive(int s)
 		rm_u64 align;
 	} buf;
 
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+
 	for (int i = 0; i < PA_RECV_BATCH; i++) {
-		ssize_t n = recv(s, buf.b, sizeof(buf.b), MSG_DONTWAIT);
+		struct iovec iov = { .iov_base = buf.b, .iov_len = sizeof(buf.b) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+				     .msg_controllen = sizeof(ctl.b) };
+		ssize_t n = recvmsg(s, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		rm_u64 now = pa_now_ns();
+		struct cmsghdr *cm;
+		int fd = -1, rc;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-		if (n == 0 && pa_peer_gone(s))
+		/* At most one descriptor is taken (a LEASE_PAGE's): the buffer
+		 * holds one, and the kernel closes those that did not fit
+		 * (MSG_CTRUNC). Not CMSG_NXTHDR: it calls __cmsg_nxthdr, which
+		 * only glibc has. */
+		cm = CMSG_FIRSTHDR(&mh);
+		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(int)))
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+		if (n == 0 && pa_peer_gone(s)) {
+			if (fd >= 0)
+				pa_real_close(fd);
 			return -1;
-		if (pa_handle(s, buf.b, (size_t)n, now) != 0)
+		}
+		rc = pa_handle(s, buf.b, (size_t)n, now, fd);
+		if (fd >= 0)
+			pa_real_close(fd);
+		if (rc != 0)
 			return -1;
 	}
 	return 0;
@@ -735,6 +836,7 @@ static void *conn_thread_main(void *unused)
 				(void)pa_receive(s);
 			}
 			pa_window_stop("ended (the node agent went away)");
+			pa_lease_drop();
 			pa_gate_conn_down();
 			pa_drop(s);
 		}
@@ -803,6 +905,7 @@ void pa_conn_child_reset(void)
 	pa_seq = 0;
 	pa_greetings = 0;
 	pa_act_on = 0;
+	pa_lease_drop();
 	pa_gate_conn_up();
 	pa_gate_child_reset();
 	pa_window_child_reset();

@@ -52,6 +52,9 @@
 static pthread_mutex_t pa_chan_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static unsigned long pa_gate_lapses; /* leases that ended without renewal */
+/* This connection's lease page (docs/protocol.md, "Lease page"), or
+ * NULL; set and read on the library's own thread only. */
+static const struct gq_lease_word *pa_lease_word;
 static rm_u64 pa_down_since_ns;       /* the connection ended then; 0: up */
 static int pa_restored;               /* this outage's restore is done */
 
@@ -451,6 +454,34 @@ static unsigned pa_restore_grace_ms(void)
 	return grace;
 }
 
+void pa_gate_lease_word(const struct gq_lease_word *w)
+{
+	pa_lease_word = w;
+}
+
+/* A lease ends: first extend every lease to what the node agent stored in
+ * the page, if later (bounded by the longest lease it may give). */
+static void pa_gate_extend(rm_u64 now)
+{
+	rm_u64 until, max = now + (rm_u64)GQ_GATE_LEASE_MAX_MS * 1000000u;
+
+	if (pa_lease_word == NULL)
+		return;
+	until = __atomic_load_n(&pa_lease_word->until_ns, __ATOMIC_ACQUIRE);
+	if (until <= now)
+		return;
+	if (until > max)
+		until = max;
+	pa_lock();
+	for (unsigned i = 0; i < pa.track.tsg_hi; i++) {
+		struct pa_tsg *g = &pa.track.tsgs[i];
+
+		if (g->used && g->leased && g->lease_end_ns < until)
+			g->lease_end_ns = until;
+	}
+	pa_unlock();
+}
+
 int pa_gate_expire(void)
 {
 	rm_u64 now = pa_now_ns(), next = pa_gate_next(), ms;
@@ -458,8 +489,10 @@ int pa_gate_expire(void)
 
 	/* Runs before every poll of the library's thread: one pass over the
 	 * table under the lock unless a lease is due. */
-	if (next != 0 && next <= now)
+	if (next != 0 && next <= now) {
+		pa_gate_extend(now);
 		pa_gate_sweep(now, 0, "lease lapsed");
+	}
 	if (pa_down_since_ns && !pa_restored && now >= restore_at) {
 		pa_restored = 1;
 		pa_info("no node agent for %u ms: putting back the timeslices the application chose",

@@ -20,6 +20,9 @@ rm_u32 pa_gate_command(const struct gq_command *c, rm_u32 *status, rm_u64 *elaps
  * without a node agent put every timeslice back. Returns how many ms
  * until the next of these is due (a poll timeout), or -1 for none. */
 int pa_gate_expire(void);
+/* The page through which the node agent renews this connection's leases
+ * (docs/protocol.md, "Lease page"), NULL when there is none (any more). */
+void pa_gate_lease_word(const struct gq_lease_word *w);
 
 /* The connection to the node agent ended: every rotation ends now (its
  * TSGs enabled, their timeslices put back); the restore grace starts. */

@@ -659,11 +659,78 @@ static void test_rotation_renew_together(void)
 	agent_free(a);
 }
 
+/* hooks.renew_leases of the page test: what was stored, per peer. */
+static unsigned page_stores;
+static uint64_t page_until[64];
+
+static void renew_leases(struct agent *a, struct peer *p, uint64_t until_us)
+{
+	(void)a;
+	page_stores++;
+	page_until[p->pid] = until_us;
+}
+
+/* A peer that took a lease page is renewed by a store there, never by a
+ * COMMAND; a change of its gate still goes as one. A peer without one, or
+ * a stalled one, is renewed by COMMAND. */
+static void test_rotation_renew_in_page(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *be[2];
+	uint64_t lease = a->cfg->policy.gate_lease_ms * 1000ull, quarter = lease / 4u;
+	size_t n;
+
+	a->hooks.renew_leases = renew_leases;
+	page_stores = 0;
+	memset(page_until, 0, sizeof(page_until));
+	a->cfg->policy.rotate_period_ms = 10000; /* no turn in this test */
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	be_proc(a, 10, 1, &be[0]);
+	be_proc(a, 11, 1, &be[1]);
+	for (int k = 0; k < 20; k++)
+		rot_step(a, 5000, 0);
+	for (int i = 0; i < 2; i++)
+		CHECK(be[i]->gate.rotate && be[i]->gate.leased && be[i]->gate.gated == be[i]->gate.want);
+	be[0]->proc->peer->lease_page = 1;
+	/* Both due: be[0]'s renewal is a store, be[1]'s a COMMAND. */
+	fake_now += quarter;
+	n = nsent;
+	reconcile_new_tick(a);
+	reconcile(a);
+	CHECK_EQ_U(page_stores, 1);
+	CHECK(page_until[10] == fake_now + lease);
+	CHECK(be[0]->gate.renewed == fake_now);
+	CHECK(be[0]->gate.lapse_by == fake_now + lease + AGENT_GATE_LAPSE_SLACK_US);
+	CHECK(last_sent(be[1]->gate.want ? GQ_OP_GATE : GQ_OP_UNGATE, 11, n) < nsent);
+	CHECK_EQ_U(nsent - n, 1); /* nothing for be[0] */
+	answer_all(a, n);
+	/* Many quarters on, still no COMMAND to be[0], a store each time. */
+	for (int k = 0; k < 8; k++) {
+		fake_now += quarter;
+		n = nsent;
+		reconcile_new_tick(a);
+		reconcile(a);
+		CHECK(last_sent(GQ_OP_GATE, 10, n) == nsent &&
+		      last_sent(GQ_OP_UNGATE, 10, n) == nsent);
+		answer_all(a, n);
+	}
+	CHECK_EQ_U(page_stores, 9);
+	CHECK(page_until[10] == fake_now + lease);
+	/* A stalled peer's lease is not renewed through its page. */
+	be[0]->proc->peer->stalled = 1;
+	fake_now += quarter;
+	reconcile_new_tick(a);
+	reconcile(a);
+	CHECK_EQ_U(page_stores, 9);
+	agent_free(a);
+}
+
 int main(void)
 {
 	core_fixture_start();
 	test_rotation();
 	test_rotation_renew_together();
+	test_rotation_renew_in_page();
 	test_rotation_needs_every_be();
 	test_rotation_gap();
 	test_rotation_per_process();

@@ -779,8 +779,9 @@ def t_rotate(node):
     """Three BEs beside an LC take turns: one schedulable at a time (the
     simulator's channel state says so), each gets its turn. The agent
     SIGKILLed: every BE enabled and back at libcuda's 2048 at once. The agent
-    stopped: no channel stays disabled much beyond one lease (500 ms).
-    Restarted or continued: the rotation resumes."""
+    stopped: no channel stays disabled much beyond one lease (500 ms), the
+    leases renewed through their lease pages as by COMMAND. Restarted or
+    continued: the rotation resumes."""
     node.start_agent()
     bes = [node.workload("be", ["--hold", "60"]) for _ in range(3)]
     lc = node.workload("lc", ["--hold", "60"])
@@ -815,6 +816,10 @@ def t_rotate(node):
     expect(max(g["longestMs"] for g in gates) >= sim_worst - 50,
            "the agent's longest gated %r ms against the simulator's %.0f ms"
            % ([g["longestMs"] for g in gates], sim_worst))
+    # The BEs' leases were renewed through their lease pages (docs/protocol.md,
+    # "Lease page"); the stop below shows they still lapse without the agent.
+    renewed = node.ctl("status")["agent"]["counters"]["pageRenewals"]
+    expect(renewed > 0, "no lease renewed through a lease page (%r)" % renewed)
     # Killed: the preempt agents end the rotation themselves.
     node.stop_agent(signal.SIGKILL)
     wait_for(lambda: schedulable(node, pids) == set(pids)

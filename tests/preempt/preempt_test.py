@@ -9,11 +9,14 @@ protocol layouts (abi/gq_proto.h; tests/lib/gpuqos_test/gq_proto.py), the fake R
 Every wait has a timeout; nothing sleeps longer than it has to.
 """
 import argparse
+import fcntl
 import json
+import mmap
 import re
 import os
 import select
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -30,7 +33,7 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   ACTIVITY_TAIL_US, POLICY_F_ACTIVITY, POLICY_F_WAKE,
                                   F_WAKE_STATS, POLICY_F_WAKE_STATS, WAKE, WAKE_F_STOPPED,
                                   F_PHASE, POLICY_F_PHASE, PHASE, F_WINDOW, window,
-                                  F_WINDOW_STATE, F_MEMORY, WINDOW_F_ON, WINDOW_F_STATE, WINDOW_STATE,
+                                  F_WINDOW_STATE, F_MEMORY, F_LEASE_PAGE, WINDOW_F_ON, WINDOW_F_STATE, WINDOW_STATE,
                                   WINDOW_STATE_F_ON, WINDOW_STATE_F_REFUSED,
                                   F_SPAN, POLICY_F_SPAN, PHASE_F_SPAN,
                                   WINDOW_BEFORE_MAX_US, WINDOW_LEASE_MAX_MS,
@@ -38,6 +41,9 @@ from gpuqos_test.gq_proto import (COMMAND, ERR_BAD_OP, ERR_EXPIRED, ERR_UNKNOWN_
                                   REFUSED_SHARE, REFUSED_RETRY_MAX_MS, refused)
 
 OP_SET, OP_GET, OP_INTERLEAVE = gq_proto.OP_SET_TS, gq_proto.OP_GET_TS, gq_proto.OP_SET_IL
+# What the library's HELLO says it does (launch counting on).
+HELLO_FLAGS = (F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN | F_WINDOW_STATE
+               | F_MEMORY | F_LEASE_PAGE)
 CLIENT = 0xC1D00000
 DEVICE = 0x5E000000
 TSGS = [0x5E000001, 0x5E000002, 0x5E000003, 0x5E000004]
@@ -67,6 +73,9 @@ class Conn:
 
     def send(self, data):
         self.s.send(data)
+
+    def send_fd(self, data, fd):
+        socket.send_fds(self.s, [data], [fd])
 
     def _recv(self, deadline):
         left = deadline - time.monotonic()
@@ -211,9 +220,7 @@ def setup(args, tmp, preexec=None, **extra):
     w.expect("client 64", ok("client h=0x%x" % CLIENT))
     conn = agent.accept()
     hello = conn.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
-          | F_WINDOW_STATE | F_MEMORY
-          and hello["ntsg"] == 0, "first HELLO: %r" % hello)
+    check(hello["flags"] == HELLO_FLAGS and hello["ntsg"] == 0, "first HELLO: %r" % hello)
     check(hello["lib_version"] == VERSION and hello["pid"] == w.p.pid, "HELLO: %r" % hello)
     check(hello["comm"] == "rm_workload", "HELLO comm: %r" % hello)
     check(conn.take(SYNCED)["ntsg"] == 0, "SYNCED")
@@ -450,9 +457,7 @@ def sc_fork(args, tmp):
     w.expect("fork " + flag, "fork ok")
     child = agent.accept()
     hello = child.take(HELLO)
-    check(hello["flags"] == F_GATE | F_ACTIVITY | F_WAKE_STATS | F_PHASE | F_WINDOW | F_SPAN
-          | F_WINDOW_STATE | F_MEMORY
-          and hello["pid"] not in (0, w.p.pid),
+    check(hello["flags"] == HELLO_FLAGS and hello["pid"] not in (0, w.p.pid),
           "child HELLO: %r" % hello)
     check(hello["ntsg"] <= 1, "the child reported its parent's TSGs: %r" % hello)
     child.take(SYNCED)
@@ -1427,12 +1432,113 @@ def sc_wake_policy(args, tmp):
     agent.close()
 
 
+F_SEAL_FUTURE_WRITE = 0x10  # Linux 5.1; Python's fcntl may not name it
+
+
+def lease_page_file(seal=True, magic=gq_proto.LEASE_PAGE_MAGIC):
+    """A memfd lease page as the node agent makes it (abi/gq_proto.h,
+    struct gq_lease_word), mapped here: (fd, map)."""
+    fd = os.memfd_create("lease", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, gq_proto.LEASE_PAGE_SIZE)
+    m = mmap.mmap(fd, gq_proto.LEASE_PAGE_SIZE)
+    m[0:16] = struct.pack("=IIQ", magic, VERSION, 0)
+    if seal:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE)
+    return fd, m
+
+
+def lease_until(m, t_s):
+    """Store `until` (CLOCK_MONOTONIC seconds) as the node agent does."""
+    m[8:16] = struct.pack("=Q", int(t_s * 1e9))
+
+
+def offer_page(conn, fd, sent_ns=None, size=gq_proto.LEASE_PAGE_SIZE):
+    msg = gq_proto.lease_page(time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                              if sent_ns is None else sent_ns, size=size)
+    if fd is None:
+        conn.send(msg)
+    else:
+        conn.send_fd(msg, fd)
+    return conn.take(gq_proto.LEASE_PAGE_STATE)["flags"]
+
+
+def sc_lease_page(args, tmp):
+    """Leases renewed through the node agent's page (docs/protocol.md,
+    "Lease page"): pages that cannot be trusted are refused and leases then
+    lapse on their own; a taken page holds a lease past its end exactly as
+    long as the page says, and only on the connection it came with."""
+    agent, w, conn = setup(args, tmp)
+    GL = TSG_F_GATED | TSG_F_LEASED
+    w.expect("settime 0 2048 54", settime_line(0, 2048))
+    expect_tsg(conn, TSGS[0], 2048, 2048)
+    w.expect("subdevice 0", ok("subdevice h=0x%x" % SUBDEVICE))
+    w.expect("channel 0", ok("channel h=0x%x" % CHANNEL))
+    take_flags(conn, 0)
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    plain = os.path.join(tmp, "plain-page")
+    with open(plain, "wb") as f:
+        f.write(b"\0" * gq_proto.LEASE_PAGE_SIZE)
+    pfd = os.open(plain, os.O_RDWR)
+    unsealed, _ = lease_page_file(seal=False)
+    badmagic, _ = lease_page_file(magic=0x12345678)
+    good, page = lease_page_file()
+    for what, fd, kw in [("no descriptor", None, {}), ("a plain file", pfd, {}),
+                         ("an unsealed memfd", unsealed, {}), ("another magic", badmagic, {}),
+                         ("another clock", good, {"sent_ns": now - 10**9}),
+                         ("another size", good, {"size": 8192})]:
+        check(offer_page(conn, fd, **kw) == 0, "took a page with %s" % what)
+    # Refused: a lease lapses at its own end whatever the page says.
+    lease_until(page, time.monotonic() + 30)
+    t0 = time.monotonic()
+    check(conn.command(1, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
+    take_flags(conn, GL)
+    take_flags(conn, 0, timeout=8.0)
+    check(time.monotonic() - t0 < 8.0, "a refused page held the lease")
+    lease_until(page, 0)
+    check(offer_page(conn, good) == gq_proto.LEASE_PAGE_F_ON, "a sealed page refused")
+    # Taken: the 300 ms lease holds as long as the page says, then lapses.
+    t0 = time.monotonic()
+    check(conn.command(2, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
+    take_flags(conn, GL)
+    until = time.monotonic() + 1.5
+    lease_until(page, until)
+    take_flags(conn, 0, timeout=10.0)
+    t1 = time.monotonic()
+    check(t1 >= until, "the lease ended %.3f s before the page's end" % (until - t1))
+    chanstate(w, 0, 2, 2)
+    # Renewed again and again, it holds; the channels stay off meanwhile.
+    check(conn.command(3, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
+    take_flags(conn, GL)
+    for _ in range(4):
+        lease_until(page, time.monotonic() + 0.5)
+        quiet_for(conn, TSG, 0.25)
+    chanstate(w, 1, 3, 2)
+    # A page of an ended connection renews nothing on the next one.
+    lease_until(page, time.monotonic() + 60)
+    conn.close()
+    agent.close()
+    wait_chan(w, lambda c: c[0] == 0, "enabled after the agent went away")
+    agent = Agent(agent.path)
+    conn = agent.accept(timeout=8)
+    conn.take(HELLO)
+    take_flags(conn, 0)
+    conn.take(SYNCED)
+    t0 = time.monotonic()
+    check(conn.command(4, OP_GATE, TSGS[0], arg=300)["err"] == 0, "GATE 300 ms")
+    take_flags(conn, GL)
+    take_flags(conn, 0, timeout=8.0)
+    check(time.monotonic() - t0 < 8.0, "the old connection's page held the lease")
+    w.finish()
+
+
 SCENARIOS = {
     "policy": sc_policy, "commands": sc_commands, "garbage": sc_garbage,
     "reconnect": sc_reconnect, "fork": sc_fork, "failopen": sc_failopen,
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
     "wake": sc_wake, "wake_policy": sc_wake_policy, "span": sc_span, "setrace": sc_setrace,
     "window": sc_window, "window_budget": sc_window_budget, "refused": sc_refused,
+    "lease_page": sc_lease_page,
 }
 
 

@@ -11,10 +11,10 @@ from gpuqos_test import Failure
 MAGIC = 0x534F5147
 VERSION = 1
 (HELLO, POLICY, TSG, TSG_GONE, COMMAND, RESULT, SYNCED, ACTIVITY, WAKE, PHASE,
- WINDOW, WINDOW_STATE, REFUSED, MEMORY, MEM_USAGE) = range(1, 16)
+ WINDOW, WINDOW_STATE, REFUSED, MEMORY, MEM_USAGE, LEASE_PAGE, LEASE_PAGE_STATE) = range(1, 18)
 SIZES = {HELLO: 48, POLICY: 32, TSG: 56, TSG_GONE: 24, COMMAND: 40, RESULT: 56, SYNCED: 24,
          ACTIVITY: 56, WAKE: 88, PHASE: 48, WINDOW: 64, WINDOW_STATE: 48, REFUSED: 24,
-         MEMORY: 40, MEM_USAGE: 72}
+         MEMORY: 40, MEM_USAGE: 72, LEASE_PAGE: 32, LEASE_PAGE_STATE: 24}
 HDR = struct.Struct("=IHHII")  # magic version type length seq
 OP_SET_TS, OP_GET_TS, OP_SET_IL, OP_PREEMPT, OP_GATE, OP_UNGATE = 1, 2, 3, 4, 5, 6
 ERR_UNKNOWN_TSG, ERR_EXPIRED, ERR_BAD_OP, ERR_NOT_GATEABLE = 10001, 10002, 10003, 10004
@@ -29,6 +29,8 @@ F_WINDOW = 32
 F_SPAN = 64
 F_WINDOW_STATE = 128
 F_MEMORY = 256
+F_LEASE_PAGE = 512
+LEASE_PAGE_MAGIC, LEASE_PAGE_SIZE, LEASE_PAGE_F_ON = 0x5345414C, 4096, 1
 MEM_UNLIMITED = (1 << 64) - 1
 MEMORY_F_REPORT = 1
 PHASE_F_SPAN = 1
@@ -69,6 +71,8 @@ BODIES = {
     REFUSED: ("=II", "reason retry_after_ms"),
     MEMORY: ("=IIQQ", "device_instance flags limit reported_total"),
     MEM_USAGE: ("=II6Q", "device_instance flags used peak limit refused refused_bytes unknown"),
+    LEASE_PAGE: ("=IIQ", "flags size sent_ns"),
+    LEASE_PAGE_STATE: ("=II", "flags reserved"),
 }
 
 
@@ -159,6 +163,15 @@ def mem_usage(device_instance, used, peak, limit, refused=0, refused_bytes=0, un
               flags=0, seq=0):
     return hdr(MEM_USAGE, seq) + struct.pack("=II6Q", device_instance, flags, used, peak, limit,
                                              refused, refused_bytes, unknown)
+
+
+def lease_page(sent_ns, size=LEASE_PAGE_SIZE, flags=0, seq=0):
+    """LEASE_PAGE; its memfd goes with it as SCM_RIGHTS (socket.send_fds)."""
+    return hdr(LEASE_PAGE, seq) + struct.pack("=IIQ", flags, size, sent_ns)
+
+
+def lease_page_state(flags, reserved=0, seq=0):
+    return hdr(LEASE_PAGE_STATE, seq) + struct.pack("=II", flags, reserved)
 
 
 def parse(buf):
