@@ -7,13 +7,13 @@
 # of 1 GiB until refused) and mem_probe_torch.py (PyTorch's allocator, with
 # and without expandable segments) under the preempt library's trace, and
 # writes OUT/mem-facts.txt (mem_probe_report.py per run) beside the traces.
-# Needs the bundle at build-gpu/ (tests/gpu/bundle.sh) and nvcc.
+# Needs the bundle at build-gpu/ or $BUNDLE (tests/gpu/bundle.sh) and nvcc.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: mem_facts.sh OUT}
 mkdir -p "$out/traces"
 bin=$(mktemp -d)
-lib=$PWD/build-gpu/agent/preempt/libgpuqos-preempt.so
+lib=${BUNDLE:-$PWD/build-gpu}/agent/preempt/libgpuqos-preempt.so
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 "$nvcc" -O2 -arch="${NVCC_ARCH:-sm_90}" -o "$bin/mem_probe" tests/gpu/mem_probe.cu -lcuda || exit 1
 report="$out/mem-facts.txt"

@@ -5,6 +5,7 @@
 # the proof (proof.py) and then the latency benchmark (bench.sh) with the
 # gpuqos scenario running under the real node agent and `gpuqos run`.
 # Expects a bundle built by tests/gpu/bundle.sh in build-gpu/ (or $BUNDLE).
+# PHASES (default "proof bench") may also name tracer and memory.
 # Leaves proof.tgz and bench.tgz in OUTDIR and prints both tables last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,6 +43,22 @@ if [[ " $PHASES " == *" tracer "* ]]; then
 		>"$T/tracer/tracer.log" 2>&1
 	echo "tracer exit $?" >>"$T/tracer/tracer.log"
 	tar czf "$OUTDIR/tracer.tgz" -C "$T" env.txt tracer 2>/dev/null
+fi
+
+# PHASES="memory": video-memory QoS (docs/policy.md, "Memory"): what
+# allocations ask the RM for, the library's budget against a minimal agent
+# and its cost, then the real agent's LC reserve (mem_qos.py).
+if [[ " $PHASES " == *" memory "* ]]; then
+	mkdir -p "$T/memory"
+	nvcc -O2 -arch="${NVCC_ARCH:-sm_90}" -o "$T/cubin/mem_probe" tests/gpu/mem_probe.cu -lcuda
+	BUNDLE="$B" bash tests/gpu/mem_facts.sh "$T/memory/facts" >"$T/memory/facts.log" 2>&1
+	python3 tests/gpu/mem_cap_check.py --lib "$B/agent/preempt/libgpuqos-preempt.so" \
+		--probe "$T/cubin/mem_probe" --out "$T/memory/cap" >"$T/memory/cap.log" 2>&1
+	echo "mem_cap_check exit $?" >>"$T/memory/cap.log"
+	python3 tests/gpu/mem_qos.py --build "$B" --out "$T/memory/qos" >"$T/memory/qos.log" 2>&1
+	echo "mem_qos exit $?" >>"$T/memory/qos.log"
+	tar czf "$OUTDIR/memory.tgz" -C "$T" env.txt memory 2>/dev/null
+	tail -n 12 "$T/memory/cap.log" "$T/memory/qos.log"
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then
