@@ -10,6 +10,7 @@
 #include "agent/io/io.h"
 #include "agent/io/procinfo.h"
 #include "agent/io/statefile.h"
+#include "agent/io/tracker.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -968,6 +969,9 @@ static void peer_identified(struct agent *a, pid_t pid, const struct procinfo *p
 	/* procinfo hook: what it sent while its facts were read (HELLO, its
 	 * TSGs) is taken now, before anything is decided for its process. */
 	on_peer(&conn->w, EPOLLIN);
+	/* Then what the tracker saw of it while it was read (tracked_proc
+	 * left that to this attach): the claims just taken are confirmed. */
+	tracker_take_proc(a, pid);
 }
 
 /* Out of fds: accept with the spare one freed, close at once, keep a

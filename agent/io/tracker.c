@@ -147,7 +147,8 @@ static struct proc *tracked_proc(struct agent *a, pid_t pid, int32_t fd)
 	if (p && (p->peer || (procinfo_starttime(pid, &st) == 0 && st == p->starttime)))
 		return p;
 	/* A read for its preempt agent's connection is as good: that one
-	 * attaches the process, and its claims bring these TSGs back. */
+	 * attaches the process and takes its TSGs from the live table
+	 * (tracker_take_proc), so its claims find them confirmed. */
 	if (!procinfo_pending(a, pid, NULL) &&
 	    procinfo_read_async(a, pid, tracker_identified, NULL) != 0)
 		log_warn("pid %d: not tracked now: its /proc cannot be read (%s)", (int)pid,
@@ -269,6 +270,32 @@ static int on_live_tsg(void *ctx, const struct tt_obj_key *k, const struct tt_ts
 
 	tsg_seen(ctx, &s);
 	return 0;
+}
+
+/* tracker_take_proc's dump: the live table's entries of one process. */
+struct live_of {
+	struct agent *a;
+	pid_t pid;
+};
+
+static int on_live_tsg_of(void *ctx, const struct tt_obj_key *k, const struct tt_tsg_val *v)
+{
+	const struct live_of *o = ctx;
+
+	return (pid_t)k->tgid == o->pid ? on_live_tsg(o->a, k, v) : 0;
+}
+
+void tracker_take_proc(struct agent *a, pid_t pid)
+{
+	struct live_of o = { a, pid };
+	int n;
+
+	if (!a->trk.tt)
+		return;
+	n = tsgtrace_dump(a->trk.tt, on_live_tsg_of, &o);
+	if (n < 0)
+		log_warn("eBPF tracker: reading the live TSG table for pid %d: %s", (int)pid,
+			 strerror(-n));
 }
 
 /* The process whose client the call named: the live tables key objects
@@ -660,6 +687,12 @@ void tracker_stop(struct agent *a)
 void tracker_tick(struct agent *a)
 {
 	(void)a;
+}
+
+void tracker_take_proc(struct agent *a, pid_t pid)
+{
+	(void)a;
+	(void)pid;
 }
 
 void tracker_json(struct agent *a, cJSON *agent_obj)

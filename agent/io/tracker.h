@@ -19,6 +19,7 @@
 #define GPUQOS_AGENT_TRACKER_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "agent/core/core.h"
 
@@ -39,6 +40,12 @@ int tracker_active(const struct agent *a);
 /* Claims past their grace: re-reads the ring and the table, then refuses
  * what the kernel still never saw. Safe to call at any time. */
 void tracker_tick(struct agent *a);
+
+/* Process pid was just attached for its preempt agent's connection: the
+ * TSGs the kernel saw it allocate while it was being identified (their
+ * events found no process to go to) are taken from the live table, so its
+ * claims are confirmed at once, not at the end of their grace. */
+void tracker_take_proc(struct agent *a, pid_t pid);
 
 /* The earliest end of a claim's grace (now_us() clock), or 0. */
 uint64_t tracker_next_deadline(const struct agent *a);
