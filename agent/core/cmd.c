@@ -191,9 +191,39 @@ static void tsg_claim_outcome(struct agent *a, struct tsg *t, const struct cmd *
 	}
 }
 
+/* A GATE answered done. A GATE of a TSG its preempt agent already said
+ * gated changes nothing in the RM (a renewal, or one sent again because
+ * the gate did not show): its disable came before, and the tracker's
+ * record of it with it. If the RM still holds a
+ * channel of it enabled (the tracker saw every DISABLE_CHANNELS the RM
+ * accepted), the gate was never made. Twice running and the agent stops
+ * taking its word: it leaves the rotation (a runlist with a BE that cannot
+ * be gated goes to the floor), and its neighbours are no longer held off
+ * for turns it takes anyway. One answered with every channel off starts
+ * the count again: the first GATE's answer can be read before the
+ * tracker's record of its disable. */
+static void gate_check_made(struct agent *a, struct tsg *t)
+{
+	if (t->kch.n == 0 || t->gate.unmade)
+		return;
+	if (tsg_kchans_off(t)) {
+		t->gate.unmade_run = 0;
+		return;
+	}
+	if (!t->gate.said || ++t->gate.unmade_run < GATE_UNMADE_MAX)
+		return;
+	t->gate.unmade = 1;
+	a->dirty = 1;
+	proc_log(a, t->proc, LOG_LEVEL_WARN,
+		 "pid %d: TSG 0x%x: its preempt agent says it is gated, the RM holds its channels "
+		 "enabled (%u GATEs running): out of the rotation",
+		 (int)t->pid, t->h_tsg, t->gate.unmade_run);
+}
+
 /* A GATE or UNGATE ended. The preempt agent reports the state it leaves
  * in its next TSG report too; the RESULT comes first. */
-static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd_outcome *o)
+static void tsg_record_gate(struct agent *a, struct tsg *t, const struct cmd *c,
+			    const struct cmd_outcome *o)
 {
 	int ok = o->err == 0 && o->rm_status == RM_OK;
 
@@ -208,6 +238,8 @@ static void tsg_record_gate(struct tsg *t, const struct cmd *c, const struct cmd
 	t->sent.error[0] = '\0';
 	t->sent.backoff_ms = 0;
 	t->sent.backoff_until = 0;
+	if (c->op == GQ_OP_GATE)
+		gate_check_made(a, t);
 	tsg_gate_note(t, c->op == GQ_OP_GATE, core_now_us());
 	t->gate.leased = c->op == GQ_OP_GATE || c->arg > 0;
 	if (t->gate.leased)
@@ -255,7 +287,7 @@ static void tsg_record(struct agent *a, struct tsg *t, const struct cmd *c, cons
 	if (c->op == GQ_OP_PREEMPT || (c->op == GQ_OP_GET_TIMESLICE && !ok))
 		return; /* changes no setting: says nothing of convergence */
 	if (c->op == GQ_OP_GATE || c->op == GQ_OP_UNGATE) {
-		tsg_record_gate(t, c, o);
+		tsg_record_gate(a, t, c, o);
 		return;
 	}
 	t->sent.last_failed = !ok;

@@ -45,6 +45,9 @@ void core_clock_install(uint64_t (*now_us)(void));
 /* A lease's end as the agent counts it: the preempt agent starts its lease
  * when the command arrives and enables a lapsed TSG within one 20 ms retry. */
 #define AGENT_GATE_LAPSE_SLACK_US 20000u
+/* Renewals answered done while the RM held the TSG's channels enabled
+ * before its preempt agent's word on gates is no longer taken (cmd.c). */
+#define GATE_UNMADE_MAX 2u
 /* Where a TSG was seen (struct tsg.sources). */
 #define TSG_SRC_BPF 0x1u   /* the eBPF tracer: RM accepted the allocation */
 #define TSG_SRC_PREEMPT 0x2u /* the process's injected preempt agent reported it */
@@ -383,6 +386,13 @@ struct tsg_gate {
 	int said;
 	int gated;
 	int no_gate;            /* its preempt agent cannot gate it (or has not said) */
+	/* GATEs its preempt agent answered done, the TSG already said gated,
+	 * while the RM held a channel the tracker saw under it enabled (reset
+	 * by one answered with every channel off); at GATE_UNMADE_MAX its
+	 * word is not taken again: `unmade` set, it leaves every rotation for
+	 * good (rotate_gateable). */
+	unsigned unmade_run;
+	int unmade;
 	int leased;             /* its preempt agent holds a rotation lease on it */
 	/* A GATE was sent since the last UNGATE: the UNGATE that ends it
 	 * skips the control bound (tsg_control_allowed); one more does not. */
@@ -870,6 +880,9 @@ int tsg_gate_differs(const struct tsg *t);
 /* Its preempt agent says it is (or is not) gated now: keeps gate.gated and
  * the time it was held off. */
 void tsg_gate_note(struct tsg *t, int gated, uint64_t now);
+/* The RM holds every channel the tracker saw under t disabled (1 also
+ * when it saw none: then there is only the preempt agent's word). */
+int tsg_kchans_off(const struct tsg *t);
 /* The eBPF tracker saw channel h allocated under t, freed, or disabled
  * (off 1) or enabled by a DISABLE_CHANNELS the RM accepted; the last
  * returns 0 when h is none of t's. Each keeps gate.gated as above. */
@@ -942,7 +955,8 @@ uint64_t reconcile_next_deadline(const struct agent *a);
 
 /* rotate.c */
 /* Its preempt agent can gate it now (connected, said GQ_HELLO_F_GATE, not
- * stalled, reported the TSG gateable, and the TSG is confirmed). */
+ * stalled, reported the TSG gateable, never said it gated the TSG while
+ * the RM held it schedulable, and the TSG is confirmed). */
 int rotate_gateable(const struct tsg *t);
 /* Set every TSG's gate.want from gate.rotate and the turns (now_us clock):
  * the rotating TSGs of one process on one runlist take one turn together;

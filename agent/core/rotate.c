@@ -35,7 +35,7 @@ int rotate_gateable(const struct tsg *t)
 	const struct peer *p = t->proc->peer;
 
 	return p && p->hello && !p->broken && !p->stalled && p->can_gate && !t->gate.no_gate &&
-	       !tsg_unverified(t);
+	       !t->gate.unmade && !tsg_unverified(t);
 }
 
 /* Renew a gate when a quarter of its lease has passed: three renewals can

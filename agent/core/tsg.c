@@ -617,9 +617,7 @@ static uint64_t gate_end_bound(const struct tsg *t, uint64_t now)
 	return t->gate.lapse_by > t->gate.since ? t->gate.lapse_by : t->gate.since;
 }
 
-/* The RM holds every channel the tracker knows under t disabled; with
- * none known, the preempt agent's word alone. */
-static int kchans_off(const struct tsg *t)
+int tsg_kchans_off(const struct tsg *t)
 {
 	return t->kch.n == 0 || t->kch.off == (1u << t->kch.n) - 1u;
 }
@@ -627,7 +625,7 @@ static int kchans_off(const struct tsg *t)
 /* gate.gated from the word and the channels; the time held off with it. */
 static void gate_update(struct tsg *t, uint64_t now)
 {
-	int gated = t->gate.said && kchans_off(t);
+	int gated = t->gate.said && tsg_kchans_off(t);
 
 	if (!gated)
 		now = gate_end_bound(t, now);

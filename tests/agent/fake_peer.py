@@ -18,8 +18,9 @@ import time
 # The protocol's one Python codec (tests/lib; PYTHONPATH comes from ctest
 # through the harness's environment).
 from gpuqos_test import gq_proto
-from gpuqos_test.gq_proto import (COMMAND, HELLO, MEM_UNLIMITED, MEMORY, OP_GET_TS, OP_SET_IL, OP_SET_TS, POLICY, REFUSED,
-                                  RESULT, SYNCED, TSG, TSG_GONE, UNKNOWN, WINDOW, hdr)
+from gpuqos_test.gq_proto import (COMMAND, HELLO, MEM_UNLIMITED, MEMORY, OP_GATE, OP_GET_TS, OP_SET_IL, OP_SET_TS,
+                                  OP_UNGATE, POLICY, REFUSED, RESULT, SYNCED, TSG, TSG_F_GATED, TSG_F_LEASED,
+                                  TSG_GONE, UNKNOWN, WINDOW, hdr)
 from gpuqos_test.rmcall import (CLASS_CHANNEL, CLASS_CLIENT, CLASS_SUBDEVICE, rm_alloc, rm_device, rm_disable,
                                 rm_tsg)
 
@@ -32,6 +33,9 @@ class Peer:
         self.seq = 0
         self.tsgs = {}  # (client, tsg) -> dict
         self.answer = True  # answer COMMANDs
+        # Report each GATE and UNGATE answered as the library would (GATED,
+        # LEASED), without any RM call: a peer that lies about its gates.
+        self.gate_reports = False
         self.status = {}  # op -> rm_status to answer with
         self.hello_pid = os.getpid()
         # More HELLO flags ("set" changes them before a reconnect); ACTIVITY
@@ -134,6 +138,10 @@ class Peer:
             if value == UNKNOWN:  # never set: RM reads back the driver default
                 value = 2048 if t["engine"] <= 8 else 1024
         self.result(seq, op, client, tsg, status, 0, value)
+        if self.gate_reports and status == 0 and op in (OP_GATE, OP_UNGATE):
+            said = TSG_F_GATED | TSG_F_LEASED if op == OP_GATE else TSG_F_LEASED if arg else 0
+            t["flags"] = (t.get("flags", 0) & ~(TSG_F_GATED | TSG_F_LEASED)) | said
+            self.send(self.tsg_msg(t))
 
     def on_sock(self):
         try:

@@ -444,6 +444,45 @@ static void test_rotation_ungate_liar(void)
 	agent_free(a);
 }
 
+/* A BE that answers every GATE done and never disables its channel (the
+ * tracker saw it allocated and never saw a DISABLE_CHANNELS of it) leaves
+ * the rotation for good once two GATEs running found its channel on; the
+ * runlist goes to the floor and the honest BE is gated no more. The
+ * honest one's disable reaches the tracker only after its GATE's answer
+ * (the worse order) and never counts against it. */
+static void test_rotation_gate_unmade(void)
+{
+	struct agent *a = agent_new();
+	struct tsg *honest[1], *liar[1];
+	int out_at = -1, k;
+	unsigned honest_gates_after = 0, liar_out_turns = 0;
+
+	report(a, proc_with_peer(a, 2, "latency-critical"), 0x20, RM_ENGINE_GR0, 2048);
+	be_proc(a, 1, 1, honest);
+	be_proc(a, 4, 1, liar);
+	tsg_channel_seen(honest[0], 0x5c000020, fake_now);
+	tsg_channel_seen(liar[0], 0x5c000020, fake_now);
+	for (k = 0; k < 400; k++) { /* 2 s in 5 ms steps */
+		rot_step(a, 5000, 0);
+		for (size_t i = 0; out_at >= 0 && i < nsent; i++)
+			honest_gates_after += sent[i].pid == 1 && sent[i].op == GQ_OP_GATE;
+		/* The tracker's record of what the honest one did. */
+		(void)tsg_channel_state(honest[0], 0x5c000020, honest[0]->gate.said, fake_now);
+		liar_out_turns += out_at >= 0 && liar[0]->gate.rotate;
+		if (out_at < 0 && liar[0]->gate.unmade)
+			out_at = k;
+	}
+	CHECK(out_at >= 0);
+	CHECK(!honest[0]->gate.unmade);
+	CHECK(!rotate_gateable(liar[0]) && rotate_gateable(honest[0]));
+	CHECK(!liar[0]->gate.rotate && !honest[0]->gate.rotate);
+	CHECK_EQ_U(liar_out_turns, 0);
+	CHECK_EQ_U(honest_gates_after, 0);
+	CHECK(!honest[0]->gate.want && !honest[0]->gate.gated && !honest[0]->gate.leased);
+	CHECK_EQ_U(honest[0]->want.desired_ts, 1000); /* the floor */
+	agent_free(a);
+}
+
 /* Turns are per process: a process with 32 GR TSGs beside one with a
  * single TSG gets half the time, not 32 turns in 33, and the single TSG
  * waits one turn at a time. */
@@ -735,6 +774,7 @@ int main(void)
 	test_rotation_gap();
 	test_rotation_per_process();
 	test_rotation_ungate_liar();
+	test_rotation_gate_unmade();
 	test_rotation_fair_four();
 	test_rotation_flipper();
 	test_rotation_newcomers();

@@ -941,19 +941,32 @@ def t_bpf_gate(node):
              what="every BE enabled and reported ungated after the LC left")
 
 
+def peer_say(peer, **m):
+    """One line to a fake_peer.py process (its stdin)."""
+    peer.stdin.write((json.dumps(m) + "\n").encode())
+    peer.stdin.flush()
+
+
+def peer_alloc(peer):
+    """fake_peer.py's real objects (client, device, a GR TSG, a channel):
+    its "alloc" event."""
+    peer_say(peer, op="alloc", engine=1)
+    line = {}
+    for raw in peer.stdout:
+        line = json.loads(raw)
+        if line.get("ev") == "alloc":
+            break
+    expect(line.get("ev") == "alloc", "the peer's objects: %r" % line)
+    return line
+
+
 def bpf_gate_liar(node, liar):
     """t_bpf_gate's liar: real objects, a GATED|LEASED report, commands
     left unanswered; never reported gated."""
     def say(**m):
-        liar.stdin.write((json.dumps(m) + "\n").encode())
-        liar.stdin.flush()
+        peer_say(liar, **m)
     say(op="set", answer=False)
-    say(op="alloc", engine=1)
-    for raw in liar.stdout:
-        line = json.loads(raw)
-        if line.get("ev") == "alloc":
-            break
-    expect(line.get("ev") == "alloc", "the liar's objects: %r" % line)
+    line = peer_alloc(liar)
     say(op="tsg", client=line["client"], tsg=line["tsg"], device=line["device"], engine=1, gpu=0,
         ts=2048, app=2048, flags=TSG_F_GATED | TSG_F_LEASED)
     key = (liar.pid, line["client"], line["tsg"])
@@ -1048,6 +1061,129 @@ def t_bpf_restart_chans(node):
         time.sleep(0.05)
     expect(sim_disabled(node).get(lkey[1:]) == [True] and sim_disabled(node).get(hkey[1:]) == [False],
            "the simulator unchanged: %r" % sim_disabled(node))
+
+
+LOG_UNMADE = re.compile(r"pid (\d+): TSG 0x[0-9a-f]+: its preempt agent says it is gated, the RM holds "
+                        r"its channels enabled \(\d+ GATEs running\): out of the rotation")
+
+
+def sim_channel_records(node, chans):
+    """chans: {(client, channel)}. Every DISABLE_CHANNELS the simulated RM
+    accepted that names one of them, oldest first: (t_us, disabled)."""
+    out = []
+    for r in node.sim_log():
+        p = r.get("params", {})
+        if r.get("cmd") != "0x2080110b" or r.get("status") != "0x00":
+            continue
+        named = [(p.get("hClient%d" % i), p.get("hChannel%d" % i)) for i in range(min(2, p.get("numChannels", 0)))]
+        if any(k in chans for k in named):
+            out.append((r["t_us"], bool(p["bDisable"])))
+    return out
+
+
+def disabled_us(records, start, end):
+    """How long of [start, end) (the simulator's clock) a channel whose
+    records these are was disabled: enabled before its first."""
+    total, since = 0, None
+    for t, off in records:
+        t = min(max(t, start), end)
+        if off and since is None:
+            since = t
+        elif not off and since is not None:
+            total, since = total + t - since, None
+    return total + (end - since if since is not None else 0)
+
+
+def gr_channel_keys(node, pid):
+    """(client, channel) of every channel under pid's GR TSGs, as the
+    simulator holds them."""
+    chans, _ = gr_channels(node, [pid])
+    return {(h(c["client"]), h(c["handle"])) for c in chans[pid]}
+
+
+def t_bpf_gate_share(node):
+    """A lying BE leaves the honest BE its share. With the eBPF tracker, an
+    honest BE and a peer that lies about its gates (it offers GATE, answers
+    every GATE done and reports GATED|LEASED, and never disables its
+    channel) beside an LC: the liar leaves the rotation (the log says why,
+    gate.possible is false) once the RM's record contradicts its word, the
+    runlist goes to the floor, and from then on the honest BE is held off
+    for nobody: no GATE to it and no turn after the liar left in the
+    agent's log, and in the simulator no disable of its channel beyond one
+    for each turn the liar was given before it left, none after. Prints
+    the share of time each was disabled, from the simulator's log."""
+    node.start_agent(bpf=True)
+    lc = node.workload("lc", ["--hold", "60"])
+    wait_for(lambda: gr_timeslice(node, lc.pid) == [2048] and all_settled(node), what="the LC alone")
+    # The liar first: the older process (the lower pid) has the first turn
+    # once the two rotate, so the honest BE is held off for it at least once.
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agent", "fake_peer.py")
+    liar = subprocess.Popen(["/usr/bin/python3", peer, node.sock, node.dev], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=dict(node.env, **BE_ENV), start_new_session=True)
+    node.procs.append(liar)
+    try:
+        gate_share_liar(node, lc, liar)
+    finally:
+        liar.kill()
+        liar.wait()
+    lc.kill()
+    lc.wait()
+
+
+def gate_share_liar(node, lc, liar):
+    """t_bpf_gate_share from the liar's arrival on."""
+    def say(**m):
+        peer_say(liar, **m)
+    # Offers GATE (and ACTIVITY, as the library), from a new connection.
+    say(op="set", hello_flags=0x2 | 0x4, gate_reports=True)
+    say(op="reconnect")
+    line = peer_alloc(liar)
+    lied = {(line["client"], line["channel"])}
+    start = node.sim_state()["t_us"]
+    say(op="tsg", client=line["client"], tsg=line["tsg"], device=line["device"], engine=1, gpu=0,
+        ts=2048, app=2048)
+    wait_for(lambda: [t for t in agent_tsgs(node, liar.pid) if t["sources"] == ["bpf", "preempt"]
+                      and t["state"] == "converged"], timeout=10, what="the liar's TSG confirmed and set")
+    be = node.workload("be", ["--hold", "60"])
+    wait_for(lambda: gr_channel_keys(node, be.pid), what="the BE's GR channel")
+    honest = gr_channel_keys(node, be.pid)
+    expect(len(honest) == 1, "the BE's GR channel: %r" % honest)
+    log = node.agent_logs[-1]
+    out = wait_for(lambda: [l for l in log_lines(log) if LOG_UNMADE.search(l)
+                            and int(LOG_UNMADE.search(l).group(1)) == liar.pid], timeout=30,
+                   what="the liar out of the rotation (its gates never made)")[0]
+    rows = {t["pid"]: t for t in agent_tsgs(node) if t["engine"] == 1 and t["pid"] in (be.pid, liar.pid)}
+    expect(not rows[liar.pid]["gate"]["possible"], "the liar still gateable: %r" % rows[liar.pid])
+    # The floor: the honest BE enabled, at severalBeUs, rotating no more.
+    wait_for(lambda: schedulable(node, [be.pid]) == {be.pid} and gr_timeslice(node, be.pid) == [1000]
+             and not any(t["gate"]["rotating"] for t in gr_rows(node, [be.pid, liar.pid]).values()),
+             timeout=10, what="the honest BE enabled at the floor, nobody rotating")
+    left = node.sim_state()["t_us"]
+    # Held at the floor: sampled for six turns' time.
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        expect(schedulable(node, [be.pid]) == {be.pid}, "the honest BE disabled after the liar left")
+        time.sleep(0.02)
+    lines = log_lines(log)
+    cut = lines.index(out)
+    after = [l for l in lines[cut + 1:] if LOG_TURN.search(l) or
+             (LOG_GATE.search(l) and LOG_GATE.search(l).group(2) == "GATE")]
+    expect(not after, "a turn or a GATE after the liar left: %r" % after)
+    liar_turns = sum(1 for l in lines[:cut] if LOG_TURN.search(l)
+                     and int(LOG_TURN.search(l).group(1)) == liar.pid)
+    recs = sim_channel_records(node, honest)
+    offs = [t for t, off in recs if off]
+    expect(len(offs) <= liar_turns, "the honest BE disabled %d times for %d turns of the liar"
+           % (len(offs), liar_turns))
+    expect(not [t for t in offs if t >= left], "the honest BE disabled after the liar left: %r" % recs)
+    expect(not sim_channel_records(node, lied), "the liar's channel was disabled")
+    now = node.sim_state()["t_us"]
+    be_off = disabled_us(recs, start, now)
+    print("disabled share since the liar came (simulator, %d ms): honest BE %.1f %% (%d ms, %d disable(s) "
+          "for %d turn(s) of the liar before it left), after it left %d of %d ms; the liar %.1f %%"
+          % ((now - start) / 1000, 100.0 * be_off / (now - start), be_off / 1000, len(offs), liar_turns,
+             disabled_us(recs, left, now) / 1000, (now - left) / 1000,
+             100.0 * disabled_us(sim_channel_records(node, lied), start, now) / (now - start)))
 
 
 BUSY_PCT = 25
@@ -1303,7 +1439,8 @@ SCENARIOS = {"classes": t_classes, "restart": t_restart, "failopen": t_failopen,
              "direct_hang": t_direct_hang, "direct_nocaps": t_direct_nocaps,
              "bpf_bare": t_bpf_bare, "bpf_forms": t_bpf_forms, "bpf_restart": t_bpf_restart,
              "bpf_liar": t_bpf_liar, "bpf_exit": t_bpf_exit, "bpf_gate": t_bpf_gate,
-             "bpf_restart_chans": t_bpf_restart_chans, "liar": t_liar,
+             "bpf_restart_chans": t_bpf_restart_chans, "bpf_gate_share": t_bpf_gate_share,
+             "liar": t_liar,
              "rotate": t_rotate, "busy_lc": t_busy_lc,
              "busy_lc_rotate": t_busy_lc_rotate, "verify": t_verify}
 
