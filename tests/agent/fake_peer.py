@@ -7,7 +7,10 @@ Driven over stdin with one JSON object per line; reports what it receives
 on stdout, one JSON object per line. Speaks abi/gq_proto.h version 1.
 Owns nothing of the node agent; it only plays the preempt agent's part.
 """
+import errno
+import fcntl
 import json
+import mmap
 import os
 import selectors
 import socket
@@ -18,9 +21,9 @@ import time
 # The protocol's one Python codec (tests/lib; PYTHONPATH comes from ctest
 # through the harness's environment).
 from gpuqos_test import gq_proto
-from gpuqos_test.gq_proto import (COMMAND, HELLO, MEM_UNLIMITED, MEMORY, OP_GATE, OP_GET_TS, OP_SET_IL, OP_SET_TS,
-                                  OP_UNGATE, POLICY, REFUSED, RESULT, SYNCED, TSG, TSG_F_GATED, TSG_F_LEASED,
-                                  TSG_GONE, UNKNOWN, WINDOW, hdr)
+from gpuqos_test.gq_proto import (COMMAND, HELLO, LEASE_PAGE, MEM_UNLIMITED, MEMORY, OP_GATE, OP_GET_TS, OP_SET_IL,
+                                  OP_SET_TS, OP_UNGATE, POLICY, REFUSED, RESULT, SYNCED, TSG, TSG_F_GATED,
+                                  TSG_F_LEASED, TSG_GONE, UNKNOWN, WINDOW, hdr)
 from gpuqos_test.rmcall import (CLASS_CHANNEL, CLASS_CLIENT, CLASS_SUBDEVICE, rm_alloc, rm_device, rm_disable,
                                 rm_tsg)
 
@@ -56,6 +59,10 @@ class Peer:
         self.mem_ok = False
         self.mem_limit = {}  # gpu -> the budget its last MEMORY set
         self.objs = None  # (client, subdevice, channel) of the last "alloc"
+        # LEASE_PAGE: the page mapped read-only, and what to answer (ON, or
+        # 0 to refuse it).
+        self.lease = None
+        self.lease_answer = gq_proto.LEASE_PAGE_F_ON
 
     def mem_msg(self, gpu):
         m = self.mem[gpu]
@@ -109,6 +116,7 @@ class Peer:
             self.sel.unregister(self.sock)
             self.sock.close()
             self.sock = None
+            self.lease = None
             self.emit(ev="disconnected")
         self.next_try = time.monotonic() + 0.05
 
@@ -143,15 +151,51 @@ class Peer:
             t["flags"] = (t.get("flags", 0) & ~(TSG_F_GATED | TSG_F_LEASED)) | said
             self.send(self.tsg_msg(t))
 
+    def try_write(self, fd):
+        """What a hostile peer tries with the page: the errors it got."""
+        tried = {}
+        for what, fn in (("write", lambda: os.pwrite(fd, b"x" * 8, 8)),
+                         ("ftruncate", lambda: os.ftruncate(fd, 0)),
+                         ("mmap_write", lambda: mmap.mmap(fd, gq_proto.LEASE_PAGE_SIZE))):
+            try:
+                fn()
+                tried[what] = "done"
+            except OSError as e:
+                tried[what] = errno.errorcode.get(e.errno, str(e.errno))
+        return tried
+
+    def on_lease_page(self, data, fds):
+        m = gq_proto.parse(data)
+        ev = {"ev": "lease_page", "fds": len(fds), "size": m["size"], "sent_ns": m["sent_ns"]}
+        if fds:
+            fd = fds[0]
+            ev["seals"] = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            ev["tried"] = self.try_write(fd)
+            self.lease = mmap.mmap(fd, gq_proto.LEASE_PAGE_SIZE, prot=mmap.PROT_READ)
+            ev["magic"], ev["version"] = struct.unpack_from("=II", self.lease, 0)
+        for fd in fds:
+            os.close(fd)
+        self.emit(**ev)
+        self.seq += 1
+        self.send(gq_proto.lease_page_state(self.lease_answer, seq=self.seq))
+
     def on_sock(self):
+        fds = []
         try:
-            data = self.sock.recv(256)
+            data, fds, _, _ = socket.recv_fds(self.sock, 256, 1)
         except OSError:
             data = b""
         if not data:
+            for fd in fds:
+                os.close(fd)
             self.disconnect()
             return
         magic, ver, mtype, length, seq = struct.unpack_from("=IHHII", data)
+        if mtype == LEASE_PAGE:
+            self.on_lease_page(data, fds)
+            return
+        for fd in fds:
+            os.close(fd)
         if mtype == POLICY:
             gr, copy, flags, wake = struct.unpack_from("=IIII", data, 16)
             self.emit(ev="policy", gr=gr, copy=copy, flags=flags, wake=wake)
@@ -230,6 +274,9 @@ class Peer:
                 self.send(self.mem_msg(gpu))
         elif op == "raw":
             self.send(bytes.fromhex(c["hex"]))
+        elif op == "lease":  # what the lease page says now
+            until = struct.unpack_from("=Q", self.lease, 8)[0] if self.lease else None
+            self.emit(ev="lease", until_ns=until, now_ns=time.clock_gettime_ns(time.CLOCK_MONOTONIC))
         elif op == "set":
             for k, v in c.items():
                 setattr(self, k, v)

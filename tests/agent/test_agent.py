@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """test_agent.py - scenario tests of the real gpuqos-agent against fake
 preempt agents. Usage: GPUQOS_AGENT_BIN=... test_agent.py <test-name>."""
+import fcntl
 import json
 import re
 import os
@@ -1644,6 +1645,81 @@ def t_rotation_abuse(make_agent):
     check(a.alive(), "agent alive")
 
 
+def t_lease_page(make_agent):
+    """Lease pages (docs/protocol.md, "Lease page"). A peer whose HELLO
+    says LEASE_PAGE gets one memfd page with LEASE_PAGE, sealed so that it
+    can neither write it (write, a writable mapping) nor shrink it; once it
+    answers ON, its leases are renewed there: the page's end moves on while
+    it rotates, never more than one lease past the agent's clock, and no
+    GATE renews a lease it already holds. A peer that refuses the page is
+    renewed by COMMAND and its page is never written. A LEASE_PAGE_STATE
+    nobody asked for is counted malformed and changes nothing."""
+    lease_ms = 500
+    a = make_agent(config(severalBe="rotate", rotation={"periodMs": 250, "leaseMs": lease_ms}))
+    a.start()
+    lc = a.peer(LC_ENV)
+    standard_process(lc, client=0xC1D00002)
+
+    def be(answer):
+        p = a.peer()
+        p.send(op="set", hello_flags=gq_proto.F_GATE | F_ACTIVITY | gq_proto.F_LEASE_PAGE,
+               lease_answer=answer)
+        p.send(op="reconnect")
+        wait_for(lambda: p.evs("connected") and p.evs("connected")[-1]["n"] == 2
+                 and p.evs("lease_page"), "reconnected, offered a lease page")
+        return p
+
+    taker = be(gq_proto.LEASE_PAGE_F_ON)
+    taker.add_tsg(0xC1D00001, 0x5C000010, 1, ts=2048, app=2048)
+    refuser = be(0)
+    refuser.add_tsg(0xC1D00003, 0x5C000010, 1, ts=2048, app=2048)
+    page = taker.evs("lease_page")[-1]
+    seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL | 0x10  # FUTURE_WRITE
+    check(page["fds"] == 1 and page["size"] == gq_proto.LEASE_PAGE_SIZE
+          and page["seals"] & seals == seals, "the page and its seals: %r" % page)
+    check(page["magic"] == gq_proto.LEASE_PAGE_MAGIC and page["version"] == gq_proto.VERSION,
+          "the page's header: %r" % page)
+    check(page["tried"] == {"write": "EPERM", "ftruncate": "EPERM", "mmap_write": "EPERM"},
+          "the peer could change the page: %r" % page["tried"])
+
+    def gate(p):
+        t = gr_of(a, p.pid)
+        return t["gate"] if t else {}
+
+    wait_for(lambda: gate(taker).get("rotating") and gate(taker).get("count", 0) >= 2
+             and gate(refuser).get("count", 0) >= 2, "both BEs rotate")
+    # A quarter lease with no turn: a gated BE's lease is renewed at least
+    # once, through the page for one, by COMMAND for the other.
+    wait_for(lambda: a.counters()["pageRenewals"] > 0, "a renewal through the page")
+    taker.send(op="lease")
+    first = taker.evs("lease")[-1]
+    check(first["until_ns"] and first["until_ns"] <= first["now_ns"] + lease_ms * 10**6,
+          "the page's end past one lease: %r" % first)
+    wait_for(lambda: taker.send(op="lease") or
+             taker.evs("lease")[-1]["until_ns"] > first["until_ns"], "the page's end moves on")
+    refuser.send(op="lease")
+    check(refuser.evs("lease")[-1]["until_ns"] == 0, "a refused page was written")
+    # A renewal by COMMAND is a second GATE (or turn) in a row with a lease;
+    # the refuser gets them, the taker never does: its gates and turns
+    # alternate.
+    def repeats(p):
+        ops = [c["op"] for c in p.commands()
+               if c["op"] in (gq_proto.OP_GATE, gq_proto.OP_UNGATE) and c["arg"] > 0]
+        return sum(1 for x, y in zip(ops, ops[1:]) if x == y)
+
+    wait_for(lambda: repeats(refuser) >= 2, "renewals of the refuser by COMMAND")
+    taker.sync()
+    check(repeats(taker) == 0 and gate(taker)["count"] >= 2,
+          "renewed by COMMAND though it took the page: %r" % taker.commands())
+    # Unasked: counted, nothing else.
+    other = a.peer()
+    standard_process(other, client=0xC1D00005)
+    bad = a.counters()["malformed"]
+    other.send(op="raw", hex=gq_proto.lease_page_state(gq_proto.LEASE_PAGE_F_ON).hex())
+    wait_for(lambda: a.counters()["malformed"] == bad + 1, "the unasked state counted")
+    check(not other.evs("disconnected") and a.alive(), "kept the connection")
+
+
 def t_window_run_ask(make_agent):
     """`gpuqos run --windows` (docs/policy.md, "Windows": "An LC's own
     ask"): an LC whose environment holds GPUQOS_RUN_WINDOWS gets windows
@@ -1949,6 +2025,7 @@ TESTS = {
     "window_send": t_window_send, "window_liar": t_window_liar, "window_auto": t_window_auto, "window_state": t_window_state,
     "window_run_ask": t_window_run_ask,
     "rotation_abuse": t_rotation_abuse,
+    "lease_page": t_lease_page,
     "memory_budget": t_memory_budget, "memory_bad": t_memory_bad,
     "memory_restart": t_memory_restart,
     "ctl_recorded": t_ctl_recorded, "ctl_status": t_ctl_status,
