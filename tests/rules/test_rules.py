@@ -49,7 +49,7 @@ MAY_USE = {
     "plugin/": ["plugin/", "common/", "abi/"],
     "common/": ["common/", "abi/"],
     "abi/": ["abi/"],
-    "bpf/": ["bpf/", "abi/"],
+    "bpf/": ["bpf/", "abi/", "common/"],
 }
 # What the core may call in the C library: memory, strings, formatting,
 # sorting, glob matching, errno. No fd, thread, timer or clock (the clock
