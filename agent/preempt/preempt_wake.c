@@ -89,6 +89,10 @@ static struct {
 	pthread_cond_t cv;
 	struct pa_wake_pred pred;
 	void *ctx; /* the context the latest request was launched in */
+	/* gpuqos_request_hint: a wake due at hint_at (0: none) for the
+	 * request after start hint_seq; taken, and issued. */
+	rm_u64 hint_at, hint_seq;
+	unsigned long hints, hint_wakes;
 
 	/* Held by the thread around every libcuda call, and by whoever
 	 * makes a context go away. */
@@ -140,6 +144,30 @@ void pa_wake_request(rm_u64 now, rm_u64 first_op, rm_u64 done)
 	pa_wake_pred_start(&pw.pred, now, first_op, done);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
+}
+
+#define PA_EXPORT __attribute__((visibility("default")))
+
+/* The request hint (docs/policy.md, "Waking a periodic LC": "A request
+ * that says it comes"): declared here, not in a header, as frameworks find
+ * it with dlsym(RTLD_DEFAULT, "gpuqos_request_hint") only when the library
+ * is loaded. */
+PA_EXPORT int gpuqos_request_hint(unsigned gpu_in_us);
+
+PA_EXPORT int gpuqos_request_hint(unsigned gpu_in_us)
+{
+	rm_u64 now = pa_now_ns(), lead = (rm_u64)atomic_load(&pw_lead_us) * 1000u, in;
+
+	if (lead == 0 || atomic_load(&pw.dead))
+		return -1;
+	in = (rm_u64)(gpu_in_us > PA_WAKE_HINT_MAX_US ? PA_WAKE_HINT_MAX_US : gpu_in_us) * 1000u;
+	pthread_mutex_lock(&pw.lock);
+	pw.hint_at = in > lead ? now + in - lead : now;
+	pw.hint_seq = pw.pred.seq;
+	pw.hints++;
+	pthread_cond_signal(&pw.cv);
+	pthread_mutex_unlock(&pw.lock);
+	return 0;
 }
 
 void pa_wake_ctx_gone(void)
@@ -199,6 +227,9 @@ static void pw_atexit(void)
 		(unsigned long long)pw.pred.skipped, (unsigned long long)pw.pred.stops,
 		(unsigned long long)pw.pred.resumes, (unsigned long long)pw.pred.spans,
 		pa_wake_pred_span(&pw.pred));
+	if (pw.hints)
+		pa_info("wake: %lu request hints, %lu of their wakes issued", pw.hints,
+			pw.hint_wakes);
 	pthread_cond_signal(&pw.cv);
 	pthread_mutex_unlock(&pw.lock);
 }
@@ -339,12 +370,21 @@ static void *wake_thread_main(void *arg)
 	for (;;) {
 		rm_u64 lead, target, seq, now;
 		void *ctx;
-		int r;
+		int r, hinted = 0;
 
 		pthread_mutex_lock(&pw.lock);
 		for (;;) {
 			lead = (rm_u64)atomic_load(&pw_lead_us) * 1000u;
 			target = pa_wake_pred_target(&pw.pred, lead);
+			/* A hint for the next request wins over a later prediction;
+			 * one a request's launch overtook is dropped. */
+			if (pw.hint_at && pw.hint_seq != pw.pred.seq)
+				pw.hint_at = 0;
+			if (pw.hint_at && (!target || pw.hint_at < target)) {
+				target = pw.hint_at;
+				pw.hint_at = 0;
+				hinted = 1;
+			}
 			if (target || pw.dead)
 				break;
 			pthread_cond_wait(&pw.cv, &pw.lock);
@@ -363,7 +403,9 @@ static void *wake_thread_main(void *arg)
 		/* Too late to start the switch ahead of the request: skip. */
 		r = now - target <= lead / 2 ? pw_issue(seq, ctx) : 0;
 		pthread_mutex_lock(&pw.lock);
-		if (pw.pred.seq == seq)
+		if (hinted)
+			pw.hint_wakes += r > 0; /* not the predictor's to judge */
+		else if (pw.pred.seq == seq)
 			pa_wake_pred_woken(&pw.pred, r > 0 ? now : 0);
 		else if (r > 0)
 			pa_wake_pred_overtaken(&pw.pred);
@@ -486,6 +528,9 @@ void pa_wake_child_reset(void)
 	pw.fn = NULL;
 	pw.stream = NULL;
 	pw.failures = 0;
+	pw.hint_at = 0;
+	pw.hints = 0;
+	pw.hint_wakes = 0;
 	atomic_store(&pw.dead, 0);
 	atomic_store(&pw_thread_started, 0);
 	/* CUDA is not usable in a forked child; one that starts it afresh

@@ -38,6 +38,9 @@
  * queued whenever the scheduler looks (docs/perf-log, "Keeping the woken
  * context in"). */
 #define PA_WAKE_TRAIN_NS 20000ull
+/* gpuqos_request_hint: a request's GPU work said to start later than this
+ * is taken to start then. */
+#define PA_WAKE_HINT_MAX_US 1000000u
 /* A request whose first GPU operation (a CUDA event recorded on its
  * stream) reached the GPU around its wake, but whose kernels were launched
  * more than this after that operation, had its context come in, run the

@@ -270,6 +270,19 @@ class Server:
         self.conns = set()
         self.queue = collections.deque()
         self.served = 0
+        # GPUQOS_BENCH_HINT_US: call the preempt library's
+        # gpuqos_request_hint(N) as each request is received (docs/policy.md,
+        # "A request that says it comes").
+        self.hint = None
+        us = os.environ.get("GPUQOS_BENCH_HINT_US")
+        if us is not None:
+            try:
+                f = ctypes.CDLL(None).gpuqos_request_hint
+                f.argtypes, f.restype = [ctypes.c_uint], ctypes.c_int
+                self.hint = (f, int(us))
+            except AttributeError:
+                print("net_lc_server: GPUQOS_BENCH_HINT_US is set but no gpuqos_request_hint "
+                      "is loaded (no preempt library): no hints", file=sys.stderr)
 
     def port(self):
         return self.lsock.getsockname()[1]
@@ -346,6 +359,8 @@ class Server:
                 raise BadRequest(404, f"{parts[1][:80]!r}: this server answers "
                                       f"POST /{self.model.info['endpoint']}")
             self.queue.append((c, body, hdr.get("connection", "").lower() == "close"))
+            if self.hint:
+                self.hint[0](self.hint[1])
 
     def read(self, c):
         try:

@@ -378,8 +378,9 @@ def set_net():
     net_load.py, what a client sees: send to last byte, and TTFT / TPOT
     for the decoder): ResNet-50 and the LLM decode loop, fixed and Poisson
     arrivals, alone, beside each BE kind at the driver defaults and under
-    the default policy; ViT-B/16 and BERT-base alone and under the default
-    policy beside a training BE."""
+    the default policy, and the Poisson ones with the request hint
+    (GPUQOS_BENCH_HINT_US); ViT-B/16 and BERT-base alone and under the
+    default policy beside a training BE."""
     s = [sc("be alone fill", None, "fill", 1, "be_alone"),
          sc("be alone train", None, "train", 1, "be_alone")]
     for lc in ("net_resnet50", "net_resnet50_poisson", "net_llm", "net_llm_poisson"):
@@ -387,6 +388,11 @@ def set_net():
         for be in ("fill", "train"):
             for mode in ("gq:default", "defaults"):
                 s.append(sc(f"{lc} {mode} 1x{be}", lc, be, 1, mode))
+    # The request hint (docs/policy.md, "A request that says it comes"): the
+    # server calls gpuqos_request_hint(0) as each request is received.
+    for lc in ("net_resnet50_poisson", "net_llm_poisson"):
+        s.append(sc(f"{lc} gq:default 1xtrain hint", lc, "train", 1, "gq:default",
+                    lc_env={"GPUQOS_BENCH_HINT_US": "0"}))
     for lc in ("net_vit_b16", "net_bert_base"):
         s.append(sc(f"{lc} alone", lc, nbe=0, mode="alone"))
         s.append(sc(f"{lc} gq:default 1xtrain", lc, "train", 1, "gq:default"))

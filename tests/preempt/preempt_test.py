@@ -581,8 +581,9 @@ def sc_symbols(args, tmp):
     ctxgone = {"cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"}
     waits = {"cuCtxSynchronize", "cuEventSynchronize", "cuEventQuery", "cuStreamSynchronize",
              "cuStreamQuery", "cuStreamSynchronize_ptsz", "cuStreamQuery_ptsz"}
-    want = {"ioctl", "close", "dlsym"} | launch | {n + "_ptsz" for n in launch} \
-        | ctxgone | {n + "_v2" for n in ctxgone} | waits
+    # gpuqos_request_hint: the one function of its own (docs/policy.md).
+    want = {"ioctl", "close", "dlsym", "gpuqos_request_hint"} | launch \
+        | {n + "_ptsz" for n in launch} | ctxgone | {n + "_v2" for n in ctxgone} | waits
     check(exported == want, "exported symbols: %r" % sorted(exported))
 
 
@@ -1259,6 +1260,30 @@ def sc_wake(args, tmp):
             os.unlink(log.path)
 
 
+def sc_wake_hint(args, tmp):
+    """gpuqos_request_hint (docs/policy.md, "A request that says it comes"):
+    Poisson requests, each saying 300 us ahead that it comes, get wakes
+    ahead of them in the application's context though no period can be
+    learnt (Poisson alone gets three at most, sc_wake); without wakes on,
+    the hint wakes nothing."""
+    sock = os.path.join(tmp, "none.sock")
+    w = Workload(args, tmp, preload_env(args, sock))
+    d = periodic(w, args, "40 %d hint 300" % PERIOD_US)
+    check(d["wakes"] == 0 and d["bad"] == 0, "hints without wakes on: %r" % d)
+    w.finish()
+    log = CudaLog(tmp, "hint.log")
+    w = Workload(args, tmp, preload_env(args, sock, GPUQOS_WAKE_LEAD_US="100",
+                                        GPUQOS_LOG="info", FAKE_CUDA_LOG=log.path))
+    d = periodic_until(w, args, "200 %d hint 300" % PERIOD_US, lambda d: d["leads"] > 3,
+                       "hinted requests were never woken")
+    check(d["bad"] == 0 and d["in_ctx"] == d["wakes"] and d["stale"] == 0,
+          "hinted requests: %r" % d)
+    err = w.finish()
+    m = re.search(r"wake: (\d+) request hints, (\d+) of their wakes issued", err)
+    check(m and int(m.group(2)) > 3 and int(m.group(2)) <= int(m.group(1)),
+          "the hints' count: %s" % err[-600:])
+
+
 def take_phase(conn, pred):
     """The latest PHASE that pred accepts once the reports stopped, or
     None (the other messages kept)."""
@@ -1538,7 +1563,7 @@ SCENARIOS = {
     "trace": sc_trace, "symbols": sc_symbols, "gate": sc_gate, "activity": sc_activity,
     "wake": sc_wake, "wake_policy": sc_wake_policy, "span": sc_span, "setrace": sc_setrace,
     "window": sc_window, "window_budget": sc_window_budget, "refused": sc_refused,
-    "lease_page": sc_lease_page,
+    "lease_page": sc_lease_page, "wake_hint": sc_wake_hint,
 }
 
 

@@ -43,7 +43,7 @@
  *                              a launch); prints LIB's counts of launches with
  *                              intact arguments and whether dlsym(RTLD_NEXT)
  *                              called in LIB still looked after LIB
- *   periodic LIB N PERIOD_US [poisson SEED | destroy K | event GAP_US]
+ *   periodic LIB N PERIOD_US [poisson SEED | destroy K | event GAP_US | hint GAP_US]
  *                              cuLaunchKernel N times, one every PERIOD_US
  *                              (absolute times), or with exponential gaps of
  *                              that mean (poisson), or destroying the
@@ -51,7 +51,10 @@
  *                              cuCtxDestroy through cuGetProcAddress and
  *                              cuDevicePrimaryCtxReset_v2 through dlsym), or
  *                              each launch GAP_US after a cuEventRecord
- *                              (through cuGetProcAddress) made on time;
+ *                              (through cuGetProcAddress) made on time, or
+ *                              with Poisson gaps (seed 7), each launch
+ *                              GAP_US after gpuqos_request_hint(GAP_US)
+ *                              (dlsym(RTLD_DEFAULT); none: "periodic failed");
  *                              prints LIB's count of the preempt agent's
  *                              wake launches, those on a destroyed
  *                              context's stream, and how long after a wake
@@ -504,9 +507,14 @@ static void w_log(w_log_fn log, char what, unsigned long long a, unsigned long l
 
 typedef int (*w_evrec_fn)(void *, void *);
 
+typedef int (*w_hint_fn)(unsigned);
+
 static void do_periodic(const char *lib, unsigned long n, unsigned long period_us, int poisson,
-			unsigned seed, unsigned long destroy_every, long event_gap_us)
+			unsigned seed, unsigned long destroy_every, long event_gap_us,
+			long hint_gap_us)
 {
+	w_hint_fn hint = hint_gap_us >= 0 ? (w_hint_fn)dlsym(RTLD_DEFAULT, "gpuqos_request_hint")
+					  : NULL;
 	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
 	w_gpa_fn gpa = h ? (w_gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
 	w_launch_fn lk = gpa ? (w_launch_fn)w_gpa(gpa, "cuLaunchKernel", 12000, 0) : NULL;
@@ -519,7 +527,8 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 	struct timespec t;
 	int bad = 0;
 
-	if (!lk || !wakes || !destroy || !reset || !evrec || !calls || !wlog) {
+	if (!lk || !wakes || !destroy || !reset || !evrec || !calls || !wlog ||
+	    (hint_gap_us >= 0 && !hint)) {
 		printf("periodic failed: lookup\n");
 		return;
 	}
@@ -534,6 +543,13 @@ static void do_periodic(const char *lib, unsigned long n, unsigned long period_u
 
 			w_log(wlog, 'V', w_now(), 0);
 			bad |= evrec((void *)0xe7e7, W_ST);
+			while (nanosleep(&d, &d) != 0 && errno == EINTR)
+				;
+		}
+		if (hint) {
+			struct timespec d = { 0, hint_gap_us * 1000L };
+
+			(void)hint((unsigned)hint_gap_us);
 			while (nanosleep(&d, &d) != 0 && errno == EINTR)
 				;
 		}
@@ -685,14 +701,16 @@ static void step(int argc, char **a)
 	} else if (strcmp(cmd, "periodic") == 0 &&
 		   (argc == 4 || (argc == 6 && (strcmp(a[4], "poisson") == 0 ||
 						 strcmp(a[4], "destroy") == 0 ||
-						 strcmp(a[4], "event") == 0)))) {
+						 strcmp(a[4], "event") == 0 ||
+						 strcmp(a[4], "hint") == 0)))) {
 		int p = argc == 6 && strcmp(a[4], "poisson") == 0;
 		int ev = argc == 6 && strcmp(a[4], "event") == 0;
+		int hi = argc == 6 && strcmp(a[4], "hint") == 0;
 		unsigned long k = argc == 6 ? strtoul(a[5], NULL, 0) : 0;
 
-		do_periodic(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0), p,
-			    p ? (unsigned)k : 0, p || ev ? 0 : k,
-			    ev && k < 1000000 ? (long)k : -1);
+		do_periodic(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0), p || hi,
+			    p ? (unsigned)k : 7, p || ev || hi ? 0 : k,
+			    ev && k < 1000000 ? (long)k : -1, hi && k < 1000000 ? (long)k : -1);
 	} else if (strcmp(cmd, "waits") == 0 && argc == 6) {
 		do_waits(a[1], strtoul(a[2], NULL, 0), strtoul(a[3], NULL, 0),
 			 strtoul(a[4], NULL, 0), a[5]);
