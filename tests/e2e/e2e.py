@@ -12,7 +12,11 @@ Usage: e2e.py --build BUILD SCENARIO      (exit 77 = skipped, with a reason)
 
 The bpf_* scenarios run the agent with its eBPF tracker (--bpf on, a pin
 directory of their own); the others with --bpf off, or with the tracker too
-when E2E_BPF=on is in the environment (they pass either way).
+when E2E_BPF=on is in the environment. Not all pass that way: liar
+expects the read-back of a tracker-off agent (and leaves its simulator
+behind when it fails), and classes expects the LC's own process to make
+the first SET, where the tracker lets the direct path come first (about
+one run in five); the bpf_* scenarios are the tracker's tests.
 """
 import json
 import os
