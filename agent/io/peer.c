@@ -94,14 +94,14 @@ struct peer_conn {
 	struct gq_lease_word *lease;
 };
 
-static struct loop_watch *peer_watch(struct peer *p)
-{
-	return &((struct peer_conn *)p)->w;
-}
-
 static struct peer_conn *peer_conn_of(struct peer *p)
 {
 	return (struct peer_conn *)p;
+}
+
+static struct loop_watch *peer_watch(struct peer *p)
+{
+	return &peer_conn_of(p)->w;
 }
 
 static int peer_send(struct agent *a, struct peer *p, void *msg, const char *what)
@@ -313,12 +313,14 @@ static void on_lease_state(struct agent *a, struct peer *p, const struct gq_leas
 
 void peer_close(struct agent *a, struct peer *p, const char *why)
 {
-	if (peer_watch(p)->dead)
+	struct peer_conn *pc = peer_conn_of(p);
+
+	if (pc->w.dead)
 		return;
 	proc_log(a, p->proc, LOG_LEVEL_INFO, "pid %d: preempt agent disconnected (%s)", (int)p->pid, why);
-	if (peer_conn_of(p)->lease != NULL)
-		munmap(peer_conn_of(p)->lease, GQ_LEASE_PAGE_SIZE);
-	peer_conn_of(p)->lease = NULL;
+	if (pc->lease != NULL)
+		munmap(pc->lease, GQ_LEASE_PAGE_SIZE);
+	pc->lease = NULL;
 	p->lease_page = 0;
 	cmd_fail_peer(a, p);
 	/* Its preempt agent enables every channel it gated when the
