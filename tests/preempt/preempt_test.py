@@ -1513,6 +1513,14 @@ def sc_lease_page(args, tmp):
                          ("another clock", good, {"sent_ns": now - 10**9}),
                          ("another size", good, {"size": 8192})]:
         check(offer_page(conn, fd, **kw) == 0, "took a page with %s" % what)
+    # A descriptor sent with any other message is closed, not kept: 20
+    # COMMANDs each carrying one leave the process with no more fds.
+    fds_of = lambda: len(os.listdir("/proc/%d/fd" % w.p.pid))  # noqa: E731
+    before = fds_of()
+    for i in range(20):
+        conn.send_fd(command(100 + i, OP_GET, CLIENT, NO_TSG, 2000000, 0), good)
+        conn.take(RESULT, lambda d, i=i: d["seq"] == 100 + i)
+    check(fds_of() < before + 20, "descriptors kept: %d -> %d" % (before, fds_of()))
     # Refused: a lease lapses at its own end whatever the page says.
     lease_until(page, time.monotonic() + 30)
     t0 = time.monotonic()
