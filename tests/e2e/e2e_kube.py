@@ -313,12 +313,14 @@ def t_kube_outage(node):
     # 2. 410 as an HTTP status: the cluster moves on (a pod of another
     # node, which this node's watch does not see), history is compacted
     # past the agent's resourceVersion, and the stream is cut.
+    # The baseline comes first: a watch still reconnecting from step 1 can
+    # meet the compacted history (410, a re-list) before the drop.
+    mark = node.nreq()
+    relists = node.kube_view()["stats"]["relists"]
     node.post("gone_mode", "http")
     node.st.upsert({"metadata": {"name": "elsewhere", "namespace": NS},
                     "spec": {"nodeName": "other-node", "containers": [{"name": "main"}]}})
     node.post("compact")
-    mark = node.nreq()
-    relists = node.kube_view()["stats"]["relists"]
     node.post("drop")
     wait_for(lambda: any(r["status"] == 410 for r in node.requests("watch", mark)), what="a 410 answer")
     recovered(mark, "list and watch again after 410 (HTTP)", ("list", "watch"))
